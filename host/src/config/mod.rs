@@ -1,0 +1,1 @@
+//! Reading fleet and job configuration.

@@ -1,0 +1,159 @@
+//! What a collector reports about a job: topology, status and Flink-named vertex metrics.
+
+use std::collections::BTreeMap;
+
+use flowscale_sdk::ShipStrategy;
+use serde::{Deserialize, Serialize};
+
+/// The job's state as the engine reports it (Flink's names).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum JobStatus {
+    /// Created, waiting for resources.
+    Created,
+    /// Every task is running.
+    Running,
+    /// Restarting (e.g. during a rescale).
+    Restarting,
+    /// Finished (bounded jobs).
+    Finished,
+    /// Failed.
+    Failed,
+    /// Canceled.
+    Canceled,
+}
+
+/// A vertex as observed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ObservedVertex {
+    /// Engine id (Flink: hex job-vertex id).
+    pub id: String,
+    /// Human-readable name.
+    pub name: String,
+    /// Running parallelism.
+    pub parallelism: u32,
+    /// Max parallelism (number of key groups).
+    pub max_parallelism: u32,
+    /// Partitions of a source, when the engine can tell; 0 otherwise.
+    #[serde(default)]
+    pub source_partitions: u32,
+    /// True once the vertex has finished (bounded inputs).
+    #[serde(default)]
+    pub finished: bool,
+}
+
+/// An edge as observed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ObservedEdge {
+    /// Upstream vertex id.
+    pub from: String,
+    /// Downstream vertex id.
+    pub to: String,
+    /// Ship strategy, as Flink spells it (`HASH`, `REBALANCE`, `CUSTOM:48`, ...).
+    pub ship_strategy: String,
+}
+
+impl ObservedEdge {
+    /// The parsed ship strategy.
+    pub fn strategy(&self) -> ShipStrategy {
+        ShipStrategy::parse(&self.ship_strategy)
+    }
+}
+
+/// min / max / avg / sum of one metric over a vertex's subtasks (Flink's aggregated subtask
+/// metrics). A missing aggregate is `None`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct AggregatedMetric {
+    /// Minimum over subtasks.
+    pub min: Option<f64>,
+    /// Maximum over subtasks.
+    pub max: Option<f64>,
+    /// Average over subtasks.
+    pub avg: Option<f64>,
+    /// Sum over subtasks.
+    pub sum: Option<f64>,
+}
+
+impl AggregatedMetric {
+    /// The same value in every aggregate slot computed from per-subtask values.
+    pub fn from_subtasks(values: &[f64]) -> AggregatedMetric {
+        if values.is_empty() {
+            return AggregatedMetric::default();
+        }
+        let sum: f64 = values.iter().sum();
+        AggregatedMetric {
+            min: values.iter().copied().reduce(f64::min),
+            max: values.iter().copied().reduce(f64::max),
+            avg: Some(sum / values.len() as f64),
+            sum: Some(sum),
+        }
+    }
+}
+
+/// Cumulative counters of a vertex from the job details (`read-records`, `write-records`,
+/// `accumulated-busy-time`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct IoMetrics {
+    /// Records read so far (all subtasks).
+    pub num_records_in: f64,
+    /// Records written so far (all subtasks).
+    pub num_records_out: f64,
+    /// Accumulated busy time in ms (all subtasks); NaN when unknown.
+    pub accumulated_busy_time: f64,
+}
+
+/// The metrics of one vertex: aggregated subtask metrics by Flink metric name
+/// (`busyTimeMsPerSecond`, `backPressuredTimeMsPerSecond`, `Source__x.numRecordsInPerSecond`,
+/// `Source__x.numRecordsIn`, `x.pendingRecords`, `numRecordsInPerSecond`, ...) and the IO counters.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct VertexMetrics {
+    /// Aggregated subtask metrics by name.
+    #[serde(default)]
+    pub aggregated: BTreeMap<String, AggregatedMetric>,
+    /// Cumulative IO counters.
+    #[serde(default)]
+    pub io: IoMetrics,
+}
+
+/// One observation of a job.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobObservation {
+    /// Status of the job.
+    pub status: JobStatus,
+    /// When the job last became RUNNING (Flink's `timestamps.RUNNING`), in ms.
+    pub running_since_ms: i64,
+    /// Vertices in topological order.
+    pub vertices: Vec<ObservedVertex>,
+    /// Edges.
+    pub edges: Vec<ObservedEdge>,
+    /// Metrics per vertex id.
+    #[serde(default)]
+    pub metrics: BTreeMap<String, VertexMetrics>,
+    /// Job-manager / task-manager level metrics (`taskSlotsTotal`, `taskSlotsAvailable`, ...).
+    #[serde(default)]
+    pub global: BTreeMap<String, f64>,
+}
+
+/// Why an engine could not answer or act. Never fatal for the host: the loop records an event
+/// and carries on with the other jobs.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// The engine could not be reached (network, process gone).
+    #[error("engine unreachable: {0}")]
+    Unreachable(String),
+    /// The job is not in a state that allows the request (not running, restarting, ...).
+    #[error("job not ready: {0}")]
+    NotReady(String),
+    /// The engine refused a request.
+    #[error("engine refused the request: {0}")]
+    Refused(String),
+    /// A request was invalid and was not sent.
+    #[error("invalid request (not sent): {0}")]
+    InvalidRequest(String),
+    /// The engine does not support this operation.
+    #[error("not supported by this engine: {0}")]
+    Unsupported(String),
+    /// Anything else.
+    #[error("{0}")]
+    Other(String),
+}

@@ -1,0 +1,115 @@
+//! Events: everything the autoscaler decides or refuses, with a reason a person can act on.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+/// Why an event was recorded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub enum EventReason {
+    /// A scaling operation was executed (or, in advisor mode, recommended).
+    ScalingReport,
+    /// Alignment could not reach the expected parallelism (legacy modes, ADVANCED `CURRENT`).
+    ScalingLimited,
+    /// A previous scale-up did not raise the processing rate as expected.
+    IneffectiveScaling,
+    /// A scaling event arrived during a cooldown period and was queued.
+    CooldownQueued,
+    /// A new source rate limit was published.
+    RateLimit,
+    /// A plugin mode panicked, failed, or answered outside the allowed range.
+    PluginFault,
+    /// The configured mode could not be used and BALANCED was used instead.
+    ModeFallback,
+    /// Scaling was blocked by GC or heap pressure.
+    MemoryPressure,
+    /// An engine could not be reached or refused a request.
+    EngineError,
+    /// Any other error of a cycle.
+    AutoscalerError,
+}
+
+impl EventReason {
+    /// The reason's name as printed and serialized.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            EventReason::ScalingReport => "ScalingReport",
+            EventReason::ScalingLimited => "ScalingLimited",
+            EventReason::IneffectiveScaling => "IneffectiveScaling",
+            EventReason::CooldownQueued => "CooldownQueued",
+            EventReason::RateLimit => "RateLimit",
+            EventReason::PluginFault => "PluginFault",
+            EventReason::ModeFallback => "ModeFallback",
+            EventReason::MemoryPressure => "MemoryPressure",
+            EventReason::EngineError => "EngineError",
+            EventReason::AutoscalerError => "AutoscalerError",
+        }
+    }
+}
+
+/// Normal or Warning, as Kubernetes events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Severity {
+    /// Informational.
+    Normal,
+    /// Something a person should look at.
+    Warning,
+}
+
+/// One event.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Event {
+    /// Why.
+    pub reason: EventReason,
+    /// Normal or Warning.
+    pub severity: Severity,
+    /// The job, when known.
+    pub job: Option<String>,
+    /// The vertex it concerns, if any.
+    pub vertex: Option<String>,
+    /// The parallelism that was expected, if any.
+    pub expected: Option<u32>,
+    /// The parallelism that was applied instead, if any.
+    pub actual: Option<u32>,
+    /// Further numbers (e.g. `N`, `upper_bound`, `lower` of a SCALING_LIMITED event).
+    pub details: BTreeMap<String, i64>,
+    /// A message a person can act on.
+    pub message: String,
+}
+
+impl Event {
+    /// An event with a reason and a message; the rest is filled in with the builder methods.
+    pub fn new(reason: EventReason, severity: Severity, message: impl Into<String>) -> Event {
+        Event {
+            reason,
+            severity,
+            job: None,
+            vertex: None,
+            expected: None,
+            actual: None,
+            details: BTreeMap::new(),
+            message: message.into(),
+        }
+    }
+    /// Sets the job.
+    pub fn job(mut self, job: impl Into<String>) -> Event {
+        self.job = Some(job.into());
+        self
+    }
+    /// Sets the vertex.
+    pub fn vertex(mut self, vertex: impl Into<String>) -> Event {
+        self.vertex = Some(vertex.into());
+        self
+    }
+    /// Sets expected and actual parallelism.
+    pub fn parallelism(mut self, expected: u32, actual: u32) -> Event {
+        self.expected = Some(expected);
+        self.actual = Some(actual);
+        self
+    }
+    /// Adds a detail.
+    pub fn detail(mut self, name: &str, value: i64) -> Event {
+        self.details.insert(name.to_string(), value);
+        self
+    }
+}

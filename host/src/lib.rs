@@ -1,0 +1,18 @@
+//! flowscale: an autoscaler for stream-processing jobs whose parallelism-alignment step is
+//! pluggable.
+//!
+//! # Brief overview
+//!
+//! One cycle per job: an [`engine`] reports the job's topology and metrics; the `scaling`
+//! pipeline turns them into a target parallelism per vertex; [`alignment`] snaps each target to a
+//! value that spreads key groups, partitions or buckets evenly (built-in modes, ADVANCED step
+//! lists, or a mode exported by a plugin); the executor applies cooldown and realizes the
+//! operation on the engine. Data flows one way; nothing downstream reaches back upstream.
+//!
+//! This library is the host binary's implementation; only `flowscale-sdk` is a stable API.
+
+pub mod alignment;
+pub mod cli;
+pub mod config;
+pub mod engine;
+pub mod events;

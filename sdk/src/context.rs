@@ -1,0 +1,278 @@
+//! The immutable inputs of one alignment decision.
+
+use crate::params::ModeParams;
+use crate::ship::ShipStrategy;
+
+/// One evaluated metric of a vertex: its current value and its average over the metric window.
+/// A half that the evaluation does not produce is NaN.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct EvaluatedMetric {
+    /// The latest value.
+    pub current: f64,
+    /// The average over the metric window.
+    pub average: f64,
+}
+
+/// A vertex of the job graph as the alignment step sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopologyVertex {
+    /// Engine-assigned id (Flink: the hex job-vertex id).
+    pub id: String,
+    /// Human-readable name.
+    pub name: String,
+    /// Parallelism it runs at now.
+    pub parallelism: u32,
+    /// Max parallelism = number of key groups.
+    pub max_parallelism: u32,
+    /// Partitions of a source that reports them; 0 otherwise.
+    pub source_partitions: u32,
+}
+
+/// An edge of the job graph.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopologyEdge {
+    /// Id of the upstream vertex.
+    pub from: String,
+    /// Id of the downstream vertex.
+    pub to: String,
+    /// How records are shipped along the edge.
+    pub ship_strategy: ShipStrategy,
+}
+
+/// The job graph: vertices in topological order and the edges between them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct JobTopology {
+    /// Vertices, inputs before outputs.
+    pub vertices: Vec<TopologyVertex>,
+    /// Edges.
+    pub edges: Vec<TopologyEdge>,
+}
+
+/// Everything an alignment mode may look at for one vertex in one decision.
+///
+/// It is built by the host once per vertex per decision and never changes afterwards. Fields are
+/// reached through accessors only, so that the context can grow in later SDK versions without
+/// breaking modes written against this one.
+#[derive(Debug, Clone)]
+pub struct AlignmentContext {
+    job_name: String,
+    vertex_id: String,
+    vertex_name: String,
+    current: u32,
+    target: u32,
+    source_partitions: u32,
+    max_parallelism: u32,
+    lower_limit: u32,
+    upper_limit: u32,
+    input_ship_strategies: Vec<ShipStrategy>,
+    metrics: Vec<(String, EvaluatedMetric)>,
+    topology: JobTopology,
+    params: ModeParams,
+}
+
+impl AlignmentContext {
+    /// Starts a context for a vertex scaling from `current` to the computed `target`.
+    ///
+    /// `max_parallelism` is the vertex's number of key groups. Limits default to
+    /// `[1, u32::MAX]`; everything else to empty.
+    pub fn builder(current: u32, target: u32, max_parallelism: u32) -> AlignmentContextBuilder {
+        AlignmentContextBuilder {
+            ctx: AlignmentContext {
+                job_name: String::new(),
+                vertex_id: String::new(),
+                vertex_name: String::new(),
+                current,
+                target,
+                source_partitions: 0,
+                max_parallelism,
+                lower_limit: 1,
+                upper_limit: u32::MAX,
+                input_ship_strategies: Vec::new(),
+                metrics: Vec::new(),
+                topology: JobTopology::default(),
+                params: ModeParams::default(),
+            },
+        }
+    }
+
+    /// The job's name.
+    pub fn job_name(&self) -> &str {
+        &self.job_name
+    }
+    /// The vertex id.
+    pub fn vertex_id(&self) -> &str {
+        &self.vertex_id
+    }
+    /// The vertex name.
+    pub fn vertex_name(&self) -> &str {
+        &self.vertex_name
+    }
+    /// `c`: the parallelism the vertex runs at now.
+    pub fn current_parallelism(&self) -> u32 {
+        self.current
+    }
+    /// `t`: the computed target, after scale factor, rounding and clamping to the limits.
+    pub fn target_parallelism(&self) -> u32 {
+        self.target
+    }
+    /// `S`: the partition count of a source that reports one, else 0.
+    pub fn source_partitions(&self) -> u32 {
+        self.source_partitions
+    }
+    /// `K`: the vertex's max parallelism, i.e. its number of key groups.
+    pub fn max_parallelism(&self) -> u32 {
+        self.max_parallelism
+    }
+    /// The lower parallelism limit (`min(c, vertex.min-parallelism)`).
+    pub fn lower_limit(&self) -> u32 {
+        self.lower_limit
+    }
+    /// The upper parallelism limit (`max(c, vertex.max-parallelism)`).
+    pub fn upper_limit(&self) -> u32 {
+        self.upper_limit
+    }
+    /// The ship strategies of the vertex's input edges.
+    pub fn input_ship_strategies(&self) -> &[ShipStrategy] {
+        &self.input_ship_strategies
+    }
+    /// The evaluated metrics of the vertex, sorted by name.
+    pub fn metrics(&self) -> &[(String, EvaluatedMetric)] {
+        &self.metrics
+    }
+    /// One evaluated metric by name (e.g. `TRUE_PROCESSING_RATE`).
+    pub fn metric(&self, name: &str) -> Option<EvaluatedMetric> {
+        self.metrics
+            .binary_search_by(|(n, _)| n.as_str().cmp(name))
+            .ok()
+            .map(|i| self.metrics[i].1)
+    }
+    /// The whole job graph.
+    pub fn topology(&self) -> &JobTopology {
+        &self.topology
+    }
+    /// The selected mode's parameters: every `scaling.alignment.mode.<name>.<rest>` key as `<rest>`.
+    pub fn params(&self) -> &ModeParams {
+        &self.params
+    }
+
+    /// `N`: what parallelism is aligned to — the source partitions when known, else the key groups.
+    pub fn partitions_or_key_groups(&self) -> u32 {
+        if self.source_partitions > 0 {
+            self.source_partitions
+        } else {
+            self.max_parallelism
+        }
+    }
+    /// `UA = min(N, K, upper)`: no aligned value may exceed it.
+    pub fn alignment_cap(&self) -> u32 {
+        self.partitions_or_key_groups()
+            .min(self.max_parallelism)
+            .min(self.upper_limit)
+    }
+    /// True when the target is above the current parallelism.
+    pub fn is_scale_up(&self) -> bool {
+        self.target > self.current
+    }
+    /// True when an input of the vertex is a `keyBy` (HASH) edge.
+    pub fn has_hash_input(&self) -> bool {
+        self.input_ship_strategies.contains(&ShipStrategy::Hash)
+    }
+    /// The gate the built-in modes use: a source that reports partitions, or a vertex with a HASH
+    /// input.
+    pub fn default_applicable(&self) -> bool {
+        self.source_partitions > 0 || self.has_hash_input()
+    }
+}
+
+/// Builds an [`AlignmentContext`]; used by the host and by tests of modes.
+#[derive(Debug, Clone)]
+pub struct AlignmentContextBuilder {
+    ctx: AlignmentContext,
+}
+
+impl AlignmentContextBuilder {
+    /// Job, vertex id and vertex name.
+    pub fn identity(
+        mut self,
+        job: impl Into<String>,
+        vertex_id: impl Into<String>,
+        vertex_name: impl Into<String>,
+    ) -> Self {
+        self.ctx.job_name = job.into();
+        self.ctx.vertex_id = vertex_id.into();
+        self.ctx.vertex_name = vertex_name.into();
+        self
+    }
+    /// Partition count of a source (0: not a source, or unknown).
+    pub fn source_partitions(mut self, partitions: u32) -> Self {
+        self.ctx.source_partitions = partitions;
+        self
+    }
+    /// Lower and upper parallelism limits.
+    pub fn limits(mut self, lower: u32, upper: u32) -> Self {
+        self.ctx.lower_limit = lower;
+        self.ctx.upper_limit = upper;
+        self
+    }
+    /// Input ship strategies.
+    pub fn input_ship_strategies(mut self, strategies: Vec<ShipStrategy>) -> Self {
+        self.ctx.input_ship_strategies = strategies;
+        self
+    }
+    /// Evaluated metrics of the vertex (sorted by name here).
+    pub fn metrics(mut self, mut metrics: Vec<(String, EvaluatedMetric)>) -> Self {
+        metrics.sort_by(|a, b| a.0.cmp(&b.0));
+        metrics.dedup_by(|a, b| a.0 == b.0);
+        self.ctx.metrics = metrics;
+        self
+    }
+    /// The job graph.
+    pub fn topology(mut self, topology: JobTopology) -> Self {
+        self.ctx.topology = topology;
+        self
+    }
+    /// The selected mode's prefix-stripped parameters.
+    pub fn params(mut self, params: ModeParams) -> Self {
+        self.ctx.params = params;
+        self
+    }
+    /// Freezes the context.
+    pub fn build(self) -> AlignmentContext {
+        self.ctx
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn derived_quantities_follow_the_contract() {
+        let ctx = AlignmentContext::builder(16, 24, 128).limits(1, 200).build();
+        assert_eq!(ctx.partitions_or_key_groups(), 128);
+        assert_eq!(ctx.alignment_cap(), 128);
+        assert!(ctx.is_scale_up());
+        assert!(!ctx.default_applicable());
+
+        let src = AlignmentContext::builder(100, 180, 180)
+            .source_partitions(15)
+            .limits(1, 200)
+            .build();
+        assert_eq!(src.partitions_or_key_groups(), 15);
+        assert_eq!(src.alignment_cap(), 15);
+        assert!(src.default_applicable());
+    }
+
+    #[test]
+    fn metric_lookup_by_name() {
+        let ctx = AlignmentContext::builder(1, 2, 8)
+            .metrics(vec![
+                ("LOAD".into(), EvaluatedMetric { current: 0.5, average: 0.4 }),
+                ("LAG".into(), EvaluatedMetric { current: 3.0, average: f64::NAN }),
+            ])
+            .build();
+        assert_eq!(ctx.metric("LOAD").map(|m| m.average), Some(0.4));
+        assert_eq!(ctx.metric("LAG").map(|m| m.current), Some(3.0));
+        assert!(ctx.metric("NOPE").is_none());
+    }
+}
