@@ -248,7 +248,9 @@ mod tests {
 
     #[test]
     fn derived_quantities_follow_the_contract() {
-        let ctx = AlignmentContext::builder(16, 24, 128).limits(1, 200).build();
+        let ctx = AlignmentContext::builder(16, 24, 128)
+            .limits(1, 200)
+            .build();
         assert_eq!(ctx.partitions_or_key_groups(), 128);
         assert_eq!(ctx.alignment_cap(), 128);
         assert!(ctx.is_scale_up());
@@ -267,8 +269,20 @@ mod tests {
     fn metric_lookup_by_name() {
         let ctx = AlignmentContext::builder(1, 2, 8)
             .metrics(vec![
-                ("LOAD".into(), EvaluatedMetric { current: 0.5, average: 0.4 }),
-                ("LAG".into(), EvaluatedMetric { current: 3.0, average: f64::NAN }),
+                (
+                    "LOAD".into(),
+                    EvaluatedMetric {
+                        current: 0.5,
+                        average: 0.4,
+                    },
+                ),
+                (
+                    "LAG".into(),
+                    EvaluatedMetric {
+                        current: 3.0,
+                        average: f64::NAN,
+                    },
+                ),
             ])
             .build();
         assert_eq!(ctx.metric("LOAD").map(|m| m.average), Some(0.4));

@@ -83,7 +83,8 @@ impl ModeParams {
 
     /// The raw string value, or an error naming the full key.
     pub fn require(&self, param: &str) -> Result<&str, ParamError> {
-        self.get(param).ok_or_else(|| self.error(param, "is required but not set"))
+        self.get(param)
+            .ok_or_else(|| self.error(param, "is required but not set"))
     }
 
     /// A positive integer (>= 1), if set.
@@ -194,7 +195,10 @@ mod tests {
         let err = p.get_positive("zero").unwrap_err();
         assert_eq!(err.key(), "scaling.alignment.mode.bucket.zero");
         let err = p.get_u32("bad").unwrap_err();
-        assert!(err.to_string().contains("scaling.alignment.mode.bucket.bad"));
+        assert!(
+            err.to_string()
+                .contains("scaling.alignment.mode.bucket.bad")
+        );
         assert!(err.to_string().contains("`x`"));
         let err = p.get_choice("bad", &["A", "B"]).unwrap_err();
         assert!(err.message().contains("valid: A, B"));

@@ -66,6 +66,10 @@ mod tests {
         assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
         assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
         assert!(parse_duration("s").is_err());
-        assert!(parse_duration("5 weeks").unwrap_err().contains("unknown time unit"));
+        assert!(
+            parse_duration("5 weeks")
+                .unwrap_err()
+                .contains("unknown time unit")
+        );
     }
 }

@@ -1,0 +1,161 @@
+//! Read access to one job's flat configuration, shared by every component that has options.
+
+use std::collections::BTreeMap;
+use std::str::FromStr;
+use std::time::Duration;
+
+use super::duration::parse_duration;
+
+/// One job's flat configuration, read by canonical key: without the `job.autoscaler.` /
+/// `kubernetes.operator.job.autoscaler.` prefix and with Flink's aliases already resolved
+/// (the `config` module does that), e.g. `utilization.target`, `scaling-cooldown-period`.
+pub trait ConfigLookup {
+    /// The raw value of a canonical key, if set.
+    fn get(&self, key: &str) -> Option<&str>;
+}
+
+impl ConfigLookup for BTreeMap<String, String> {
+    fn get(&self, key: &str) -> Option<&str> {
+        BTreeMap::get(self, key).map(String::as_str)
+    }
+}
+
+/// An option that is set to a value it cannot take.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{key}`: {message}")]
+pub struct OptionError {
+    /// The canonical key.
+    pub key: String,
+    /// What is wrong and what would be valid.
+    pub message: String,
+}
+
+impl OptionError {
+    /// An error about `key`.
+    pub fn new(key: &str, message: impl Into<String>) -> OptionError {
+        OptionError {
+            key: key.to_string(),
+            message: message.into(),
+        }
+    }
+}
+
+/// Typed reads with defaults; every error names the key and what would be valid.
+pub trait ConfigLookupExt: ConfigLookup {
+    /// A value parsed with `FromStr`, or `default` when unset.
+    fn parsed_or<T: FromStr>(&self, key: &str, default: T, what: &str) -> Result<T, OptionError> {
+        match self.get(key) {
+            None => Ok(default),
+            Some(v) => v
+                .trim()
+                .parse()
+                .map_err(|_| OptionError::new(key, format!("expected {what}, got `{v}`"))),
+        }
+    }
+    /// A number, or `default`.
+    fn f64_or(&self, key: &str, default: f64) -> Result<f64, OptionError> {
+        self.parsed_or(key, default, "a number")
+    }
+    /// An optional number.
+    fn f64_opt(&self, key: &str) -> Result<Option<f64>, OptionError> {
+        self.get(key)
+            .map(|_| self.f64_or(key, f64::NAN))
+            .transpose()
+    }
+    /// An integer, or `default`.
+    fn i64_or(&self, key: &str, default: i64) -> Result<i64, OptionError> {
+        self.parsed_or(key, default, "an integer")
+    }
+    /// A boolean (`true`/`false`, case-insensitive), or `default`.
+    fn bool_or(&self, key: &str, default: bool) -> Result<bool, OptionError> {
+        match self.get(key) {
+            None => Ok(default),
+            Some(v) if v.trim().eq_ignore_ascii_case("true") => Ok(true),
+            Some(v) if v.trim().eq_ignore_ascii_case("false") => Ok(false),
+            Some(v) => Err(OptionError::new(
+                key,
+                format!("expected true or false, got `{v}`"),
+            )),
+        }
+    }
+    /// A duration in Flink syntax, or `default`.
+    fn duration_or(&self, key: &str, default: Duration) -> Result<Duration, OptionError> {
+        match self.get(key) {
+            None => Ok(default),
+            Some(v) => parse_duration(v).map_err(|m| OptionError::new(key, m)),
+        }
+    }
+    /// A `;`-separated list (Flink's list syntax; `,` accepted too), empty when unset.
+    fn list(&self, key: &str) -> Vec<String> {
+        self.get(key)
+            .map(|v| {
+                v.split([';', ','])
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+    /// One of `choices`, case-insensitive, returned as spelled in `choices`; or `default`.
+    fn choice_or<'c>(
+        &self,
+        key: &str,
+        choices: &[&'c str],
+        default: &'c str,
+    ) -> Result<&'c str, OptionError> {
+        match self.get(key) {
+            None => Ok(default),
+            Some(v) => choices
+                .iter()
+                .find(|c| c.eq_ignore_ascii_case(v.trim()))
+                .copied()
+                .ok_or_else(|| {
+                    OptionError::new(
+                        key,
+                        format!("unknown value `{v}` (valid: {})", choices.join(", ")),
+                    )
+                }),
+        }
+    }
+}
+
+impl<T: ConfigLookup + ?Sized> ConfigLookupExt for T {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn typed_reads_with_defaults_and_errors() {
+        let cfg: BTreeMap<String, String> = [
+            ("a", "0.5"),
+            ("b", "TRUE"),
+            ("c", "5 min"),
+            ("d", "x;y, z"),
+            ("e", "max"),
+            ("bad", "nope"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        assert_eq!(cfg.f64_or("a", 1.0), Ok(0.5));
+        assert_eq!(cfg.f64_or("missing", 1.0), Ok(1.0));
+        assert_eq!(cfg.bool_or("b", false), Ok(true));
+        assert_eq!(
+            cfg.duration_or("c", Duration::ZERO),
+            Ok(Duration::from_secs(300))
+        );
+        assert_eq!(cfg.list("d"), vec!["x", "y", "z"]);
+        assert_eq!(cfg.choice_or("e", &["MAX", "MIN", "AVG"], "MAX"), Ok("MAX"));
+        let err = cfg.f64_or("bad", 0.0).unwrap_err();
+        assert_eq!(err.key, "bad");
+        assert!(err.to_string().contains("expected a number"));
+        assert!(
+            cfg.choice_or("bad", &["MAX"], "MAX")
+                .unwrap_err()
+                .message
+                .contains("valid: MAX")
+        );
+    }
+}
