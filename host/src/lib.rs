@@ -16,3 +16,4 @@ pub mod cli;
 pub mod config;
 pub mod engine;
 pub mod events;
+pub mod scaling;

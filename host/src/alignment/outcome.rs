@@ -1,0 +1,29 @@
+//! What one alignment decision produced, and the seam the scaling pipeline calls.
+
+use flowscale_sdk::{AlignmentContext, ModeParams};
+use serde::Serialize;
+
+use crate::events::Event;
+
+/// The answer of the alignment step for one vertex.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AlignOutcome {
+    /// The parallelism to apply.
+    pub parallelism: u32,
+    /// The id of the mode that decided (e.g. `BALANCED`, `legacy:EVENLY_SPREAD`, a plugin id).
+    pub mode: String,
+    /// Whether the mode acted on the vertex (false: the target was kept as is).
+    pub applicable: bool,
+    /// Events the decision produced (SCALING_LIMITED, PluginFault, ModeFallback, ...).
+    pub events: Vec<Event>,
+    /// Why, step by step, for people (region scanned, rule that accepted, cap, fallback).
+    pub explanation: Vec<String>,
+}
+
+/// Aligns computed targets for one job: what the scaling pipeline calls per vertex.
+pub trait Aligner {
+    /// Aligns one vertex's target. Never fails: faults become events and the target is kept.
+    fn align(&self, ctx: &AlignmentContext) -> AlignOutcome;
+    /// The selected mode's prefix-stripped parameters, to put into each vertex's context.
+    fn params(&self) -> ModeParams;
+}

@@ -1,0 +1,1 @@
+//! The decision pipeline: metric window, evaluation, vertex targets, execution with cooldown.
