@@ -1,9 +1,20 @@
-//! Reading fleet and job configuration.
+//! Reading fleet and job configuration: the TOML fleet file, flat Flink-style keys with their
+//! prefixes and aliases, typed reads, and located diagnostics.
 
 mod closest;
 mod duration;
+mod errors;
+mod fleet;
+mod job;
+mod keys;
 mod lookup;
 
 pub use closest::closest;
 pub use duration::{format_duration, parse_duration};
+pub use errors::{ConfigErrors, Diagnostic};
+pub use fleet::{
+    DEFAULT_INTERVAL, EngineSpec, FleetConfig, HostSettings, JobSpec, load_fleet, parse_fleet,
+};
+pub use job::{JobConfig, Origin};
+pub use keys::{CanonicalKey, canonical_key};
 pub use lookup::{ConfigLookup, ConfigLookupExt, OptionError};
