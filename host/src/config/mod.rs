@@ -7,6 +7,7 @@ mod errors;
 mod fleet;
 mod job;
 mod keys;
+mod known;
 mod lookup;
 
 pub use closest::closest;
@@ -17,4 +18,8 @@ pub use fleet::{
 };
 pub use job::{JobConfig, Origin};
 pub use keys::{CanonicalKey, canonical_key};
+pub use known::{KNOWN_KEYS, unknown_key_warning};
+
+/// The key whose location stands in for a mode parameter that was not written.
+pub const MODE_KEY_FOR_LOCATION: &str = flowscale_sdk::MODE_KEY;
 pub use lookup::{ConfigLookup, ConfigLookupExt, OptionError};
