@@ -50,7 +50,10 @@ pub fn resolve_diagnostics(spec: &JobSpec, errors: &[ResolveError]) -> Vec<Diagn
 }
 
 /// Checks every job of a fleet and resolves its mode, reporting all problems at once.
-pub fn plan_fleet(fleet: FleetConfig, catalog: &dyn ModeCatalog) -> Result<FleetPlan, ConfigErrors> {
+pub fn plan_fleet(
+    fleet: FleetConfig,
+    catalog: &dyn ModeCatalog,
+) -> Result<FleetPlan, ConfigErrors> {
     let mut errors = Vec::new();
     let mut warnings = fleet.warnings.clone();
     let mut jobs = Vec::new();

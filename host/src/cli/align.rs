@@ -114,7 +114,13 @@ struct Answer {
 
 /// The anchor's target for a scale factor: `clamp(ceil(f · c), lower, min(K, upper))`, with
 /// Java's saturating double-to-int conversion (NaN gives 0).
-pub fn target_from_scale_factor(factor: f64, current: u32, lower: u32, max_parallelism: u32, upper: u32) -> u32 {
+pub fn target_from_scale_factor(
+    factor: f64,
+    current: u32,
+    lower: u32,
+    max_parallelism: u32,
+    upper: u32,
+) -> u32 {
     let product = (factor * f64::from(current)).ceil();
     let raw: i64 = if product.is_nan() {
         0
@@ -125,7 +131,11 @@ pub fn target_from_scale_factor(factor: f64, current: u32, lower: u32, max_paral
     raw.max(i64::from(lower)).min(bound).max(1) as u32
 }
 
-fn answer(request: &Request, base: &JobConfig, catalog: &dyn ModeCatalog) -> Result<Answer, String> {
+fn answer(
+    request: &Request,
+    base: &JobConfig,
+    catalog: &dyn ModeCatalog,
+) -> Result<Answer, String> {
     if request.current == 0 {
         return Err("`current` must be at least 1".into());
     }
@@ -152,7 +162,13 @@ fn answer(request: &Request, base: &JobConfig, catalog: &dyn ModeCatalog) -> Res
             }
             t
         }
-        (None, Some(f)) => target_from_scale_factor(f, request.current, request.lower, request.max_parallelism, request.upper),
+        (None, Some(f)) => target_from_scale_factor(
+            f,
+            request.current,
+            request.lower,
+            request.max_parallelism,
+            request.upper,
+        ),
     };
     let mut config = base.clone();
     for (key, value) in &request.config {
@@ -160,19 +176,36 @@ fn answer(request: &Request, base: &JobConfig, catalog: &dyn ModeCatalog) -> Res
             serde_json::Value::String(s) => s.clone(),
             serde_json::Value::Number(n) => n.to_string(),
             serde_json::Value::Bool(b) => b.to_string(),
-            other => return Err(format!("config `{key}`: expected a string, number or boolean, got {other}")),
+            other => {
+                return Err(format!(
+                    "config `{key}`: expected a string, number or boolean, got {other}"
+                ));
+            }
         };
         config.set(key, text, Origin::inline(key, &format!("config.\"{key}\"")));
     }
-    let vertex = request.vertex.clone().unwrap_or_else(|| "vertex".to_string());
+    let vertex = request
+        .vertex
+        .clone()
+        .unwrap_or_else(|| "vertex".to_string());
     let alignment = JobAlignment::resolve("align", &config, catalog).map_err(|errors| {
-        errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
+        errors
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("; ")
     })?;
     let ctx = AlignmentContext::builder(request.current, target, request.max_parallelism)
         .identity("align", vertex.clone(), vertex)
         .source_partitions(request.source_partitions)
         .limits(request.lower, request.upper)
-        .input_ship_strategies(request.ship_strategies.iter().map(|s| ShipStrategy::parse(s)).collect())
+        .input_ship_strategies(
+            request
+                .ship_strategies
+                .iter()
+                .map(|s| ShipStrategy::parse(s))
+                .collect(),
+        )
         .params(alignment.params())
         .build();
     let outcome = alignment.align(&ctx);
@@ -196,7 +229,11 @@ pub fn exec(args: AlignArgs) -> u8 {
                 Some(spec) => (spec.config.clone(), Some(fleet.host.plugins_dir.clone())),
                 None => {
                     let names: Vec<&str> = fleet.jobs.iter().map(|j| j.name.as_str()).collect();
-                    eprintln!("error: no job `{job}` in {} (jobs: {})", path.display(), names.join(", "));
+                    eprintln!(
+                        "error: no job `{job}` in {} (jobs: {})",
+                        path.display(),
+                        names.join(", ")
+                    );
                     return exit_codes::FAILED;
                 }
             },
@@ -207,7 +244,10 @@ pub fn exec(args: AlignArgs) -> u8 {
         },
         _ => (JobConfig::new(), None),
     };
-    let catalog = load_catalog(&plugins_dir(args.plugins.as_deref(), fleet_plugins.as_deref()));
+    let catalog = load_catalog(&plugins_dir(
+        args.plugins.as_deref(),
+        fleet_plugins.as_deref(),
+    ));
     if args.batch {
         return batch(&base, catalog.as_ref());
     }
@@ -217,7 +257,10 @@ pub fn exec(args: AlignArgs) -> u8 {
             eprintln!("error: --set expects KEY=VALUE, got `{pair}`");
             return exit_codes::USAGE;
         };
-        config.insert(key.trim().to_string(), serde_json::Value::String(value.trim().to_string()));
+        config.insert(
+            key.trim().to_string(),
+            serde_json::Value::String(value.trim().to_string()),
+        );
     }
     let request = Request {
         current: args.current.unwrap_or(0),
@@ -259,9 +302,17 @@ fn print_human(out: &mut impl Write, answer: &Answer) -> std::io::Result<()> {
         out,
         "mode:        {}{}",
         answer.mode,
-        if answer.applicable { "" } else { " (not applicable: target kept)" }
+        if answer.applicable {
+            ""
+        } else {
+            " (not applicable: target kept)"
+        }
     )?;
-    writeln!(out, "current:     {}  target: {}", answer.current, answer.target)?;
+    writeln!(
+        out,
+        "current:     {}  target: {}",
+        answer.current, answer.target
+    )?;
     writeln!(out, "why:")?;
     for line in &answer.explanation {
         writeln!(out, "  - {line}")?;
@@ -294,7 +345,9 @@ fn batch(base: &JobConfig, catalog: &dyn ModeCatalog) -> u8 {
         }
         let result = serde_json::from_str::<Request>(&line)
             .map_err(|err| format!("line {}: {err}", index + 1))
-            .and_then(|request| answer(&request, base, catalog).map_err(|m| format!("line {}: {m}", index + 1)));
+            .and_then(|request| {
+                answer(&request, base, catalog).map_err(|m| format!("line {}: {m}", index + 1))
+            });
         let written = match result {
             Ok(answer) => serde_json::to_writer(&mut out, &answer),
             Err(message) => {

@@ -26,13 +26,22 @@ fn valid_command_lines_parse() {
 #[test]
 fn invalid_command_lines_are_refused() {
     for (argv, kind) in [
-        ("flowscale align --current 16", ErrorKind::MissingRequiredArgument),
+        (
+            "flowscale align --current 16",
+            ErrorKind::MissingRequiredArgument,
+        ),
         (
             "flowscale align --current 1 --target 2 --scale-factor 2 --max-parallelism 8",
             ErrorKind::ArgumentConflict,
         ),
-        ("flowscale align --batch --current 3", ErrorKind::ArgumentConflict),
-        ("flowscale align --current x --target 2 --max-parallelism 8", ErrorKind::ValueValidation),
+        (
+            "flowscale align --batch --current 3",
+            ErrorKind::ArgumentConflict,
+        ),
+        (
+            "flowscale align --current x --target 2 --max-parallelism 8",
+            ErrorKind::ValueValidation,
+        ),
         ("flowscale frobnicate", ErrorKind::InvalidSubcommand),
     ] {
         let args: Vec<&str> = argv.split_whitespace().collect();
@@ -52,7 +61,10 @@ fn scale_factor_targets_follow_the_anchor() {
     assert_eq!(target_from_scale_factor(0.01, 16, 3, 128, 200), 3);
     // NaN converts to 0, then lower applies; huge values saturate.
     assert_eq!(target_from_scale_factor(f64::NAN, 16, 1, 128, 200), 1);
-    assert_eq!(target_from_scale_factor(1e300, 16, 1, 32768, u32::MAX), 32768);
+    assert_eq!(
+        target_from_scale_factor(1e300, 16, 1, 32768, u32::MAX),
+        32768
+    );
     // Negative factors clamp to lower.
     assert_eq!(target_from_scale_factor(-2.0, 16, 2, 128, 200), 2);
 }
