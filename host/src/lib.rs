@@ -12,6 +12,7 @@
 //! This library is the host binary's implementation; only `flowscale-sdk` is a stable API.
 
 pub mod alignment;
+pub mod backpressure;
 pub mod cli;
 pub mod config;
 pub mod engine;
