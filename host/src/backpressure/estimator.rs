@@ -150,6 +150,31 @@ impl RateEstimator for PidRateEstimator {
         processing_delay_ms: i64,
         scheduling_delay_ms: i64,
     ) -> Option<f64> {
+        PidRateEstimator::compute(
+            self,
+            time_ms,
+            elements,
+            processing_delay_ms,
+            scheduling_delay_ms,
+        )
+    }
+}
+
+impl PidRateEstimator {
+    /// The new rate after the batch that ended at `time_ms` (see [`RateEstimator::compute`]).
+    ///
+    /// No estimate, and no change of state, unless `time_ms` is later than the last valid
+    /// batch, `elements > 0` and `processing_delay_ms > 0`. The first valid batch only records
+    /// its processing rate (`elements / processing_delay * 1000`) as the latest rate and returns
+    /// `None`; every later one returns
+    /// `max(latest_rate - kp*error - ki*historical_error - kd*d_error, min_rate)` and remembers it.
+    pub fn compute(
+        &mut self,
+        time_ms: i64,
+        elements: i64,
+        processing_delay_ms: i64,
+        scheduling_delay_ms: i64,
+    ) -> Option<f64> {
         tracing::trace!(
             time = time_ms,
             records = elements,

@@ -20,6 +20,31 @@
 //! the job's state so that a host restart neither loses queued events nor shortens a period.
 //!
 //! The executor only decides: it returns the operation to realize and the events to record.
+//!
+//! ```
+//! use std::collections::BTreeMap;
+//! use std::time::Duration;
+//!
+//! use flowscale::scaling::cooldown::{CooldownExecutor, CooldownState};
+//! use flowscale::state::{InMemoryStateStore, load, save, sections};
+//!
+//! let mut store = InMemoryStateStore::new();
+//! let state: CooldownState = load(&store, "orders", sections::COOLDOWN)?.unwrap_or_default();
+//! let mut cooldown = CooldownExecutor::restore("orders", Duration::from_secs(300), state);
+//! let running = BTreeMap::from([("map".to_string(), 2), ("sink".to_string(), 2)]);
+//!
+//! // A cycle: first let a period that has ended release its queue, then submit the new event.
+//! assert!(cooldown.poll(0, &running).operation.is_none());
+//! let outcome = cooldown.submit(0, BTreeMap::from([("map".to_string(), 4)]), &running);
+//! let operation = outcome.operation.expect("outside a period: executed at once");
+//! // Realizer::rescale wants every vertex.
+//! assert_eq!(
+//!     operation.full_parallelism(&running),
+//!     BTreeMap::from([("map".to_string(), 4), ("sink".to_string(), 2)])
+//! );
+//! save(&mut store, "orders", sections::COOLDOWN, cooldown.state())?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 use std::collections::BTreeMap;
 use std::time::Duration;

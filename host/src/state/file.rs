@@ -111,6 +111,11 @@ impl FileStateStore {
         out.sync_all().map_err(write_err(&temp))?;
         drop(out);
         fs::rename(&temp, &path).map_err(write_err(&path))?;
+        // Make the rename itself durable. Best effort: not every platform can open or sync a
+        // directory, and the new file is complete either way.
+        if let Ok(dir) = fs::File::open(&self.dir) {
+            let _ = dir.sync_all();
+        }
         Ok(())
     }
 
