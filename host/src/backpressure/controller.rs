@@ -25,11 +25,11 @@
 //! Records the sources did not admit stay pending in the source system; they are not a delay of
 //! the job and are deliberately not counted.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use crate::config::{ConfigLookup, OptionError};
-use crate::engine::JobObservation;
+use crate::engine::{AggregatedMetric, JobObservation};
 use crate::events::{Event, EventReason, Severity};
 
 use super::estimator::RateEstimator;
@@ -64,8 +64,7 @@ impl BatchInfo {
         interval_ms: i64,
     ) -> BatchInfo {
         let interval = interval_ms.max(0) as f64;
-        let has_input: std::collections::BTreeSet<&str> =
-            observation.edges.iter().map(|e| e.to.as_str()).collect();
+        let has_input: BTreeSet<&str> = observation.edges.iter().map(|e| e.to.as_str()).collect();
         let mut source_elements = BTreeMap::new();
         let mut max_busy: f64 = 0.0;
         let mut max_backpressure: f64 = 0.0;
@@ -110,7 +109,7 @@ fn per_second_fraction(value: Option<f64>) -> f64 {
 
 /// Records per second a source vertex admits, by the first metric that exists (see the module
 /// documentation); 0 when none does.
-fn source_intake_rate(aggregated: &BTreeMap<String, crate::engine::AggregatedMetric>) -> f64 {
+fn source_intake_rate(aggregated: &BTreeMap<String, AggregatedMetric>) -> f64 {
     let by_pattern = |suffix: &str| {
         aggregated
             .iter()
