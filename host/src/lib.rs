@@ -12,9 +12,11 @@
 //! This library is the host binary's implementation; only `flowscale-sdk` is a stable API.
 
 pub mod alignment;
+pub mod backpressure;
 pub mod cli;
 pub mod config;
 pub mod engine;
 pub mod events;
 pub mod plan;
 pub mod scaling;
+pub mod state;

@@ -1,1 +1,3 @@
 //! The decision pipeline: metric window, evaluation, vertex targets, execution with cooldown.
+
+pub mod cooldown;
