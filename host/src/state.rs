@@ -12,7 +12,7 @@ mod store;
 
 pub use event_log::{
     DEFAULT_EVENT_CAPACITY, DEFAULT_EVENT_INTERVAL, EVENT_INTERVAL_KEY, EventLog, EventLogState,
-    LoggedEvent, StoredEvent,
+    LoggedEvent,
 };
 pub use file::FileStateStore;
 pub use store::{InMemoryStateStore, StateError, StateStore, load, save, sections};

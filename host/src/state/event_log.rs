@@ -17,7 +17,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::config::{ConfigLookup, ConfigLookupExt, OptionError};
-use crate::events::{Event, EventReason, Severity};
+use crate::events::{Event, Severity};
 
 /// The configuration key of the dedupe interval.
 pub const EVENT_INTERVAL_KEY: &str = "scaling.event.interval";
@@ -28,22 +28,8 @@ pub const DEFAULT_EVENT_INTERVAL: Duration = Duration::from_secs(30 * 60);
 /// How many recent events a job keeps by default.
 pub const DEFAULT_EVENT_CAPACITY: usize = 200;
 
-/// Every reason, to read persisted events back (`EventReason` is serialized by name).
-const KNOWN_REASONS: [EventReason; 10] = [
-    EventReason::ScalingReport,
-    EventReason::ScalingLimited,
-    EventReason::IneffectiveScaling,
-    EventReason::CooldownQueued,
-    EventReason::RateLimit,
-    EventReason::PluginFault,
-    EventReason::ModeFallback,
-    EventReason::MemoryPressure,
-    EventReason::EngineError,
-    EventReason::AutoscalerError,
-];
-
 /// An event and when it was recorded.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LoggedEvent {
     /// When it was recorded, in ms.
     pub at_ms: i64,
@@ -51,89 +37,13 @@ pub struct LoggedEvent {
     pub event: Event,
 }
 
-/// The persisted form of a logged event (reason and severity by name).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct StoredEvent {
-    /// When it was recorded, in ms.
-    pub at_ms: i64,
-    /// `EventReason::as_str`.
-    pub reason: String,
-    /// `Normal` or `Warning`.
-    pub severity: String,
-    /// The job.
-    #[serde(default)]
-    pub job: Option<String>,
-    /// The vertex.
-    #[serde(default)]
-    pub vertex: Option<String>,
-    /// Expected parallelism.
-    #[serde(default)]
-    pub expected: Option<u32>,
-    /// Actual parallelism.
-    #[serde(default)]
-    pub actual: Option<u32>,
-    /// Further numbers.
-    #[serde(default)]
-    pub details: BTreeMap<String, i64>,
-    /// The message.
-    pub message: String,
-}
-
-impl StoredEvent {
-    fn from_logged(logged: &LoggedEvent) -> StoredEvent {
-        let e = &logged.event;
-        StoredEvent {
-            at_ms: logged.at_ms,
-            reason: e.reason.as_str().to_string(),
-            severity: severity_name(e.severity).to_string(),
-            job: e.job.clone(),
-            vertex: e.vertex.clone(),
-            expected: e.expected,
-            actual: e.actual,
-            details: e.details.clone(),
-            message: e.message.clone(),
-        }
-    }
-
-    fn to_logged(&self) -> Option<LoggedEvent> {
-        let reason = KNOWN_REASONS
-            .iter()
-            .copied()
-            .find(|r| r.as_str() == self.reason)?;
-        let severity = match self.severity.as_str() {
-            "Normal" => Severity::Normal,
-            "Warning" => Severity::Warning,
-            _ => return None,
-        };
-        Some(LoggedEvent {
-            at_ms: self.at_ms,
-            event: Event {
-                reason,
-                severity,
-                job: self.job.clone(),
-                vertex: self.vertex.clone(),
-                expected: self.expected,
-                actual: self.actual,
-                details: self.details.clone(),
-                message: self.message.clone(),
-            },
-        })
-    }
-}
-
-fn severity_name(severity: Severity) -> &'static str {
-    match severity {
-        Severity::Normal => "Normal",
-        Severity::Warning => "Warning",
-    }
-}
-
 /// What an [`EventLog`] persists: its recent events and when each identity was last recorded.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct EventLogState {
-    /// Recent events, oldest first.
+    /// Recent events, oldest first, kept as JSON so that one event this host cannot read
+    /// (a reason added by a newer version) is dropped alone instead of failing the whole log.
     #[serde(default)]
-    pub events: Vec<StoredEvent>,
+    pub events: Vec<serde_json::Value>,
     /// Identity (reason + key or message) -> when it was last recorded, in ms.
     #[serde(default)]
     pub last_recorded: BTreeMap<String, i64>,
@@ -166,23 +76,21 @@ impl EventLog {
         Ok(EventLog::new(interval, DEFAULT_EVENT_CAPACITY))
     }
 
-    /// Continues from a persisted state. Events whose reason this host does not know are
-    /// dropped with a warning; their dedupe instants are kept.
+    /// Continues from a persisted state. Events this host cannot read are dropped with a
+    /// warning; their dedupe instants are kept.
     pub fn restore(mut self, state: EventLogState) -> EventLog {
         self.events = state
             .events
-            .iter()
-            .filter_map(|stored| {
-                let logged = stored.to_logged();
-                if logged.is_none() {
-                    tracing::warn!(
-                        reason = %stored.reason,
-                        severity = %stored.severity,
-                        "dropping a stored event of an unknown reason or severity"
-                    );
-                }
-                logged
-            })
+            .into_iter()
+            .filter_map(
+                |stored| match serde_json::from_value::<LoggedEvent>(stored) {
+                    Ok(logged) => Some(logged),
+                    Err(err) => {
+                        tracing::warn!(%err, "dropping a stored event this version cannot read");
+                        None
+                    }
+                },
+            )
             .collect();
         while self.events.len() > self.capacity {
             self.events.pop_front();
@@ -194,7 +102,11 @@ impl EventLog {
     /// The state to persist.
     pub fn state(&self) -> EventLogState {
         EventLogState {
-            events: self.events.iter().map(StoredEvent::from_logged).collect(),
+            events: self
+                .events
+                .iter()
+                .filter_map(|logged| serde_json::to_value(logged).ok())
+                .collect(),
             last_recorded: self.last_recorded.clone(),
         }
     }
@@ -283,6 +195,7 @@ impl EventLog {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::events::EventReason;
     use crate::state::{InMemoryStateStore, load, save, sections};
 
     const MIN: i64 = 60_000;
@@ -416,14 +329,19 @@ mod tests {
     }
 
     #[test]
-    fn every_reason_survives_the_round_trip() {
-        for reason in KNOWN_REASONS {
-            let logged = LoggedEvent {
-                at_ms: 1,
-                event: Event::new(reason, Severity::Warning, "m"),
-            };
-            assert_eq!(StoredEvent::from_logged(&logged).to_logged(), Some(logged));
-        }
+    fn events_survive_the_round_trip() {
+        let logged = LoggedEvent {
+            at_ms: 1,
+            event: Event::new(EventReason::PluginFault, Severity::Warning, "m")
+                .vertex("v")
+                .parallelism(3, 4)
+                .detail("n", 7),
+        };
+        let value = serde_json::to_value(&logged).unwrap();
+        assert_eq!(
+            serde_json::from_value::<LoggedEvent>(value).unwrap(),
+            logged
+        );
     }
 
     #[test]
