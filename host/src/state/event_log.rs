@@ -315,9 +315,9 @@ mod tests {
     fn unknown_stored_reasons_are_dropped() {
         let state: EventLogState = serde_json::from_value(serde_json::json!({
             "events": [
-                {"at_ms": 1, "reason": "FromTheFuture", "severity": "Normal", "message": "?"},
-                {"at_ms": 2, "reason": "RateLimit", "severity": "Normal", "message": "ok"},
-                {"at_ms": 3, "reason": "RateLimit", "severity": "Loud", "message": "?"}
+                {"at_ms": 1, "event": {"reason": "FromTheFuture", "severity": "Normal", "message": "?"}},
+                {"at_ms": 2, "event": {"reason": "RateLimit", "severity": "Normal", "message": "ok"}},
+                {"at_ms": 3, "event": {"reason": "RateLimit", "severity": "Loud", "message": "?"}}
             ],
             "last_recorded": {"x": 1}
         }))
