@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
 use super::client::FlinkClient;
-use super::metrics::{count_source_partitions, select_metric_names};
+use super::metrics::{FlinkMetric, count_source_partitions, select_metric_names};
 use super::rest::{AggregatedEntry, JobDetails, PlanAnswer, ValueEntry};
 use super::topology::{all_tasks_up, build_topology, map_status};
 use crate::engine::{
@@ -86,13 +86,16 @@ impl FlinkCollector {
         Ok(entries.into_iter().map(|e| e.id).collect())
     }
 
-    /// Refreshes the name cache for the unfinished vertices `active`.
+    /// Refreshes the name cache for the unfinished vertices `active`. A vertex whose listing
+    /// lacks even `busyTimeMsPerSecond` (its tasks have not reported yet, typical right after a
+    /// start) is not cached, like the anchor, which only caches complete selections; its names
+    /// are returned for this observation only, and the next one lists every vertex again.
     fn refresh_metric_names(
         &mut self,
         active: &BTreeSet<String>,
         sources: &BTreeSet<String>,
         running_since: i64,
-    ) -> Result<(), EngineError> {
+    ) -> Result<BTreeMap<String, Vec<String>>, EngineError> {
         if self.names_running_since != Some(running_since) {
             self.metric_names.clear();
             self.tm_gc_available = None;
@@ -105,21 +108,25 @@ impl FlinkCollector {
             self.metric_names.clear();
             active.iter().cloned().collect()
         };
+        let mut incomplete = BTreeMap::new();
         for vertex in to_list {
             let names = self.list_metric_names(&vertex)?;
-            self.metric_names.insert(vertex, names);
+            if names.iter().any(|n| FlinkMetric::BusyTimePerSec.matches(n)) {
+                self.metric_names.insert(vertex, names);
+            } else {
+                incomplete.insert(vertex, names);
+            }
         }
-        Ok(())
+        Ok(incomplete)
     }
 
     fn vertex_metrics(
         &self,
         vertex: &str,
+        available: Option<&Vec<String>>,
         is_source: bool,
     ) -> Result<BTreeMap<String, AggregatedMetric>, EngineError> {
-        let names = self
-            .metric_names
-            .get(vertex)
+        let names = available
             .map(|names| select_metric_names(names, is_source))
             .unwrap_or_default();
         if names.is_empty() {
@@ -257,17 +264,19 @@ impl Collector for FlinkCollector {
             .filter(|v| !v.finished)
             .map(|v| v.id.clone())
             .collect();
-        self.refresh_metric_names(&active, &topology.sources, running_since)?;
+        let uncached = self.refresh_metric_names(&active, &topology.sources, running_since)?;
+        let names_of = |id: &String| self.metric_names.get(id).or_else(|| uncached.get(id));
         for vertex in &mut topology.vertices {
             if topology.sources.contains(&vertex.id)
-                && let Some(names) = self.metric_names.get(&vertex.id)
+                && let Some(names) = names_of(&vertex.id)
             {
                 vertex.source_partitions =
                     count_source_partitions(names.iter().map(String::as_str));
             }
         }
         for id in &active {
-            let aggregated = self.vertex_metrics(id, topology.sources.contains(id))?;
+            let aggregated =
+                self.vertex_metrics(id, names_of(id), topology.sources.contains(id))?;
             if let Some(metrics) = observation.metrics.get_mut(id) {
                 metrics.aggregated = aggregated;
             }

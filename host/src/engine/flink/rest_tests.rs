@@ -82,8 +82,15 @@ fn serve_running_job(fake: &FakeFlink) {
                 {"id":"numRecordsInPerSecond","min":60.9,"max":60.9,"avg":60.9,"sum":60.9,"skew":0.0}]"#,
         );
     }
-    // The sink reports no metric the autoscaler wants: it must degrade, not fail.
-    fake.json(&metrics_path(SINK), r#"[{"id":"numBytesIn"}]"#);
+    // The sink lists a busy time but answers no value for it: it must degrade, not fail.
+    fake.json(
+        &metrics_path(SINK),
+        r#"[{"id":"numBytesIn"},{"id":"busyTimeMsPerSecond"}]"#,
+    );
+    fake.json(
+        &format!("{}?get=busyTimeMsPerSecond", metrics_path(SINK)),
+        "[]",
+    );
     fake.json(
         "GET /jobmanager/metrics?get=taskSlotsTotal,taskSlotsAvailable",
         r#"[{"id":"taskSlotsTotal","value":"8"},{"id":"taskSlotsAvailable","value":"4"}]"#,
@@ -159,12 +166,6 @@ fn the_collector_reads_topology_metrics_and_partitions() {
 
     // Quiet start: the details were read twice (prime, then re-read).
     assert_eq!(fake.count("GET", &format!("/jobs/{JOB}")), 2);
-    // The sink has nothing worth asking for, so no value query was sent for it.
-    assert!(!fake.requests().iter().any(|r| {
-        r.target
-            .starts_with(&format!("/jobs/{JOB}/vertices/{SINK}/subtasks/metrics?"))
-    }));
-
     // A second observation soon after: no priming, only the source's names re-listed.
     collector.observe(1).unwrap();
     assert_eq!(fake.count("GET", &format!("/jobs/{JOB}")), 3);
@@ -401,4 +402,27 @@ fn requirements_are_read_back() {
         .map(|(k, v)| (k.as_str(), v.parallelism.upper_bound))
         .collect();
     assert_eq!(got, expected);
+}
+
+#[test]
+fn a_vertex_that_has_not_reported_yet_is_listed_again() {
+    let fake = FakeFlink::start();
+    // Right after a start the metric store knows no names for the map yet.
+    fake.json(&metrics_path(COST), "[]");
+    serve_running_job(&fake);
+    let mut collector = FlinkCollector::new(client(&fake), JOB);
+    let first = collector.observe(0).unwrap();
+    assert!(first.metrics[COST].aggregated.is_empty());
+    let second = collector.observe(1).unwrap();
+    assert_eq!(
+        second.metrics[COST].aggregated["busyTimeMsPerSecond"].max,
+        Some(958.0)
+    );
+    let listed = |v: &str| fake.count("GET", &format!("/jobs/{JOB}/vertices/{v}/subtasks/metrics"));
+    assert_eq!(listed(COST), 2);
+    assert_eq!(
+        listed(COUNT),
+        2,
+        "an incomplete cache re-lists every vertex"
+    );
 }
