@@ -235,8 +235,9 @@ fn rescales_a_real_flink_job_in_place() {
     let seconds = at.elapsed().as_secs_f64();
     let busy_at_1 = busy_ratio(&before, &after, &cost, seconds);
     let rate_at_1 = (records_in(&after, &cost) - records_in(&before, &cost)) / seconds;
+    // Measured 0.85-0.95 here: the parked time overshoots and the store lags up to 1 s.
     assert!(
-        busy_at_1 > 0.8,
+        busy_at_1 > 0.7,
         "map busy ratio at parallelism 1: {busy_at_1:.2}"
     );
     assert!(
@@ -329,6 +330,10 @@ fn rescales_a_real_flink_job_in_place() {
     assert!(
         busy_at_4 < busy_at_1,
         "busy {busy_at_4:.2} at 4 vs {busy_at_1:.2} at 1"
+    );
+    assert!(
+        rate_at_4 > rate_at_1 * 1.5,
+        "map throughput {rate_at_4:.0} records/s at 4 vs {rate_at_1:.0} at 1"
     );
 
     let t = Instant::now();
