@@ -28,8 +28,10 @@ build() {
     classes=$(mktemp -d "${TMPDIR:-/tmp}/flowscale-job.XXXXXX")
     trap 'rm -rf "$classes"' RETURN
     mkdir -p "$out_dir"
+    local sources
+    mapfile -t sources < <(find "$src" -name '*.java')
     javac -nowarn -encoding UTF-8 -d "$classes" -cp "$flink_home/lib/flink-dist-2.3.0.jar" \
-        $(find "$src" -name '*.java')
+        "${sources[@]}"
     jar --create --file "$jar.tmp" --main-class "$entry_class" -C "$classes" .
     mv "$jar.tmp" "$jar"
     echo "$jar"

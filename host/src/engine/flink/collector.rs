@@ -252,10 +252,17 @@ impl Collector for FlinkCollector {
                 .collect(),
             global: BTreeMap::new(),
         };
-        let Some(running_since) = running_since.filter(|_| status == JobStatus::Running) else {
+        if status != JobStatus::Running {
             // Not running (yet): report the topology and status, the loop waits.
             observation.vertices = topology.vertices;
             return Ok(observation);
+        }
+        // Stabilization is measured from this timestamp; without it nothing can be judged.
+        let Some(running_since) = running_since else {
+            return Err(EngineError::NotReady(format!(
+                "job {} is RUNNING but its details carry no timestamps.RUNNING",
+                self.job_id
+            )));
         };
 
         let active: BTreeSet<String> = topology

@@ -85,6 +85,15 @@ impl FakeFlink {
         self
     }
 
+    /// Answers `key` with `body` from now on, dropping earlier replies.
+    pub(crate) fn replace_json(&self, key: &str, body: &str) -> &FakeFlink {
+        self.routes
+            .lock()
+            .expect("routes")
+            .insert(key.to_string(), vec![Reply::Json(200, body.to_string())]);
+        self
+    }
+
     pub(crate) fn json(&self, key: &str, body: &str) -> &FakeFlink {
         self.route(key, Reply::Json(200, body.to_string()))
     }

@@ -426,3 +426,31 @@ fn a_vertex_that_has_not_reported_yet_is_listed_again() {
         "an incomplete cache re-lists every vertex"
     );
 }
+
+#[test]
+fn a_restart_drops_the_metric_name_cache() {
+    let fake = FakeFlink::start();
+    serve_running_job(&fake);
+    let mut collector = FlinkCollector::new(client(&fake), JOB);
+    collector.observe(0).unwrap();
+    // The job restarted (a rescale): a new RUNNING timestamp.
+    let restarted = DETAILS.replacen("1795954749743", "1795954799999", 1);
+    assert_ne!(restarted, DETAILS, "fixture changed");
+    fake.replace_json(&format!("GET /jobs/{JOB}"), &restarted);
+    let second = collector.observe(1).unwrap();
+    assert_eq!(second.running_since_ms, 1_795_954_799_999);
+    let listed = |v: &str| fake.count("GET", &format!("/jobs/{JOB}/vertices/{v}/subtasks/metrics"));
+    assert_eq!(listed(COST), 2);
+}
+
+#[test]
+fn a_running_job_without_a_running_timestamp_is_not_ready() {
+    let fake = FakeFlink::start();
+    let details = DETAILS.replacen("\"RUNNING\": 1795954749743", "\"RUNNING\": 0", 1);
+    assert_ne!(details, DETAILS, "fixture changed");
+    fake.json(&format!("GET /jobs/{JOB}"), &details);
+    let err = FlinkCollector::new(client(&fake), JOB)
+        .observe(0)
+        .unwrap_err();
+    assert!(matches!(err, EngineError::NotReady(_)), "{err}");
+}

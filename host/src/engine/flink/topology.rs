@@ -198,28 +198,23 @@ fn topological_order(
             *n += 1;
         }
     }
-    let mut placed: BTreeSet<String> = BTreeSet::new();
+    let mut placed = vec![false; vertices.len()];
     let mut order: Vec<usize> = Vec::with_capacity(vertices.len());
     while order.len() < vertices.len() {
-        let level: Vec<usize> = vertices
-            .iter()
-            .enumerate()
-            .filter(|(_, v)| !placed.contains(&v.id) && indegree.get(v.id.as_str()) == Some(&0))
-            .map(|(i, _)| i)
+        let level: Vec<usize> = (0..vertices.len())
+            .filter(|&i| !placed[i] && indegree.get(vertices[i].id.as_str()) == Some(&0))
             .collect();
         if level.is_empty() {
             return Err(EngineError::Other("the job graph has a cycle".into()));
         }
-        for &i in &level {
-            placed.insert(vertices[i].id.clone());
-        }
-        for edge in edges {
-            if placed.contains(&edge.from)
-                && level.iter().any(|&i| vertices[i].id == edge.from)
-                && let Some(n) = indegree.get_mut(edge.to.as_str())
-            {
+        let level_ids: BTreeSet<&str> = level.iter().map(|&i| vertices[i].id.as_str()).collect();
+        for edge in edges.iter().filter(|e| level_ids.contains(e.from.as_str())) {
+            if let Some(n) = indegree.get_mut(edge.to.as_str()) {
                 *n = n.saturating_sub(1);
             }
+        }
+        for &i in &level {
+            placed[i] = true;
         }
         order.extend(level);
     }
