@@ -25,15 +25,32 @@ if [[ -f "$DONE_MARK" ]]; then
 fi
 
 mkdir -p "$WHEEL_DIR"
-PIP="${PIP:-pip}"
-if ! command -v "$PIP" >/dev/null 2>&1; then PIP=pip3; fi
+# One fetch at a time: a second caller waits, then finds the work done.
+if command -v flock >/dev/null 2>&1; then
+    exec 9>"$HOME_DIR/.lock"
+    flock 9
+    if [[ -f "$DONE_MARK" ]]; then
+        echo "$HOME_DIR"
+        exit 0
+    fi
+fi
+# pip, else pip3, else the interpreter's module.
+pip_cmd=("${PIP:-pip}")
+if ! command -v "${pip_cmd[0]}" >/dev/null 2>&1; then
+    if command -v pip3 >/dev/null 2>&1; then pip_cmd=(pip3); else pip_cmd=(python3 -m pip); fi
+fi
 
-wheel=$(ls "$WHEEL_DIR"/apache_flink_libraries-"$FLINK_VERSION"-*.whl 2>/dev/null | head -n 1 || true)
+find_wheel() {
+    find "$WHEEL_DIR" -maxdepth 1 -name "apache_flink_libraries-$FLINK_VERSION-*.whl" -print -quit
+}
+
+wheel=$(find_wheel)
 if [[ -z "$wheel" ]]; then
     echo "setup: downloading apache-flink-libraries==$FLINK_VERSION (about 330 MB)" >&2
-    "$PIP" download --no-deps --only-binary=:all: --dest "$WHEEL_DIR" \
+    "${pip_cmd[@]}" download --no-deps --only-binary=:all: --dest "$WHEEL_DIR" \
         "apache-flink-libraries==$FLINK_VERSION" >&2
-    wheel=$(ls "$WHEEL_DIR"/apache_flink_libraries-"$FLINK_VERSION"-*.whl | head -n 1)
+    wheel=$(find_wheel)
+    [[ -n "$wheel" ]] || { echo "setup: pip saved no wheel into $WHEEL_DIR" >&2; exit 1; }
 fi
 
 # Unpack into a scratch directory first so an interrupted run never leaves a half-filled lib/.
@@ -42,12 +59,10 @@ trap 'rm -rf "$scratch"' EXIT
 mkdir -p "$scratch/lib" "$scratch/bin"
 unzip -q -j -o "$wheel" "pyflink/lib/flink-dist-$FLINK_VERSION.jar" "pyflink/lib/log4j-*.jar" -d "$scratch/lib"
 unzip -q -j -o "$wheel" "pyflink/bin/bash-java-utils.jar" -d "$scratch/bin"
-for jar in "flink-dist-$FLINK_VERSION.jar"; do
-    [[ -s "$scratch/lib/$jar" ]] || { echo "setup: $jar missing from the wheel" >&2; exit 1; }
-done
+[[ -s "$scratch/lib/flink-dist-$FLINK_VERSION.jar" ]] || { echo "setup: flink-dist missing from the wheel" >&2; exit 1; }
 [[ -s "$scratch/bin/bash-java-utils.jar" ]] || { echo "setup: bash-java-utils.jar missing" >&2; exit 1; }
 
-rm -rf "$HOME_DIR/lib" "$HOME_DIR/bin"
+rm -rf "${HOME_DIR:?}/lib" "${HOME_DIR:?}/bin"
 mv "$scratch/lib" "$HOME_DIR/lib"
 mv "$scratch/bin" "$HOME_DIR/bin"
 touch "$DONE_MARK"
