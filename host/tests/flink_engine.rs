@@ -132,6 +132,18 @@ fn busy_ratio(before: &JobObservation, after: &JobObservation, id: &str, seconds
     (busy(after) - busy(before)) / 1000.0 / seconds / parallelism
 }
 
+/// An observation in which `id`'s accumulated busy time is known (Flink reports NaN while a
+/// subtask's counters are missing from its metric store), and when it was taken.
+fn observe_counters(collector: &mut FlinkCollector, id: &str) -> (JobObservation, Instant) {
+    wait_for("complete IO counters", Duration::from_secs(20), || {
+        let observation = collector.observe(0).ok()?;
+        let at = Instant::now();
+        (observation.status == JobStatus::Running
+            && observation.metrics[id].io.accumulated_busy_time.is_finite())
+        .then_some((observation, at))
+    })
+}
+
 fn records_in(o: &JobObservation, id: &str) -> f64 {
     o.metrics[id].io.num_records_in
 }
@@ -229,10 +241,10 @@ fn rescales_a_real_flink_job_in_place() {
     // Overloaded at parallelism 1: the map is busy nearly all the time and takes in less than
     // the source's rate (counter deltas, not the 60 s sliding averages).
     let window = Duration::from_secs(4);
-    let (before, at) = (collector.observe(0).expect("observe"), Instant::now());
+    let (before, at) = observe_counters(&mut collector, &cost);
     std::thread::sleep(window);
-    let after = collector.observe(0).expect("observe");
-    let seconds = at.elapsed().as_secs_f64();
+    let (after, then) = observe_counters(&mut collector, &cost);
+    let seconds = (then - at).as_secs_f64();
     let busy_at_1 = busy_ratio(&before, &after, &cost, seconds);
     let rate_at_1 = (records_in(&after, &cost) - records_in(&before, &cost)) / seconds;
     // Measured 0.85-0.95 here: the parked time overshoots and the store lags up to 1 s.
@@ -305,11 +317,11 @@ fn rescales_a_real_flink_job_in_place() {
 
     // The collector sees the new parallelism, and the job keeps running and catches up.
     let rescaled = wait_for("the rescaled job to run", Duration::from_secs(30), || {
-        collector
-            .observe(0)
-            .ok()
-            .filter(|o| o.status == JobStatus::Running)
+        collector.observe(0).ok().filter(|o| {
+            o.status == JobStatus::Running && o.metrics[&cost].io.accumulated_busy_time.is_finite()
+        })
     });
+    let at = Instant::now();
     assert!(
         rescaled.running_since_ms > first.running_since_ms,
         "RUNNING timestamp reset"
@@ -320,10 +332,9 @@ fn rescales_a_real_flink_job_in_place() {
         .find(|v| v.id == cost)
         .expect("map");
     assert_eq!(map.parallelism, 4);
-    let at = Instant::now();
     std::thread::sleep(window);
-    let later = collector.observe(0).expect("observe");
-    let seconds = at.elapsed().as_secs_f64();
+    let (later, then) = observe_counters(&mut collector, &cost);
+    let seconds = (then - at).as_secs_f64();
     assert_eq!(later.status, JobStatus::Running);
     let busy_at_4 = busy_ratio(&rescaled, &later, &cost, seconds);
     let rate_at_4 = (records_in(&later, &cost) - records_in(&rescaled, &cost)) / seconds;
