@@ -4,6 +4,7 @@
 //! its vertices are doing) and [`Realizer`] (apply a parallelism map, publish a rate limit), so
 //! the same decision code serves the simulator, a real Flink cluster and a replayed trace.
 
+pub mod flink;
 mod observation;
 
 pub use observation::{
