@@ -255,3 +255,382 @@ pub fn run_cycle(
     outcome.global = evaluation.global;
     outcome
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scaling::test_support::Job;
+    use crate::scaling::testing::{BalancedAligner, TargetAligner};
+
+    /// The anchor's BacklogBasedScalingTest configuration (§8).
+    fn backlog_opts() -> AutoscalerOptions {
+        AutoscalerOptions {
+            utilization_target: 0.8,
+            utilization_max: Some(0.9),
+            utilization_min: Some(0.7),
+            catch_up_duration: Duration::from_secs(2),
+            restart_time: Duration::from_secs(1),
+            backlog_processing_lag_threshold: Duration::from_secs(1),
+            metrics_window: Duration::from_secs(1),
+            stabilization_interval: Duration::ZERO,
+            ..AutoscalerOptions::default()
+        }
+    }
+
+    fn backlog_job() -> Job {
+        Job::new()
+            .vertex("source", 1, 720)
+            .vertex("sink", 1, 720)
+            .edge("source", "sink", "HASH")
+    }
+
+    fn metric(out: &CycleOutcome, v: &str, m: ScalingMetric) -> EvaluatedScalingMetric {
+        out.evaluated[v][&m]
+    }
+
+    #[test]
+    fn worked_example_backlog_scaling() {
+        let opts = backlog_opts();
+        let mut state = JobScalingState::default();
+        let mut job = backlog_job();
+        job.source("source", 850.0, 0.0, 2000.0, 500.0);
+        job.operator("sink", 850.0, 0.0, 0.0, 500.0);
+        let out = run_cycle("j", &opts, &job.obs, 0, &BalancedAligner, &mut state);
+        assert_eq!(out.stage, CycleStage::CollectingMetrics { samples: 1 });
+
+        job.source("source", 850.0, 500.0, 2000.0, 500.0);
+        job.operator("sink", 850.0, 500.0, 500.0, 500.0);
+        let out = run_cycle("j", &opts, &job.obs, 1000, &BalancedAligner, &mut state);
+        assert_eq!(out.stage, CycleStage::Scaled, "{out:#?}");
+        assert!(out.backlog);
+        for v in ["source", "sink"] {
+            assert_eq!(
+                metric(&out, v, ScalingMetric::TargetDataRate).average,
+                500.0
+            );
+            assert_eq!(
+                metric(&out, v, ScalingMetric::CatchUpDataRate).current,
+                1000.0
+            );
+            assert_eq!(metric(&out, v, ScalingMetric::Load).average, 0.85);
+            assert_eq!(
+                metric(&out, v, ScalingMetric::TrueProcessingRate).average,
+                588.235
+            );
+            assert_eq!(
+                metric(&out, v, ScalingMetric::ScaleUpRateThreshold).current,
+                1500.0
+            );
+            assert_eq!(
+                metric(&out, v, ScalingMetric::ScaleDownRateThreshold).current,
+                f64::INFINITY
+            );
+            assert_eq!(
+                metric(&out, v, ScalingMetric::RecommendedParallelism).current,
+                4.0
+            );
+            // 588.235 / 1 * 4
+            assert_eq!(
+                metric(&out, v, ScalingMetric::ExpectedProcessingRate).current,
+                2352.94
+            );
+        }
+        let decision = out.decision.clone().unwrap();
+        assert_eq!(
+            decision,
+            [("sink".to_string(), 4), ("source".to_string(), 4)]
+                .into_iter()
+                .collect()
+        );
+        assert_eq!(state.parallelism_overrides, decision);
+        assert!(
+            out.vertices
+                .iter()
+                .all(|v| v.target == Some(4) && v.outside_band)
+        );
+        let report = out
+            .events
+            .iter()
+            .find(|e| e.reason == EventReason::ScalingReport)
+            .unwrap();
+        assert_eq!(
+            report.message,
+            "Scaling execution enabled, begin scaling vertices:\
+             { Vertex ID sink | Parallelism 1 -> 4 | Processing capacity 588.24 -> 2352.94 | Target data rate 500.00}\
+             { Vertex ID source | Parallelism 1 -> 4 | Processing capacity 588.24 -> 2352.94 | Target data rate 500.00}"
+        );
+        assert_eq!(state.scaling_history.vertices.len(), 2);
+        assert_eq!(state.scaling_tracking.records.len(), 1);
+        assert!(
+            state.scaling_tracking.records[&1000]
+                .restart_duration_ms
+                .is_none()
+        );
+    }
+
+    /// Utilization target 0.5, band [0.3, 0.6], no lag: the source (10 -> 12) is inside its
+    /// band, the sink (10 -> 15) is outside, the middle vertex does not change.
+    fn band_job(sink_busy: f64) -> (AutoscalerOptions, Vec<Job>) {
+        let opts = AutoscalerOptions {
+            utilization_target: 0.5,
+            utilization_max: Some(0.6),
+            utilization_min: Some(0.3),
+            catch_up_duration: Duration::ZERO,
+            scale_down_interval: Duration::ZERO,
+            metrics_window: Duration::from_secs(10),
+            stabilization_interval: Duration::ZERO,
+            ..AutoscalerOptions::default()
+        };
+        let base = Job::new()
+            .vertex("source", 10, 720)
+            .vertex("mid", 10, 720)
+            .vertex("sink", 10, 720)
+            .edge("source", "mid", "REBALANCE")
+            .edge("mid", "sink", "REBALANCE");
+        let jobs = [0.0, 7000.0]
+            .into_iter()
+            .map(|records| {
+                let mut j = base.clone();
+                j.source("source", 583.0, records, 0.0, 700.0);
+                j.operator("mid", 500.0, records, records, 700.0);
+                j.operator("sink", sink_busy, records, 0.0, 700.0);
+                j
+            })
+            .collect();
+        (opts, jobs)
+    }
+
+    #[test]
+    fn changed_vertices_scale_together_when_one_is_outside() {
+        let (opts, jobs) = band_job(740.0);
+        let mut state = JobScalingState::default();
+        run_cycle("j", &opts, &jobs[0].obs, 0, &TargetAligner, &mut state);
+        let out = run_cycle("j", &opts, &jobs[1].obs, 10_000, &TargetAligner, &mut state);
+        assert_eq!(out.stage, CycleStage::Scaled);
+        let by_id = |id: &str| out.vertices.iter().find(|v| v.vertex == id).unwrap();
+        assert_eq!(by_id("source").proposed, Some(12));
+        assert!(!by_id("source").outside_band);
+        assert_eq!(by_id("sink").proposed, Some(15));
+        assert!(by_id("sink").outside_band);
+        assert_eq!(by_id("mid").proposed, None);
+        let decision = out.decision.clone().unwrap();
+        assert_eq!(decision["source"], 12);
+        assert_eq!(decision["mid"], 10);
+        assert_eq!(decision["sink"], 15);
+        assert_eq!(
+            metric(&out, "source", ScalingMetric::ScaleUpRateThreshold).current,
+            1167.0
+        );
+        assert_eq!(
+            metric(&out, "source", ScalingMetric::TrueProcessingRate).average,
+            1200.686
+        );
+        // Only changed vertices are in the history.
+        assert_eq!(
+            state.scaling_history.vertices.keys().collect::<Vec<_>>(),
+            vec!["sink", "source"]
+        );
+    }
+
+    #[test]
+    fn nothing_scales_when_every_changed_vertex_is_inside() {
+        // Sink busy 500: TPR 1400, factor 1, no change; the source alone is inside its band.
+        let (opts, jobs) = band_job(500.0);
+        let mut state = JobScalingState::default();
+        run_cycle("j", &opts, &jobs[0].obs, 0, &TargetAligner, &mut state);
+        let out = run_cycle("j", &opts, &jobs[1].obs, 10_000, &TargetAligner, &mut state);
+        assert_eq!(out.stage, CycleStage::WithinBounds);
+        assert!(out.decision.is_none());
+        assert!(state.parallelism_overrides.is_empty());
+        assert!(state.scaling_history.vertices.is_empty());
+        // RECOMMENDED_PARALLELISM stays at the current parallelism.
+        assert_eq!(
+            metric(&out, "source", ScalingMetric::RecommendedParallelism).current,
+            10.0
+        );
+    }
+
+    #[test]
+    fn advisor_mode_and_excluded_periods_report_without_scaling() {
+        let (mut opts, jobs) = band_job(740.0);
+        opts.scaling_enabled = false;
+        let mut state = JobScalingState::default();
+        run_cycle("j", &opts, &jobs[0].obs, 0, &TargetAligner, &mut state);
+        let out = run_cycle("j", &opts, &jobs[1].obs, 10_000, &TargetAligner, &mut state);
+        assert_eq!(
+            out.stage,
+            CycleStage::Blocked("job.autoscaler.scaling.enabled:false".into())
+        );
+        assert!(out.decision.is_none());
+        assert!(state.scaling_history.vertices.is_empty());
+        assert!(out.events[0].message.starts_with(
+            "Scaling execution disabled by config job.autoscaler.scaling.enabled:false, recommended parallelism change:{ Vertex ID sink | Parallelism 10 -> 15 |"
+        ));
+        assert_eq!(
+            metric(&out, "sink", ScalingMetric::RecommendedParallelism).current,
+            15.0
+        );
+
+        let (mut opts, jobs) = band_job(740.0);
+        opts.excluded_periods = crate::scaling::ExcludedPeriods::parse("00:00-00:01").unwrap();
+        let mut state = JobScalingState::default();
+        run_cycle("j", &opts, &jobs[0].obs, 0, &TargetAligner, &mut state);
+        let out = run_cycle("j", &opts, &jobs[1].obs, 10_000, &TargetAligner, &mut state);
+        assert_eq!(
+            out.stage,
+            CycleStage::Blocked("job.autoscaler.excluded.periods:[00:00-00:01]".into())
+        );
+        // Outside the period the same decision is executed.
+        let mut state = JobScalingState::default();
+        let later = 3_600_000;
+        let mut first = jobs[0].clone();
+        first.obs.running_since_ms = later;
+        let mut second = jobs[1].clone();
+        second.obs.running_since_ms = later;
+        run_cycle("j", &opts, &first.obs, later, &TargetAligner, &mut state);
+        let out = run_cycle(
+            "j",
+            &opts,
+            &second.obs,
+            later + 10_000,
+            &TargetAligner,
+            &mut state,
+        );
+        assert_eq!(out.stage, CycleStage::Scaled);
+    }
+
+    #[test]
+    fn memory_pressure_blocks_scaling() {
+        let (opts, mut jobs) = band_job(740.0);
+        for j in &mut jobs {
+            j.obs.global.insert(
+                "Status.JVM.GarbageCollector.All.TimeMsPerSecond".into(),
+                500.0,
+            );
+        }
+        let opts = AutoscalerOptions {
+            gc_pressure_threshold: 0.3,
+            ..opts
+        };
+        let mut state = JobScalingState::default();
+        run_cycle("j", &opts, &jobs[0].obs, 0, &TargetAligner, &mut state);
+        let out = run_cycle("j", &opts, &jobs[1].obs, 10_000, &TargetAligner, &mut state);
+        assert_eq!(out.stage, CycleStage::MemoryPressure);
+        assert_eq!(out.events[0].reason, EventReason::MemoryPressure);
+        assert!(
+            out.events[0]
+                .message
+                .starts_with("GC Pressure 0.5 is above")
+        );
+    }
+
+    #[test]
+    fn window_not_full_evaluates_without_recommendation() {
+        let (mut opts, jobs) = band_job(740.0);
+        opts.metrics_window = Duration::from_secs(60);
+        let mut state = JobScalingState::default();
+        run_cycle("j", &opts, &jobs[0].obs, 0, &TargetAligner, &mut state);
+        let out = run_cycle("j", &opts, &jobs[1].obs, 10_000, &TargetAligner, &mut state);
+        assert_eq!(out.stage, CycleStage::WindowNotFull);
+        assert!(out.evaluated["sink"].contains_key(&ScalingMetric::TrueProcessingRate));
+        assert!(!out.evaluated["sink"].contains_key(&ScalingMetric::RecommendedParallelism));
+        assert!(out.vertices.is_empty());
+    }
+
+    #[test]
+    fn not_running_and_errors() {
+        let (opts, jobs) = band_job(740.0);
+        let mut state = JobScalingState::default();
+        let mut stopped = jobs[0].clone();
+        stopped.obs.status = crate::engine::JobStatus::Restarting;
+        let out = run_cycle("j", &opts, &stopped.obs, 0, &TargetAligner, &mut state);
+        assert_eq!(out.stage, CycleStage::NotRunning);
+        assert!(state.metric_history.is_empty());
+
+        let mut empty = jobs[0].clone();
+        empty.obs.vertices.clear();
+        let out = run_cycle("j", &opts, &empty.obs, 0, &TargetAligner, &mut state);
+        assert_eq!(
+            out.stage,
+            CycleStage::NotReady("No nodes found in the plan, job is not ready yet".into())
+        );
+        assert!(out.events.is_empty());
+
+        // A missing required metric after stabilization is an AutoscalerError.
+        let mut broken = jobs[0].clone();
+        broken.obs.metrics.remove("sink");
+        let out = run_cycle("j", &opts, &broken.obs, 0, &TargetAligner, &mut state);
+        assert!(matches!(out.stage, CycleStage::Failed(_)));
+        assert_eq!(out.events[0].reason, EventReason::AutoscalerError);
+        assert_eq!(
+            out.events[0].message,
+            "Could not find required metric BUSY_TIME_PER_SEC for sink"
+        );
+    }
+
+    #[test]
+    fn restart_is_tracked_and_history_restarts() {
+        let mut opts = backlog_opts();
+        opts.restart_time_tracking_enabled = true;
+        let mut state = JobScalingState::default();
+        let mut job = backlog_job();
+        job.source("source", 850.0, 0.0, 2000.0, 500.0);
+        job.operator("sink", 850.0, 0.0, 0.0, 500.0);
+        run_cycle("j", &opts, &job.obs, 0, &BalancedAligner, &mut state);
+        job.source("source", 850.0, 500.0, 2000.0, 500.0);
+        job.operator("sink", 850.0, 500.0, 500.0, 500.0);
+        let out = run_cycle("j", &opts, &job.obs, 1000, &BalancedAligner, &mut state);
+        assert!(out.scaled());
+
+        // The job restarts at 4 s with the new parallelism.
+        let mut restarted = Job::new()
+            .vertex("source", 4, 720)
+            .vertex("sink", 4, 720)
+            .edge("source", "sink", "HASH");
+        restarted.obs.running_since_ms = 4_000;
+        restarted.source("source", 400.0, 0.0, 0.0, 500.0);
+        restarted.operator("sink", 400.0, 0.0, 0.0, 500.0);
+        let out = run_cycle(
+            "j",
+            &opts,
+            &restarted.obs,
+            5_000,
+            &BalancedAligner,
+            &mut state,
+        );
+        assert_eq!(out.stage, CycleStage::CollectingMetrics { samples: 1 });
+        assert_eq!(state.metric_history.len(), 1);
+        assert_eq!(
+            state.scaling_tracking.records[&1000].restart_duration_ms,
+            Some(3_000)
+        );
+        assert_eq!(
+            state.scaling_tracking.restart_time(&opts),
+            Duration::from_secs(3)
+        );
+    }
+
+    #[test]
+    fn state_round_trips_through_sections() {
+        let opts = backlog_opts();
+        let mut state = JobScalingState::default();
+        let mut job = backlog_job();
+        job.source("source", 850.0, 0.0, 2000.0, 500.0);
+        job.operator("sink", 850.0, 0.0, 0.0, 500.0);
+        run_cycle("j", &opts, &job.obs, 0, &BalancedAligner, &mut state);
+        job.source("source", 850.0, 500.0, 2000.0, 500.0);
+        job.operator("sink", 850.0, 500.0, 500.0, 500.0);
+        run_cycle("j", &opts, &job.obs, 1000, &BalancedAligner, &mut state);
+        let sections: BTreeMap<&str, serde_json::Value> =
+            state.to_sections().unwrap().into_iter().collect();
+        let back = JobScalingState::from_sections(|s| sections.get(s).cloned()).unwrap();
+        // NaN halves make PartialEq useless on the histories; compare the JSON instead.
+        assert_eq!(
+            serde_json::to_string(&back).unwrap(),
+            serde_json::to_string(&state).unwrap()
+        );
+        assert_eq!(back.parallelism_overrides["sink"], 4);
+        let empty = JobScalingState::from_sections(|_| None).unwrap();
+        assert!(empty.metric_history.is_empty());
+    }
+}

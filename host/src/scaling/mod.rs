@@ -27,6 +27,8 @@ mod options;
 mod periods;
 mod serde_double;
 mod state;
+#[cfg(test)]
+mod test_support;
 pub mod testing;
 mod topology;
 mod vertex_scaler;
