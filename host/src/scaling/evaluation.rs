@@ -417,3 +417,257 @@ fn evaluate_global(history: &MetricHistory) -> BTreeMap<ScalingMetric, Evaluated
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scaling::metrics::CollectedMetrics;
+    use crate::scaling::test_support::Job;
+
+    fn history(points: &[(i64, Option<f64>)], metric: ScalingMetric) -> MetricHistory {
+        let mut h = MetricHistory::default();
+        for &(at, v) in points {
+            let mut m = CollectedMetrics::default();
+            let vm = m.vertices.entry("v".into()).or_default();
+            if let Some(v) = v {
+                vm.insert(metric, v);
+            }
+            h.samples.insert(at, m);
+        }
+        h
+    }
+
+    #[test]
+    fn rate_uses_first_and_last_present_values() {
+        let m = ScalingMetric::NumRecordsIn;
+        let h = history(
+            &[
+                (0, Some(0.0)),
+                (500, Some(f64::NAN)),
+                (1000, Some(500.0)),
+                (2000, None),
+            ],
+            m,
+        );
+        assert_eq!(rate(&h, "v", m), 500.0);
+        // Fewer than two values.
+        let h = history(&[(0, Some(1.0)), (1000, None)], m);
+        assert!(rate(&h, "v", m).is_nan());
+        // Same instant twice is impossible in a map; one ms apart still divides by 1.
+        let h = history(&[(0, Some(1.0)), (1, Some(3.0))], m);
+        assert_eq!(rate(&h, "v", m), 2000.0);
+        // Infinities count.
+        let h = history(&[(0, Some(1.0)), (10, Some(f64::INFINITY))], m);
+        assert_eq!(rate(&h, "v", m), f64::INFINITY);
+        assert!(rate(&h, "other", m).is_nan());
+    }
+
+    #[test]
+    fn average_skips_nan_and_infinity() {
+        let m = ScalingMetric::Load;
+        let h = history(
+            &[
+                (0, Some(0.5)),
+                (1, Some(f64::NAN)),
+                (2, Some(f64::INFINITY)),
+                (3, Some(0.7)),
+            ],
+            m,
+        );
+        assert!((average(&h, "v", m, 1) - 0.6).abs() < 1e-12);
+        assert!(average(&h, "v", m, 3).is_nan());
+        let h = history(&[(0, Some(f64::INFINITY)), (1, Some(f64::NAN))], m);
+        assert_eq!(average(&h, "v", m, 1), f64::INFINITY);
+        let h = history(&[(0, None)], m);
+        assert!(average(&h, "v", m, 1).is_nan());
+        // avgOrRate falls back to the rate when the average is not finite.
+        let mut h = history(&[(0, Some(f64::INFINITY)), (1000, Some(f64::INFINITY))], m);
+        for (i, (_, s)) in h.samples.iter_mut().enumerate() {
+            s.vertices
+                .get_mut("v")
+                .unwrap()
+                .insert(ScalingMetric::NumRecordsIn, 100.0 * i as f64);
+        }
+        assert_eq!(
+            average_or_rate(&h, "v", m, ScalingMetric::NumRecordsIn),
+            100.0
+        );
+    }
+
+    fn evaluate_two_samples(
+        a: &Job,
+        b: &Job,
+        opts: &AutoscalerOptions,
+    ) -> (Evaluation, MetricHistory) {
+        let t = Topology::from_observation(&a.obs).unwrap();
+        let mut h = MetricHistory::default();
+        for (at, j) in [(0, a), (1000, b)] {
+            let s = crate::scaling::metrics::compute_sample(&j.obs, &t, opts, &h).unwrap();
+            h.samples.insert(at, s.metrics);
+        }
+        (evaluate(&h, &t, opts, Duration::ZERO).unwrap(), h)
+    }
+
+    #[test]
+    fn join_splits_rates_by_output_records() {
+        // Two sources into a join: the join's input is attributed per edge with the other
+        // inputs' output rates.
+        let base = Job::new()
+            .vertex("a", 1, 128)
+            .vertex("b", 1, 128)
+            .vertex("join", 1, 128)
+            .edge("a", "join", "HASH")
+            .edge("b", "join", "HASH");
+        let mut j0 = base.clone();
+        j0.source("a", 500.0, 0.0, 0.0, 100.0);
+        j0.source("b", 500.0, 0.0, 0.0, 300.0);
+        j0.operator("join", 500.0, 0.0, 0.0, 400.0);
+        let mut j1 = base.clone();
+        j1.source("a", 500.0, 100.0, 0.0, 100.0);
+        j1.source("b", 500.0, 300.0, 0.0, 300.0);
+        j1.operator("join", 500.0, 400.0, 0.0, 400.0);
+        let opts = AutoscalerOptions::default();
+        let (e, _) = evaluate_two_samples(&j0, &j1, &opts);
+        // a -> join: 400 - out(b) = 100 => ratio 1; b -> join: 400 - 100 = 300 => ratio 1.
+        assert_eq!(
+            e.vertices["join"][&ScalingMetric::TargetDataRate].average,
+            400.0
+        );
+        assert_eq!(
+            e.vertices["a"][&ScalingMetric::TargetDataRate].average,
+            100.0
+        );
+        // TPR = 400 / 0.5.
+        assert_eq!(
+            e.vertices["join"][&ScalingMetric::TrueProcessingRate].average,
+            800.0
+        );
+        assert!(!e.backlog);
+        // Default band [target / 1.0, target / 0.4 + restart], restart 0 here.
+        assert_eq!(
+            e.vertices["join"][&ScalingMetric::ScaleUpRateThreshold].current,
+            400.0
+        );
+        assert_eq!(
+            e.vertices["join"][&ScalingMetric::ScaleDownRateThreshold].current,
+            1000.0
+        );
+    }
+
+    #[test]
+    fn backlog_and_catch_up() {
+        let base = Job::new().vertex("s", 1, 128);
+        let mut j0 = base.clone();
+        j0.source("s", 500.0, 0.0, 90_000.0, 100.0);
+        let mut j1 = base.clone();
+        j1.source("s", 500.0, 100.0, 90_000.0, 100.0);
+        let opts = AutoscalerOptions::default();
+        let (e, h) = evaluate_two_samples(&j0, &j1, &opts);
+        let t = Topology::from_observation(&j0.obs).unwrap();
+        // 90000 / 100 = 900 s > 300 s.
+        assert!(e.backlog);
+        assert!(is_processing_backlog(&h, &t, &opts));
+        let m = &e.vertices["s"];
+        assert_eq!(m[&ScalingMetric::CatchUpDataRate].current, 50.0);
+        assert_eq!(m[&ScalingMetric::Lag].current, 90_000.0);
+        // Backlog: up threshold at u = 1 without restart, down threshold +inf.
+        assert_eq!(m[&ScalingMetric::ScaleUpRateThreshold].current, 150.0);
+        assert_eq!(
+            m[&ScalingMetric::ScaleDownRateThreshold].current,
+            f64::INFINITY
+        );
+        // Catch-up disabled: no catch-up rate.
+        let opts = AutoscalerOptions {
+            catch_up_duration: Duration::ZERO,
+            ..opts
+        };
+        let (e, _) = evaluate_two_samples(&j0, &j1, &opts);
+        assert_eq!(
+            e.vertices["s"][&ScalingMetric::CatchUpDataRate].current,
+            0.0
+        );
+    }
+
+    #[test]
+    fn restart_term_only_in_the_scale_down_threshold_and_capacity() {
+        let opts = AutoscalerOptions::default();
+        let mut m = VertexEvaluation::new();
+        m.insert(
+            ScalingMetric::TargetDataRate,
+            EvaluatedScalingMetric::avg(700.0),
+        );
+        m.insert(
+            ScalingMetric::CatchUpDataRate,
+            EvaluatedScalingMetric::of(10.0),
+        );
+        let restart = Duration::from_secs(300);
+        // 10 + 700 * 300 / 1800 + 700 / 0.7 = 10 + 116.67 + 1000 = 1126.67 -> 1127.
+        assert_eq!(capacity(&m, 0.7, true, restart, &opts), 1127.0);
+        assert_eq!(capacity(&m, 0.7, false, restart, &opts), 1010.0);
+        assert_eq!(capacity(&m, 0.0, true, restart, &opts), f64::INFINITY);
+        assert_eq!(capacity(&m, 2.0, false, restart, &opts), 710.0);
+        m.insert(
+            ScalingMetric::TargetDataRate,
+            EvaluatedScalingMetric::avg(f64::NAN),
+        );
+        assert!(capacity(&m, 0.7, true, restart, &opts).is_nan());
+    }
+
+    #[test]
+    fn observed_tpr_replaces_a_much_higher_busy_time_tpr() {
+        // Source with lag (catching up): observed TPR = r / (1 - bp) each sample.
+        let base = Job::new().vertex("s", 1, 128);
+        let mut j0 = base.clone();
+        j0.source("s", 100.0, 0.0, 100_000.0, 100.0);
+        let mut j1 = base.clone();
+        j1.source("s", 100.0, 100.0, 100_000.0, 100.0);
+        let opts = AutoscalerOptions::default();
+        let (e, _) = evaluate_two_samples(&j0, &j1, &opts);
+        // busy TPR = 100 / 0.1 = 1000 > 100 * 1.15 => observed (100, backpressure 0).
+        assert_eq!(
+            e.vertices["s"][&ScalingMetric::TrueProcessingRate].average,
+            100.0
+        );
+        // Switch threshold high enough: busy-time TPR stays.
+        let opts = AutoscalerOptions {
+            observed_tpr_switch_threshold: 10.0,
+            ..opts
+        };
+        let (e, _) = evaluate_two_samples(&j0, &j1, &opts);
+        assert_eq!(
+            e.vertices["s"][&ScalingMetric::TrueProcessingRate].average,
+            1000.0
+        );
+    }
+
+    #[test]
+    fn avg_aggregator_uses_accumulated_busy_time() {
+        let base = Job::new()
+            .vertex("s", 2, 128)
+            .vertex("o", 2, 128)
+            .edge("s", "o", "REBALANCE");
+        let mut j0 = base.clone();
+        j0.source("s", 100.0, 0.0, 0.0, 100.0);
+        j0.operator("o", 100.0, 0.0, 0.0, 100.0);
+        let mut j1 = base.clone();
+        j1.source("s", 100.0, 100.0, 0.0, 100.0);
+        j1.operator("o", 100.0, 100.0, 0.0, 100.0);
+        j1.obs
+            .metrics
+            .get_mut("o")
+            .unwrap()
+            .io
+            .accumulated_busy_time = 500.0;
+        let opts = AutoscalerOptions {
+            busy_time_aggregator: BusyTimeAggregator::Avg,
+            ..AutoscalerOptions::default()
+        };
+        let (e, _) = evaluate_two_samples(&j0, &j1, &opts);
+        // B = rate(accumulated busy) / parallelism = 500 / 2 = 250 ms/s; TPR = 100 / 0.25.
+        assert_eq!(e.vertices["o"][&ScalingMetric::Load].average, 0.25);
+        assert_eq!(
+            e.vertices["o"][&ScalingMetric::TrueProcessingRate].average,
+            400.0
+        );
+    }
+}

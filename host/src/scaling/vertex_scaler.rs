@@ -353,3 +353,341 @@ fn ineffective_scale_up(
             .vertex(vertex.id.as_str()),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scaling::testing::{BalancedAligner, TargetAligner};
+    use flowscale_sdk::ShipStrategy;
+
+    fn vertex(p: u32, max_p: u32) -> VertexInfo {
+        VertexInfo {
+            id: "v".into(),
+            name: "v".into(),
+            parallelism: p,
+            max_parallelism: max_p,
+            source_partitions: 0,
+            finished: false,
+            inputs: vec![(0, ShipStrategy::Hash)],
+            outputs: vec![],
+        }
+    }
+
+    /// Metrics with no lag: capacity = target rate / u; thresholds from the default band.
+    fn metrics(tpr: f64, target_rate: f64, opts: &AutoscalerOptions) -> VertexEvaluation {
+        let mut m = VertexEvaluation::new();
+        m.insert(
+            ScalingMetric::TrueProcessingRate,
+            EvaluatedScalingMetric::avg(tpr),
+        );
+        m.insert(
+            ScalingMetric::TargetDataRate,
+            EvaluatedScalingMetric::avg(target_rate),
+        );
+        m.insert(
+            ScalingMetric::CatchUpDataRate,
+            EvaluatedScalingMetric::of(0.0),
+        );
+        let up = capacity(&m, opts.upper_utilization(), false, Duration::ZERO, opts);
+        let down = capacity(&m, opts.lower_utilization(), true, Duration::ZERO, opts);
+        m.insert(
+            ScalingMetric::ScaleUpRateThreshold,
+            EvaluatedScalingMetric::of(up),
+        );
+        m.insert(
+            ScalingMetric::ScaleDownRateThreshold,
+            EvaluatedScalingMetric::of(down),
+        );
+        m
+    }
+
+    struct Fixture {
+        opts: AutoscalerOptions,
+        topology: JobTopology,
+        params: ModeParams,
+    }
+
+    impl Fixture {
+        fn new(opts: AutoscalerOptions) -> Fixture {
+            Fixture {
+                opts,
+                topology: JobTopology::default(),
+                params: ModeParams::default(),
+            }
+        }
+        fn ctx<'a>(&'a self, aligner: &'a dyn Aligner, now_ms: i64) -> ScalerContext<'a> {
+            ScalerContext {
+                job: "j",
+                opts: &self.opts,
+                aligner,
+                params: &self.params,
+                topology: &self.topology,
+                restart_time: Duration::ZERO,
+                now_ms,
+            }
+        }
+        fn run(
+            &self,
+            v: &VertexInfo,
+            tpr: f64,
+            rate: f64,
+            history: Option<&BTreeMap<i64, ScalingSummary>>,
+            delayed: &mut DelayedScaleDown,
+            now_ms: i64,
+        ) -> VertexOutcome {
+            let mut m = metrics(tpr, rate, &self.opts);
+            compute_scale_target(
+                &self.ctx(&TargetAligner, now_ms),
+                v,
+                &mut m,
+                history,
+                delayed,
+            )
+        }
+    }
+
+    fn no_delay() -> AutoscalerOptions {
+        AutoscalerOptions {
+            scale_down_interval: Duration::ZERO,
+            ..AutoscalerOptions::default()
+        }
+    }
+
+    #[test]
+    fn scale_factor_bounds_are_one_minus_and_one_plus_the_max_factors() {
+        // §10.11: down 0.6 => at least ceil(0.4 * cur); up 2.0 => at most ceil(3 * cur).
+        let f = Fixture::new(AutoscalerOptions {
+            scale_up_max_factor: 2.0,
+            ..no_delay()
+        });
+        let mut d = DelayedScaleDown::default();
+        let out = f.run(&vertex(10, 1000), 1000.0, 1.0, None, &mut d, 0);
+        assert_eq!(out.target, Some(4));
+        assert_eq!(
+            out.change,
+            ParallelismChange::Change {
+                new: 4,
+                outside: true
+            }
+        );
+        let out = f.run(&vertex(10, 1000), 1.0, 1000.0, None, &mut d, 0);
+        assert_eq!(out.target, Some(30));
+        let out = f.run(&vertex(10, 25), 1.0, 1000.0, None, &mut d, 0);
+        assert_eq!(out.target, Some(25), "max parallelism caps");
+    }
+
+    #[test]
+    fn limits_and_max_parallelism() {
+        let f = Fixture::new(AutoscalerOptions {
+            vertex_min_parallelism: 5,
+            vertex_max_parallelism: 12,
+            ..no_delay()
+        });
+        let mut d = DelayedScaleDown::default();
+        // lower = min(cur, 5) = 5: a big scale-down stops at 5.
+        assert_eq!(
+            f.run(&vertex(10, 128), 1e6, 1.0, None, &mut d, 0).target,
+            Some(5)
+        );
+        // upper = max(cur, 12).
+        assert_eq!(
+            f.run(&vertex(10, 128), 1.0, 1e6, None, &mut d, 0).target,
+            Some(12)
+        );
+        // The vertex max parallelism wins even over the lower limit.
+        assert_eq!(
+            f.run(&vertex(10, 3), 1e6, 1.0, None, &mut d, 0).target,
+            Some(3)
+        );
+        // NaN rates: no decision.
+        let out = f.run(&vertex(10, 128), f64::NAN, 1.0, None, &mut d, 0);
+        assert_eq!(out.change, ParallelismChange::NoChange);
+        assert_eq!(out.target, None);
+    }
+
+    #[test]
+    fn alignment_is_skipped_when_the_clamped_target_equals_current() {
+        let f = Fixture::new(no_delay());
+        let mut d = DelayedScaleDown::default();
+        // capacity 700/0.7 = 1000, TPR 1000 -> factor 1 -> 10.
+        let mut m = metrics(1000.0, 700.0, &f.opts);
+        let out = compute_scale_target(
+            &f.ctx(&BalancedAligner, 0),
+            &vertex(10, 128),
+            &mut m,
+            None,
+            &mut d,
+        );
+        assert_eq!(out.mode, None);
+        assert_eq!(out.change, ParallelismChange::NoChange);
+        // 10 -> 7 with 128 key groups: BALANCED scale-down searches [7, 10] and finds 8.
+        let mut m = metrics(1000.0, 490.0, &f.opts);
+        let out = compute_scale_target(
+            &f.ctx(&BalancedAligner, 0),
+            &vertex(10, 128),
+            &mut m,
+            None,
+            &mut d,
+        );
+        assert_eq!(out.target, Some(7));
+        assert_eq!(out.aligned, Some(8));
+        assert_eq!(out.mode.as_deref(), Some("BALANCED"));
+        assert_eq!(
+            out.change,
+            ParallelismChange::Change {
+                new: 8,
+                outside: false
+            }
+        );
+        assert_eq!(
+            m[&ScalingMetric::ExpectedProcessingRate].current,
+            800.0,
+            "tpr / cur * new"
+        );
+    }
+
+    fn summary(cur: u32, new: u32, tpr: f64, expected: f64) -> ScalingSummary {
+        let mut metrics = VertexEvaluation::new();
+        metrics.insert(
+            ScalingMetric::TrueProcessingRate,
+            EvaluatedScalingMetric::avg(tpr),
+        );
+        metrics.insert(
+            ScalingMetric::ExpectedProcessingRate,
+            EvaluatedScalingMetric::of(expected),
+        );
+        ScalingSummary {
+            current_parallelism: cur,
+            new_parallelism: new,
+            metrics,
+        }
+    }
+
+    #[test]
+    fn ineffective_scale_up_is_reported_and_blocked_when_enabled() {
+        let mut history = BTreeMap::new();
+        history.insert(0, summary(4, 8, 100.0, 200.0));
+        let mut d = DelayedScaleDown::default();
+        // Now at 8 with TPR 105: expected +100, actual +5 -> 0.05 < 0.1.
+        let f = Fixture::new(no_delay());
+        let out = f.run(&vertex(8, 128), 105.0, 1000.0, Some(&history), &mut d, 0);
+        assert!(matches!(out.change, ParallelismChange::Change { .. }));
+        assert_eq!(out.events.len(), 1);
+        assert_eq!(
+            out.events[0].message,
+            "Ineffective scaling detected for v (expected increase: 100.0, actual increase 5.0). Blocking of ineffective scaling decisions is disabled"
+        );
+        let f = Fixture::new(AutoscalerOptions {
+            scaling_effectiveness_detection_enabled: true,
+            ..no_delay()
+        });
+        let out = f.run(&vertex(8, 128), 105.0, 1000.0, Some(&history), &mut d, 0);
+        assert_eq!(out.change, ParallelismChange::NoChange);
+        assert!(out.events[0].message.ends_with("is enabled"));
+        // Effective: actual +20 of +100 expected.
+        let out = f.run(&vertex(8, 128), 120.0, 1000.0, Some(&history), &mut d, 0);
+        assert!(out.events.is_empty());
+        assert!(matches!(out.change, ParallelismChange::Change { .. }));
+        // Only checked when scaling up again from exactly last.new after a scale-up.
+        let out = f.run(&vertex(7, 128), 105.0, 1000.0, Some(&history), &mut d, 0);
+        assert!(out.events.is_empty());
+    }
+
+    #[test]
+    fn delayed_scale_down_takes_the_window_maximum() {
+        let f = Fixture::new(AutoscalerOptions {
+            scale_down_interval: Duration::from_secs(60),
+            ..AutoscalerOptions::default()
+        });
+        let v = vertex(10, 1000);
+        let mut d = DelayedScaleDown::default();
+        // Band with defaults: [rate / 1.0, rate / 0.4]; capacity rate / 0.7.
+        // t=0: 10 -> 5 requested (TPR 2000, rate 700: factor 0.5).
+        let out = f.run(&v, 2000.0, 700.0, None, &mut d, 0);
+        assert_eq!(out.change, ParallelismChange::NoChange);
+        assert_eq!(out.aligned, Some(5));
+        // t=30 s: 7 requested (factor 0.7 -> ceil 7).
+        let out = f.run(&v, 1000.0, 490.0, None, &mut d, 30_000);
+        assert_eq!(out.change, ParallelismChange::NoChange);
+        // t=60 s: 4 requested; the window [0, 60 s] has max 7 (recorded at 30 s).
+        let out = f.run(&v, 2500.0, 700.0, None, &mut d, 60_000);
+        assert_eq!(
+            out.change,
+            ParallelismChange::Change {
+                new: 7,
+                outside: false
+            }
+        );
+        // t=100 s: 6 requested; 7@30 s is before the window [40 s, 100 s] and is dropped.
+        let out = f.run(&v, 1000.0, 420.0, None, &mut d, 100_000);
+        assert_eq!(
+            out.change,
+            ParallelismChange::Change {
+                new: 6,
+                outside: false
+            }
+        );
+        assert_eq!(
+            d.vertices["v"]
+                .recommendations
+                .iter()
+                .map(|r| r.parallelism)
+                .collect::<Vec<_>>(),
+            vec![6]
+        );
+        // A scale-up (or no change) forgets the pending scale-down.
+        let out = f.run(&v, 100.0, 700.0, None, &mut d, 110_000);
+        assert!(matches!(out.change, ParallelismChange::Change { .. }));
+        assert!(d.vertices.is_empty());
+    }
+
+    #[test]
+    fn observed_scalability_coefficient_examples() {
+        let opts = AutoscalerOptions {
+            observed_scalability_min_observations: 2,
+            ..AutoscalerOptions::default()
+        };
+        // P = 1 is the baseline: (100 + 2 * 120.625) / (5 * 100) = 0.6825 -> 0.69.
+        assert_eq!(
+            observed_scalability_coefficient(&[(1, 100.0), (2, 120.625)], &opts),
+            0.69
+        );
+        // No P = 1: the smallest P, newest on ties: (2, 180) -> baseline 90.
+        // (400 + 1200 + 360) / (24 * 90) = 0.9074 -> 0.91.
+        assert_eq!(
+            observed_scalability_coefficient(&[(2, 200.0), (4, 300.0), (2, 180.0)], &opts),
+            0.91
+        );
+        // Clamped to coefficient-min, and never above 1.
+        assert_eq!(
+            observed_scalability_coefficient(&[(1, 100.0), (8, 100.0)], &opts),
+            0.5
+        );
+        assert_eq!(
+            observed_scalability_coefficient(&[(1, 100.0), (2, 250.0)], &opts),
+            1.0
+        );
+        // Too few observations, or a NaN rate: 1.0.
+        assert_eq!(observed_scalability_coefficient(&[(1, 100.0)], &opts), 1.0);
+        assert_eq!(
+            observed_scalability_coefficient(&[(1, 100.0), (2, f64::NAN)], &opts),
+            1.0
+        );
+    }
+
+    #[test]
+    fn observed_scalability_divides_the_scale_factor() {
+        let f = Fixture::new(AutoscalerOptions {
+            observed_scalability_enabled: true,
+            observed_scalability_min_observations: 2,
+            ..no_delay()
+        });
+        let mut history = BTreeMap::new();
+        history.insert(0, summary(1, 2, 100.0, 200.0));
+        history.insert(1, summary(2, 4, 120.625, 241.25));
+        let mut d = DelayedScaleDown::default();
+        // capacity 1000 / TPR 500 = 2; / 0.69 = 2.8986; ceil(2.8986 * 4) = 12.
+        let out = f.run(&vertex(4, 128), 500.0, 700.0, Some(&history), &mut d, 0);
+        assert_eq!(out.target, Some(12));
+    }
+}
