@@ -5,6 +5,7 @@
 //! the same decision code serves the simulator, a real Flink cluster and a replayed trace.
 
 mod observation;
+pub mod replay;
 
 pub use observation::{
     AggregatedMetric, EngineError, IoMetrics, JobObservation, JobStatus, ObservedEdge,
