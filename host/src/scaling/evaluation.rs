@@ -28,13 +28,29 @@ pub struct Evaluation {
     pub backlog: bool,
 }
 
+/// The samples of one vertex in time order (one map lookup per sample, shared by every rate
+/// and average of the vertex).
+type Series<'a> = Vec<(i64, &'a BTreeMap<ScalingMetric, f64>)>;
+
+fn series<'a>(history: &'a MetricHistory, vertex: &str) -> Series<'a> {
+    history
+        .samples
+        .iter()
+        .filter_map(|(&at, s)| s.vertices.get(vertex).map(|m| (at, m)))
+        .collect()
+}
+
 /// `1000 · (last − first) / max(Δt_ms, 1)` between the first and the last sample where the
 /// metric is present and not NaN (infinities count); NaN with fewer than two such samples.
 pub fn rate(history: &MetricHistory, vertex: &str, metric: ScalingMetric) -> f64 {
+    series_rate(&series(history, vertex), metric)
+}
+
+fn series_rate(series: &Series<'_>, metric: ScalingMetric) -> f64 {
     let mut first: Option<(i64, f64)> = None;
     let mut last: Option<(i64, f64)> = None;
-    for (&at, sample) in &history.samples {
-        if let Some(v) = sample.vertex(vertex, metric) {
+    for &(at, sample) in series {
+        if let Some(&v) = sample.get(&metric) {
             if v.is_nan() {
                 continue;
             }
@@ -59,11 +75,12 @@ pub fn average(
     metric: ScalingMetric,
     min_observations: i64,
 ) -> f64 {
+    series_average(&series(history, vertex), metric, min_observations)
+}
+
+fn series_average(series: &Series<'_>, metric: ScalingMetric, min_observations: i64) -> f64 {
     average_of(
-        history
-            .samples
-            .values()
-            .filter_map(|s| s.vertex(vertex, metric)),
+        series.iter().filter_map(|(_, s)| s.get(&metric).copied()),
         min_observations,
     )
 }
@@ -99,11 +116,19 @@ pub fn average_or_rate(
     metric: ScalingMetric,
     fallback: ScalingMetric,
 ) -> f64 {
-    let avg = average(history, vertex, metric, 1);
+    series_average_or_rate(&series(history, vertex), metric, fallback)
+}
+
+fn series_average_or_rate(
+    series: &Series<'_>,
+    metric: ScalingMetric,
+    fallback: ScalingMetric,
+) -> f64 {
+    let avg = series_average(series, metric, 1);
     if avg.is_finite() {
         avg
     } else {
-        rate(history, vertex, fallback)
+        series_rate(series, fallback)
     }
 }
 
@@ -114,17 +139,37 @@ fn latest(history: &MetricHistory, vertex: &str, metric: ScalingMetric) -> Optio
 
 /// True when some source's lag, in seconds of its input rate, exceeds
 /// `backlog-processing.lag-threshold` (anchor §3.2).
+#[cfg(test)]
 pub(crate) fn is_processing_backlog(
     history: &MetricHistory,
     topology: &Topology,
     opts: &AutoscalerOptions,
 ) -> bool {
+    let all: Vec<Series<'_>> = topology
+        .vertices
+        .iter()
+        .map(|v| series(history, &v.id))
+        .collect();
+    backlog_in(history, topology, &all, opts)
+}
+
+fn backlog_in(
+    history: &MetricHistory,
+    topology: &Topology,
+    all: &[Series<'_>],
+    opts: &AutoscalerOptions,
+) -> bool {
     let threshold = whole_seconds(opts.backlog_processing_lag_threshold);
-    topology.vertices.iter().filter(|v| v.is_source()).any(|v| {
-        let lag = latest(history, &v.id, ScalingMetric::Lag).unwrap_or(0.0);
-        let r = rate(history, &v.id, ScalingMetric::NumRecordsIn);
-        !r.is_nan() && lag / r > threshold
-    })
+    topology
+        .vertices
+        .iter()
+        .zip(all)
+        .filter(|(v, _)| v.is_source())
+        .any(|(v, s)| {
+            let lag = latest(history, &v.id, ScalingMetric::Lag).unwrap_or(0.0);
+            let r = series_rate(s, ScalingMetric::NumRecordsIn);
+            !r.is_nan() && lag / r > threshold
+        })
 }
 
 /// The processing capacity a vertex needs at utilization `u` (anchor §3.4): catch-up rate,
@@ -168,18 +213,24 @@ pub(crate) fn evaluate(
     opts: &AutoscalerOptions,
     restart_time: Duration,
 ) -> Result<Evaluation, CycleError> {
-    let backlog = is_processing_backlog(history, topology, opts);
+    let all: Vec<Series<'_>> = topology
+        .vertices
+        .iter()
+        .map(|v| series(history, &v.id))
+        .collect();
+    let backlog = backlog_in(history, topology, &all, opts);
     let catch_up_secs = whole_seconds(opts.catch_up_duration);
     let mut evaluated: Vec<VertexEvaluation> = Vec::with_capacity(topology.vertices.len());
 
-    for vertex in &topology.vertices {
+    for (index, vertex) in topology.vertices.iter().enumerate() {
         let id = vertex.id.as_str();
+        let own = &all[index];
         let mut m = VertexEvaluation::new();
-        let in_rate = rate(history, id, ScalingMetric::NumRecordsIn);
+        let in_rate = series_rate(own, ScalingMetric::NumRecordsIn);
         let latest_lag = latest(history, id, ScalingMetric::Lag);
 
         if vertex.is_source() {
-            let target = java_max(0.0, in_rate + rate(history, id, ScalingMetric::Lag));
+            let target = java_max(0.0, in_rate + series_rate(own, ScalingMetric::Lag));
             if target.is_nan() {
                 return Err(CycleError::NoIngestionRate { vertex: id.into() });
             }
@@ -201,7 +252,7 @@ pub(crate) fn evaluate(
             let mut target = 0.0;
             let mut catch_up = 0.0;
             for u in distinct_inputs(vertex) {
-                let ratio = output_ratio(history, topology, u, vertex_index(topology, id));
+                let ratio = output_ratio(&all, topology, u, index);
                 let upstream = &evaluated[u];
                 let up_target = upstream
                     .get(&ScalingMetric::TargetDataRate)
@@ -224,15 +275,14 @@ pub(crate) fn evaluate(
 
         let (busy_ms, input_rate) = match opts.busy_time_aggregator {
             BusyTimeAggregator::Avg => (
-                rate(history, id, ScalingMetric::AccumulatedBusyTime)
+                series_rate(own, ScalingMetric::AccumulatedBusyTime)
                     / f64::from(vertex.parallelism),
                 in_rate,
             ),
             BusyTimeAggregator::Max | BusyTimeAggregator::Min => (
-                average(history, id, ScalingMetric::Load, 1) * 1000.0,
-                average_or_rate(
-                    history,
-                    id,
+                series_average(own, ScalingMetric::Load, 1) * 1000.0,
+                series_average_or_rate(
+                    own,
                     ScalingMetric::NumRecordsInPerSecond,
                     ScalingMetric::NumRecordsIn,
                 ),
@@ -243,9 +293,8 @@ pub(crate) fn evaluate(
         } else {
             input_rate / (busy_ms / 1000.0)
         };
-        let observed = average(
-            history,
-            id,
+        let observed = series_average(
+            own,
             ScalingMetric::ObservedTpr,
             opts.observed_tpr_min_observations,
         );
@@ -312,10 +361,6 @@ pub(crate) fn evaluate(
     })
 }
 
-fn vertex_index(topology: &Topology, id: &str) -> usize {
-    topology.index.get(id).copied().unwrap_or(usize::MAX)
-}
-
 /// Inputs of a vertex without repetitions (an upstream vertex counts once, as in the anchor's
 /// keyed maps), in edge order.
 fn distinct_inputs(vertex: &VertexInfo) -> Vec<usize> {
@@ -339,13 +384,10 @@ fn distinct_output_count(topology: &Topology, w: usize) -> usize {
 }
 
 /// `ratio(u, v)`: the share of `u`'s input that reaches `v` (anchor §3.3).
-fn output_ratio(history: &MetricHistory, topology: &Topology, u: usize, v: usize) -> f64 {
-    let Some(from) = topology.vertices.get(u) else {
-        return 0.0;
-    };
-    let input_rate = rate(history, &from.id, ScalingMetric::NumRecordsIn);
+fn output_ratio(all: &[Series<'_>], topology: &Topology, u: usize, v: usize) -> f64 {
+    let input_rate = series_rate(&all[u], ScalingMetric::NumRecordsIn);
     if input_rate > 0.0 {
-        let edge = edge_rate(history, topology, u, v);
+        let edge = edge_rate(all, topology, u, v);
         if edge > 0.0 {
             return edge / input_rate;
         }
@@ -354,14 +396,10 @@ fn output_ratio(history: &MetricHistory, topology: &Topology, u: usize, v: usize
 }
 
 /// The records per second flowing along `u -> v`.
-fn edge_rate(history: &MetricHistory, topology: &Topology, u: usize, v: usize) -> f64 {
-    let from = &topology.vertices[u];
-    let Some(to) = topology.vertices.get(v) else {
-        return rate(history, &from.id, ScalingMetric::NumRecordsOut);
-    };
-    let inputs = distinct_inputs(to);
+fn edge_rate(all: &[Series<'_>], topology: &Topology, u: usize, v: usize) -> f64 {
+    let inputs = distinct_inputs(&topology.vertices[v]);
     if inputs.len() == 1 {
-        return rate(history, &to.id, ScalingMetric::NumRecordsIn);
+        return series_rate(&all[v], ScalingMetric::NumRecordsIn);
     }
     let mut other = 0.0;
     let mut usable = true;
@@ -370,20 +408,16 @@ fn edge_rate(history: &MetricHistory, topology: &Topology, u: usize, v: usize) -
             usable = false;
             break;
         }
-        other += rate(
-            history,
-            &topology.vertices[w].id,
-            ScalingMetric::NumRecordsOut,
-        );
+        other += series_rate(&all[w], ScalingMetric::NumRecordsOut);
         if other.is_nan() {
             usable = false;
             break;
         }
     }
     if usable {
-        return rate(history, &to.id, ScalingMetric::NumRecordsIn) - other;
+        return series_rate(&all[v], ScalingMetric::NumRecordsIn) - other;
     }
-    rate(history, &from.id, ScalingMetric::NumRecordsOut)
+    series_rate(&all[u], ScalingMetric::NumRecordsOut)
 }
 
 /// Global evaluated metrics (anchor §3.6).

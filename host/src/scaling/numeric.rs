@@ -4,6 +4,8 @@
 //! Users compare flowscale's numbers with the Flink autoscaler's, so every rounding rule here is
 //! the Java one, not Rust's (`f64::round` rounds half away from zero, `f64::max` ignores NaN).
 
+use std::fmt::Write as _;
+
 /// `Math.round(x)` as a double: `floor(x + 0.5)` computed exactly (half towards +∞), NaN → 0,
 /// saturating at the `long` range.
 pub fn round_half_up(x: f64) -> f64 {
@@ -117,7 +119,13 @@ enum DecimalRounding {
 }
 
 /// `new BigDecimal(Double.toString(x)).setScale(scale, mode).doubleValue()` for finite `x`.
+///
+/// Runs for every collected and evaluated metric, so it works on a stack buffer and skips the
+/// decimal step when `x` already has at most `scale` decimals.
 fn round_decimal(x: f64, scale: usize, mode: DecimalRounding) -> f64 {
+    if already_rounded(x, scale) {
+        return x;
+    }
     let negative = x < 0.0;
     let up: fn(&[u8]) -> bool = match (mode, negative) {
         (DecimalRounding::HalfUp, _) => round_half_up_digit,
@@ -125,9 +133,108 @@ fn round_decimal(x: f64, scale: usize, mode: DecimalRounding) -> f64 {
         (DecimalRounding::Ceiling, false) => any_nonzero,
         (DecimalRounding::Ceiling, true) => never,
     };
-    let digits = rounded_digits(&format!("{}", x.abs()), scale, up);
-    let magnitude: f64 = digits.parse().unwrap_or(f64::NAN);
+    let mut plain = StackText::new();
+    let magnitude = if write!(plain, "{}", x.abs()).is_ok() {
+        let mut rounded = StackText::new();
+        rounded_digits_into(plain.as_str(), scale, up, &mut rounded);
+        rounded.as_str().parse().unwrap_or(f64::NAN)
+    } else {
+        // Longer than the buffer (|x| > 1e300 or so): take the allocating path.
+        let digits = rounded_digits(&format!("{}", x.abs()), scale, up);
+        digits.parse().unwrap_or(f64::NAN)
+    };
     if negative { -magnitude } else { magnitude }
+}
+
+/// True when the decimal `k / 10^scale` nearest to `x` is exactly `x`: then the shortest
+/// representation of `x` has at most `scale` decimals and rounding leaves `x` unchanged.
+fn already_rounded(x: f64, scale: usize) -> bool {
+    let factor = match scale {
+        2 => 100.0,
+        3 => 1000.0,
+        _ => return false,
+    };
+    let scaled = (x * factor).round();
+    scaled.abs() < 9_007_199_254_740_992.0 && scaled / factor == x
+}
+
+/// A small text buffer on the stack for formatting numbers without allocating.
+struct StackText {
+    buf: [u8; 400],
+    len: usize,
+}
+
+impl StackText {
+    fn new() -> StackText {
+        StackText {
+            buf: [0; 400],
+            len: 0,
+        }
+    }
+    fn as_str(&self) -> &str {
+        std::str::from_utf8(&self.buf[..self.len]).unwrap_or("")
+    }
+    fn push(&mut self, b: u8) {
+        if self.len < self.buf.len() {
+            self.buf[self.len] = b;
+            self.len += 1;
+        }
+    }
+}
+
+impl std::fmt::Write for StackText {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        let bytes = s.as_bytes();
+        let end = self.len + bytes.len();
+        if end > self.buf.len() {
+            return Err(std::fmt::Error);
+        }
+        self.buf[self.len..end].copy_from_slice(bytes);
+        self.len = end;
+        Ok(())
+    }
+}
+
+/// [`rounded_digits`] into a stack buffer.
+fn rounded_digits_into(plain: &str, scale: usize, up: fn(&[u8]) -> bool, out: &mut StackText) {
+    let (int_part, frac_part) = plain.split_once('.').unwrap_or((plain, ""));
+    let frac = frac_part.as_bytes();
+    for &b in int_part.as_bytes() {
+        out.push(b);
+    }
+    for i in 0..scale {
+        out.push(frac.get(i).copied().unwrap_or(b'0'));
+    }
+    if frac.len() > scale && up(&frac[scale..]) {
+        let mut i = out.len;
+        loop {
+            if i == 0 {
+                // Carry out of the leading digit: shift right and prepend '1'.
+                if out.len < out.buf.len() {
+                    out.buf.copy_within(0..out.len, 1);
+                    out.buf[0] = b'1';
+                    out.len += 1;
+                }
+                break;
+            }
+            i -= 1;
+            if out.buf[i] == b'9' {
+                out.buf[i] = b'0';
+            } else {
+                out.buf[i] += 1;
+                break;
+            }
+        }
+    }
+    if scale > 0 {
+        // Insert the decimal point before the last `scale` digits.
+        let at = out.len - scale;
+        if out.len < out.buf.len() {
+            out.buf.copy_within(at..out.len, at + 1);
+            out.buf[at] = b'.';
+            out.len += 1;
+        }
+    }
 }
 
 fn round_half_up_digit(dropped: &[u8]) -> bool {
@@ -213,6 +320,26 @@ mod tests {
         assert_eq!(round_metric(f64::NEG_INFINITY), f64::NEG_INFINITY);
         // 1.0005 is stored as 1.000499999..., but its shortest representation is "1.0005".
         assert_eq!(round_metric(1.0005), 1.001);
+        assert_eq!(round_metric(0.1), 0.1);
+        assert_eq!(round_metric(9.9995), 10.0);
+        assert_eq!(round_metric(99_999.999_9), 100_000.0);
+        assert_eq!(round_metric(1e300 / 3.0), 1e300 / 3.0);
+        assert_eq!(round_metric(-0.0), -0.0);
+    }
+
+    #[test]
+    fn fast_and_slow_paths_agree() {
+        // Every value the fast path accepts must also be unchanged by the decimal path.
+        let mut x: f64 = -50.0;
+        while x < 50.0 {
+            let slow: f64 = rounded_digits(&format!("{}", x.abs()), 3, round_half_up_digit)
+                .parse()
+                .unwrap();
+            let slow = if x < 0.0 { -slow } else { slow };
+            let fast = round_decimal(x, 3, DecimalRounding::HalfUp);
+            assert_eq!(fast.to_bits(), slow.to_bits(), "{x}");
+            x += 0.000_37;
+        }
     }
 
     #[test]
