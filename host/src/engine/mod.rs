@@ -6,6 +6,7 @@
 
 pub mod flink;
 mod observation;
+pub mod replay;
 
 pub use observation::{
     AggregatedMetric, EngineError, IoMetrics, JobObservation, JobStatus, ObservedEdge,

@@ -1,0 +1,636 @@
+//! One scaling cycle of one job: collect → evaluate → execute (anchor §1 step 3, §2.7, §3, §5).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::alignment::Aligner;
+use crate::engine::{JobObservation, JobStatus};
+use crate::events::{Event, EventReason, Severity};
+
+use super::error::CycleError;
+use super::evaluation::{VertexEvaluation, evaluate};
+use super::executor::execute;
+use super::metric::{EvaluatedScalingMetric, ScalingMetric};
+use super::options::AutoscalerOptions;
+use super::state::JobScalingState;
+use super::topology::Topology;
+use super::vertex_scaler::ScalerContext;
+use super::window::collect;
+
+/// Where a cycle ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub enum CycleStage {
+    /// The job is not RUNNING: nothing collected, state kept.
+    NotRunning,
+    /// The job is not ready yet (empty plan, metrics missing while stabilizing); nothing stored.
+    NotReady(String),
+    /// The cycle failed; an `AutoscalerError` event says why.
+    Failed(String),
+    /// Fewer than two samples: no evaluation yet.
+    CollectingMetrics {
+        /// Samples in the window.
+        samples: usize,
+    },
+    /// Evaluated for reporting, but the window is not fully collected yet.
+    WindowNotFull,
+    /// GC or heap pressure above the thresholds: nothing scaled.
+    MemoryPressure,
+    /// No changed vertex is outside its utilization band (the anchor's "balanced").
+    WithinBounds,
+    /// A decision was computed but not executed: advisor mode or an excluded period.
+    Blocked(String),
+    /// A scaling operation was decided (`CycleOutcome::decision`).
+    Scaled,
+}
+
+/// What happened to one vertex in the executor step.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct VertexDecision {
+    /// Vertex id (the observation's).
+    pub vertex: String,
+    /// Vertex name.
+    pub name: String,
+    /// Current parallelism.
+    pub current: u32,
+    /// Target after scale factor, rounding and limits, before alignment (None: no decision
+    /// possible, e.g. NaN processing rate).
+    pub target: Option<u32>,
+    /// Target after alignment (equal to `target` when alignment was skipped).
+    pub aligned: Option<u32>,
+    /// The change the vertex asked for after ineffective-scaling and delayed-scale-down rules
+    /// (None: keep the current parallelism). Applied only if some changed vertex is outside its band.
+    pub proposed: Option<u32>,
+    /// The alignment mode that decided, when alignment ran.
+    pub mode: Option<String>,
+    /// Outside its utilization band.
+    pub outside_band: bool,
+    /// Not scaled: `vertex.exclude.ids`, finished, or no finite busy time.
+    pub excluded: bool,
+    /// Why, in words, with the numbers.
+    pub reason: String,
+    /// The alignment's explanation.
+    pub explanation: Vec<String>,
+}
+
+/// The result of one cycle.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CycleOutcome {
+    /// Where the cycle ended.
+    pub stage: CycleStage,
+    /// The complete parallelism map (every evaluated vertex; unchanged ones at their current
+    /// parallelism) when a scaling operation was decided: the scaling event for the executor
+    /// with cooldown.
+    pub decision: Option<BTreeMap<String, u32>>,
+    /// Per-vertex decisions, in topological order (empty before the executor step).
+    pub vertices: Vec<VertexDecision>,
+    /// Events of the cycle.
+    pub events: Vec<Event>,
+    /// Evaluated metrics per vertex id, for reporting (empty before evaluation).
+    pub evaluated: BTreeMap<String, VertexEvaluation>,
+    /// Evaluated global metrics.
+    pub global: BTreeMap<ScalingMetric, EvaluatedScalingMetric>,
+    /// Some source is processing a backlog.
+    pub backlog: bool,
+    /// The restart time used by this cycle's capacity computations.
+    pub restart_time: Option<Duration>,
+}
+
+impl CycleOutcome {
+    fn new(stage: CycleStage) -> CycleOutcome {
+        CycleOutcome {
+            stage,
+            decision: None,
+            vertices: Vec::new(),
+            events: Vec::new(),
+            evaluated: BTreeMap::new(),
+            global: BTreeMap::new(),
+            backlog: false,
+            restart_time: None,
+        }
+    }
+
+    /// True when a scaling operation was decided (the anchor's `scalings` counter).
+    pub fn scaled(&self) -> bool {
+        self.stage == CycleStage::Scaled
+    }
+
+    fn fail(job: &str, error: CycleError) -> CycleOutcome {
+        match error {
+            CycleError::NotReady(why) => {
+                tracing::debug!(job, %why, "job not ready for scaling");
+                CycleOutcome::new(CycleStage::NotReady(why))
+            }
+            other => {
+                let message = other.to_string();
+                tracing::warn!(job, %message, "scaling cycle failed");
+                let mut out = CycleOutcome::new(CycleStage::Failed(message.clone()));
+                out.events.push(
+                    Event::new(EventReason::AutoscalerError, Severity::Warning, message).job(job),
+                );
+                out
+            }
+        }
+    }
+}
+
+/// The decision pipeline with its options, for callers that keep one per job.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Autoscaler {
+    options: AutoscalerOptions,
+}
+
+impl Autoscaler {
+    /// A pipeline with fixed options.
+    pub fn new(options: AutoscalerOptions) -> Autoscaler {
+        Autoscaler { options }
+    }
+
+    /// The options.
+    pub fn options(&self) -> &AutoscalerOptions {
+        &self.options
+    }
+
+    /// Runs one cycle; see [`run_cycle`].
+    pub fn run_cycle(
+        &self,
+        job: &str,
+        observation: &JobObservation,
+        now_ms: i64,
+        aligner: &dyn Aligner,
+        state: &mut JobScalingState,
+    ) -> CycleOutcome {
+        run_cycle(job, &self.options, observation, now_ms, aligner, state)
+    }
+}
+
+/// Runs one cycle of the decision pipeline for `job` at `now_ms` on an observation, updating
+/// the job's persisted `state`. Never fails: errors end the cycle with an `AutoscalerError`
+/// event, warming up ends it silently (see [`CycleOutcome::stage`]).
+///
+/// The caller decides whether the autoscaler is enabled for the job (and clears the state when
+/// it is not); `opts.enabled` is not read here.
+pub fn run_cycle(
+    job: &str,
+    opts: &AutoscalerOptions,
+    observation: &JobObservation,
+    now_ms: i64,
+    aligner: &dyn Aligner,
+    state: &mut JobScalingState,
+) -> CycleOutcome {
+    if observation.status != JobStatus::Running {
+        return CycleOutcome::new(CycleStage::NotRunning);
+    }
+    let topology = match Topology::from_observation(observation) {
+        Ok(t) => t,
+        Err(e) => return CycleOutcome::fail(job, e),
+    };
+    state.scaling_history.trim(now_ms, opts);
+    state.scaling_history.retain_vertices(&topology);
+
+    let collection = match collect(
+        &mut state.metric_history,
+        observation,
+        &topology,
+        opts,
+        now_ms,
+    ) {
+        Ok(c) => c,
+        Err(e) => return CycleOutcome::fail(job, e),
+    };
+    if collection.restarted {
+        tracing::info!(job, "job (re)started: metric history cleared");
+    }
+    state.scaling_tracking.trim(now_ms, opts);
+    state.scaling_tracking.record_restart_if_completed(
+        observation.running_since_ms,
+        &topology,
+        &state.scaling_history,
+    );
+    let samples = state.metric_history.len();
+    if samples < 2 {
+        return CycleOutcome::new(CycleStage::CollectingMetrics { samples });
+    }
+    let restart_time = state.scaling_tracking.restart_time(opts);
+
+    let mut evaluation = match evaluate(&state.metric_history, &topology, opts, restart_time) {
+        Ok(e) => e,
+        Err(e) => return CycleOutcome::fail(job, e),
+    };
+    let mut outcome = CycleOutcome::new(CycleStage::WindowNotFull);
+    outcome.restart_time = Some(restart_time);
+    outcome.backlog = evaluation.backlog;
+    for metrics in evaluation.vertices.values_mut() {
+        if let Some(p) = metrics.get(&ScalingMetric::Parallelism).copied() {
+            metrics.insert(ScalingMetric::RecommendedParallelism, p);
+        }
+    }
+    if collection.fully_collected {
+        let sdk_topology = topology.to_sdk();
+        let params = aligner.params();
+        let ctx = ScalerContext {
+            job,
+            opts,
+            aligner,
+            params: &params,
+            topology: &sdk_topology,
+            restart_time,
+            now_ms,
+        };
+        outcome.stage = execute(
+            &ctx,
+            &topology,
+            &mut evaluation,
+            &collection.excluded,
+            state,
+            &mut outcome,
+        );
+    } else {
+        for metrics in evaluation.vertices.values_mut() {
+            metrics.remove(&ScalingMetric::RecommendedParallelism);
+        }
+    }
+    outcome.evaluated = evaluation.vertices;
+    outcome.global = evaluation.global;
+    outcome
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scaling::test_support::Job;
+    use crate::scaling::testing::{BalancedAligner, TargetAligner};
+
+    /// The anchor's BacklogBasedScalingTest configuration (§8).
+    fn backlog_opts() -> AutoscalerOptions {
+        AutoscalerOptions {
+            utilization_target: 0.8,
+            utilization_max: Some(0.9),
+            utilization_min: Some(0.7),
+            catch_up_duration: Duration::from_secs(2),
+            restart_time: Duration::from_secs(1),
+            backlog_processing_lag_threshold: Duration::from_secs(1),
+            metrics_window: Duration::from_secs(1),
+            stabilization_interval: Duration::ZERO,
+            ..AutoscalerOptions::default()
+        }
+    }
+
+    fn backlog_job() -> Job {
+        Job::new()
+            .vertex("source", 1, 720)
+            .vertex("sink", 1, 720)
+            .edge("source", "sink", "HASH")
+    }
+
+    fn metric(out: &CycleOutcome, v: &str, m: ScalingMetric) -> EvaluatedScalingMetric {
+        out.evaluated[v][&m]
+    }
+
+    #[test]
+    fn worked_example_backlog_scaling() {
+        let opts = backlog_opts();
+        let mut state = JobScalingState::default();
+        let mut job = backlog_job();
+        job.source("source", 850.0, 0.0, 2000.0, 500.0);
+        job.operator("sink", 850.0, 0.0, 0.0, 500.0);
+        let out = run_cycle("j", &opts, &job.obs, 0, &BalancedAligner, &mut state);
+        assert_eq!(out.stage, CycleStage::CollectingMetrics { samples: 1 });
+
+        job.source("source", 850.0, 500.0, 2000.0, 500.0);
+        job.operator("sink", 850.0, 500.0, 500.0, 500.0);
+        let out = run_cycle("j", &opts, &job.obs, 1000, &BalancedAligner, &mut state);
+        assert_eq!(out.stage, CycleStage::Scaled, "{out:#?}");
+        assert!(out.backlog);
+        for v in ["source", "sink"] {
+            assert_eq!(
+                metric(&out, v, ScalingMetric::TargetDataRate).average,
+                500.0
+            );
+            assert_eq!(
+                metric(&out, v, ScalingMetric::CatchUpDataRate).current,
+                1000.0
+            );
+            assert_eq!(metric(&out, v, ScalingMetric::Load).average, 0.85);
+            assert_eq!(
+                metric(&out, v, ScalingMetric::TrueProcessingRate).average,
+                588.235
+            );
+            assert_eq!(
+                metric(&out, v, ScalingMetric::ScaleUpRateThreshold).current,
+                1500.0
+            );
+            assert_eq!(
+                metric(&out, v, ScalingMetric::ScaleDownRateThreshold).current,
+                f64::INFINITY
+            );
+            assert_eq!(
+                metric(&out, v, ScalingMetric::RecommendedParallelism).current,
+                4.0
+            );
+            // 588.235 / 1 * 4
+            assert_eq!(
+                metric(&out, v, ScalingMetric::ExpectedProcessingRate).current,
+                2352.94
+            );
+        }
+        let decision = out.decision.clone().unwrap();
+        assert_eq!(
+            decision,
+            [("sink".to_string(), 4), ("source".to_string(), 4)]
+                .into_iter()
+                .collect()
+        );
+        assert_eq!(state.parallelism_overrides, decision);
+        assert!(
+            out.vertices
+                .iter()
+                .all(|v| v.target == Some(4) && v.outside_band)
+        );
+        let report = out
+            .events
+            .iter()
+            .find(|e| e.reason == EventReason::ScalingReport)
+            .unwrap();
+        assert_eq!(
+            report.message,
+            "Scaling execution enabled, begin scaling vertices:\
+             { Vertex ID sink | Parallelism 1 -> 4 | Processing capacity 588.24 -> 2352.94 | Target data rate 500.00}\
+             { Vertex ID source | Parallelism 1 -> 4 | Processing capacity 588.24 -> 2352.94 | Target data rate 500.00}"
+        );
+        assert_eq!(state.scaling_history.vertices.len(), 2);
+        assert_eq!(state.scaling_tracking.records.len(), 1);
+        assert!(
+            state.scaling_tracking.records[&1000]
+                .restart_duration_ms
+                .is_none()
+        );
+    }
+
+    /// Utilization target 0.5, band [0.3, 0.6], no lag: the source (10 -> 12) is inside its
+    /// band, the sink (10 -> 15) is outside, the middle vertex does not change.
+    fn band_job(sink_busy: f64) -> (AutoscalerOptions, Vec<Job>) {
+        let opts = AutoscalerOptions {
+            utilization_target: 0.5,
+            utilization_max: Some(0.6),
+            utilization_min: Some(0.3),
+            catch_up_duration: Duration::ZERO,
+            scale_down_interval: Duration::ZERO,
+            metrics_window: Duration::from_secs(10),
+            stabilization_interval: Duration::ZERO,
+            ..AutoscalerOptions::default()
+        };
+        let base = Job::new()
+            .vertex("source", 10, 720)
+            .vertex("mid", 10, 720)
+            .vertex("sink", 10, 720)
+            .edge("source", "mid", "REBALANCE")
+            .edge("mid", "sink", "REBALANCE");
+        let jobs = [0.0, 7000.0]
+            .into_iter()
+            .map(|records| {
+                let mut j = base.clone();
+                j.source("source", 583.0, records, 0.0, 700.0);
+                j.operator("mid", 500.0, records, records, 700.0);
+                j.operator("sink", sink_busy, records, 0.0, 700.0);
+                j
+            })
+            .collect();
+        (opts, jobs)
+    }
+
+    #[test]
+    fn changed_vertices_scale_together_when_one_is_outside() {
+        let (opts, jobs) = band_job(740.0);
+        let mut state = JobScalingState::default();
+        run_cycle("j", &opts, &jobs[0].obs, 0, &TargetAligner, &mut state);
+        let out = run_cycle("j", &opts, &jobs[1].obs, 10_000, &TargetAligner, &mut state);
+        assert_eq!(out.stage, CycleStage::Scaled);
+        let by_id = |id: &str| out.vertices.iter().find(|v| v.vertex == id).unwrap();
+        assert_eq!(by_id("source").proposed, Some(12));
+        assert!(!by_id("source").outside_band);
+        assert_eq!(by_id("sink").proposed, Some(15));
+        assert!(by_id("sink").outside_band);
+        assert_eq!(by_id("mid").proposed, None);
+        let decision = out.decision.clone().unwrap();
+        assert_eq!(decision["source"], 12);
+        assert_eq!(decision["mid"], 10);
+        assert_eq!(decision["sink"], 15);
+        assert_eq!(
+            metric(&out, "source", ScalingMetric::ScaleUpRateThreshold).current,
+            1167.0
+        );
+        assert_eq!(
+            metric(&out, "source", ScalingMetric::TrueProcessingRate).average,
+            1200.686
+        );
+        // Only changed vertices are in the history.
+        assert_eq!(
+            state.scaling_history.vertices.keys().collect::<Vec<_>>(),
+            vec!["sink", "source"]
+        );
+    }
+
+    #[test]
+    fn nothing_scales_when_every_changed_vertex_is_inside() {
+        // Sink busy 500: TPR 1400, factor 1, no change; the source alone is inside its band.
+        let (opts, jobs) = band_job(500.0);
+        let mut state = JobScalingState::default();
+        run_cycle("j", &opts, &jobs[0].obs, 0, &TargetAligner, &mut state);
+        let out = run_cycle("j", &opts, &jobs[1].obs, 10_000, &TargetAligner, &mut state);
+        assert_eq!(out.stage, CycleStage::WithinBounds);
+        assert!(out.decision.is_none());
+        assert!(state.parallelism_overrides.is_empty());
+        assert!(state.scaling_history.vertices.is_empty());
+        // RECOMMENDED_PARALLELISM stays at the current parallelism.
+        assert_eq!(
+            metric(&out, "source", ScalingMetric::RecommendedParallelism).current,
+            10.0
+        );
+    }
+
+    #[test]
+    fn advisor_mode_and_excluded_periods_report_without_scaling() {
+        let (mut opts, jobs) = band_job(740.0);
+        opts.scaling_enabled = false;
+        let mut state = JobScalingState::default();
+        run_cycle("j", &opts, &jobs[0].obs, 0, &TargetAligner, &mut state);
+        let out = run_cycle("j", &opts, &jobs[1].obs, 10_000, &TargetAligner, &mut state);
+        assert_eq!(
+            out.stage,
+            CycleStage::Blocked("job.autoscaler.scaling.enabled:false".into())
+        );
+        assert!(out.decision.is_none());
+        assert!(state.scaling_history.vertices.is_empty());
+        assert!(out.events[0].message.starts_with(
+            "Scaling execution disabled by config job.autoscaler.scaling.enabled:false, recommended parallelism change:{ Vertex ID sink | Parallelism 10 -> 15 |"
+        ));
+        assert_eq!(
+            metric(&out, "sink", ScalingMetric::RecommendedParallelism).current,
+            15.0
+        );
+
+        let (mut opts, jobs) = band_job(740.0);
+        opts.excluded_periods = crate::scaling::ExcludedPeriods::parse("00:00-00:01").unwrap();
+        let mut state = JobScalingState::default();
+        run_cycle("j", &opts, &jobs[0].obs, 0, &TargetAligner, &mut state);
+        let out = run_cycle("j", &opts, &jobs[1].obs, 10_000, &TargetAligner, &mut state);
+        assert_eq!(
+            out.stage,
+            CycleStage::Blocked("job.autoscaler.excluded.periods:[00:00-00:01]".into())
+        );
+        // Outside the period the same decision is executed.
+        let mut state = JobScalingState::default();
+        let later = 3_600_000;
+        let mut first = jobs[0].clone();
+        first.obs.running_since_ms = later;
+        let mut second = jobs[1].clone();
+        second.obs.running_since_ms = later;
+        run_cycle("j", &opts, &first.obs, later, &TargetAligner, &mut state);
+        let out = run_cycle(
+            "j",
+            &opts,
+            &second.obs,
+            later + 10_000,
+            &TargetAligner,
+            &mut state,
+        );
+        assert_eq!(out.stage, CycleStage::Scaled);
+    }
+
+    #[test]
+    fn memory_pressure_blocks_scaling() {
+        let (opts, mut jobs) = band_job(740.0);
+        for j in &mut jobs {
+            j.obs.global.insert(
+                "Status.JVM.GarbageCollector.All.TimeMsPerSecond".into(),
+                500.0,
+            );
+        }
+        let opts = AutoscalerOptions {
+            gc_pressure_threshold: 0.3,
+            ..opts
+        };
+        let mut state = JobScalingState::default();
+        run_cycle("j", &opts, &jobs[0].obs, 0, &TargetAligner, &mut state);
+        let out = run_cycle("j", &opts, &jobs[1].obs, 10_000, &TargetAligner, &mut state);
+        assert_eq!(out.stage, CycleStage::MemoryPressure);
+        assert_eq!(out.events[0].reason, EventReason::MemoryPressure);
+        assert!(
+            out.events[0]
+                .message
+                .starts_with("GC Pressure 0.5 is above")
+        );
+    }
+
+    #[test]
+    fn window_not_full_evaluates_without_recommendation() {
+        let (mut opts, jobs) = band_job(740.0);
+        opts.metrics_window = Duration::from_secs(60);
+        let mut state = JobScalingState::default();
+        run_cycle("j", &opts, &jobs[0].obs, 0, &TargetAligner, &mut state);
+        let out = run_cycle("j", &opts, &jobs[1].obs, 10_000, &TargetAligner, &mut state);
+        assert_eq!(out.stage, CycleStage::WindowNotFull);
+        assert!(out.evaluated["sink"].contains_key(&ScalingMetric::TrueProcessingRate));
+        assert!(!out.evaluated["sink"].contains_key(&ScalingMetric::RecommendedParallelism));
+        assert!(out.vertices.is_empty());
+    }
+
+    #[test]
+    fn not_running_and_errors() {
+        let (opts, jobs) = band_job(740.0);
+        let mut state = JobScalingState::default();
+        let mut stopped = jobs[0].clone();
+        stopped.obs.status = crate::engine::JobStatus::Restarting;
+        let out = run_cycle("j", &opts, &stopped.obs, 0, &TargetAligner, &mut state);
+        assert_eq!(out.stage, CycleStage::NotRunning);
+        assert!(state.metric_history.is_empty());
+
+        let mut empty = jobs[0].clone();
+        empty.obs.vertices.clear();
+        let out = run_cycle("j", &opts, &empty.obs, 0, &TargetAligner, &mut state);
+        assert_eq!(
+            out.stage,
+            CycleStage::NotReady("No nodes found in the plan, job is not ready yet".into())
+        );
+        assert!(out.events.is_empty());
+
+        // A missing required metric after stabilization is an AutoscalerError.
+        let mut broken = jobs[0].clone();
+        broken.obs.metrics.remove("sink");
+        let out = run_cycle("j", &opts, &broken.obs, 0, &TargetAligner, &mut state);
+        assert!(matches!(out.stage, CycleStage::Failed(_)));
+        assert_eq!(out.events[0].reason, EventReason::AutoscalerError);
+        assert_eq!(
+            out.events[0].message,
+            "Could not find required metric BUSY_TIME_PER_SEC for sink"
+        );
+    }
+
+    #[test]
+    fn restart_is_tracked_and_history_restarts() {
+        let mut opts = backlog_opts();
+        opts.restart_time_tracking_enabled = true;
+        let mut state = JobScalingState::default();
+        let mut job = backlog_job();
+        job.source("source", 850.0, 0.0, 2000.0, 500.0);
+        job.operator("sink", 850.0, 0.0, 0.0, 500.0);
+        run_cycle("j", &opts, &job.obs, 0, &BalancedAligner, &mut state);
+        job.source("source", 850.0, 500.0, 2000.0, 500.0);
+        job.operator("sink", 850.0, 500.0, 500.0, 500.0);
+        let out = run_cycle("j", &opts, &job.obs, 1000, &BalancedAligner, &mut state);
+        assert!(out.scaled());
+
+        // The job restarts at 4 s with the new parallelism.
+        let mut restarted = Job::new()
+            .vertex("source", 4, 720)
+            .vertex("sink", 4, 720)
+            .edge("source", "sink", "HASH");
+        restarted.obs.running_since_ms = 4_000;
+        restarted.source("source", 400.0, 0.0, 0.0, 500.0);
+        restarted.operator("sink", 400.0, 0.0, 0.0, 500.0);
+        let out = run_cycle(
+            "j",
+            &opts,
+            &restarted.obs,
+            5_000,
+            &BalancedAligner,
+            &mut state,
+        );
+        assert_eq!(out.stage, CycleStage::CollectingMetrics { samples: 1 });
+        assert_eq!(state.metric_history.len(), 1);
+        assert_eq!(
+            state.scaling_tracking.records[&1000].restart_duration_ms,
+            Some(3_000)
+        );
+        assert_eq!(
+            state.scaling_tracking.restart_time(&opts),
+            Duration::from_secs(3)
+        );
+    }
+
+    #[test]
+    fn state_round_trips_through_sections() {
+        let opts = backlog_opts();
+        let mut state = JobScalingState::default();
+        let mut job = backlog_job();
+        job.source("source", 850.0, 0.0, 2000.0, 500.0);
+        job.operator("sink", 850.0, 0.0, 0.0, 500.0);
+        run_cycle("j", &opts, &job.obs, 0, &BalancedAligner, &mut state);
+        job.source("source", 850.0, 500.0, 2000.0, 500.0);
+        job.operator("sink", 850.0, 500.0, 500.0, 500.0);
+        run_cycle("j", &opts, &job.obs, 1000, &BalancedAligner, &mut state);
+        let sections: BTreeMap<&str, serde_json::Value> =
+            state.to_sections().unwrap().into_iter().collect();
+        let back = JobScalingState::from_sections(|s| sections.get(s).cloned()).unwrap();
+        // NaN halves make PartialEq useless on the histories; compare the JSON instead.
+        assert_eq!(
+            serde_json::to_string(&back).unwrap(),
+            serde_json::to_string(&state).unwrap()
+        );
+        assert_eq!(back.parallelism_overrides["sink"], 4);
+        let empty = JobScalingState::from_sections(|_| None).unwrap();
+        assert!(empty.metric_history.is_empty());
+    }
+}

@@ -1,0 +1,152 @@
+//! Delayed scale-down (anchor §4.6): a scale-down is only executed once it has been recommended
+//! for a whole `scale-down.interval`, and then to the highest parallelism recommended within
+//! that interval.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// One recommendation of a scale-down.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecommendedParallelism {
+    /// When it was recommended (ms).
+    pub trigger_time: i64,
+    /// The recommended (aligned) parallelism.
+    pub parallelism: u32,
+    /// Whether the vertex was outside its utilization band then.
+    pub outside_utilization_bound: bool,
+}
+
+/// The pending scale-down of one vertex.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VertexDelayedScaleDown {
+    /// When the vertex first asked to scale down (ms).
+    pub first_trigger_time: i64,
+    /// Recommendations in strictly decreasing parallelism order: the head is the maximum.
+    pub recommendations: Vec<RecommendedParallelism>,
+}
+
+/// Pending scale-downs per vertex id. Persisted per job (only when `is_updated()`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DelayedScaleDown {
+    /// Vertex id -> pending scale-down.
+    pub vertices: BTreeMap<String, VertexDelayedScaleDown>,
+    #[serde(skip)]
+    updated: bool,
+}
+
+impl DelayedScaleDown {
+    /// Records a recommendation; drops earlier ones that are not higher, so the list stays
+    /// decreasing.
+    pub fn trigger(&mut self, vertex: &str, now_ms: i64, parallelism: u32, outside: bool) {
+        let entry =
+            self.vertices
+                .entry(vertex.to_string())
+                .or_insert_with(|| VertexDelayedScaleDown {
+                    first_trigger_time: now_ms,
+                    recommendations: Vec::new(),
+                });
+        while entry
+            .recommendations
+            .last()
+            .is_some_and(|r| r.parallelism <= parallelism)
+        {
+            entry.recommendations.pop();
+        }
+        entry.recommendations.push(RecommendedParallelism {
+            trigger_time: now_ms,
+            parallelism,
+            outside_utilization_bound: outside,
+        });
+        self.updated = true;
+    }
+
+    /// The maximum recommendation of the window `[window_start, now]`, or None while the
+    /// vertex has not been asking for a whole interval. Drops recommendations older than the
+    /// window.
+    pub fn max_in_window(
+        &mut self,
+        vertex: &str,
+        window_start: i64,
+    ) -> Option<RecommendedParallelism> {
+        let entry = self.vertices.get_mut(vertex)?;
+        if window_start < entry.first_trigger_time {
+            return None;
+        }
+        let stale = entry
+            .recommendations
+            .iter()
+            .take_while(|r| r.trigger_time < window_start)
+            .count();
+        if stale > 0 {
+            entry.recommendations.drain(..stale);
+            self.updated = true;
+        }
+        entry.recommendations.first().copied()
+    }
+
+    /// Forgets a vertex (its target equals the current parallelism, or it scales up).
+    pub fn clear_vertex(&mut self, vertex: &str) {
+        if self.vertices.remove(vertex).is_some() {
+            self.updated = true;
+        }
+    }
+
+    /// Forgets every vertex (after an executed scaling).
+    pub fn clear_all(&mut self) {
+        if !self.vertices.is_empty() {
+            self.vertices.clear();
+            self.updated = true;
+        }
+    }
+
+    /// True when modified since loaded (or since `mark_persisted`).
+    pub fn is_updated(&self) -> bool {
+        self.updated
+    }
+
+    /// Marks the current content as persisted.
+    pub fn mark_persisted(&mut self) {
+        self.updated = false;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keeps_a_decreasing_list_with_the_maximum_first() {
+        let mut d = DelayedScaleDown::default();
+        d.trigger("v", 0, 8, false);
+        d.trigger("v", 10, 6, true);
+        d.trigger("v", 20, 7, false);
+        let ps: Vec<u32> = d.vertices["v"]
+            .recommendations
+            .iter()
+            .map(|r| r.parallelism)
+            .collect();
+        assert_eq!(ps, vec![8, 7]);
+        assert_eq!(d.vertices["v"].first_trigger_time, 0);
+        assert!(d.is_updated());
+        // Window not yet covered.
+        assert_eq!(d.max_in_window("v", -5), None);
+        // Window [5, now]: the 8 at t=0 is stale, 7 at t=20 is the max.
+        let max = d.max_in_window("v", 5).unwrap();
+        assert_eq!((max.trigger_time, max.parallelism), (20, 7));
+        assert_eq!(d.vertices["v"].recommendations.len(), 1);
+    }
+
+    #[test]
+    fn clearing_marks_updated_only_when_something_changes() {
+        let mut d = DelayedScaleDown::default();
+        d.clear_vertex("v");
+        d.clear_all();
+        assert!(!d.is_updated());
+        d.trigger("v", 0, 1, false);
+        d.mark_persisted();
+        d.clear_all();
+        assert!(d.is_updated());
+        assert!(d.vertices.is_empty());
+    }
+}

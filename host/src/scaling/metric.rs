@@ -1,0 +1,157 @@
+//! The names of collected and evaluated scaling metrics, and an evaluated value pair.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use super::numeric::round_metric;
+use super::serde_double;
+
+/// A scaling metric, named as the anchor names it (`TRUE_PROCESSING_RATE`, `LAG`, ...).
+///
+/// One set serves the collected samples, the evaluated metrics and the global metrics, as in
+/// the anchor; which metric appears where is documented per variant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ScalingMetric {
+    /// Busy ratio (0..1): collected per sample, evaluated as the window average.
+    Load,
+    /// Pending records of a source: collected; evaluated as the latest value.
+    Lag,
+    /// Cumulative busy time in ms (collected).
+    AccumulatedBusyTime,
+    /// Cumulative records in (collected).
+    NumRecordsIn,
+    /// Cumulative records out (collected).
+    NumRecordsOut,
+    /// Records in per second of a non-source (collected).
+    NumRecordsInPerSecond,
+    /// Observed true processing rate of a source (collected).
+    ObservedTpr,
+    /// True processing rate (evaluated, average).
+    TrueProcessingRate,
+    /// Target data rate (evaluated, average).
+    TargetDataRate,
+    /// Extra rate needed to catch up the lag within `catch-up.duration` (evaluated, current).
+    CatchUpDataRate,
+    /// Current parallelism (evaluated).
+    Parallelism,
+    /// Recommended parallelism (evaluated; NaN until a complete window is evaluated).
+    RecommendedParallelism,
+    /// Max parallelism, i.e. key groups (evaluated).
+    MaxParallelism,
+    /// Source partitions, 0 when unknown (evaluated).
+    NumSourcePartitions,
+    /// A slower processing rate means scale up (evaluated, current).
+    ScaleUpRateThreshold,
+    /// A faster processing rate means scale down (evaluated, current).
+    ScaleDownRateThreshold,
+    /// Processing rate expected after a scaling (evaluated, current).
+    ExpectedProcessingRate,
+    /// Task slots in use (global).
+    NumTaskSlotsUsed,
+    /// GC time ratio (global).
+    GcPressure,
+    /// Heap used, bytes (global).
+    HeapMemoryUsed,
+    /// Heap used / heap max (global).
+    HeapMaxUsageRatio,
+    /// Managed memory used, bytes (global).
+    ManagedMemoryUsed,
+    /// Metaspace used, bytes (global).
+    MetaspaceMemoryUsed,
+}
+
+impl ScalingMetric {
+    /// The anchor's name (`TRUE_PROCESSING_RATE`).
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            ScalingMetric::Load => "LOAD",
+            ScalingMetric::Lag => "LAG",
+            ScalingMetric::AccumulatedBusyTime => "ACCUMULATED_BUSY_TIME",
+            ScalingMetric::NumRecordsIn => "NUM_RECORDS_IN",
+            ScalingMetric::NumRecordsOut => "NUM_RECORDS_OUT",
+            ScalingMetric::NumRecordsInPerSecond => "NUM_RECORDS_IN_PER_SECOND",
+            ScalingMetric::ObservedTpr => "OBSERVED_TPR",
+            ScalingMetric::TrueProcessingRate => "TRUE_PROCESSING_RATE",
+            ScalingMetric::TargetDataRate => "TARGET_DATA_RATE",
+            ScalingMetric::CatchUpDataRate => "CATCH_UP_DATA_RATE",
+            ScalingMetric::Parallelism => "PARALLELISM",
+            ScalingMetric::RecommendedParallelism => "RECOMMENDED_PARALLELISM",
+            ScalingMetric::MaxParallelism => "MAX_PARALLELISM",
+            ScalingMetric::NumSourcePartitions => "NUM_SOURCE_PARTITIONS",
+            ScalingMetric::ScaleUpRateThreshold => "SCALE_UP_RATE_THRESHOLD",
+            ScalingMetric::ScaleDownRateThreshold => "SCALE_DOWN_RATE_THRESHOLD",
+            ScalingMetric::ExpectedProcessingRate => "EXPECTED_PROCESSING_RATE",
+            ScalingMetric::NumTaskSlotsUsed => "NUM_TASK_SLOTS_USED",
+            ScalingMetric::GcPressure => "GC_PRESSURE",
+            ScalingMetric::HeapMemoryUsed => "HEAP_MEMORY_USED",
+            ScalingMetric::HeapMaxUsageRatio => "HEAP_MAX_USAGE_RATIO",
+            ScalingMetric::ManagedMemoryUsed => "MANAGED_MEMORY_USED",
+            ScalingMetric::MetaspaceMemoryUsed => "METASPACE_MEMORY_USED",
+        }
+    }
+}
+
+impl fmt::Display for ScalingMetric {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// An evaluated metric: the latest value and the window average; a half that is not produced
+/// is NaN. Both halves pass through [`round_metric`] at construction, as in the anchor.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct EvaluatedScalingMetric {
+    /// The latest value.
+    #[serde(with = "serde_double::value")]
+    pub current: f64,
+    /// The window average.
+    #[serde(with = "serde_double::value")]
+    pub average: f64,
+}
+
+impl EvaluatedScalingMetric {
+    /// Both halves (rounded).
+    pub fn new(current: f64, average: f64) -> EvaluatedScalingMetric {
+        EvaluatedScalingMetric {
+            current: round_metric(current),
+            average: round_metric(average),
+        }
+    }
+    /// Only the current half (`of(x)`).
+    pub fn of(current: f64) -> EvaluatedScalingMetric {
+        EvaluatedScalingMetric::new(current, f64::NAN)
+    }
+    /// Only the average half (`avg(x)`).
+    pub fn avg(average: f64) -> EvaluatedScalingMetric {
+        EvaluatedScalingMetric::new(f64::NAN, average)
+    }
+    /// The SDK's view of the same pair, for alignment contexts.
+    pub fn to_sdk(self) -> flowscale_sdk::EvaluatedMetric {
+        flowscale_sdk::EvaluatedMetric {
+            current: self.current,
+            average: self.average,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn evaluated_values_are_rounded_and_named() {
+        let m = EvaluatedScalingMetric::avg(588.235_294);
+        assert!(m.current.is_nan());
+        assert_eq!(m.average, 588.235);
+        assert_eq!(
+            ScalingMetric::TrueProcessingRate.as_str(),
+            "TRUE_PROCESSING_RATE"
+        );
+        assert_eq!(
+            serde_json::to_string(&ScalingMetric::ObservedTpr).unwrap(),
+            "\"OBSERVED_TPR\""
+        );
+    }
+}

@@ -1,0 +1,388 @@
+//! Java double semantics the anchor's numbers depend on: `Math.round`, `Math.max`, decimal
+//! rounding of the shortest representation, saturating casts and `Double.toString`.
+//!
+//! Users compare flowscale's numbers with the Flink autoscaler's, so every rounding rule here is
+//! the Java one, not Rust's (`f64::round` rounds half away from zero, `f64::max` ignores NaN).
+
+use std::fmt::Write as _;
+
+/// `Math.round(x)` as a double: `floor(x + 0.5)` computed exactly (half towards +∞), NaN → 0,
+/// saturating at the `long` range.
+pub fn round_half_up(x: f64) -> f64 {
+    if x.is_nan() {
+        return 0.0;
+    }
+    let floor = x.floor();
+    // `x - floor` is exact for every finite double, unlike `x + 0.5`.
+    let rounded = if x - floor >= 0.5 { floor + 1.0 } else { floor };
+    (rounded as i64) as f64
+}
+
+/// Java `Math.max(a, b)` for doubles: NaN if either is NaN.
+pub fn java_max(a: f64, b: f64) -> f64 {
+    if a.is_nan() || b.is_nan() {
+        f64::NAN
+    } else {
+        a.max(b)
+    }
+}
+
+/// Java `Math.min(a, b)` for doubles: NaN if either is NaN.
+pub fn java_min(a: f64, b: f64) -> f64 {
+    if a.is_nan() || b.is_nan() {
+        f64::NAN
+    } else {
+        a.min(b)
+    }
+}
+
+/// Java `(int) x`: saturating, NaN → 0 (Rust's `as` does exactly this).
+pub fn to_int_saturating(x: f64) -> i32 {
+    x as i32
+}
+
+/// The anchor's `roundMetric`: HALF_UP to 3 decimals on the shortest decimal representation; a
+/// value that would round to 0 is returned unchanged (small values never become 0). NaN and
+/// infinities are returned unchanged.
+pub fn round_metric(x: f64) -> f64 {
+    if !x.is_finite() {
+        return x;
+    }
+    let rounded = round_decimal(x, 3, DecimalRounding::HalfUp);
+    if rounded == 0.0 { x } else { rounded }
+}
+
+/// Rounds up (towards +∞, `RoundingMode.CEILING`) to 2 decimals on the shortest decimal
+/// representation, as the observed-scalability coefficient is (0.6825 → 0.69, 0.7 → 0.7).
+pub fn ceil_2_decimals(x: f64) -> f64 {
+    if !x.is_finite() {
+        return x;
+    }
+    round_decimal(x, 2, DecimalRounding::Ceiling)
+}
+
+/// Java's `String.format("%.Nf", x)`: HALF_UP on the shortest representation, `NaN`,
+/// `Infinity`, `-Infinity` for non-finite values.
+pub fn java_format_fixed(x: f64, scale: usize) -> String {
+    if !x.is_finite() {
+        return java_double_to_string(x);
+    }
+    let negative = x.is_sign_negative() && x != 0.0;
+    let digits = rounded_digits(&format!("{}", x.abs()), scale, round_half_up_digit);
+    // Java keeps the sign of a negative value even when it rounds to zero ("-0.00").
+    if negative {
+        format!("-{digits}")
+    } else {
+        digits
+    }
+}
+
+/// Java's `Double.toString(x)`: shortest digits; plain notation with at least one fraction digit
+/// for `1e-3 <= |x| < 1e7`, otherwise `d.dddE±n`.
+pub fn java_double_to_string(x: f64) -> String {
+    if x.is_nan() {
+        return "NaN".to_string();
+    }
+    if x.is_infinite() {
+        return if x > 0.0 { "Infinity" } else { "-Infinity" }.to_string();
+    }
+    if x == 0.0 {
+        return if x.is_sign_negative() { "-0.0" } else { "0.0" }.to_string();
+    }
+    let sign = if x < 0.0 { "-" } else { "" };
+    let a = x.abs();
+    if (1e-3..1e7).contains(&a) {
+        let plain = format!("{a}");
+        if plain.contains('.') {
+            format!("{sign}{plain}")
+        } else {
+            format!("{sign}{plain}.0")
+        }
+    } else {
+        let sci = format!("{a:e}");
+        let (mantissa, exponent) = sci.split_once('e').unwrap_or((sci.as_str(), "0"));
+        if mantissa.contains('.') {
+            format!("{sign}{mantissa}E{exponent}")
+        } else {
+            format!("{sign}{mantissa}.0E{exponent}")
+        }
+    }
+}
+
+/// The two `BigDecimal` rounding modes the anchor uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum DecimalRounding {
+    /// Nearest, ties away from zero.
+    HalfUp,
+    /// Towards +∞.
+    Ceiling,
+}
+
+/// `new BigDecimal(Double.toString(x)).setScale(scale, mode).doubleValue()` for finite `x`.
+///
+/// Runs for every collected and evaluated metric, so it works on a stack buffer and skips the
+/// decimal step when `x` already has at most `scale` decimals.
+fn round_decimal(x: f64, scale: usize, mode: DecimalRounding) -> f64 {
+    if already_rounded(x, scale) {
+        return x;
+    }
+    let negative = x < 0.0;
+    let up: fn(&[u8]) -> bool = match (mode, negative) {
+        (DecimalRounding::HalfUp, _) => round_half_up_digit,
+        // CEILING rounds the magnitude up for positive values and truncates negative ones.
+        (DecimalRounding::Ceiling, false) => any_nonzero,
+        (DecimalRounding::Ceiling, true) => never,
+    };
+    let mut plain = StackText::new();
+    let magnitude = if write!(plain, "{}", x.abs()).is_ok() {
+        let mut rounded = StackText::new();
+        rounded_digits_into(plain.as_str(), scale, up, &mut rounded);
+        rounded.as_str().parse().unwrap_or(f64::NAN)
+    } else {
+        // Longer than the buffer (|x| > 1e300 or so): take the allocating path.
+        let digits = rounded_digits(&format!("{}", x.abs()), scale, up);
+        digits.parse().unwrap_or(f64::NAN)
+    };
+    if negative { -magnitude } else { magnitude }
+}
+
+/// True when the decimal `k / 10^scale` nearest to `x` is exactly `x`: then the shortest
+/// representation of `x` has at most `scale` decimals and rounding leaves `x` unchanged.
+fn already_rounded(x: f64, scale: usize) -> bool {
+    let factor = match scale {
+        2 => 100.0,
+        3 => 1000.0,
+        _ => return false,
+    };
+    let scaled = (x * factor).round();
+    scaled.abs() < 9_007_199_254_740_992.0 && scaled / factor == x
+}
+
+/// A small text buffer on the stack for formatting numbers without allocating.
+struct StackText {
+    buf: [u8; 400],
+    len: usize,
+}
+
+impl StackText {
+    fn new() -> StackText {
+        StackText {
+            buf: [0; 400],
+            len: 0,
+        }
+    }
+    fn as_str(&self) -> &str {
+        std::str::from_utf8(&self.buf[..self.len]).unwrap_or("")
+    }
+    fn push(&mut self, b: u8) {
+        if self.len < self.buf.len() {
+            self.buf[self.len] = b;
+            self.len += 1;
+        }
+    }
+}
+
+impl std::fmt::Write for StackText {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        let bytes = s.as_bytes();
+        let end = self.len + bytes.len();
+        if end > self.buf.len() {
+            return Err(std::fmt::Error);
+        }
+        self.buf[self.len..end].copy_from_slice(bytes);
+        self.len = end;
+        Ok(())
+    }
+}
+
+/// [`rounded_digits`] into a stack buffer.
+fn rounded_digits_into(plain: &str, scale: usize, up: fn(&[u8]) -> bool, out: &mut StackText) {
+    let (int_part, frac_part) = plain.split_once('.').unwrap_or((plain, ""));
+    let frac = frac_part.as_bytes();
+    for &b in int_part.as_bytes() {
+        out.push(b);
+    }
+    for i in 0..scale {
+        out.push(frac.get(i).copied().unwrap_or(b'0'));
+    }
+    if frac.len() > scale && up(&frac[scale..]) {
+        let mut i = out.len;
+        loop {
+            if i == 0 {
+                // Carry out of the leading digit: shift right and prepend '1'.
+                if out.len < out.buf.len() {
+                    out.buf.copy_within(0..out.len, 1);
+                    out.buf[0] = b'1';
+                    out.len += 1;
+                }
+                break;
+            }
+            i -= 1;
+            if out.buf[i] == b'9' {
+                out.buf[i] = b'0';
+            } else {
+                out.buf[i] += 1;
+                break;
+            }
+        }
+    }
+    if scale > 0 {
+        // Insert the decimal point before the last `scale` digits.
+        let at = out.len - scale;
+        if out.len < out.buf.len() {
+            out.buf.copy_within(at..out.len, at + 1);
+            out.buf[at] = b'.';
+            out.len += 1;
+        }
+    }
+}
+
+fn round_half_up_digit(dropped: &[u8]) -> bool {
+    dropped.first().is_some_and(|d| *d >= b'5')
+}
+
+fn any_nonzero(dropped: &[u8]) -> bool {
+    dropped.iter().any(|d| *d != b'0')
+}
+
+fn never(_: &[u8]) -> bool {
+    false
+}
+
+/// Rounds a plain non-negative decimal string (`123.4567`) to `scale` fraction digits; `up`
+/// decides from the dropped digits whether the kept magnitude is incremented.
+fn rounded_digits(plain: &str, scale: usize, up: fn(&[u8]) -> bool) -> String {
+    let (int_part, frac_part) = plain.split_once('.').unwrap_or((plain, ""));
+    let frac = frac_part.as_bytes();
+    let mut kept: Vec<u8> = int_part.as_bytes().to_vec();
+    let keep_frac = frac.len().min(scale);
+    kept.extend_from_slice(&frac[..keep_frac]);
+    kept.resize(int_part.len() + scale, b'0');
+    if frac.len() > scale && up(&frac[scale..]) {
+        let mut i = kept.len();
+        loop {
+            if i == 0 {
+                kept.insert(0, b'1');
+                break;
+            }
+            i -= 1;
+            if kept[i] == b'9' {
+                kept[i] = b'0';
+            } else {
+                kept[i] += 1;
+                break;
+            }
+        }
+    }
+    let split = kept.len() - scale;
+    let (int_digits, frac_digits) = kept.split_at(split);
+    let int_text = String::from_utf8_lossy(int_digits);
+    if scale == 0 {
+        int_text.into_owned()
+    } else {
+        format!("{int_text}.{}", String::from_utf8_lossy(frac_digits))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_half_up_is_java_math_round() {
+        assert_eq!(round_half_up(2.5), 3.0);
+        assert_eq!(round_half_up(-2.5), -2.0);
+        assert_eq!(round_half_up(-2.51), -3.0);
+        assert_eq!(round_half_up(1874.5), 1875.0);
+        // x + 0.5 would round this up to 1.0; Java 7+ gives 0.
+        assert_eq!(round_half_up(0.499_999_999_999_999_94), 0.0);
+        assert_eq!(round_half_up(f64::NAN), 0.0);
+        assert_eq!(round_half_up(f64::INFINITY), i64::MAX as f64);
+        assert_eq!(round_half_up(f64::NEG_INFINITY), i64::MIN as f64);
+        assert_eq!(round_half_up(1e300), i64::MAX as f64);
+    }
+
+    #[test]
+    fn round_metric_edge_cases() {
+        assert_eq!(round_metric(0.0004), 0.0004);
+        assert_eq!(round_metric(1.2345), 1.235);
+        assert_eq!(round_metric(2.0005), 2.001);
+        assert_eq!(round_metric(588.235_294_117_647), 588.235);
+        assert_eq!(round_metric(0.0005), 0.001);
+        assert_eq!(round_metric(-1.2345), -1.235);
+        assert_eq!(round_metric(-0.0004), -0.0004);
+        assert_eq!(round_metric(999.9996), 1000.0);
+        assert_eq!(round_metric(12.0), 12.0);
+        assert_eq!(round_metric(1e-10), 1e-10);
+        assert_eq!(round_metric(1.5e20), 1.5e20);
+        assert!(round_metric(f64::NAN).is_nan());
+        assert_eq!(round_metric(f64::INFINITY), f64::INFINITY);
+        assert_eq!(round_metric(f64::NEG_INFINITY), f64::NEG_INFINITY);
+        // 1.0005 is stored as 1.000499999..., but its shortest representation is "1.0005".
+        assert_eq!(round_metric(1.0005), 1.001);
+        assert_eq!(round_metric(0.1), 0.1);
+        assert_eq!(round_metric(9.9995), 10.0);
+        assert_eq!(round_metric(99_999.999_9), 100_000.0);
+        assert_eq!(round_metric(1e300 / 3.0), 1e300 / 3.0);
+        assert_eq!(round_metric(-0.0), -0.0);
+    }
+
+    #[test]
+    fn fast_and_slow_paths_agree() {
+        // Every value the fast path accepts must also be unchanged by the decimal path.
+        let mut x: f64 = -50.0;
+        while x < 50.0 {
+            let slow: f64 = rounded_digits(&format!("{}", x.abs()), 3, round_half_up_digit)
+                .parse()
+                .unwrap();
+            let slow = if x < 0.0 { -slow } else { slow };
+            let fast = round_decimal(x, 3, DecimalRounding::HalfUp);
+            assert_eq!(fast.to_bits(), slow.to_bits(), "{x}");
+            x += 0.000_37;
+        }
+    }
+
+    #[test]
+    fn ceiling_to_two_decimals() {
+        assert_eq!(ceil_2_decimals(0.6825), 0.69);
+        assert_eq!(ceil_2_decimals(0.98653), 0.99);
+        assert_eq!(ceil_2_decimals(0.7), 0.7);
+        assert_eq!(ceil_2_decimals(0.5), 0.5);
+        assert_eq!(ceil_2_decimals(0.991), 1.0);
+        assert_eq!(ceil_2_decimals(-0.123), -0.12);
+    }
+
+    #[test]
+    fn java_max_propagates_nan() {
+        assert!(java_max(0.0, f64::NAN).is_nan());
+        assert!(java_min(f64::NAN, 1.0).is_nan());
+        assert_eq!(java_max(0.0, -3.0), 0.0);
+        assert_eq!(java_min(0.0, -3.0), -3.0);
+    }
+
+    #[test]
+    fn saturating_int_cast() {
+        assert_eq!(to_int_saturating(f64::NAN), 0);
+        assert_eq!(to_int_saturating(1e12), i32::MAX);
+        assert_eq!(to_int_saturating(-1e12), i32::MIN);
+        assert_eq!(to_int_saturating(3.9), 3);
+    }
+
+    #[test]
+    fn java_strings() {
+        assert_eq!(java_double_to_string(1000.0), "1000.0");
+        assert_eq!(java_double_to_string(588.235), "588.235");
+        assert_eq!(java_double_to_string(0.001), "0.001");
+        assert_eq!(java_double_to_string(0.0001), "1.0E-4");
+        assert_eq!(java_double_to_string(1e7), "1.0E7");
+        assert_eq!(java_double_to_string(12_345_678.9), "1.23456789E7");
+        assert_eq!(java_double_to_string(-2.5), "-2.5");
+        assert_eq!(java_double_to_string(f64::NAN), "NaN");
+        assert_eq!(java_double_to_string(f64::NEG_INFINITY), "-Infinity");
+        assert_eq!(java_format_fixed(588.235, 2), "588.24");
+        assert_eq!(java_format_fixed(0.125, 2), "0.13");
+        assert_eq!(java_format_fixed(1875.0, 2), "1875.00");
+        assert_eq!(java_format_fixed(f64::INFINITY, 2), "Infinity");
+        assert_eq!(java_format_fixed(-1.005, 2), "-1.01");
+    }
+}

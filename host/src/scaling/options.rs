@@ -1,0 +1,529 @@
+//! The decision pipeline's options (anchor §7.2), their defaults and their validation (§6).
+//!
+//! Keys are canonical (no `job.autoscaler.` prefix). Where the anchor still honours a
+//! deprecated key, it is read after the canonical one: `target.utilization` for
+//! `utilization.target`, `scale-up.grace-period` for `scale-down.interval`.
+//!
+//! Not implemented, hence not read: memory tuning (`memory.tuning.*`), quotas (`quota.*`),
+//! custom evaluators and custom scaling executors; cron expressions in `excluded.periods` are
+//! refused with a configuration error.
+
+use std::time::Duration;
+
+use crate::config::{ConfigLookup, ConfigLookupExt, OptionError};
+
+use super::periods::ExcludedPeriods;
+
+/// Which aggregate of `busyTimeMsPerSecond` over subtasks is used, and how the true processing
+/// rate is derived (`metrics.busy-time.aggregator`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BusyTimeAggregator {
+    /// The busiest subtask (default).
+    Max,
+    /// The least busy subtask.
+    Min,
+    /// The average; TPR then comes from the accumulated busy time.
+    Avg,
+}
+
+/// Every option the decision pipeline reads, with the anchor's defaults.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AutoscalerOptions {
+    /// `enabled` (false): the master switch. The pipeline does not read it; the control loop
+    /// decides whether to run a cycle (and clears the job's state when it is off).
+    pub enabled: bool,
+    /// `scaling.enabled` (true): false = advisor mode (recommend, do not scale).
+    pub scaling_enabled: bool,
+    /// `metrics.window` (15 min).
+    pub metrics_window: Duration,
+    /// `stabilization.interval` (5 min).
+    pub stabilization_interval: Duration,
+    /// `excluded.periods` (none): daily `HH:mm-HH:mm` ranges (UTC) during which nothing is scaled.
+    pub excluded_periods: ExcludedPeriods,
+    /// `utilization.target` (0.7; deprecated `target.utilization`).
+    pub utilization_target: f64,
+    /// `target.utilization.boundary` (0.3), used when `utilization.max`/`min` are unset.
+    pub target_utilization_boundary: f64,
+    /// `utilization.max` (unset).
+    pub utilization_max: Option<f64>,
+    /// `utilization.min` (unset).
+    pub utilization_min: Option<f64>,
+    /// `scale-down.interval` (1 h; deprecated `scale-up.grace-period`); zero disables the delay.
+    pub scale_down_interval: Duration,
+    /// `vertex.min-parallelism` (1).
+    pub vertex_min_parallelism: i64,
+    /// `vertex.max-parallelism` (200).
+    pub vertex_max_parallelism: i64,
+    /// `scale-down.max-factor` (0.6): the scale factor is at least `1 - x`.
+    pub scale_down_max_factor: f64,
+    /// `scale-up.max-factor` (100000.0): the scale factor is at most `1 + x`.
+    pub scale_up_max_factor: f64,
+    /// `catch-up.duration` (30 min); zero disables lag catch-up and the restart term.
+    pub catch_up_duration: Duration,
+    /// `restart.time` (5 min).
+    pub restart_time: Duration,
+    /// `restart.time-tracking.enabled` (false).
+    pub restart_time_tracking_enabled: bool,
+    /// `restart.time-tracking.limit` (15 min).
+    pub restart_time_tracking_limit: Duration,
+    /// `backlog-processing.lag-threshold` (5 min).
+    pub backlog_processing_lag_threshold: Duration,
+    /// `observed-true-processing-rate.lag-threshold` (30 s).
+    pub observed_tpr_lag_threshold: Duration,
+    /// `observed-true-processing-rate.switch-threshold` (0.15).
+    pub observed_tpr_switch_threshold: f64,
+    /// `observed-true-processing-rate.min-observations` (2).
+    pub observed_tpr_min_observations: i64,
+    /// `scaling.effectiveness.detection.enabled` (false).
+    pub scaling_effectiveness_detection_enabled: bool,
+    /// `scaling.effectiveness.threshold` (0.1).
+    pub scaling_effectiveness_threshold: f64,
+    /// `memory.gc-pressure.threshold` (1.0).
+    pub gc_pressure_threshold: f64,
+    /// `memory.heap-usage.threshold` (1.0).
+    pub heap_usage_threshold: f64,
+    /// `history.max.count` (3).
+    pub history_max_count: i64,
+    /// `history.max.age` (24 h).
+    pub history_max_age: Duration,
+    /// `metrics.busy-time.aggregator` (MAX).
+    pub busy_time_aggregator: BusyTimeAggregator,
+    /// `vertex.exclude.ids` (none): vertices never scaled.
+    pub vertex_exclude_ids: Vec<String>,
+    /// `scaling.event.interval` (30 min): how long identical events are suppressed.
+    pub scaling_event_interval: Duration,
+    /// `observed-scalability.enabled` (false).
+    pub observed_scalability_enabled: bool,
+    /// `observed-scalability.min-observations` (3).
+    pub observed_scalability_min_observations: i64,
+    /// `observed-scalability.coefficient-min` (0.5).
+    pub observed_scalability_coefficient_min: f64,
+}
+
+impl Default for AutoscalerOptions {
+    fn default() -> Self {
+        AutoscalerOptions {
+            enabled: false,
+            scaling_enabled: true,
+            metrics_window: Duration::from_secs(15 * 60),
+            stabilization_interval: Duration::from_secs(5 * 60),
+            excluded_periods: ExcludedPeriods::default(),
+            utilization_target: 0.7,
+            target_utilization_boundary: 0.3,
+            utilization_max: None,
+            utilization_min: None,
+            scale_down_interval: Duration::from_secs(60 * 60),
+            vertex_min_parallelism: 1,
+            vertex_max_parallelism: 200,
+            scale_down_max_factor: 0.6,
+            scale_up_max_factor: 100_000.0,
+            catch_up_duration: Duration::from_secs(30 * 60),
+            restart_time: Duration::from_secs(5 * 60),
+            restart_time_tracking_enabled: false,
+            restart_time_tracking_limit: Duration::from_secs(15 * 60),
+            backlog_processing_lag_threshold: Duration::from_secs(5 * 60),
+            observed_tpr_lag_threshold: Duration::from_secs(30),
+            observed_tpr_switch_threshold: 0.15,
+            observed_tpr_min_observations: 2,
+            scaling_effectiveness_detection_enabled: false,
+            scaling_effectiveness_threshold: 0.1,
+            gc_pressure_threshold: 1.0,
+            heap_usage_threshold: 1.0,
+            history_max_count: 3,
+            history_max_age: Duration::from_secs(24 * 60 * 60),
+            busy_time_aggregator: BusyTimeAggregator::Max,
+            vertex_exclude_ids: Vec::new(),
+            scaling_event_interval: Duration::from_secs(30 * 60),
+            observed_scalability_enabled: false,
+            observed_scalability_min_observations: 3,
+            observed_scalability_coefficient_min: 0.5,
+        }
+    }
+}
+
+/// The canonical key the anchor names in "Scaling execution disabled by config" reports.
+pub const SCALING_ENABLED_KEY: &str = "scaling.enabled";
+/// The canonical key of the excluded periods.
+pub const EXCLUDED_PERIODS_KEY: &str = "excluded.periods";
+
+/// Collects typed reads, keeping every error instead of stopping at the first.
+struct Reader<'a, C: ConfigLookup + ?Sized> {
+    config: &'a C,
+    errors: Vec<OptionError>,
+}
+
+impl<C: ConfigLookup + ?Sized> Reader<'_, C> {
+    fn keep<T>(&mut self, result: Result<T, OptionError>, default: T) -> T {
+        match result {
+            Ok(v) => v,
+            Err(e) => {
+                self.errors.push(e);
+                default
+            }
+        }
+    }
+    /// The first of `keys` that is set (canonical first, deprecated after).
+    fn first_set<'k>(&self, keys: &[&'k str]) -> &'k str {
+        keys.iter()
+            .copied()
+            .find(|k| self.config.get(k).is_some())
+            .unwrap_or(keys[0])
+    }
+    fn f64(&mut self, keys: &[&str], default: f64) -> f64 {
+        let key = self.first_set(keys);
+        let r = self.config.f64_or(key, default);
+        self.keep(r, default)
+    }
+    fn f64_opt(&mut self, key: &str) -> Option<f64> {
+        let r = self.config.f64_opt(key);
+        self.keep(r, None)
+    }
+    fn i64(&mut self, key: &str, default: i64) -> i64 {
+        let r = self.config.i64_or(key, default);
+        self.keep(r, default)
+    }
+    fn bool(&mut self, key: &str, default: bool) -> bool {
+        let r = self.config.bool_or(key, default);
+        self.keep(r, default)
+    }
+    fn duration(&mut self, keys: &[&str], default: Duration) -> Duration {
+        let key = self.first_set(keys);
+        let r = self.config.duration_or(key, default);
+        self.keep(r, default)
+    }
+    fn range(&mut self, key: &str, value: f64, min: f64, max: f64) {
+        if !(min..=max).contains(&value) {
+            let bound = if max.is_infinite() {
+                format!("must be >= {min}")
+            } else {
+                format!("must be between {min} and {max}")
+            };
+            self.errors
+                .push(OptionError::new(key, format!("{bound}, got {value}")));
+        }
+    }
+}
+
+impl AutoscalerOptions {
+    /// Reads every option from a job's configuration (canonical keys) and validates the ranges
+    /// the anchor's validator checks. Returns every error found, not only the first.
+    pub fn from_config<C: ConfigLookup + ?Sized>(config: &C) -> Result<Self, Vec<OptionError>> {
+        let d = AutoscalerOptions::default();
+        let mut r = Reader {
+            config,
+            errors: Vec::new(),
+        };
+        let busy = r.config.choice_or(
+            "metrics.busy-time.aggregator",
+            &["MAX", "MIN", "AVG"],
+            "MAX",
+        );
+        let busy_time_aggregator = match r.keep(busy, "MAX") {
+            "MIN" => BusyTimeAggregator::Min,
+            "AVG" => BusyTimeAggregator::Avg,
+            _ => BusyTimeAggregator::Max,
+        };
+        let excluded_periods = match config.get(EXCLUDED_PERIODS_KEY) {
+            None => ExcludedPeriods::default(),
+            Some(raw) => match ExcludedPeriods::parse(raw) {
+                Ok(p) => p,
+                Err(message) => {
+                    r.errors
+                        .push(OptionError::new(EXCLUDED_PERIODS_KEY, message));
+                    ExcludedPeriods::default()
+                }
+            },
+        };
+        let o = AutoscalerOptions {
+            enabled: r.bool("enabled", d.enabled),
+            scaling_enabled: r.bool(SCALING_ENABLED_KEY, d.scaling_enabled),
+            metrics_window: r.duration(&["metrics.window"], d.metrics_window),
+            stabilization_interval: r
+                .duration(&["stabilization.interval"], d.stabilization_interval),
+            excluded_periods,
+            utilization_target: r.f64(
+                &["utilization.target", "target.utilization"],
+                d.utilization_target,
+            ),
+            target_utilization_boundary: r.f64(
+                &["target.utilization.boundary"],
+                d.target_utilization_boundary,
+            ),
+            utilization_max: r.f64_opt("utilization.max"),
+            utilization_min: r.f64_opt("utilization.min"),
+            scale_down_interval: r.duration(
+                &["scale-down.interval", "scale-up.grace-period"],
+                d.scale_down_interval,
+            ),
+            vertex_min_parallelism: r.i64("vertex.min-parallelism", d.vertex_min_parallelism),
+            vertex_max_parallelism: r.i64("vertex.max-parallelism", d.vertex_max_parallelism),
+            scale_down_max_factor: r.f64(&["scale-down.max-factor"], d.scale_down_max_factor),
+            scale_up_max_factor: r.f64(&["scale-up.max-factor"], d.scale_up_max_factor),
+            catch_up_duration: r.duration(&["catch-up.duration"], d.catch_up_duration),
+            restart_time: r.duration(&["restart.time"], d.restart_time),
+            restart_time_tracking_enabled: r.bool(
+                "restart.time-tracking.enabled",
+                d.restart_time_tracking_enabled,
+            ),
+            restart_time_tracking_limit: r.duration(
+                &["restart.time-tracking.limit"],
+                d.restart_time_tracking_limit,
+            ),
+            backlog_processing_lag_threshold: r.duration(
+                &["backlog-processing.lag-threshold"],
+                d.backlog_processing_lag_threshold,
+            ),
+            observed_tpr_lag_threshold: r.duration(
+                &["observed-true-processing-rate.lag-threshold"],
+                d.observed_tpr_lag_threshold,
+            ),
+            observed_tpr_switch_threshold: r.f64(
+                &["observed-true-processing-rate.switch-threshold"],
+                d.observed_tpr_switch_threshold,
+            ),
+            observed_tpr_min_observations: r.i64(
+                "observed-true-processing-rate.min-observations",
+                d.observed_tpr_min_observations,
+            ),
+            scaling_effectiveness_detection_enabled: r.bool(
+                "scaling.effectiveness.detection.enabled",
+                d.scaling_effectiveness_detection_enabled,
+            ),
+            scaling_effectiveness_threshold: r.f64(
+                &["scaling.effectiveness.threshold"],
+                d.scaling_effectiveness_threshold,
+            ),
+            gc_pressure_threshold: r
+                .f64(&["memory.gc-pressure.threshold"], d.gc_pressure_threshold),
+            heap_usage_threshold: r.f64(&["memory.heap-usage.threshold"], d.heap_usage_threshold),
+            history_max_count: r.i64("history.max.count", d.history_max_count),
+            history_max_age: r.duration(&["history.max.age"], d.history_max_age),
+            busy_time_aggregator,
+            vertex_exclude_ids: config.list("vertex.exclude.ids"),
+            scaling_event_interval: r
+                .duration(&["scaling.event.interval"], d.scaling_event_interval),
+            observed_scalability_enabled: r.bool(
+                "observed-scalability.enabled",
+                d.observed_scalability_enabled,
+            ),
+            observed_scalability_min_observations: r.i64(
+                "observed-scalability.min-observations",
+                d.observed_scalability_min_observations,
+            ),
+            observed_scalability_coefficient_min: r.f64(
+                &["observed-scalability.coefficient-min"],
+                d.observed_scalability_coefficient_min,
+            ),
+        };
+        o.validate_into(&mut r);
+        if r.errors.is_empty() {
+            Ok(o)
+        } else {
+            Err(r.errors)
+        }
+    }
+
+    /// The anchor's validator ranges, plus positive parallelism limits (a limit below 1 would
+    /// let a vertex be scaled to parallelism 0, which the anchor rejects later with an error).
+    fn validate_into<C: ConfigLookup + ?Sized>(&self, r: &mut Reader<'_, C>) {
+        let inf = f64::INFINITY;
+        r.range(
+            "scale-down.max-factor",
+            self.scale_down_max_factor,
+            0.0,
+            inf,
+        );
+        r.range("scale-up.max-factor", self.scale_up_max_factor, 0.0, inf);
+        let target_key = r.first_set(&["utilization.target", "target.utilization"]);
+        r.range(target_key, self.utilization_target, 0.0, 1.0);
+        r.range(
+            "target.utilization.boundary",
+            self.target_utilization_boundary,
+            0.0,
+            inf,
+        );
+        if let Some(max) = self.utilization_max {
+            r.range("utilization.max", max, self.utilization_target, 1.0);
+        }
+        if let Some(min) = self.utilization_min {
+            r.range("utilization.min", min, 0.0, self.utilization_target);
+        }
+        r.range(
+            "memory.gc-pressure.threshold",
+            self.gc_pressure_threshold,
+            0.0,
+            1.0,
+        );
+        r.range(
+            "memory.heap-usage.threshold",
+            self.heap_usage_threshold,
+            0.0,
+            1.0,
+        );
+        if self.observed_scalability_enabled {
+            r.range(
+                "observed-scalability.coefficient-min",
+                self.observed_scalability_coefficient_min,
+                0.01,
+                1.0,
+            );
+        }
+        if self.scaling_effectiveness_detection_enabled {
+            r.range(
+                "scaling.effectiveness.threshold",
+                self.scaling_effectiveness_threshold,
+                0.0,
+                1.0,
+            );
+        }
+        for (key, value) in [
+            ("vertex.min-parallelism", self.vertex_min_parallelism),
+            ("vertex.max-parallelism", self.vertex_max_parallelism),
+        ] {
+            if value < 1 {
+                r.errors
+                    .push(OptionError::new(key, format!("must be >= 1, got {value}")));
+            }
+        }
+    }
+
+    /// Upper utilization of the band (`utilization.max`, else target + boundary).
+    pub fn upper_utilization(&self) -> f64 {
+        self.utilization_max
+            .unwrap_or(self.utilization_target + self.target_utilization_boundary)
+    }
+
+    /// Lower utilization of the band (`utilization.min`, else target − boundary).
+    pub fn lower_utilization(&self) -> f64 {
+        self.utilization_min
+            .unwrap_or(self.utilization_target - self.target_utilization_boundary)
+    }
+}
+
+/// Whole seconds of a duration, as the anchor's `Duration.toSeconds()` (truncating).
+pub fn whole_seconds(d: Duration) -> f64 {
+    d.as_secs() as f64
+}
+
+/// Milliseconds of a duration, saturating.
+pub fn millis(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    fn cfg(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn defaults_are_the_anchors() {
+        let o = AutoscalerOptions::from_config(&cfg(&[])).unwrap();
+        assert_eq!(o, AutoscalerOptions::default());
+        assert_eq!(o.upper_utilization(), 1.0);
+        assert!((o.lower_utilization() - 0.4).abs() < 1e-12);
+        assert_eq!(o.scale_down_interval, Duration::from_secs(3600));
+        assert_eq!(o.metrics_window, Duration::from_secs(900));
+        assert_eq!(o.vertex_max_parallelism, 200);
+        assert_eq!(o.scale_up_max_factor, 100_000.0);
+    }
+
+    #[test]
+    fn deprecated_keys_are_fallbacks() {
+        let o = AutoscalerOptions::from_config(&cfg(&[
+            ("target.utilization", "0.5"),
+            ("scale-up.grace-period", "10 min"),
+        ]))
+        .unwrap();
+        assert_eq!(o.utilization_target, 0.5);
+        assert_eq!(o.scale_down_interval, Duration::from_secs(600));
+        let o = AutoscalerOptions::from_config(&cfg(&[
+            ("target.utilization", "0.5"),
+            ("utilization.target", "0.8"),
+            ("scale-up.grace-period", "10 min"),
+            ("scale-down.interval", "0"),
+        ]))
+        .unwrap();
+        assert_eq!(o.utilization_target, 0.8);
+        assert_eq!(o.scale_down_interval, Duration::ZERO);
+    }
+
+    #[test]
+    fn validation_reports_every_error() {
+        let errs = AutoscalerOptions::from_config(&cfg(&[
+            ("utilization.target", "1.5"),
+            ("scale-down.max-factor", "-1"),
+            ("utilization.min", "0.9"),
+            ("metrics.window", "soon"),
+            ("metrics.busy-time.aggregator", "median"),
+            ("vertex.min-parallelism", "0"),
+        ]))
+        .unwrap_err();
+        let keys: Vec<&str> = errs.iter().map(|e| e.key.as_str()).collect();
+        for k in [
+            "utilization.target",
+            "scale-down.max-factor",
+            "metrics.window",
+            "metrics.busy-time.aggregator",
+            "vertex.min-parallelism",
+        ] {
+            assert!(keys.contains(&k), "{k} missing in {keys:?}");
+        }
+        // utilization.min must lie in [0, target]; target 1.5 is itself invalid but still the bound.
+        let errs = AutoscalerOptions::from_config(&cfg(&[
+            ("utilization.target", "0.7"),
+            ("utilization.min", "0.8"),
+            ("utilization.max", "0.6"),
+        ]))
+        .unwrap_err();
+        assert_eq!(errs.len(), 2);
+    }
+
+    #[test]
+    fn feature_gated_ranges() {
+        assert!(
+            AutoscalerOptions::from_config(&cfg(&[("observed-scalability.coefficient-min", "0")]))
+                .is_ok()
+        );
+        assert!(
+            AutoscalerOptions::from_config(&cfg(&[
+                ("observed-scalability.enabled", "true"),
+                ("observed-scalability.coefficient-min", "0"),
+            ]))
+            .is_err()
+        );
+        assert!(
+            AutoscalerOptions::from_config(&cfg(&[
+                ("scaling.effectiveness.detection.enabled", "true"),
+                ("scaling.effectiveness.threshold", "2"),
+            ]))
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn cron_periods_are_refused() {
+        let errs =
+            AutoscalerOptions::from_config(&cfg(&[("excluded.periods", "* * 9-17 ? * MON-FRI")]))
+                .unwrap_err();
+        assert_eq!(errs[0].key, "excluded.periods");
+        assert!(
+            errs[0].message.contains("not supported"),
+            "{}",
+            errs[0].message
+        );
+    }
+
+    #[test]
+    fn whole_seconds_truncate() {
+        assert_eq!(whole_seconds(Duration::from_millis(1999)), 1.0);
+        assert_eq!(whole_seconds(Duration::from_millis(999)), 0.0);
+    }
+}

@@ -1,0 +1,113 @@
+//! Builders of observations for the pipeline's unit tests.
+
+use std::collections::BTreeMap;
+
+use crate::engine::{
+    AggregatedMetric, IoMetrics, JobObservation, JobStatus, ObservedEdge, ObservedVertex,
+    VertexMetrics,
+};
+
+pub(crate) fn agg(v: f64) -> AggregatedMetric {
+    AggregatedMetric {
+        min: Some(v),
+        max: Some(v),
+        avg: Some(v),
+        sum: Some(v),
+    }
+}
+
+/// A job graph with per-cycle metrics set through small helpers.
+#[derive(Debug, Clone)]
+pub(crate) struct Job {
+    pub obs: JobObservation,
+}
+
+impl Job {
+    pub fn new() -> Job {
+        Job {
+            obs: JobObservation {
+                status: JobStatus::Running,
+                running_since_ms: 0,
+                vertices: Vec::new(),
+                edges: Vec::new(),
+                metrics: BTreeMap::new(),
+                global: BTreeMap::new(),
+            },
+        }
+    }
+
+    pub fn vertex(mut self, id: &str, parallelism: u32, max_parallelism: u32) -> Job {
+        self.obs.vertices.push(ObservedVertex {
+            id: id.into(),
+            name: format!("{id} name"),
+            parallelism,
+            max_parallelism,
+            source_partitions: 0,
+            finished: false,
+        });
+        self
+    }
+
+    pub fn edge(mut self, from: &str, to: &str, strategy: &str) -> Job {
+        self.obs.edges.push(ObservedEdge {
+            from: from.into(),
+            to: to.into(),
+            ship_strategy: strategy.into(),
+        });
+        self
+    }
+
+    /// Source metrics: busy ms/s (max), cumulative records in, pending records, records/s.
+    pub fn source(&mut self, id: &str, busy: f64, records_in: f64, lag: f64, per_sec: f64) {
+        let aggregated = [
+            ("busyTimeMsPerSecond", agg(busy)),
+            ("backPressuredTimeMsPerSecond", agg(0.0)),
+            ("Source__s.numRecordsInPerSecond", agg(per_sec)),
+            ("Source__s.numRecordsIn", agg(records_in)),
+            ("s.pendingRecords", agg(lag)),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        self.obs.metrics.insert(
+            id.into(),
+            VertexMetrics {
+                aggregated,
+                io: IoMetrics {
+                    num_records_in: records_in,
+                    num_records_out: records_in,
+                    accumulated_busy_time: 0.0,
+                },
+            },
+        );
+    }
+
+    /// Non-source metrics: busy ms/s, cumulative records in and out, records in/s.
+    pub fn operator(
+        &mut self,
+        id: &str,
+        busy: f64,
+        records_in: f64,
+        records_out: f64,
+        per_sec: f64,
+    ) {
+        let aggregated = [
+            ("busyTimeMsPerSecond", agg(busy)),
+            ("numRecordsInPerSecond", agg(per_sec)),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        self.obs.metrics.insert(
+            id.into(),
+            VertexMetrics {
+                aggregated,
+                io: IoMetrics {
+                    num_records_in: records_in,
+                    num_records_out: records_out,
+                    accumulated_busy_time: 0.0,
+                },
+            },
+        );
+    }
+}

@@ -1,0 +1,112 @@
+//! Small aligners for tests, replays and benchmarks of the pipeline on its own.
+//!
+//! The production aligner (mode resolution, plugins, the result guard) lives in
+//! [`crate::alignment`]; these two only reproduce the anchor's behaviour closely enough to check
+//! the pipeline's numbers.
+
+use flowscale_sdk::{AlignmentContext, ModeParams};
+
+use crate::alignment::{AlignOutcome, Aligner};
+
+/// Keeps every target as is (the anchor's `OFF` mode).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TargetAligner;
+
+impl Aligner for TargetAligner {
+    fn align(&self, ctx: &AlignmentContext) -> AlignOutcome {
+        AlignOutcome {
+            parallelism: ctx.target_parallelism(),
+            mode: "OFF".into(),
+            applicable: false,
+            events: Vec::new(),
+            explanation: vec!["target kept".into()],
+        }
+    }
+    fn params(&self) -> ModeParams {
+        ModeParams::default()
+    }
+}
+
+/// The anchor's `BALANCED` rule: for a source with known partitions or a vertex with a HASH
+/// input, the first parallelism from the target towards the cap (scale-up) or towards the
+/// current parallelism (scale-down) that divides `N` or lowers `N / p`; otherwise the target.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct BalancedAligner;
+
+impl Aligner for BalancedAligner {
+    fn align(&self, ctx: &AlignmentContext) -> AlignOutcome {
+        let target = ctx.target_parallelism();
+        let outcome = |parallelism: u32, applicable: bool, why: String| AlignOutcome {
+            parallelism,
+            mode: "BALANCED".into(),
+            applicable,
+            events: Vec::new(),
+            explanation: vec![why],
+        };
+        if !ctx.default_applicable() {
+            return outcome(target, false, "not applicable: target kept".into());
+        }
+        let n = u64::from(ctx.partitions_or_key_groups());
+        let cap = ctx.alignment_cap();
+        let end = if ctx.is_scale_up() {
+            cap
+        } else {
+            ctx.current_parallelism().min(cap)
+        };
+        if target == 0 {
+            return outcome(target, true, "target 0 kept".into());
+        }
+        let per_target = n / u64::from(target);
+        let found = (target..=end).find(|&p| {
+            let p = u64::from(p);
+            n % p == 0 || n / p < per_target
+        });
+        match found {
+            Some(p) => outcome(
+                p,
+                true,
+                format!("first aligned value in [{target}, {end}] for N={n}: {p}"),
+            ),
+            None => outcome(
+                target,
+                true,
+                format!("no aligned value in [{target}, {end}] for N={n}: target kept"),
+            ),
+        }
+    }
+    fn params(&self) -> ModeParams {
+        ModeParams::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flowscale_sdk::ShipStrategy;
+
+    #[test]
+    fn balanced_rule() {
+        let hash = vec![ShipStrategy::Hash];
+        // 7 -> 8 with 128 key groups (the anchor's testAdjustByMaxParallelism sink).
+        let ctx = AlignmentContext::builder(1, 7, 128)
+            .limits(1, 200)
+            .input_ship_strategies(hash.clone())
+            .build();
+        assert_eq!(BalancedAligner.align(&ctx).parallelism, 8);
+        // Not applicable: no HASH input, no partitions.
+        let ctx = AlignmentContext::builder(1, 7, 128).limits(1, 200).build();
+        assert_eq!(BalancedAligner.align(&ctx).parallelism, 7);
+        // Scale-down searches between the target and the current parallelism.
+        let ctx = AlignmentContext::builder(10, 5, 12)
+            .limits(1, 200)
+            .input_ship_strategies(hash)
+            .build();
+        assert_eq!(BalancedAligner.align(&ctx).parallelism, 6);
+        // A source above its partitions keeps its target (region empty).
+        let ctx = AlignmentContext::builder(2, 20, 128)
+            .source_partitions(15)
+            .limits(1, 200)
+            .build();
+        assert_eq!(BalancedAligner.align(&ctx).parallelism, 20);
+    }
+}

@@ -1,0 +1,693 @@
+//! The target parallelism of one vertex (anchor §4.1–§4.3, §4.5, §4.6 and the observed
+//! scalability coefficient of §4.2), including the call to the job's aligner.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use flowscale_sdk::{AlignmentContext, JobTopology, ModeParams};
+
+use crate::alignment::Aligner;
+use crate::events::{Event, EventReason, Severity};
+
+use super::delayed_scale_down::DelayedScaleDown;
+use super::evaluation::{VertexEvaluation, capacity};
+use super::history::ScalingSummary;
+use super::metric::{EvaluatedScalingMetric, ScalingMetric};
+use super::numeric::{ceil_2_decimals, java_double_to_string, java_max, java_min};
+use super::options::{AutoscalerOptions, millis};
+use super::topology::VertexInfo;
+
+/// What the vertex scaler decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ParallelismChange {
+    /// Keep the current parallelism.
+    NoChange,
+    /// Change to `new`.
+    Change {
+        /// The new parallelism.
+        new: u32,
+        /// Whether the vertex is outside its utilization band.
+        outside: bool,
+    },
+}
+
+/// The decision for one vertex with everything a person needs to follow it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct VertexOutcome {
+    pub change: ParallelismChange,
+    /// Clamped target before alignment (None when the metrics do not allow a decision).
+    pub target: Option<u32>,
+    /// Aligned value (equal to `target` when alignment was skipped).
+    pub aligned: Option<u32>,
+    /// The alignment mode that decided, if alignment ran.
+    pub mode: Option<String>,
+    /// Outside the utilization band.
+    pub outside: bool,
+    /// Why, in words.
+    pub reason: String,
+    /// The alignment's own explanation.
+    pub explanation: Vec<String>,
+    /// Events (alignment's, ineffective scaling).
+    pub events: Vec<Event>,
+}
+
+/// Everything the cycle shares between the vertices.
+pub(crate) struct ScalerContext<'a> {
+    pub job: &'a str,
+    pub opts: &'a AutoscalerOptions,
+    pub aligner: &'a dyn Aligner,
+    pub params: &'a ModeParams,
+    pub topology: &'a JobTopology,
+    pub restart_time: Duration,
+    pub now_ms: i64,
+}
+
+/// The observed scalability coefficient of a vertex from its scaling history (anchor §4.2).
+pub fn observed_scalability_coefficient(history: &[(u32, f64)], opts: &AutoscalerOptions) -> f64 {
+    let min_obs =
+        usize::try_from(opts.observed_scalability_min_observations.max(0)).unwrap_or(usize::MAX);
+    if history.is_empty() || history.len() < min_obs {
+        return 1.0;
+    }
+    // Baseline: newest entry at parallelism 1, else the smallest parallelism (newest on ties).
+    let mut baseline = None;
+    let mut smallest: Option<(u32, f64)> = None;
+    for &(p, r) in history.iter().rev() {
+        if p == 1 {
+            baseline = Some(r);
+            break;
+        }
+        if smallest.is_none_or(|(sp, _)| p < sp) {
+            smallest = Some((p, r));
+        }
+    }
+    let baseline = match (baseline, smallest) {
+        (Some(b), _) => b,
+        (None, Some((p, r))) => r / f64::from(p),
+        (None, None) => f64::NAN,
+    };
+    if baseline.is_nan() || history.iter().any(|(_, r)| r.is_nan()) {
+        return 1.0;
+    }
+    let sum_pr: f64 = history.iter().map(|&(p, r)| f64::from(p) * r).sum();
+    let sum_p2: f64 = history
+        .iter()
+        .map(|&(p, _)| f64::from(p) * f64::from(p))
+        .sum();
+    if sum_p2 == 0.0 {
+        return 1.0;
+    }
+    let alpha = sum_pr / (sum_p2 * baseline);
+    let clamped = java_min(
+        1.0,
+        java_max(opts.observed_scalability_coefficient_min, alpha),
+    );
+    if clamped.is_nan() {
+        // The anchor fails on a NaN coefficient (0/0 with a zero baseline); keep the factor.
+        return 1.0;
+    }
+    ceil_2_decimals(clamped)
+}
+
+fn metric(m: &VertexEvaluation, name: ScalingMetric) -> EvaluatedScalingMetric {
+    m.get(&name).copied().unwrap_or(EvaluatedScalingMetric {
+        current: f64::NAN,
+        average: f64::NAN,
+    })
+}
+
+fn no_change(reason: impl Into<String>) -> VertexOutcome {
+    VertexOutcome {
+        change: ParallelismChange::NoChange,
+        target: None,
+        aligned: None,
+        mode: None,
+        outside: false,
+        reason: reason.into(),
+        explanation: Vec::new(),
+        events: Vec::new(),
+    }
+}
+
+/// `computeScaleTargetParallelism` (anchor §4.1). Writes `EXPECTED_PROCESSING_RATE` into
+/// `metrics` when the parallelism changes.
+pub(crate) fn compute_scale_target(
+    ctx: &ScalerContext<'_>,
+    vertex: &VertexInfo,
+    metrics: &mut VertexEvaluation,
+    history: Option<&BTreeMap<i64, ScalingSummary>>,
+    delayed: &mut DelayedScaleDown,
+) -> VertexOutcome {
+    let opts = ctx.opts;
+    let cur = vertex.parallelism;
+    let tpr = metric(metrics, ScalingMetric::TrueProcessingRate).average;
+    if tpr.is_nan() {
+        return no_change("true processing rate is unknown (NaN)");
+    }
+    let cap = capacity(
+        metrics,
+        opts.utilization_target,
+        true,
+        ctx.restart_time,
+        opts,
+    );
+    if cap.is_nan() {
+        return no_change("target capacity is unknown (NaN target or catch-up rate)");
+    }
+    let mut factor = cap / tpr;
+    let mut coefficient = 1.0;
+    if opts.observed_scalability_enabled {
+        let points: Vec<(u32, f64)> = history
+            .map(|h| {
+                h.values()
+                    .map(|s| {
+                        (
+                            s.current_parallelism,
+                            metric(&s.metrics, ScalingMetric::TrueProcessingRate).average,
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        coefficient = observed_scalability_coefficient(&points, opts);
+        factor /= coefficient;
+    }
+    let min_factor = 1.0 - opts.scale_down_max_factor;
+    let max_factor = 1.0 + opts.scale_up_max_factor;
+    if factor < min_factor {
+        factor = min_factor;
+    } else if factor > max_factor {
+        factor = max_factor;
+    }
+
+    let cur_i = i64::from(cur);
+    let lower = cur_i.min(opts.vertex_min_parallelism);
+    let upper = cur_i.max(opts.vertex_max_parallelism);
+    let raw = java_min((factor * f64::from(cur)).ceil(), f64::from(i32::MAX)) as i32;
+    let upper_bound = i64::from(vertex.max_parallelism).min(upper);
+    let clamped = i64::from(raw).max(lower).min(upper_bound);
+    let target = u32::try_from(clamped).unwrap_or(0);
+    let mut out = VertexOutcome {
+        change: ParallelismChange::NoChange,
+        target: Some(target),
+        aligned: Some(target),
+        mode: None,
+        outside: false,
+        reason: String::new(),
+        explanation: Vec::new(),
+        events: Vec::new(),
+    };
+    let scale_note = format!(
+        "capacity {cap} / TPR {tpr}{} -> factor {factor}, ceil(factor * {cur}) = {raw}, limits [{lower}, {upper_bound}] -> {target}",
+        if opts.observed_scalability_enabled {
+            format!(" / coefficient {coefficient}")
+        } else {
+            String::new()
+        }
+    );
+
+    let new = if target == cur {
+        cur
+    } else {
+        let aligned = align(ctx, vertex, metrics, target, lower, upper);
+        out.mode = Some(aligned.mode);
+        out.explanation = aligned.explanation;
+        out.events = aligned.events;
+        aligned.parallelism
+    };
+    out.aligned = Some(new);
+    if new == 0 {
+        out.reason = format!("{scale_note}; alignment answered 0, kept {cur}");
+        delayed.clear_vertex(&vertex.id);
+        return out;
+    }
+    if new == cur {
+        out.reason = format!("{scale_note}; no change");
+        delayed.clear_vertex(&vertex.id);
+        return out;
+    }
+
+    metrics.insert(
+        ScalingMetric::ExpectedProcessingRate,
+        EvaluatedScalingMetric::of(tpr / f64::from(cur) * f64::from(new)),
+    );
+    let up_threshold = metric(metrics, ScalingMetric::ScaleUpRateThreshold).current;
+    let down_threshold = metric(metrics, ScalingMetric::ScaleDownRateThreshold).current;
+    let outside = tpr < up_threshold || tpr > down_threshold;
+    out.outside = outside;
+    let band = format!(
+        "TPR {tpr} {} band [{up_threshold}, {down_threshold}]",
+        if outside { "outside" } else { "inside" }
+    );
+
+    if new > cur {
+        delayed.clear_vertex(&vertex.id);
+        if let Some((_, last)) = history.and_then(|h| h.last_key_value()) {
+            if cur == last.new_parallelism && last.new_parallelism > last.current_parallelism {
+                if let Some(event) = ineffective_scale_up(ctx, vertex, last, tpr) {
+                    out.events.push(event);
+                    if opts.scaling_effectiveness_detection_enabled {
+                        out.reason = format!(
+                            "{scale_note}; {band}; blocked: previous scale-up was ineffective"
+                        );
+                        return out;
+                    }
+                }
+            }
+        }
+        out.change = ParallelismChange::Change { new, outside };
+        out.reason = format!("{scale_note}; {band}; scale up {cur} -> {new}");
+        return out;
+    }
+
+    // Scale down.
+    let interval = millis(opts.scale_down_interval);
+    if interval <= 0 {
+        out.change = ParallelismChange::Change { new, outside };
+        out.reason = format!("{scale_note}; {band}; scale down {cur} -> {new}");
+        return out;
+    }
+    delayed.trigger(&vertex.id, ctx.now_ms, new, outside);
+    let window_start = ctx.now_ms.saturating_sub(interval);
+    match delayed.max_in_window(&vertex.id, window_start) {
+        None => {
+            out.reason = format!(
+                "{scale_note}; {band}; scale down to {new} delayed (scale-down.interval not yet elapsed)"
+            );
+        }
+        Some(max) if max.parallelism == cur => {
+            out.reason = format!("{scale_note}; {band}; delayed maximum equals current");
+        }
+        Some(max) => {
+            out.change = ParallelismChange::Change {
+                new: max.parallelism,
+                outside: max.outside_utilization_bound,
+            };
+            out.outside = max.outside_utilization_bound;
+            out.reason = format!(
+                "{scale_note}; {band}; scale down {cur} -> {} (maximum recommended within scale-down.interval)",
+                max.parallelism
+            );
+        }
+    }
+    out
+}
+
+/// Builds the alignment context (anchor §4.4) and asks the job's aligner.
+fn align(
+    ctx: &ScalerContext<'_>,
+    vertex: &VertexInfo,
+    metrics: &VertexEvaluation,
+    target: u32,
+    lower: i64,
+    upper: i64,
+) -> crate::alignment::AlignOutcome {
+    let to_u32 = |x: i64| u32::try_from(x.max(0)).unwrap_or(u32::MAX);
+    let alignment_ctx =
+        AlignmentContext::builder(vertex.parallelism, target, vertex.max_parallelism)
+            .identity(ctx.job, vertex.id.as_str(), vertex.name.as_str())
+            .source_partitions(vertex.source_partitions)
+            .limits(to_u32(lower), to_u32(upper))
+            .input_ship_strategies(vertex.inputs.iter().map(|&(_, s)| s).collect())
+            .metrics(
+                metrics
+                    .iter()
+                    .map(|(k, v)| (k.as_str().to_string(), v.to_sdk()))
+                    .collect(),
+            )
+            .topology(ctx.topology.clone())
+            .params(ctx.params.clone())
+            .build();
+    ctx.aligner.align(&alignment_ctx)
+}
+
+/// The ineffective-scale-up check (anchor §4.5): None when the last scale-up was effective.
+fn ineffective_scale_up(
+    ctx: &ScalerContext<'_>,
+    vertex: &VertexInfo,
+    last: &ScalingSummary,
+    tpr: f64,
+) -> Option<Event> {
+    let last_tpr = metric(&last.metrics, ScalingMetric::TrueProcessingRate).average;
+    let expected = metric(&last.metrics, ScalingMetric::ExpectedProcessingRate).current;
+    let expected_increase = expected - last_tpr;
+    let actual_increase = tpr - last_tpr;
+    let ratio = actual_increase / expected_increase;
+    if ratio >= ctx.opts.scaling_effectiveness_threshold {
+        return None;
+    }
+    let message = format!(
+        "Ineffective scaling detected for {} (expected increase: {}, actual increase {}). Blocking of ineffective scaling decisions is {}",
+        vertex.id,
+        java_double_to_string(expected_increase),
+        java_double_to_string(actual_increase),
+        if ctx.opts.scaling_effectiveness_detection_enabled {
+            "enabled"
+        } else {
+            "disabled"
+        }
+    );
+    Some(
+        Event::new(EventReason::IneffectiveScaling, Severity::Normal, message)
+            .job(ctx.job)
+            .vertex(vertex.id.as_str()),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scaling::testing::{BalancedAligner, TargetAligner};
+    use flowscale_sdk::ShipStrategy;
+
+    fn vertex(p: u32, max_p: u32) -> VertexInfo {
+        VertexInfo {
+            id: "v".into(),
+            name: "v".into(),
+            parallelism: p,
+            max_parallelism: max_p,
+            source_partitions: 0,
+            finished: false,
+            inputs: vec![(0, ShipStrategy::Hash)],
+            outputs: vec![],
+        }
+    }
+
+    /// Metrics with no lag: capacity = target rate / u; thresholds from the default band.
+    fn metrics(tpr: f64, target_rate: f64, opts: &AutoscalerOptions) -> VertexEvaluation {
+        let mut m = VertexEvaluation::new();
+        m.insert(
+            ScalingMetric::TrueProcessingRate,
+            EvaluatedScalingMetric::avg(tpr),
+        );
+        m.insert(
+            ScalingMetric::TargetDataRate,
+            EvaluatedScalingMetric::avg(target_rate),
+        );
+        m.insert(
+            ScalingMetric::CatchUpDataRate,
+            EvaluatedScalingMetric::of(0.0),
+        );
+        let up = capacity(&m, opts.upper_utilization(), false, Duration::ZERO, opts);
+        let down = capacity(&m, opts.lower_utilization(), true, Duration::ZERO, opts);
+        m.insert(
+            ScalingMetric::ScaleUpRateThreshold,
+            EvaluatedScalingMetric::of(up),
+        );
+        m.insert(
+            ScalingMetric::ScaleDownRateThreshold,
+            EvaluatedScalingMetric::of(down),
+        );
+        m
+    }
+
+    struct Fixture {
+        opts: AutoscalerOptions,
+        topology: JobTopology,
+        params: ModeParams,
+    }
+
+    impl Fixture {
+        fn new(opts: AutoscalerOptions) -> Fixture {
+            Fixture {
+                opts,
+                topology: JobTopology::default(),
+                params: ModeParams::default(),
+            }
+        }
+        fn ctx<'a>(&'a self, aligner: &'a dyn Aligner, now_ms: i64) -> ScalerContext<'a> {
+            ScalerContext {
+                job: "j",
+                opts: &self.opts,
+                aligner,
+                params: &self.params,
+                topology: &self.topology,
+                restart_time: Duration::ZERO,
+                now_ms,
+            }
+        }
+        fn run(
+            &self,
+            v: &VertexInfo,
+            tpr: f64,
+            rate: f64,
+            history: Option<&BTreeMap<i64, ScalingSummary>>,
+            delayed: &mut DelayedScaleDown,
+            now_ms: i64,
+        ) -> VertexOutcome {
+            let mut m = metrics(tpr, rate, &self.opts);
+            compute_scale_target(
+                &self.ctx(&TargetAligner, now_ms),
+                v,
+                &mut m,
+                history,
+                delayed,
+            )
+        }
+    }
+
+    fn no_delay() -> AutoscalerOptions {
+        AutoscalerOptions {
+            scale_down_interval: Duration::ZERO,
+            ..AutoscalerOptions::default()
+        }
+    }
+
+    #[test]
+    fn scale_factor_bounds_are_one_minus_and_one_plus_the_max_factors() {
+        // §10.11: down 0.6 => at least ceil(0.4 * cur); up 2.0 => at most ceil(3 * cur).
+        let f = Fixture::new(AutoscalerOptions {
+            scale_up_max_factor: 2.0,
+            ..no_delay()
+        });
+        let mut d = DelayedScaleDown::default();
+        let out = f.run(&vertex(10, 1000), 1000.0, 1.0, None, &mut d, 0);
+        assert_eq!(out.target, Some(4));
+        assert_eq!(
+            out.change,
+            ParallelismChange::Change {
+                new: 4,
+                outside: true
+            }
+        );
+        let out = f.run(&vertex(10, 1000), 1.0, 1000.0, None, &mut d, 0);
+        assert_eq!(out.target, Some(30));
+        let out = f.run(&vertex(10, 25), 1.0, 1000.0, None, &mut d, 0);
+        assert_eq!(out.target, Some(25), "max parallelism caps");
+    }
+
+    #[test]
+    fn limits_and_max_parallelism() {
+        let f = Fixture::new(AutoscalerOptions {
+            vertex_min_parallelism: 5,
+            vertex_max_parallelism: 12,
+            ..no_delay()
+        });
+        let mut d = DelayedScaleDown::default();
+        // lower = min(cur, 5) = 5: a big scale-down stops at 5.
+        assert_eq!(
+            f.run(&vertex(10, 128), 1e6, 1.0, None, &mut d, 0).target,
+            Some(5)
+        );
+        // upper = max(cur, 12).
+        assert_eq!(
+            f.run(&vertex(10, 128), 1.0, 1e6, None, &mut d, 0).target,
+            Some(12)
+        );
+        // The vertex max parallelism wins even over the lower limit.
+        assert_eq!(
+            f.run(&vertex(10, 3), 1e6, 1.0, None, &mut d, 0).target,
+            Some(3)
+        );
+        // NaN rates: no decision.
+        let out = f.run(&vertex(10, 128), f64::NAN, 1.0, None, &mut d, 0);
+        assert_eq!(out.change, ParallelismChange::NoChange);
+        assert_eq!(out.target, None);
+    }
+
+    #[test]
+    fn alignment_is_skipped_when_the_clamped_target_equals_current() {
+        let f = Fixture::new(no_delay());
+        let mut d = DelayedScaleDown::default();
+        // capacity 700/0.7 = 1000, TPR 1000 -> factor 1 -> 10.
+        let mut m = metrics(1000.0, 700.0, &f.opts);
+        let out = compute_scale_target(
+            &f.ctx(&BalancedAligner, 0),
+            &vertex(10, 128),
+            &mut m,
+            None,
+            &mut d,
+        );
+        assert_eq!(out.mode, None);
+        assert_eq!(out.change, ParallelismChange::NoChange);
+        // 10 -> 7 with 128 key groups: BALANCED scale-down searches [7, 10] and finds 8.
+        let mut m = metrics(1000.0, 490.0, &f.opts);
+        let out = compute_scale_target(
+            &f.ctx(&BalancedAligner, 0),
+            &vertex(10, 128),
+            &mut m,
+            None,
+            &mut d,
+        );
+        assert_eq!(out.target, Some(7));
+        assert_eq!(out.aligned, Some(8));
+        assert_eq!(out.mode.as_deref(), Some("BALANCED"));
+        assert_eq!(
+            out.change,
+            ParallelismChange::Change {
+                new: 8,
+                outside: false
+            }
+        );
+        assert_eq!(
+            m[&ScalingMetric::ExpectedProcessingRate].current,
+            800.0,
+            "tpr / cur * new"
+        );
+    }
+
+    fn summary(cur: u32, new: u32, tpr: f64, expected: f64) -> ScalingSummary {
+        let mut metrics = VertexEvaluation::new();
+        metrics.insert(
+            ScalingMetric::TrueProcessingRate,
+            EvaluatedScalingMetric::avg(tpr),
+        );
+        metrics.insert(
+            ScalingMetric::ExpectedProcessingRate,
+            EvaluatedScalingMetric::of(expected),
+        );
+        ScalingSummary {
+            current_parallelism: cur,
+            new_parallelism: new,
+            metrics,
+        }
+    }
+
+    #[test]
+    fn ineffective_scale_up_is_reported_and_blocked_when_enabled() {
+        let mut history = BTreeMap::new();
+        history.insert(0, summary(4, 8, 100.0, 200.0));
+        let mut d = DelayedScaleDown::default();
+        // Now at 8 with TPR 105: expected +100, actual +5 -> 0.05 < 0.1.
+        let f = Fixture::new(no_delay());
+        let out = f.run(&vertex(8, 128), 105.0, 1000.0, Some(&history), &mut d, 0);
+        assert!(matches!(out.change, ParallelismChange::Change { .. }));
+        assert_eq!(out.events.len(), 1);
+        assert_eq!(
+            out.events[0].message,
+            "Ineffective scaling detected for v (expected increase: 100.0, actual increase 5.0). Blocking of ineffective scaling decisions is disabled"
+        );
+        let f = Fixture::new(AutoscalerOptions {
+            scaling_effectiveness_detection_enabled: true,
+            ..no_delay()
+        });
+        let out = f.run(&vertex(8, 128), 105.0, 1000.0, Some(&history), &mut d, 0);
+        assert_eq!(out.change, ParallelismChange::NoChange);
+        assert!(out.events[0].message.ends_with("is enabled"));
+        // Effective: actual +20 of +100 expected.
+        let out = f.run(&vertex(8, 128), 120.0, 1000.0, Some(&history), &mut d, 0);
+        assert!(out.events.is_empty());
+        assert!(matches!(out.change, ParallelismChange::Change { .. }));
+        // Only checked when scaling up again from exactly last.new after a scale-up.
+        let out = f.run(&vertex(7, 128), 105.0, 1000.0, Some(&history), &mut d, 0);
+        assert!(out.events.is_empty());
+    }
+
+    #[test]
+    fn delayed_scale_down_takes_the_window_maximum() {
+        let f = Fixture::new(AutoscalerOptions {
+            scale_down_interval: Duration::from_secs(60),
+            ..AutoscalerOptions::default()
+        });
+        let v = vertex(10, 1000);
+        let mut d = DelayedScaleDown::default();
+        // Band with defaults: [rate / 1.0, rate / 0.4]; capacity rate / 0.7.
+        // t=0: 10 -> 5 requested (TPR 2000, rate 700: factor 0.5).
+        let out = f.run(&v, 2000.0, 700.0, None, &mut d, 0);
+        assert_eq!(out.change, ParallelismChange::NoChange);
+        assert_eq!(out.aligned, Some(5));
+        // t=30 s: 7 requested (factor 0.7 -> ceil 7).
+        let out = f.run(&v, 1000.0, 490.0, None, &mut d, 30_000);
+        assert_eq!(out.change, ParallelismChange::NoChange);
+        // t=60 s: 4 requested; the window [0, 60 s] has max 7 (recorded at 30 s).
+        let out = f.run(&v, 2500.0, 700.0, None, &mut d, 60_000);
+        assert_eq!(
+            out.change,
+            ParallelismChange::Change {
+                new: 7,
+                outside: false
+            }
+        );
+        // t=100 s: 6 requested; 7@30 s is before the window [40 s, 100 s] and is dropped.
+        let out = f.run(&v, 1000.0, 420.0, None, &mut d, 100_000);
+        assert_eq!(
+            out.change,
+            ParallelismChange::Change {
+                new: 6,
+                outside: false
+            }
+        );
+        assert_eq!(
+            d.vertices["v"]
+                .recommendations
+                .iter()
+                .map(|r| r.parallelism)
+                .collect::<Vec<_>>(),
+            vec![6]
+        );
+        // A scale-up (or no change) forgets the pending scale-down.
+        let out = f.run(&v, 100.0, 700.0, None, &mut d, 110_000);
+        assert!(matches!(out.change, ParallelismChange::Change { .. }));
+        assert!(d.vertices.is_empty());
+    }
+
+    #[test]
+    fn observed_scalability_coefficient_examples() {
+        let opts = AutoscalerOptions {
+            observed_scalability_min_observations: 2,
+            ..AutoscalerOptions::default()
+        };
+        // P = 1 is the baseline: (100 + 2 * 120.625) / (5 * 100) = 0.6825 -> 0.69.
+        assert_eq!(
+            observed_scalability_coefficient(&[(1, 100.0), (2, 120.625)], &opts),
+            0.69
+        );
+        // No P = 1: the smallest P, newest on ties: (2, 180) -> baseline 90.
+        // (400 + 1200 + 360) / (24 * 90) = 0.9074 -> 0.91.
+        assert_eq!(
+            observed_scalability_coefficient(&[(2, 200.0), (4, 300.0), (2, 180.0)], &opts),
+            0.91
+        );
+        // Clamped to coefficient-min, and never above 1.
+        assert_eq!(
+            observed_scalability_coefficient(&[(1, 100.0), (8, 100.0)], &opts),
+            0.5
+        );
+        assert_eq!(
+            observed_scalability_coefficient(&[(1, 100.0), (2, 250.0)], &opts),
+            1.0
+        );
+        // Too few observations, or a NaN rate: 1.0.
+        assert_eq!(observed_scalability_coefficient(&[(1, 100.0)], &opts), 1.0);
+        assert_eq!(
+            observed_scalability_coefficient(&[(1, 100.0), (2, f64::NAN)], &opts),
+            1.0
+        );
+    }
+
+    #[test]
+    fn observed_scalability_divides_the_scale_factor() {
+        let f = Fixture::new(AutoscalerOptions {
+            observed_scalability_enabled: true,
+            observed_scalability_min_observations: 2,
+            ..no_delay()
+        });
+        let mut history = BTreeMap::new();
+        history.insert(0, summary(1, 2, 100.0, 200.0));
+        history.insert(1, summary(2, 4, 120.625, 241.25));
+        let mut d = DelayedScaleDown::default();
+        // capacity 1000 / TPR 500 = 2; / 0.69 = 2.8986; ceil(2.8986 * 4) = 12.
+        let out = f.run(&vertex(4, 128), 500.0, 700.0, Some(&history), &mut d, 0);
+        assert_eq!(out.target, Some(12));
+    }
+}
