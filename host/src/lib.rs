@@ -17,3 +17,4 @@ pub mod config;
 pub mod engine;
 pub mod events;
 pub mod scaling;
+pub mod sim;

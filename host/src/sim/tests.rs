@@ -1,0 +1,1 @@
+//! Physics and termination tests of the simulator.
