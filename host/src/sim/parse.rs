@@ -209,7 +209,7 @@ impl Ctx<'_> {
             Some((m, v)) => (m.to_string(), v.to_string()),
             None => (
                 message,
-                "see the job file format in examples/jobs/README.md".to_string(),
+                "see the job files in examples/jobs/ and the `flowscale::sim` docs".to_string(),
             ),
         };
         self.problem(span, &key, &message, &valid)
@@ -1116,7 +1116,7 @@ at = "1 min"
         let p = problem(&GOOD.replace("ship = \"CUSTOM:48\"", "ship = \"HASHED\""));
         assert_eq!(
             (p.file.as_str(), p.line, p.key.as_str()),
-            ("job.toml", 25, "edges[0].ship")
+            ("job.toml", 23, "edges[0].ship")
         );
         assert!(p.valid.contains("REBALANCE"), "{p}");
 
@@ -1133,12 +1133,12 @@ at = "1 min"
         assert!(p.valid.contains("diurnal"));
 
         let p = problem(&GOOD.replace("to = 20", "too = 20"));
-        assert_eq!((p.line, p.key.as_str()), (31, "too"));
+        assert_eq!((p.line, p.key.as_str()), (29, "too"));
         assert!(p.message.contains("unknown field"), "{p}");
         assert!(p.valid.contains("`to`"), "{p}");
 
         let p = problem(&GOOD.replace("at = \"1 min\"", "at = \"1 fortnight\""));
-        assert_eq!(p.line, 32);
+        assert_eq!(p.line, 30);
         assert!(p.message.contains("unknown time unit"), "{p}");
     }
 
