@@ -19,4 +19,5 @@ pub mod engine;
 pub mod events;
 pub mod plan;
 pub mod scaling;
+pub mod sim;
 pub mod state;
