@@ -3,9 +3,11 @@
 
 use crate::alignment::{JobAlignment, ModeCatalog, ResolveError};
 use crate::config::{
-    ConfigErrors, Diagnostic, FleetConfig, JobConfig, JobSpec, MODE_KEY_FOR_LOCATION,
+    ConfigErrors, Diagnostic, EngineSpec, FleetConfig, JobConfig, JobSpec, MODE_KEY_FOR_LOCATION,
     unknown_key_warning,
 };
+use crate::runner::JobSettings;
+use crate::sim::Simulation;
 
 /// One job, ready to run.
 #[derive(Debug, Clone)]
@@ -14,6 +16,8 @@ pub struct JobPlan {
     pub spec: JobSpec,
     /// Its resolved alignment.
     pub alignment: JobAlignment,
+    /// Its other settings.
+    pub settings: JobSettings,
 }
 
 /// A fleet, ready to run.
@@ -68,12 +72,29 @@ pub fn plan_fleet(
                 warnings.push(Diagnostic::new(location, message));
             }
         }
-        match JobAlignment::resolve(&spec.name, &spec.config, catalog) {
-            Ok(alignment) => jobs.push(JobPlan {
+        let alignment = JobAlignment::resolve(&spec.name, &spec.config, catalog)
+            .map_err(|resolve_errors| errors.extend(resolve_diagnostics(spec, &resolve_errors)))
+            .ok();
+        let settings = JobSettings::from_config(&spec.config)
+            .map_err(|option_errors| {
+                errors.extend(option_errors.iter().map(|e| {
+                    Diagnostic::new(
+                        spec.config
+                            .origin(&e.key)
+                            .map(|o| o.location())
+                            .unwrap_or_else(|| spec.location.clone()),
+                        format!("job `{}`: {e}", spec.name),
+                    )
+                }))
+            })
+            .ok();
+        errors.extend(engine_diagnostics(spec));
+        if let (Some(alignment), Some(settings)) = (alignment, settings) {
+            jobs.push(JobPlan {
                 spec: spec.clone(),
                 alignment,
-            }),
-            Err(resolve_errors) => errors.extend(resolve_diagnostics(spec, &resolve_errors)),
+                settings,
+            });
         }
     }
     if errors.is_empty() {
@@ -84,5 +105,41 @@ pub fn plan_fleet(
         })
     } else {
         Err(ConfigErrors(errors))
+    }
+}
+
+/// Problems with what a job's engine entry points to (checked without contacting a cluster).
+fn engine_diagnostics(spec: &JobSpec) -> Vec<Diagnostic> {
+    let problem = |message: String| {
+        vec![Diagnostic::new(
+            spec.location.clone(),
+            format!("job `{}`: {message}", spec.name),
+        )]
+    };
+    match &spec.engine {
+        EngineSpec::Sim { job, .. } => match Simulation::from_file(job) {
+            Ok(_) => Vec::new(),
+            Err(err) => problem(format!("simulated job: {err}")),
+        },
+        EngineSpec::Replay { trace } if !trace.is_file() => {
+            problem(format!("replay trace {} does not exist", trace.display()))
+        }
+        EngineSpec::Replay { .. } => Vec::new(),
+        EngineSpec::Flink { rest, job_id } => {
+            let mut out = Vec::new();
+            if !(rest.starts_with("http://") || rest.starts_with("https://")) {
+                out.extend(problem(format!(
+                    "`rest` must be an http:// URL, got `{rest}`"
+                )));
+            }
+            if let Some(id) = job_id
+                && (id.len() != 32 || !id.chars().all(|c| c.is_ascii_hexdigit()))
+            {
+                out.extend(problem(format!(
+                    "`job-id` must be a 32-digit hex Flink job id, got `{id}`"
+                )));
+            }
+            out
+        }
     }
 }

@@ -53,10 +53,8 @@ pub enum EngineSpec {
     Sim {
         /// The job description file.
         job: PathBuf,
-        /// Simulated time to run for.
+        /// Simulated time to run for (until the job finishes when unset and it is bounded).
         duration: Option<Duration>,
-        /// Seed of the simulation.
-        seed: u64,
     },
     /// A real Flink cluster.
     Flink {
@@ -326,7 +324,6 @@ impl Parser<'_> {
         let mut engine_span = None;
         let (mut job, mut trace, mut rest, mut job_id) = (None, None, None, None);
         let mut duration = None;
-        let mut seed = 1u64;
         let mut config = JobConfig::new();
         for (key, value) in table.iter() {
             let field: &str = key.get_ref().as_ref();
@@ -342,13 +339,6 @@ impl Parser<'_> {
                 "rest" => rest = self.string(value, &path),
                 "job-id" => job_id = self.string(value, &path),
                 "duration" => duration = self.duration(value, &path),
-                "seed" => match value.get_ref() {
-                    DeValue::Integer(i) => match i.as_str().parse() {
-                        Ok(s) => seed = s,
-                        Err(_) => self.error(value, &path, "expected a non-negative integer"),
-                    },
-                    _ => self.error(value, &path, "expected a non-negative integer"),
-                },
                 "config" => match value.get_ref() {
                     DeValue::Table(table) => {
                         let prefix = format!("{at}.config");
@@ -361,8 +351,7 @@ impl Parser<'_> {
                     other,
                     &at,
                     &[
-                        "name", "engine", "job", "trace", "rest", "job-id", "duration", "seed",
-                        "config",
+                        "name", "engine", "job", "trace", "rest", "job-id", "duration", "config",
                     ],
                 ),
             }
@@ -381,11 +370,7 @@ impl Parser<'_> {
         };
         let engine = match engine.as_str() {
             "sim" => match job {
-                Some(job) => Some(EngineSpec::Sim {
-                    job,
-                    duration,
-                    seed,
-                }),
+                Some(job) => Some(EngineSpec::Sim { job, duration }),
                 None => {
                     self.errors
                         .push(Diagnostic::new(location.clone(), need("job", "sim")));
@@ -524,7 +509,6 @@ scaling.alignment.mode = "OFF"
             EngineSpec::Sim {
                 job: PathBuf::from("/etc/flowscale/jobs/orders.toml"),
                 duration: Some(Duration::from_secs(7200)),
-                seed: 1,
             }
         );
         assert_eq!(orders.config.get("scaling.alignment.mode"), Some("buckets"));
