@@ -28,6 +28,7 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod abi;
 mod context;
 mod mode;
 mod params;
@@ -40,3 +41,13 @@ pub use crate::context::{
 pub use crate::mode::{AlignmentMode, ModeError};
 pub use crate::params::{MODE_KEY, ModeParams, ParamError};
 pub use crate::ship::ShipStrategy;
+
+/// The version of this SDK, as recorded in every plugin's manifest.
+pub const SDK_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// Re-exported so that [`export_plugin!`] works without a direct `abi_stable` dependency.
+#[doc(hidden)]
+pub use abi_stable;
+
+/// Re-exported so that plugins can log with the same `tracing` the SDK forwards to the host.
+pub use tracing;
