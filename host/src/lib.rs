@@ -16,4 +16,5 @@ pub mod cli;
 pub mod config;
 pub mod engine;
 pub mod events;
+pub mod plugins;
 pub mod scaling;

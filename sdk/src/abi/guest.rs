@@ -165,10 +165,10 @@ fn forward(level: LogLevel, target: &str, message: &str) {
     }
 }
 
-/// `install_logger` of every plugin: stores the host's callback, makes it this library's global
+/// `install_logger` of every plugin (`plugin` is its name, the target of panic records): stores the host's callback, makes it this library's global
 /// `tracing` subscriber (each cdylib has its own `tracing` registry) and reports panics through
 /// it. Only the first call has an effect.
-pub fn install_logger(log: HostLogger, max_level: LogLevel) {
+pub fn install_logger(log: HostLogger, max_level: LogLevel, plugin: &'static str) {
     let log: HostLogFn = log.log;
     let _ = catch_unwind(|| {
         if LOGGER
@@ -190,7 +190,7 @@ pub fn install_logger(log: HostLogger, max_level: LogLevel) {
                     .unwrap_or_default();
                 forward(
                     1,
-                    "panic",
+                    plugin,
                     &format!("{}{location}", panic_message(info.payload())),
                 );
             } else {

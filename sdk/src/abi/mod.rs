@@ -96,7 +96,7 @@ macro_rules! export_plugin {
                 log: $crate::abi::HostLogger,
                 max_level: $crate::abi::LogLevel,
             ) {
-                $crate::abi::guest::install_logger(log, max_level)
+                $crate::abi::guest::install_logger(log, max_level, $name)
             }
 
             extern "C" fn __flowscale_new_mode(
