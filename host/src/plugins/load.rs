@@ -194,22 +194,122 @@ fn abi_refusal(err: &LibraryError) -> Refusal {
     }
 }
 
-/// Keeps the first [`ABI_SUMMARY_ITEMS`] lines that name a difference, joined into one line.
+/// The first [`ABI_SUMMARY_ITEMS`] differences of abi_stable's report (thousands of lines for
+/// a real mismatch), each as "what, where: expected X, found Y", joined into one line.
+///
+/// The report lists, for each nesting level, `N error(s)inside:` followed by the path of
+/// fields down to the differing type, then `Error:<what>` with `Expected:` and `Found:` blocks.
 pub(super) fn condense(report: &str) -> String {
-    let interesting: Vec<String> = report
+    let lines: Vec<&str> = report
         .lines()
         .map(str::trim)
         .filter(|l| !l.is_empty())
-        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
         .collect();
-    if interesting.is_empty() {
-        return "abi_stable reported an incompatibility".to_string();
-    }
-    let mut summary: Vec<String> = interesting.into_iter().take(ABI_SUMMARY_ITEMS).collect();
-    for line in &mut summary {
-        if line.chars().count() > 160 {
-            *line = line.chars().take(157).collect::<String>() + "...";
+    let value = |l: &str| l.strip_prefix("field_name:").unwrap_or(l).to_string();
+    let mut path: Vec<String> = Vec::new();
+    let mut items: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < lines.len() && items.len() < ABI_SUMMARY_ITEMS {
+        let line = lines[i];
+        if line.ends_with("error(s)inside:") && !line.starts_with("0 ") {
+            path.clear();
+            let mut j = i + 1;
+            while j < lines.len() && !lines[j].starts_with("Layout of") {
+                if let Some(field) = lines[j].strip_prefix("field_name:") {
+                    let ty = lines
+                        .get(j + 1)
+                        .and_then(|l| l.strip_prefix("type:"))
+                        .unwrap_or(field);
+                    path.push(if field == "0" { ty } else { field }.to_string());
+                }
+                j += 1;
+            }
+            i = j;
+            continue;
         }
+        if let Some(what) = line.strip_prefix("Error:") {
+            let after = |label: &str| {
+                lines[i..]
+                    .iter()
+                    .position(|l| *l == label)
+                    .and_then(|k| lines.get(i + k + 1))
+                    .map(|l| value(l))
+            };
+            let mut item = what.trim().to_string();
+            if !path.is_empty() {
+                item.push_str(&format!(" at {}", path.join(".")));
+            }
+            if let (Some(expected), Some(found)) = (after("Expected:"), after("Found:")) {
+                item.push_str(&format!(": expected `{expected}`, found `{found}`"));
+            }
+            items.push(item);
+        }
+        i += 1;
     }
-    summary.join(" | ")
+    if items.is_empty() {
+        // Not a layout report (a version mismatch, a missing symbol...): its first line.
+        return lines
+            .first()
+            .map(|l| l.chars().take(200).collect())
+            .unwrap_or_else(|| "abi_stable reported an incompatibility".to_string());
+    }
+    items.join("; ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const REPORT: &str = "
+Compared <this>:
+    --- Type Layout ---
+    type:PrefixRef<'a, PluginRoot>
+0 error(s).
+0 error(s)inside:
+    <other>
+    field_name:0
+    type:PluginRoot
+Layout of expected type:
+    type:PluginRoot
+2 error(s)inside:
+    <other>
+    field_name:0
+    type:PluginRoot
+    size:16 align:8
+    field_name:new_mode
+    type:AFunctionPointer
+Layout of expected type:
+    fn(id,: RStr<'a>)->RResult
+Layout of found type:
+    fn(id,buckets,: RStr<'a>, param_1: u32)->RResult
+Error:unexpected field
+Expected:
+    field_name:id,
+    type:RStr<'a>
+Found:
+    field_name:id,buckets,
+    type:RStr<'a>
+Error:unexpected field
+Expected:
+    field_name:__returns
+Found:
+    field_name:param_1
+";
+
+    #[test]
+    fn condenses_a_layout_report_to_its_differences() {
+        assert_eq!(
+            condense(REPORT),
+            "unexpected field at PluginRoot.new_mode: expected `id,`, found `id,buckets,`; \
+             unexpected field at PluginRoot.new_mode: expected `__returns`, found `param_1`"
+        );
+    }
+
+    #[test]
+    fn other_errors_keep_their_first_line() {
+        assert_eq!(
+            condense("\nIncompatible version numbers\n  more\n"),
+            "Incompatible version numbers"
+        );
+    }
 }
