@@ -42,12 +42,21 @@ pub fn panic_message(payload: &(dyn Any + Send)) -> String {
     }
 }
 
-fn guarded<T>(what: &str, f: impl FnOnce() -> RResult<T, FfiError>) -> RResult<T, FfiError> {
+/// Runs `f`, turning a panic into a [`FfiErrorKind::PANIC`] error; `what` names the entry
+/// point in the message (only formatted when there was a panic).
+fn guarded<T>(
+    what: impl FnOnce() -> String,
+    f: impl FnOnce() -> RResult<T, FfiError>,
+) -> RResult<T, FfiError> {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(result) => result,
         Err(payload) => RResult::RErr(FfiError::new(
             FfiErrorKind::PANIC,
-            format!("panicked in {what}: {}", panic_message(payload.as_ref())),
+            format!(
+                "panicked in {}: {}",
+                what(),
+                panic_message(payload.as_ref())
+            ),
         )),
     }
 }
@@ -60,37 +69,46 @@ struct ModeAdapter {
 
 impl FfiMode for ModeAdapter {
     fn is_applicable(&self, ctx: ContextRef<'_>) -> RResult<bool, FfiError> {
-        guarded(&format!("`{}` is_applicable", self.id), || {
-            // SAFETY: the host lends `ctx` for the duration of this call.
-            let ctx = unsafe { rebuild(ctx) };
-            RResult::ROk(self.inner.is_applicable(&ctx))
-        })
+        guarded(
+            || format!("`{}` is_applicable", self.id),
+            || {
+                // SAFETY: the host lends `ctx` for the duration of this call.
+                let ctx = unsafe { rebuild(ctx) };
+                RResult::ROk(self.inner.is_applicable(&ctx))
+            },
+        )
     }
 
     fn align(&self, ctx: ContextRef<'_>) -> RResult<u32, FfiError> {
-        guarded(&format!("`{}` align", self.id), || {
-            // SAFETY: the host lends `ctx` for the duration of this call.
-            let ctx = unsafe { rebuild(ctx) };
-            match self.inner.align(&ctx) {
-                Ok(p) => RResult::ROk(p),
-                Err(e) => RResult::RErr(FfiError::new(FfiErrorKind::MODE, e.message())),
-            }
-        })
+        guarded(
+            || format!("`{}` align", self.id),
+            || {
+                // SAFETY: the host lends `ctx` for the duration of this call.
+                let ctx = unsafe { rebuild(ctx) };
+                match self.inner.align(&ctx) {
+                    Ok(p) => RResult::ROk(p),
+                    Err(e) => RResult::RErr(FfiError::new(FfiErrorKind::MODE, e.message())),
+                }
+            },
+        )
     }
 
     fn validate(&self, params: ParamsRef<'_>) -> RResult<(), FfiError> {
-        guarded(&format!("`{}` validate", self.id), || {
-            let entries = params
-                .entries
-                .iter()
-                .map(|p| (p.0.as_str().to_string(), p.1.as_str().to_string()))
-                .collect();
-            let params = ModeParams::new(params.mode_name.as_str(), entries);
-            match self.inner.validate(&params) {
-                Ok(()) => RResult::ROk(()),
-                Err(e) => RResult::RErr(FfiError::new(FfiErrorKind::MODE, e.message())),
-            }
-        })
+        guarded(
+            || format!("`{}` validate", self.id),
+            || {
+                let entries = params
+                    .entries
+                    .iter()
+                    .map(|p| (p.0.as_str().to_string(), p.1.as_str().to_string()))
+                    .collect();
+                let params = ModeParams::new(params.mode_name.as_str(), entries);
+                match self.inner.validate(&params) {
+                    Ok(()) => RResult::ROk(()),
+                    Err(e) => RResult::RErr(FfiError::new(FfiErrorKind::MODE, e.message())),
+                }
+            },
+        )
     }
 }
 
@@ -107,13 +125,16 @@ pub fn new_mode(modes: &'static [ModeFactory], id: RStr<'_>) -> RResult<FfiModeB
             ),
         ));
     };
-    guarded(&format!("the constructor of `{id}`"), || {
-        let adapter = ModeAdapter {
-            id: factory.id,
-            inner: (factory.make)(),
-        };
-        RResult::ROk(FfiMode_TO::from_value(adapter, TD_Opaque))
-    })
+    guarded(
+        || format!("the constructor of `{id}`"),
+        || {
+            let adapter = ModeAdapter {
+                id: factory.id,
+                inner: (factory.make)(),
+            };
+            RResult::ROk(FfiMode_TO::from_value(adapter, TD_Opaque))
+        },
+    )
 }
 
 /// The root module of a plugin whose macro-generated entry points are `install_logger` and
