@@ -7,7 +7,7 @@
 //! table starts with its own size; the host fills in every accessor it knows, and the plugin
 //! side only calls an accessor whose offset lies inside that size. Growing the context is
 //! therefore: append a field to [`ContextVTable`] (never reorder, never change a field, never
-//! change one of the `Ffi*` records below), fill it in [`HOST_VTABLE`], read it in
+//! change one of the `Ffi*` records below), fill it in `HOST_VTABLE`, read it in
 //! [`rebuild`] behind [`ContextVTable::has`] with a default for older hosts.
 
 use std::ffi::c_void;
