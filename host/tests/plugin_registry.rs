@@ -112,6 +112,14 @@ fn plugin_modes_align_through_the_registry_and_panics_are_contained() {
         );
         assert!(err.message().contains("fixture-panicking"), "{err}");
     }
+    // A panic in the gate makes the vertex applicable, and the following align reports it.
+    let gate = AlignmentContext::builder(4, 9, 128)
+        .identity("job", "v", "panic-in-gate")
+        .build();
+    assert!(bad.mode.is_applicable(&gate));
+    let err = bad.mode.align(&gate).unwrap_err();
+    assert!(err.message().contains("boom in the gate"), "{err}");
+    assert!(err.message().contains("is_applicable"), "{err}");
     let err = bad.mode.validate(&params("p", &[])).unwrap_err();
     assert!(err.message().contains("boom in validate"), "{err}");
     // ...and the other plugins still answer.

@@ -46,14 +46,14 @@ impl AlignmentMode for PluginMode {
     /// A fault here makes the vertex applicable and is returned by the following `align`, so
     /// that the host's guard reports it.
     fn is_applicable(&self, ctx: &AlignmentContext) -> bool {
-        match self.inner.is_applicable(ContextRef::new(ctx)) {
-            RResult::ROk(applicable) => applicable,
-            RResult::RErr(err) => {
-                let err = self.error(err);
-                PENDING_FAULT.with(|p| *p.borrow_mut() = Some((key(ctx), err)));
-                true
-            }
-        }
+        let (applicable, fault) = match self.inner.is_applicable(ContextRef::new(ctx)) {
+            RResult::ROk(applicable) => (applicable, None),
+            RResult::RErr(err) => (true, Some((key(ctx), self.error(err)))),
+        };
+        // Always overwritten, so that a fault never outlives the decision it belongs to (a
+        // later context may live at the same address).
+        PENDING_FAULT.with(|p| *p.borrow_mut() = fault);
+        applicable
     }
 
     fn align(&self, ctx: &AlignmentContext) -> Result<u32, ModeError> {

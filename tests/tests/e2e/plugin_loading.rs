@@ -18,6 +18,7 @@ const PACKAGES: &[&str] = &[
     "fixture-reserved-name",
     "fixture-foreign",
     "fixture-layout-mismatch",
+    "fixture-panic-abort",
 ];
 
 struct Built {
@@ -143,6 +144,7 @@ fn every_kind_of_bad_file_is_refused_with_its_own_reason() {
         (&built.plugin("bucket-align"), "libbucket_a.so"),
         (&built.plugin("bucket-align"), "libbucket_b.so"),
         (&built.plugin("slot-align"), "libwritable.so"),
+        (&built.plugin("fixture-panic-abort"), "libaborting.so"),
     ]);
     fs::write(dir.path().join("x.so"), "this is a text file\n").unwrap();
     #[cfg(unix)]
@@ -154,7 +156,7 @@ fn every_kind_of_bad_file_is_refused_with_its_own_reason() {
 
     let (items, code) = built.plugins_json(dir.path());
     assert_eq!(code, Some(2), "a refusal shows in the exit code");
-    assert_eq!(items.len(), 10, "{items:#?}");
+    assert_eq!(items.len(), 11, "{items:#?}");
 
     // Good plugins load next to the bad ones; a plugin that answers out of range or panics at
     // call time still loads (its answers are the alignment guard's business).
@@ -189,6 +191,7 @@ fn every_kind_of_bad_file_is_refused_with_its_own_reason() {
     assert!(reason(&a).contains("libbucket_b.so"), "{}", reason(&a));
     let b = refused("libbucket_b.so", "also exported by");
     assert!(reason(&b).contains("libbucket_a.so"), "{}", reason(&b));
+    refused("libaborting.so", "built with panic = \"abort\"");
     let writable = refused("libwritable.so", "anyone could inject code");
     assert!(
         reason(&writable).contains("chmod go-w"),
@@ -204,7 +207,7 @@ fn every_kind_of_bad_file_is_refused_with_its_own_reason() {
             .lines()
             .filter(|l| l.trim_start().starts_with("refused:"))
             .count(),
-        7,
+        8,
         "{table}"
     );
 
