@@ -18,6 +18,7 @@ pub mod config;
 pub mod engine;
 pub mod events;
 pub mod plan;
+pub mod plugins;
 pub mod runner;
 pub mod scaling;
 pub mod sim;

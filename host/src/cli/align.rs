@@ -57,7 +57,7 @@ pub struct AlignArgs {
     #[arg(long)]
     vertex: Option<String>,
     /// Plugins directory (default: the fleet's, else ./plugins).
-    #[arg(long, env = "FLOWSCALE_PLUGINS")]
+    #[arg(long, env = "FLOWSCALE_PLUGINS_DIR")]
     plugins: Option<PathBuf>,
     /// Print the answer as JSON.
     #[arg(long)]

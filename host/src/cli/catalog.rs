@@ -2,7 +2,8 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::alignment::{ModeCatalog, NoCustomModes};
+use crate::alignment::ModeCatalog;
+use crate::plugins::{ModeRegistry, PluginStatus};
 
 /// The plugins directory: `--plugins`, else the fleet's, else `plugins/` in the working directory.
 pub fn plugins_dir(flag: Option<&Path>, from_fleet: Option<&Path>) -> PathBuf {
@@ -11,8 +12,18 @@ pub fn plugins_dir(flag: Option<&Path>, from_fleet: Option<&Path>) -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("plugins"))
 }
 
-/// The custom modes found in `dir`, reporting refused files on stderr.
-pub fn load_catalog(dir: &Path) -> Box<dyn ModeCatalog> {
-    let _ = dir;
-    Box::new(NoCustomModes)
+/// The modes linked into the binary and those of the loadable plugins in `dir`; each refused
+/// file is reported on stderr and the others are used.
+pub fn load_catalog(dir: &Path) -> Box<dyn ModeCatalog + Send + Sync> {
+    let (registry, reports) = ModeRegistry::discover(dir);
+    for report in reports {
+        if report.status == PluginStatus::Refused {
+            eprintln!(
+                "warning: plugin {} refused: {}",
+                report.file.display(),
+                report.reason.as_deref().unwrap_or("no reason given")
+            );
+        }
+    }
+    Box::new(registry)
 }

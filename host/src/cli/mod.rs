@@ -6,6 +6,7 @@
 mod align;
 mod catalog;
 pub mod exit_codes;
+pub mod plugins;
 mod validate;
 
 use std::process::ExitCode;
@@ -24,6 +25,8 @@ pub struct App {
 enum Command {
     /// Align one vertex's target parallelism (or a batch of JSON lines) and explain why.
     Align(align::AlignArgs),
+    /// List the plugin files of the plugins directory, their modes, and why any was refused.
+    Plugins(plugins::PluginsArgs),
     /// Check a fleet configuration and report every problem with file, line and key.
     Validate(validate::ValidateArgs),
 }
@@ -44,6 +47,7 @@ pub fn main_impl() -> ExitCode {
     };
     let code = match app.command {
         Command::Align(args) => align::exec(args),
+        Command::Plugins(args) => plugins::exec(args),
         Command::Validate(args) => validate::exec(args),
     };
     ExitCode::from(code)

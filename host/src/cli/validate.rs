@@ -16,7 +16,7 @@ pub struct ValidateArgs {
     /// The fleet configuration file.
     file: PathBuf,
     /// Plugins directory (default: the one the file names, else plugins/ beside it).
-    #[arg(long, env = "FLOWSCALE_PLUGINS")]
+    #[arg(long, env = "FLOWSCALE_PLUGINS_DIR")]
     plugins: Option<PathBuf>,
     /// Print the result as JSON.
     #[arg(long)]

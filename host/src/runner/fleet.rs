@@ -266,6 +266,6 @@ fn duration_ms(d: Duration) -> i64 {
 pub fn wall_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .map(|d| duration_ms(d))
+        .map(duration_ms)
         .unwrap_or(0)
 }

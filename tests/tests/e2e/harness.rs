@@ -71,7 +71,7 @@ impl Cli {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            .env_remove("FLOWSCALE_PLUGINS")
+            .env_remove("FLOWSCALE_PLUGINS_DIR")
             .env_remove("FLOWSCALE_LOG");
         if let Some(dir) = &self.cwd {
             command.current_dir(dir);
