@@ -7,6 +7,8 @@ mod align;
 mod catalog;
 pub mod exit_codes;
 pub mod plugins;
+mod run;
+mod simulate;
 mod validate;
 
 use std::process::ExitCode;
@@ -25,6 +27,10 @@ pub struct App {
 enum Command {
     /// Align one vertex's target parallelism (or a batch of JSON lines) and explain why.
     Align(align::AlignArgs),
+    /// Run the autoscaler over every job of a fleet configuration.
+    Run(run::RunArgs),
+    /// Run the autoscaler against a simulated job, under one or several alignment modes.
+    Simulate(simulate::SimulateArgs),
     /// List the plugin files of the plugins directory, their modes, and why any was refused.
     Plugins(plugins::PluginsArgs),
     /// Check a fleet configuration and report every problem with file, line and key.
@@ -48,6 +54,8 @@ pub fn main_impl() -> ExitCode {
     let code = match app.command {
         Command::Align(args) => align::exec(args),
         Command::Plugins(args) => plugins::exec(args),
+        Command::Run(args) => run::exec(args),
+        Command::Simulate(args) => simulate::exec(args),
         Command::Validate(args) => validate::exec(args),
     };
     ExitCode::from(code)

@@ -96,10 +96,7 @@ pub type NamedEngine = (String, Box<dyn Engine>);
 
 /// One engine instance per job it covers: a Flink entry without `job-id` covers every RUNNING
 /// job of the cluster, named `<entry>/<flink job name>`.
-pub fn open_engines(
-    name: &str,
-    spec: &EngineSpec,
-) -> Result<Vec<NamedEngine>, String> {
+pub fn open_engines(name: &str, spec: &EngineSpec) -> Result<Vec<NamedEngine>, String> {
     match spec {
         EngineSpec::Sim { job, .. } => {
             let mut sim = Simulation::from_file(job).map_err(|e| e.to_string())?;

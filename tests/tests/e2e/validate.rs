@@ -64,6 +64,11 @@ fn every_resolution_problem_is_reported_with_file_line_and_key() {
 fn a_valid_fleet_lists_each_job_with_its_mode_and_warns_about_typos() {
     let dir = tempfile::tempdir().expect("tempdir");
     let file = dir.path().join("fleet.toml");
+    std::fs::copy(
+        repo_root().join("examples/jobs/keyed-step-spike.toml"),
+        dir.path().join("keyed.toml"),
+    )
+    .expect("copy the example job");
     std::fs::write(
         &file,
         "[[jobs]]\nname = \"a\"\njob = \"keyed.toml\"\n[jobs.config]\n\"job.autoscaler.scaling.parallelism-alignment.mode\" = \"EVENLY_SPREAD\"\n\"utilisation.target\" = 0.5\n\n[[jobs]]\nname = \"b\"\njob = \"keyed.toml\"\n",

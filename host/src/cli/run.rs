@@ -1,0 +1,187 @@
+//! `flowscale run`: the control loop over every job of a fleet configuration.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::catalog::{load_catalog, plugins_dir};
+use super::exit_codes;
+use crate::config::{load_fleet, parse_duration};
+use crate::plan::plan_fleet;
+use crate::runner::{CycleReport, JobRun, Printer, RunOptions, run_fleet};
+use crate::sim::{Summary, render_comparison_table};
+use crate::state::{FileStateStore, InMemoryStateStore, StateStore};
+
+/// Arguments of `flowscale run`.
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// The fleet configuration file.
+    config: PathBuf,
+    /// Plugins directory (default: the one the file names, else plugins/ beside it).
+    #[arg(long, env = "FLOWSCALE_PLUGINS_DIR")]
+    plugins: Option<PathBuf>,
+    /// Print JSON Lines (`{"type": "cycle" | "summary", "data": ...}`) instead of a readable log.
+    #[arg(long)]
+    json: bool,
+    /// Print every cycle and every vertex, not only changes and events.
+    #[arg(long)]
+    verbose: bool,
+    /// Run one step per job and stop (exit status non-zero if one failed).
+    #[arg(long)]
+    once: bool,
+    /// Stop wall-clock jobs (Flink) after this long, e.g. 5min (default: until Ctrl-C).
+    #[arg(long, value_parser = parse_duration_arg)]
+    duration: Option<Duration>,
+    /// Simulated time for every simulated job, e.g. 2h (default: the fleet's `duration`, else 2h).
+    #[arg(long, value_parser = parse_duration_arg)]
+    simulated: Option<Duration>,
+}
+
+/// Parses a duration flag with Flink's syntax.
+pub fn parse_duration_arg(text: &str) -> Result<Duration, String> {
+    parse_duration(text)
+}
+
+#[derive(Serialize)]
+struct JobSummary<'a> {
+    job: &'a str,
+    mode: &'a str,
+    steps: usize,
+    failed_steps: usize,
+    error: Option<&'a str>,
+    summary: Option<&'a Summary>,
+}
+
+/// Runs `flowscale run`.
+pub fn exec(args: RunArgs) -> u8 {
+    let fleet = match load_fleet(&args.config) {
+        Ok(fleet) => fleet,
+        Err(errors) => {
+            eprint!("error: {errors}");
+            return exit_codes::FAILED;
+        }
+    };
+    let catalog = load_catalog(&plugins_dir(
+        args.plugins.as_deref(),
+        Some(&fleet.host.plugins_dir),
+    ));
+    let state_dir = fleet.host.state_dir.clone();
+    let plan = match plan_fleet(fleet, catalog.as_ref()) {
+        Ok(plan) => plan,
+        Err(errors) => {
+            eprint!("error: {errors}");
+            return exit_codes::FAILED;
+        }
+    };
+    for warning in &plan.warnings {
+        eprintln!("warning: {warning}");
+    }
+    let store: Box<dyn StateStore + Send> = match &state_dir {
+        Some(dir) => match FileStateStore::open(dir) {
+            Ok(store) => Box::new(store),
+            Err(err) => {
+                eprintln!(
+                    "error: cannot use the state directory {}: {err}",
+                    dir.display()
+                );
+                return exit_codes::FAILED;
+            }
+        },
+        None => Box::new(InMemoryStateStore::new()),
+    };
+    let store = Mutex::new(store);
+    let stop = Arc::new(AtomicBool::new(false));
+    let handler_flag = Arc::clone(&stop);
+    if let Err(err) = ctrlc::set_handler(move || {
+        handler_flag.store(true, std::sync::atomic::Ordering::Relaxed);
+    }) {
+        eprintln!("warning: Ctrl-C will not stop the loop cleanly: {err}");
+    }
+    if !args.json {
+        eprintln!(
+            "running {} job(s) from {}: {}",
+            plan.jobs.len(),
+            args.config.display(),
+            plan.jobs
+                .iter()
+                .map(|j| format!("{} [{}]", j.spec.name, j.alignment.mode_id()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    let printer = Mutex::new(Printer::new(std::io::stdout(), args.json, args.verbose));
+    let sink = |report: &CycleReport| {
+        if let Ok(mut printer) = printer.lock() {
+            let _ = printer.print(report);
+        }
+    };
+    let options = RunOptions {
+        once: args.once,
+        wall_duration: args.duration,
+        simulated_duration: args.simulated,
+        stop: &stop,
+        store: &store,
+    };
+    let runs = run_fleet(&plan, &options, &sink);
+    let failed = report_runs(&runs, args.json, args.once);
+    if failed {
+        exit_codes::FAILED
+    } else {
+        exit_codes::OK
+    }
+}
+
+/// Prints the end-of-run summary; true if a job could not run or (with `--once`) a step failed.
+/// Over a long run a failed step is an event, counted in the summary, not a failure of the run.
+fn report_runs(runs: &[JobRun], json: bool, once: bool) -> bool {
+    let mut out = std::io::stdout().lock();
+    let mut failed = false;
+    for run in runs {
+        failed |= run.error.is_some() || (once && run.failed_steps > 0);
+        if json {
+            let summary = JobSummary {
+                job: &run.name,
+                mode: &run.mode,
+                steps: run.steps,
+                failed_steps: run.failed_steps,
+                error: run.error.as_deref(),
+                summary: run.simulation.as_ref().map(|(_, s)| s),
+            };
+            let _ = serde_json::to_writer(
+                &mut out,
+                &serde_json::json!({"type": "summary", "data": summary}),
+            );
+            let _ = writeln!(out);
+        } else if let Some(error) = &run.error {
+            let _ = writeln!(out, "{}: could not run: {error}", run.name);
+        }
+    }
+    if !json {
+        let simulated: Vec<(String, Summary)> = runs
+            .iter()
+            .filter_map(|r| {
+                r.simulation
+                    .as_ref()
+                    .map(|(_, s)| (format!("{} [{}]", r.name, r.mode), s.clone()))
+            })
+            .collect();
+        if !simulated.is_empty() {
+            let _ = writeln!(out, "\n{}", render_comparison_table(&simulated));
+        }
+        for run in runs
+            .iter()
+            .filter(|r| r.simulation.is_none() && r.error.is_none())
+        {
+            let _ = writeln!(
+                out,
+                "{} [{}]: {} step(s), {} failed",
+                run.name, run.mode, run.steps, run.failed_steps
+            );
+        }
+    }
+    failed
+}

@@ -1,0 +1,274 @@
+//! `flowscale simulate`: the autoscaler against a simulated job, one run per alignment mode on
+//! the same seeded workload, compared side by side.
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+use serde::Serialize;
+
+use super::catalog::{load_catalog, plugins_dir};
+use super::exit_codes;
+use super::run::parse_duration_arg;
+use crate::alignment::{BuiltIn, ModeCatalog};
+use crate::config::{
+    DEFAULT_INTERVAL, EngineSpec, FleetConfig, HostSettings, JobConfig, JobSpec, Origin,
+};
+use crate::plan::plan_fleet;
+use crate::runner::{CycleReport, DEFAULT_SIMULATED_DURATION, JobRun, RunOptions, run_fleet};
+use crate::sim::{Summary, plot_svg, render_comparison_table};
+use crate::state::{InMemoryStateStore, StateStore};
+
+/// Arguments of `flowscale simulate`.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:
+  flowscale simulate examples/jobs/keyed-step-spike.toml
+  flowscale simulate examples/jobs/custom-buckets.toml --compare BALANCED,EVENLY_SPREAD,bucket-align --plot buckets.svg")]
+pub struct SimulateArgs {
+    /// The simulated job (TOML).
+    job: PathBuf,
+    /// The alignment mode (a built-in name or a plugin implementation id).
+    #[arg(long, conflicts_with = "compare")]
+    mode: Option<String>,
+    /// Several modes, comma-separated, run on the same seeded workload and compared.
+    #[arg(long, value_delimiter = ',')]
+    compare: Vec<String>,
+    /// A configuration key for every run (repeatable), e.g. scaling-cooldown-period=60s.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<String>,
+    /// Simulated time (default 2h).
+    #[arg(long, value_parser = parse_duration_arg)]
+    duration: Option<Duration>,
+    /// Time between two decision cycles (default 10s).
+    #[arg(long, value_parser = parse_duration_arg)]
+    interval: Option<Duration>,
+    /// Write an SVG chart of load and parallelism over time, one line per mode.
+    #[arg(long, value_name = "FILE")]
+    plot: Option<PathBuf>,
+    /// Plugins directory (default: ./plugins).
+    #[arg(long, env = "FLOWSCALE_PLUGINS_DIR")]
+    plugins: Option<PathBuf>,
+    /// Print the decisions of every run as they happen.
+    #[arg(long)]
+    verbose: bool,
+    /// Print the result as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Serialize)]
+struct RunResult<'a> {
+    mode: &'a str,
+    resolved_mode: &'a str,
+    error: Option<&'a str>,
+    summary: Option<&'a Summary>,
+}
+
+/// The configuration that selects `mode`: a built-in name as is; anything else is taken as a
+/// plugin implementation id, selected under its own name.
+fn mode_keys(mode: &str, catalog: &dyn ModeCatalog) -> Vec<(String, String)> {
+    let key = flowscale_sdk::MODE_KEY;
+    if BuiltIn::from_name(mode).is_some() || mode == "ADVANCED" || catalog.find(mode).is_none() {
+        vec![(key.to_string(), mode.to_string())]
+    } else {
+        vec![
+            (key.to_string(), mode.to_string()),
+            (format!("{key}.{mode}.class"), mode.to_string()),
+        ]
+    }
+}
+
+/// Runs `flowscale simulate`.
+pub fn exec(args: SimulateArgs) -> u8 {
+    let modes: Vec<String> = match (&args.mode, args.compare.is_empty()) {
+        (Some(mode), _) => vec![mode.clone()],
+        (None, false) => args.compare.clone(),
+        (None, true) => vec!["BALANCED".to_string()],
+    };
+    let dir = plugins_dir(args.plugins.as_deref(), None);
+    let catalog = load_catalog(&dir);
+    let mut base = JobConfig::new();
+    for pair in &args.set {
+        let Some((key, value)) = pair.split_once('=') else {
+            eprintln!("error: --set expects KEY=VALUE, got `{pair}`");
+            return exit_codes::USAGE;
+        };
+        base.set(
+            key.trim(),
+            value.trim(),
+            Origin::inline(key.trim(), &format!("--set {}", key.trim())),
+        );
+    }
+    let duration = args.duration.unwrap_or(DEFAULT_SIMULATED_DURATION);
+    let jobs = modes
+        .iter()
+        .enumerate()
+        .map(|(index, mode)| {
+            let mut config = base.clone();
+            for (key, value) in mode_keys(mode, catalog.as_ref()) {
+                config.set(&key, value, Origin::inline(&key, "--compare"));
+            }
+            JobSpec {
+                name: mode.clone(),
+                index,
+                location: format!("--compare {mode}"),
+                engine: EngineSpec::Sim {
+                    job: args.job.clone(),
+                    duration: Some(duration),
+                },
+                config,
+            }
+        })
+        .collect();
+    let fleet = FleetConfig {
+        file: args.job.clone(),
+        host: HostSettings {
+            plugins_dir: dir,
+            interval: args.interval.unwrap_or(DEFAULT_INTERVAL),
+            state_dir: None,
+        },
+        jobs,
+        warnings: Vec::new(),
+    };
+    let plan = match plan_fleet(fleet, catalog.as_ref()) {
+        Ok(plan) => plan,
+        Err(errors) => {
+            eprint!("error: {errors}");
+            return exit_codes::FAILED;
+        }
+    };
+    let progress = Progress::new(&modes, duration);
+    let printer = Mutex::new(crate::runner::Printer::new(std::io::stderr(), false, false));
+    let sink = |report: &CycleReport| {
+        progress.advance(&report.job, report.at_ms);
+        if args.verbose {
+            progress.suspend(|| {
+                if let Ok(mut printer) = printer.lock() {
+                    let _ = printer.print(report);
+                }
+            });
+        }
+    };
+    let stop = AtomicBool::new(false);
+    let store: Mutex<Box<dyn StateStore + Send>> = Mutex::new(Box::new(InMemoryStateStore::new()));
+    let options = RunOptions {
+        once: false,
+        wall_duration: None,
+        simulated_duration: Some(duration),
+        stop: &stop,
+        store: &store,
+    };
+    let runs = run_fleet(&plan, &options, &sink);
+    progress.finish();
+    report(&args, &runs)
+}
+
+fn report(args: &SimulateArgs, runs: &[JobRun]) -> u8 {
+    let mut status = exit_codes::OK;
+    let mut out = std::io::stdout().lock();
+    if let Some(path) = &args.plot {
+        let timelines: Vec<_> = runs
+            .iter()
+            .filter_map(|r| {
+                r.simulation
+                    .as_ref()
+                    .map(|(t, _)| (r.name.clone(), t.clone()))
+            })
+            .collect();
+        match plot_svg(&timelines, path) {
+            Ok(()) => eprintln!("chart written to {}", path.display()),
+            Err(err) => {
+                eprintln!("error: cannot write the chart: {err}");
+                status = exit_codes::FAILED;
+            }
+        }
+    }
+    for run in runs.iter().filter(|r| r.error.is_some()) {
+        eprintln!(
+            "error: {}: {}",
+            run.name,
+            run.error.as_deref().unwrap_or_default()
+        );
+        status = exit_codes::FAILED;
+    }
+    if args.json {
+        let results: Vec<RunResult<'_>> = runs
+            .iter()
+            .map(|r| RunResult {
+                mode: &r.name,
+                resolved_mode: &r.mode,
+                error: r.error.as_deref(),
+                summary: r.simulation.as_ref().map(|(_, s)| s),
+            })
+            .collect();
+        let written = serde_json::to_writer_pretty(
+            &mut out,
+            &serde_json::json!({"job": args.job.display().to_string(), "runs": results}),
+        );
+        if written.is_err() || writeln!(out).is_err() {
+            return exit_codes::FAILED;
+        }
+    } else {
+        let summaries: Vec<(String, Summary)> = runs
+            .iter()
+            .filter_map(|r| {
+                r.simulation
+                    .as_ref()
+                    .map(|(_, s)| (r.name.clone(), s.clone()))
+            })
+            .collect();
+        if writeln!(out, "{}", render_comparison_table(&summaries)).is_err() {
+            return exit_codes::FAILED;
+        }
+    }
+    status
+}
+
+/// One progress bar per mode, in simulated seconds; hidden when stderr is not a terminal.
+struct Progress {
+    multi: MultiProgress,
+    bars: Vec<(String, ProgressBar)>,
+}
+
+impl Progress {
+    fn new(modes: &[String], duration: Duration) -> Progress {
+        let target = if std::io::stderr().is_terminal() {
+            ProgressDrawTarget::stderr()
+        } else {
+            ProgressDrawTarget::hidden()
+        };
+        let multi = MultiProgress::with_draw_target(target);
+        let style = ProgressStyle::with_template("{prefix:>16} [{bar:40}] {pos}/{len} simulated s")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> ");
+        let bars = modes
+            .iter()
+            .map(|mode| {
+                let bar = multi.add(ProgressBar::new(duration.as_secs()));
+                bar.set_style(style.clone());
+                bar.set_prefix(mode.clone());
+                (mode.clone(), bar)
+            })
+            .collect();
+        Progress { multi, bars }
+    }
+
+    fn advance(&self, job: &str, at_ms: i64) {
+        if let Some((_, bar)) = self.bars.iter().find(|(name, _)| name == job) {
+            bar.set_position(u64::try_from(at_ms / 1000).unwrap_or(0));
+        }
+    }
+
+    fn suspend(&self, f: impl FnOnce()) {
+        self.multi.suspend(f);
+    }
+
+    fn finish(&self) {
+        for (_, bar) in &self.bars {
+            bar.finish_and_clear();
+        }
+    }
+}
