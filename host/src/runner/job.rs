@@ -213,16 +213,13 @@ impl<E: Engine> JobRunner<E> {
             }
         }
         for event in events {
-            let recorded = match (event.reason, event.vertex.as_deref()) {
-                (EventReason::ScalingReport, _) => {
+            let recorded = match dedupe_key(&event) {
+                Dedupe::Never => {
                     self.events.record_always(now_ms, event.clone());
                     true
                 }
-                (EventReason::ScalingLimited, Some(vertex)) => {
-                    let key = format!("ScalingLimited{vertex}");
-                    self.events.record(now_ms, event.clone(), Some(&key))
-                }
-                _ => self.events.record(now_ms, event.clone(), None),
+                Dedupe::Key(key) => self.events.record(now_ms, event.clone(), Some(&key)),
+                Dedupe::Message => self.events.record(now_ms, event.clone(), None),
             };
             if recorded {
                 report.events.push(event);
@@ -315,5 +312,27 @@ impl<E: Engine> JobRunner<E> {
                 ),
             }
         }
+    }
+}
+
+/// How an event is rate-limited (`scaling.event.interval`).
+enum Dedupe {
+    /// Always recorded (scaling reports, as the logging handler of the anchor does).
+    Never,
+    /// Identical when reason and key match (the anchor's message keys).
+    Key(String),
+    /// Identical when reason and message match.
+    Message,
+}
+
+fn dedupe_key(event: &Event) -> Dedupe {
+    let vertex = event.vertex.as_deref().unwrap_or_default();
+    match event.reason {
+        EventReason::ScalingReport | EventReason::AutoscalerError => Dedupe::Never,
+        EventReason::ScalingLimited => Dedupe::Key(format!("ScalingLimited{vertex}")),
+        EventReason::IneffectiveScaling => Dedupe::Key(format!("ineffective{vertex}")),
+        EventReason::RateLimit => Dedupe::Key("RateLimit".to_string()),
+        EventReason::PluginFault => Dedupe::Key(format!("PluginFault{vertex}")),
+        _ => Dedupe::Message,
     }
 }

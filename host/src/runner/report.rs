@@ -48,7 +48,7 @@ impl CycleReport {
     pub fn is_noteworthy(&self) -> bool {
         self.operation.is_some()
             || self.queued
-            || self.rate_limit.is_some()
+            || self.stage == Some(CycleStage::Scaled)
             || !self.events.is_empty()
     }
 }
@@ -79,9 +79,10 @@ impl<W: Write> Printer<W> {
             return Ok(());
         }
         let at = format_time(report.at_ms);
+        let scaled = report.stage == Some(CycleStage::Scaled);
         for v in &report.vertices {
             let changed = v.proposed.is_some_and(|p| p != v.current);
-            if !(changed || self.verbose) {
+            if !((scaled && changed) || self.verbose) {
                 continue;
             }
             let target = v.target.map_or("-".to_string(), |t| t.to_string());
@@ -112,7 +113,7 @@ impl<W: Write> Printer<W> {
                 report.job
             )?;
         }
-        if let Some(rate) = report.rate_limit {
+        if let Some(rate) = report.rate_limit.filter(|_| self.verbose) {
             writeln!(
                 self.out,
                 "{at} {} rate limit {rate:.0} records/s",
