@@ -189,7 +189,7 @@ impl Ctx<'_> {
 
     /// Turns a TOML/serde error into a located problem; the key is read from the line the error
     /// points at, since the parser's key path is not public.
-    fn from_toml(&self, e: &toml::de::Error) -> SimError {
+    fn toml_problem(&self, e: &toml::de::Error) -> SimError {
         let span = e.span().unwrap_or(0..0);
         let line_text = self.src[..span.start.min(self.src.len())]
             .rsplit('\n')
@@ -229,7 +229,7 @@ const SHIP_VALID: &str = "HASH, REBALANCE, RESCALE, FORWARD, BROADCAST, GLOBAL, 
 /// paths.
 pub(crate) fn parse_job(src: &str, file: &str, base_dir: &Path) -> Result<JobSpec, SimError> {
     let ctx = Ctx { file, src };
-    let raw: RawJob = toml::from_str(src).map_err(|e| ctx.from_toml(&e))?;
+    let raw: RawJob = toml::from_str(src).map_err(|e| ctx.toml_problem(&e))?;
     if raw.vertices.is_empty() {
         return Err(ctx.problem(
             0..0,

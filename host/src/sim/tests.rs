@@ -77,7 +77,7 @@ fn every_example_job_loads_and_runs() {
         if path.extension().is_some_and(|e| e == "toml") {
             let mut s = Simulation::from_file(&path).unwrap_or_else(|e| panic!("{e}"));
             s.advance_to(600_000);
-            assert!(s.timeline().rows.len() >= 1, "{}", path.display());
+            assert!(!s.timeline().rows.is_empty(), "{}", path.display());
             seen += 1;
         }
     }
@@ -497,5 +497,58 @@ proptest! {
         prop_assert!(first.is_some(), "stuck:\n{}", text);
         let (second, _) = run()?;
         prop_assert_eq!(first, second);
+    }
+}
+
+/// Two manual "modes" on the keyed example: react to the step with p=26 or p=32. Set
+/// `FLOWSCALE_SIM_CHART` to a path to keep the chart for a look.
+#[test]
+fn keyed_example_chart_and_comparison() {
+    let run = |target: u32| {
+        let mut s =
+            Simulation::from_file(examples_dir().join("keyed-step-spike.toml")).expect("example");
+        s.advance_to(1_860_000);
+        s.rescale(&BTreeMap::from([("agg".to_string(), target)]))
+            .expect("rescale");
+        s.advance_to(5_400_000);
+        s.rescale(&BTreeMap::from([("agg".to_string(), 64)]))
+            .expect("rescale");
+        s.advance_to(5_760_000);
+        s.rescale(&BTreeMap::from([("agg".to_string(), target)]))
+            .expect("rescale");
+        s.advance_to(7_200_000);
+        s.timeline()
+    };
+    let runs = vec![
+        ("BALANCED".to_string(), run(26)),
+        ("EVENLY_SPREAD".to_string(), run(32)),
+    ];
+    let summaries: Vec<(String, Summary)> = runs
+        .iter()
+        .map(|(m, t)| (m.clone(), Summary::from_timeline(t)))
+        .collect();
+    // After the step, 40k/s over 128 key groups: a 5-group subtask (p=26) needs 1562/s > 1500,
+    // a 4-group one (p=32) 1250/s. Only the aligned run keeps up, at a higher cost.
+    assert!(
+        summaries[0].1.max_lag_s > 60.0,
+        "{}",
+        summaries[0].1.max_lag_s
+    );
+    assert!(
+        summaries[1]
+            .1
+            .convergence
+            .first()
+            .is_some_and(|c| c.1.is_some()),
+        "{:?}",
+        summaries[1].1.convergence
+    );
+    assert!(summaries[1].1.max_pending < summaries[0].1.max_pending);
+    assert!(summaries[1].1.subtask_seconds > summaries[0].1.subtask_seconds);
+    let table = render_comparison_table(&summaries);
+    assert!(table.contains("EVENLY_SPREAD"));
+    if let Some(path) = std::env::var_os("FLOWSCALE_SIM_CHART") {
+        plot_svg(&runs, std::path::Path::new(&path)).expect("chart");
+        std::fs::write(format!("{}.txt", path.to_string_lossy()), table).expect("table");
     }
 }
