@@ -595,3 +595,121 @@ fn keyed_example_chart_and_comparison() {
         std::fs::write(format!("{}.txt", path.to_string_lossy()), table).expect("table");
     }
 }
+
+#[test]
+fn restart_downtime_grows_with_state() {
+    let text = keyed_job(1000.0, 128, 8, 1000.0)
+        .replace(
+            "buffer = 2000",
+            "buffer = 2000\nstate_bytes = 2147483648\nstate_bytes_per_record = 1024",
+        )
+        .replace("downtime = \"10s\"", "downtime = \"10s\"\nper_gib = \"5s\"");
+    let mut s = sim(&text);
+    s.rescale(&BTreeMap::from([("agg".to_string(), 16)]))
+        .expect("rescale");
+    s.advance_to(100_000);
+    // 2 GiB at the start: 10 s + 2 * 5 s.
+    assert_eq!(s.summary().restarting_s, 20.0);
+    let obs = s.observation();
+    assert_eq!(obs.running_since_ms, 20_000);
+    // 80 s at 1000 records/s added 80k * 1 KiB of state: about 0.076 GiB more.
+    s.rescale(&BTreeMap::from([("agg".to_string(), 8)]))
+        .expect("rescale");
+    s.advance_to(200_000);
+    assert_eq!(s.summary().restarting_s, 20.0 + 21.0);
+}
+
+#[test]
+fn trace_workload_is_read_relative_to_the_job_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("load.csv"), "seconds,rate\n0,100\n10,300\n").expect("trace");
+    let job = keyed_job(1.0, 128, 4, 1000.0).replace(
+        "kind = \"constant\"\nrate = 1",
+        "kind = \"trace\"\npath = \"load.csv\"\ninterpolate = true",
+    );
+    std::fs::write(dir.path().join("job.toml"), job).expect("job");
+    let mut s = Simulation::from_file(dir.path().join("job.toml")).expect("valid");
+    s.advance_to(20_000);
+    let rows = s.timeline().rows;
+    assert_eq!(rows[0].source_rate, 100.0);
+    assert_eq!(rows[5].source_rate, 200.0);
+    assert_eq!(rows[15].source_rate, 300.0);
+
+    std::fs::write(dir.path().join("load.csv"), "0,100\n5,-1\n").expect("trace");
+    match Simulation::from_file(dir.path().join("job.toml")) {
+        Err(SimError::Invalid(p)) => {
+            assert!(p.file.ends_with("load.csv"));
+            assert_eq!(p.line, 2);
+        }
+        other => panic!("expected a trace problem, got {other:?}"),
+    }
+}
+
+#[test]
+fn rescaling_a_source_reassigns_partitions_and_keeps_pending() {
+    let mut s =
+        Simulation::from_file(examples_dir().join("kafka-prime-partitions.toml")).expect("example");
+    s.advance_to(600_000);
+    let pending = s.pending_records();
+    s.rescale(&BTreeMap::from([("kafka".to_string(), 40)]))
+        .expect("rescale");
+    s.advance_to(621_000);
+    assert!(
+        s.pending_records() > pending,
+        "sources fall behind while restarting"
+    );
+    let src = &s.vertices[0];
+    assert_eq!(src.subtasks.len(), 40);
+    for (i, t) in src.subtasks.iter().enumerate() {
+        let expected: Vec<usize> = (0..37).filter(|k| k % 40 == i).collect();
+        assert_eq!(t.partitions, expected);
+    }
+    s.advance_to(700_000);
+    assert!(s.vertices[0].subtasks[39].records_in == 0);
+    assert!(s.vertices[0].subtasks[36].records_in > 0);
+}
+
+#[test]
+fn lifting_a_rate_limit_lets_the_backlog_drain() {
+    let mut s = sim(&keyed_job(1000.0, 128, 8, 1000.0));
+    s.set_rate_limit("src", Some(500.0)).expect("limit");
+    s.advance_to(60_000);
+    assert!(s.pending_records() > 25_000);
+    s.set_rate_limit("src", None).expect("lift");
+    s.advance_to(120_000);
+    assert!(s.pending_records() < 1_000, "{}", s.pending_records());
+    let events: Vec<String> = s
+        .timeline()
+        .rows
+        .iter()
+        .flat_map(|r| r.events.clone())
+        .collect();
+    assert_eq!(
+        events,
+        vec![
+            "rate-limit src=500".to_string(),
+            "rate-limit src=none".to_string()
+        ]
+    );
+}
+
+#[test]
+fn different_seeds_place_hot_keys_differently() {
+    let text = keyed_job(1_000_000.0, 128, 8, 100.0).replace(
+        "[workload.src]",
+        "[keys]\nkind = \"zipf\"\nexponent = 1.0\n\n[workload.src]",
+    );
+    let busiest = |seed: u32| {
+        let mut s = sim(&text.replace("seed = 1", &format!("seed = {seed}")));
+        s.advance_to(300_000);
+        let loads: Vec<u64> = s.vertices[1].subtasks.iter().map(|t| t.cum_in).collect();
+        loads
+            .iter()
+            .enumerate()
+            .max_by_key(|(_, l)| **l)
+            .map(|(i, _)| i)
+    };
+    let picks: Vec<Option<usize>> = (1..6).map(busiest).collect();
+    assert!(picks.iter().any(|p| *p != picks[0]), "{picks:?}");
+    assert_eq!(busiest(3), busiest(3));
+}
