@@ -115,7 +115,8 @@ pub(crate) fn apportion(total: u64, weights: &[f64], offset: usize, out: &mut [u
         let target = if k + 1 == n {
             total
         } else {
-            ((cumulative * scale + 0.5) as u64).min(total)
+            // Signed conversion: one instruction; the value is below `total` + 1 < 2^63.
+            ((cumulative * scale + 0.5) as i64 as u64).min(total)
         };
         let part = target.saturating_sub(assigned);
         out[idx] = part;

@@ -148,6 +148,18 @@ pub struct Simulation {
     scratch: Scratch,
 }
 
+/// A record count as a float. Counts stay far below 2^63, and the signed conversion is one
+/// instruction where the unsigned one is a branchy sequence; this runs per subtask per tick.
+fn to_f64(n: u64) -> f64 {
+    n as i64 as f64
+}
+
+/// The floor of a non-negative finite value as a count (0 for negative or NaN input), by the
+/// same single-instruction signed conversion.
+fn floor_u64(x: f64) -> u64 {
+    if x >= 0.0 { x as i64 as u64 } else { 0 }
+}
+
 /// Buffers reused by every vertex in every tick, so a tick allocates nothing.
 #[derive(Debug, Clone, Default)]
 struct Scratch {
@@ -734,7 +746,7 @@ impl Simulation {
             let buffer = self.spec.vertices[edge.to].buffer;
             // One record of headroom: apportioning can round a share up by one.
             let free = |j: usize| {
-                buffer.saturating_sub(down.subtasks[j].queues[edge.slot].records() + 1) as f64
+                to_f64(buffer.saturating_sub(down.subtasks[j].queues[edge.slot].records() + 1))
             };
             match &edge.route {
                 Route::Shared(w) => {
@@ -807,10 +819,9 @@ impl Simulation {
             } else {
                 s.queues.iter().map(Queue::records).sum()
             };
-            // Truncation is floor here: every operand is non-negative.
-            let mut d = available.min((cap_tick + s.capacity_carry) as u64);
+            let mut d = available.min(floor_u64(cap_tick + s.capacity_carry));
             if let (true, Some(l)) = (is_source, limit) {
-                d = d.min((l + s.limit_carry) as u64);
+                d = d.min(floor_u64(l + s.limit_carry));
             }
             sc.demand.push(d);
         }
@@ -864,22 +875,23 @@ impl Simulation {
                     s.ended[slot] |= popped.end;
                 }
             }
+            let gf = to_f64(g);
             let budget = cap_tick + s.capacity_carry;
-            s.capacity_carry = if g == budget as u64 {
-                budget - g as f64
+            s.capacity_carry = if g == floor_u64(budget) {
+                budget - gf
             } else {
                 0.0
             };
             if let Some(l) = limit {
                 let lb = l + s.limit_carry;
-                s.limit_carry = if g == lb as u64 { lb - g as f64 } else { 0.0 };
+                s.limit_carry = if g == floor_u64(lb) { lb - gf } else { 0.0 };
             }
-            let exact = g as f64 * selectivity + s.out_carry;
-            let o = exact as u64;
-            s.out_carry = exact - o as f64;
+            let exact = gf * selectivity + s.out_carry;
+            let o = floor_u64(exact);
+            s.out_carry = exact - to_f64(o);
             sc.out.push(o);
             let busy = if cap_tick > 0.0 {
-                (g as f64 / cap_tick * 1000.0).min(1000.0)
+                (gf / cap_tick * 1000.0).min(1000.0)
             } else {
                 0.0
             };
