@@ -146,6 +146,7 @@ pub struct Simulation {
     pub(crate) restarts: u32,
     pub(crate) restarting_ms: i64,
     scratch: Scratch,
+    timeline_limit: Option<usize>,
 }
 
 /// A record count as a float. Counts stay far below 2^63, and the signed conversion is one
@@ -284,6 +285,7 @@ impl Simulation {
             restarts: 0,
             restarting_ms: 0,
             scratch: Scratch::default(),
+            timeline_limit: None,
         };
         for v in 0..n {
             let p = sim.vertices[v].parallelism;
@@ -342,6 +344,13 @@ impl Simulation {
             (false, true) => self.timeline = None,
             _ => {}
         }
+    }
+
+    /// Keeps only about the last `max_rows` ticks of the timeline (`None`: everything), so a
+    /// simulation driven indefinitely (the `run` command) does not grow without bound. Between
+    /// `max_rows` and twice that many rows are kept; the oldest go in batches.
+    pub fn limit_timeline(&mut self, max_rows: Option<usize>) {
+        self.timeline_limit = max_rows.map(|m| m.max(1));
     }
 
     /// The recorded timeline (empty when recording is off).
@@ -1140,5 +1149,11 @@ impl Simulation {
             vertices,
             events: std::mem::take(&mut self.events),
         });
+        if let Some(limit) = self.timeline_limit {
+            if timeline.rows.len() >= 2 * limit {
+                let excess = timeline.rows.len() - limit;
+                timeline.rows.drain(..excess);
+            }
+        }
     }
 }

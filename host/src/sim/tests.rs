@@ -713,3 +713,13 @@ fn different_seeds_place_hot_keys_differently() {
     assert!(picks.iter().any(|p| *p != picks[0]), "{picks:?}");
     assert_eq!(busiest(3), busiest(3));
 }
+
+#[test]
+fn a_limited_timeline_keeps_the_latest_rows() {
+    let mut s = sim(&keyed_job(1000.0, 128, 4, 1000.0));
+    s.limit_timeline(Some(100));
+    s.advance_to(1_000_000);
+    let rows = s.timeline().rows;
+    assert!((100..200).contains(&rows.len()), "{}", rows.len());
+    assert_eq!(rows.last().map(|r| r.t_ms), Some(999_000));
+}
