@@ -77,6 +77,13 @@
 //! - A rescale keeps in-flight records (they are spread over the new subtasks by the new
 //!   routes) and starts a fresh termination round (markers in flight are dropped, heads start
 //!   again), which can only delay termination, never hasten it.
+//! - A channel is one input of one subtask: the FIFO into which every upstream subtask's records,
+//!   markers and end-of-input are appended in emission order. Termination is tracked per vertex:
+//!   a vertex passes its k-th marker on once every subtask has passed k markers on each input
+//!   that has not ended. Subtasks keep consuming past a marker while the others catch up (no
+//!   blocking alignment); whatever they emit meanwhile travels ahead of the marker, which only
+//!   makes a round longer, never a termination earlier. The iteration source of a head gathers
+//!   all feedback edges into that head.
 //! - A rate limit is split evenly over the source subtasks that own partitions.
 //! - [`Collector::observe`](crate::engine::Collector::observe) advances the simulation to the
 //!   given time: pass simulated milliseconds, not the wall clock.
