@@ -346,6 +346,12 @@ impl Simulation {
         }
     }
 
+    /// Adds an event (e.g. a decision of the autoscaler driving this simulation) to the
+    /// timeline row of the next tick.
+    pub fn record_event(&mut self, event: impl Into<String>) {
+        self.events.push(event.into());
+    }
+
     /// Keeps only about the last `max_rows` ticks of the timeline (`None`: everything), so a
     /// simulation driven indefinitely (the `run` command) does not grow without bound. Between
     /// `max_rows` and twice that many rows are kept; the oldest go in batches.

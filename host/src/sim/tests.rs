@@ -675,6 +675,7 @@ fn lifting_a_rate_limit_lets_the_backlog_drain() {
     s.set_rate_limit("src", Some(500.0)).expect("limit");
     s.advance_to(60_000);
     assert!(s.pending_records() > 25_000);
+    s.record_event("controller: lift");
     s.set_rate_limit("src", None).expect("lift");
     s.advance_to(120_000);
     assert!(s.pending_records() < 1_000, "{}", s.pending_records());
