@@ -689,6 +689,7 @@ fn lifting_a_rate_limit_lets_the_backlog_drain() {
         events,
         vec![
             "rate-limit src=500".to_string(),
+            "controller: lift".to_string(),
             "rate-limit src=none".to_string()
         ]
     );
