@@ -871,7 +871,8 @@ impl Simulation {
                     sc.take.resize(sc.weights.len(), 0);
                     apportion(g, &sc.weights, offset, &mut sc.take);
                     for (k, t) in s.partitions.iter().zip(&sc.take) {
-                        vertex.partitions[*k].pending -= t;
+                        let p = &mut vertex.partitions[*k].pending;
+                        *p = p.saturating_sub(*t);
                     }
                 }
             } else if s.queues.len() == 1 {
