@@ -522,12 +522,23 @@ proptest! {
     #[test]
     fn iteration_termination_is_exact(job in loop_job()) {
         let text = job.toml();
+        let expected = [("src", job.total), ("src2", job.second_source.filter(|_| job.body > 0).unwrap_or(0))];
         let run = || {
             let mut s = sim(&text);
             let mut finished_at = None;
+            let mut quiet_since = None;
             for _ in 0..20_000 {
                 s.step();
                 prop_assert_eq!(s.dropped_records(), 0, "a terminated iteration source got records");
+                // Never late: once every record has been produced and nothing is in flight,
+                // the two marker rounds (a loop trip takes at most a tick) end the job within two ticks.
+                let all_generated = expected.iter().all(|(id, n)| s.generated(id).is_none_or(|g| g == *n));
+                let quiet = all_generated && s.records_in_flight() == 0 && s.pending_records() == 0;
+                let since = *quiet_since.get_or_insert(if quiet { s.ticks() } else { u64::MAX });
+                if !quiet {
+                    quiet_since = None;
+                }
+                prop_assert!(since == u64::MAX || s.ticks() - since <= 2 || s.is_finished(), "late: quiet since tick {since}, now {}", s.ticks());
                 if s.is_finished() {
                     prop_assert_eq!(s.records_in_flight(), 0, "finished with records in flight");
                     prop_assert_eq!(s.pending_records(), 0);
