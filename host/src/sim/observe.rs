@@ -182,3 +182,19 @@ impl Realizer for Simulation {
         self.limit_rate(source_vertex, records_per_second)
     }
 }
+
+impl std::str::FromStr for Simulation {
+    type Err = SimError;
+
+    /// Same as [`Simulation::from_toml_str`].
+    fn from_str(text: &str) -> Result<Simulation, SimError> {
+        Simulation::from_toml_str(text)
+    }
+}
+
+impl Simulation {
+    /// The summary of the run so far.
+    pub fn summary(&self) -> super::summary::Summary {
+        super::summary::Summary::from_timeline(&self.timeline())
+    }
+}

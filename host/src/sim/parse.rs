@@ -189,7 +189,7 @@ impl Ctx<'_> {
 
     /// Turns a TOML/serde error into a located problem; the key is read from the line the error
     /// points at, since the parser's key path is not public.
-    fn from_toml(&self, e: &toml::de::Error) -> SimError {
+    fn toml_problem(&self, e: &toml::de::Error) -> SimError {
         let span = e.span().unwrap_or(0..0);
         let line_text = self.src[..span.start.min(self.src.len())]
             .rsplit('\n')
@@ -200,19 +200,42 @@ impl Ctx<'_> {
                 .split('\n')
                 .next()
                 .unwrap_or("");
-        let key = match line_text.split_once('=') {
+        let mut key = match line_text.split_once('=') {
             Some((k, _)) => k.trim().to_string(),
             None => line_text.trim().to_string(),
         };
         let message = e.message().trim().to_string();
         let (message, valid) = match message.split_once(", expected ") {
-            Some((m, v)) => (m.to_string(), v.to_string()),
+            Some((m, v)) => (m.to_string(), readable_type(v)),
             None => (
                 message,
                 "see the job files in examples/jobs/ and the `flowscale::sim` docs".to_string(),
             ),
         };
+        // A missing field points at its table's header: name the field under that table.
+        if let Some(field) = message
+            .strip_prefix("missing field `")
+            .and_then(|rest| rest.strip_suffix('`'))
+        {
+            let table = key.trim_matches(|c| c == '[' || c == ']').trim();
+            key = if table.is_empty() || line_text.contains('=') {
+                field.to_string()
+            } else {
+                format!("{table}.{field}")
+            };
+        }
         self.problem(span, &key, &message, &valid)
+    }
+}
+
+/// serde's names for expected types, as a reader of a TOML file would say them.
+fn readable_type(expected: &str) -> String {
+    match expected {
+        "i64" | "u64" | "u32" | "i32" => "an integer".to_string(),
+        "f64" => "a number".to_string(),
+        "a string" | "string" => "a string".to_string(),
+        "a boolean" | "bool" => "true or false".to_string(),
+        other => other.to_string(),
     }
 }
 
@@ -229,7 +252,7 @@ const SHIP_VALID: &str = "HASH, REBALANCE, RESCALE, FORWARD, BROADCAST, GLOBAL, 
 /// paths.
 pub(crate) fn parse_job(src: &str, file: &str, base_dir: &Path) -> Result<JobSpec, SimError> {
     let ctx = Ctx { file, src };
-    let raw: RawJob = toml::from_str(src).map_err(|e| ctx.from_toml(&e))?;
+    let raw: RawJob = toml::from_str(src).map_err(|e| ctx.toml_problem(&e))?;
     if raw.vertices.is_empty() {
         return Err(ctx.problem(
             0..0,
@@ -1136,6 +1159,16 @@ at = "1 min"
         assert_eq!((p.line, p.key.as_str()), (29, "too"));
         assert!(p.message.contains("unknown field"), "{p}");
         assert!(p.valid.contains("`to`"), "{p}");
+
+        let p = problem(&GOOD.replace("kind = \"sink\"\n", ""));
+        assert_eq!((p.line, p.key.as_str()), (13, "vertices.kind"));
+        assert!(p.message.contains("missing field"), "{p}");
+
+        let p = problem(&GOOD.replace("parallelism = 3", "parallelism = \"ten\""));
+        assert_eq!(
+            (p.line, p.key.as_str(), p.valid.as_str()),
+            (16, "parallelism", "an integer")
+        );
 
         let p = problem(&GOOD.replace("at = \"1 min\"", "at = \"1 fortnight\""));
         assert_eq!(p.line, 30);

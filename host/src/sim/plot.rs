@@ -15,7 +15,7 @@ const LEFT: f64 = 70.0;
 const RIGHT: f64 = 20.0;
 const LOAD_HEIGHT: f64 = 200.0;
 const PANEL_HEIGHT: f64 = 110.0;
-const GAP: f64 = 36.0;
+const GAP: f64 = 52.0;
 const MAX_POINTS: usize = 1200;
 const MAX_PANELS: usize = 8;
 const COLORS: [&str; 8] = [
@@ -268,10 +268,13 @@ pub fn render_svg(runs: &[(String, Timeline)]) -> String {
                     .filter_map(|r| r.vertices.get(v).map(|x| f64::from(x.parallelism)))
             })
             .fold(1.0, f64::max);
+        // Headroom above the highest value, rounded so that the middle tick is an integer.
+        let step = if p_max * 1.1 > 20.0 { 10.0 } else { 2.0 };
+        let y_max = (p_max * 1.1 / step).ceil() * step;
         let panel = Panel {
             top: ptop,
             height: PANEL_HEIGHT,
-            y_max: (p_max * 1.15).ceil(),
+            y_max,
             t_max,
         };
         panel.frame(&mut out, &format!("parallelism of {}", vertex_ids[v]), true);
@@ -285,6 +288,9 @@ pub fn render_svg(runs: &[(String, Timeline)]) -> String {
                         .map(|x| (t.rows[k].t_ms as f64 / 1000.0, f64::from(x.parallelism)))
                 })
                 .collect();
+            // Nudge each mode by a pixel or two so equal parallelisms do not hide each other.
+            let nudge = 1.5 * i as f64 * panel.y_max / PANEL_HEIGHT;
+            let pts: Vec<(f64, f64)> = pts.into_iter().map(|(t, p)| (t, p - nudge)).collect();
             panel.line(&mut out, &pts, COLORS[i % COLORS.len()], false, true);
         }
     }

@@ -104,15 +104,19 @@ pub(crate) fn apportion(total: u64, weights: &[f64], offset: usize, out: &mut [u
     if n == 0 || total == 0 || sum <= 0.0 {
         return;
     }
+    let scale = total as f64 / sum;
     let mut cumulative = 0.0;
     let mut assigned = 0u64;
     for k in 0..n {
         let idx = (offset + k) % n;
         cumulative += weights[idx];
+        // Rounding by adding one half and truncating: the value is non-negative, and this
+        // avoids a libm call in the hottest loop of the simulator.
         let target = if k + 1 == n {
             total
         } else {
-            ((cumulative / sum * total as f64).round() as u64).min(total)
+            // Signed conversion: one instruction; the value is below `total` + 1 < 2^63.
+            ((cumulative * scale + 0.5) as i64 as u64).min(total)
         };
         let part = target.saturating_sub(assigned);
         out[idx] = part;

@@ -145,6 +145,33 @@ pub struct Simulation {
     events: Vec<String>,
     pub(crate) restarts: u32,
     pub(crate) restarting_ms: i64,
+    scratch: Scratch,
+    timeline_limit: Option<usize>,
+}
+
+/// A record count as a float. Counts stay far below 2^63, and the signed conversion is one
+/// instruction where the unsigned one is a branchy sequence; this runs per subtask per tick.
+fn to_f64(n: u64) -> f64 {
+    n as i64 as f64
+}
+
+/// The floor of a non-negative finite value as a count (0 for negative or NaN input), by the
+/// same single-instruction signed conversion.
+fn floor_u64(x: f64) -> u64 {
+    if x >= 0.0 { x as i64 as u64 } else { 0 }
+}
+
+/// Buffers reused by every vertex in every tick, so a tick allocates nothing.
+#[derive(Debug, Clone, Default)]
+struct Scratch {
+    per: Vec<f64>,
+    demand: Vec<u64>,
+    grant: Vec<u64>,
+    out: Vec<u64>,
+    regular: Vec<u64>,
+    parts: Vec<u64>,
+    take: Vec<u64>,
+    weights: Vec<f64>,
 }
 
 impl Simulation {
@@ -257,6 +284,8 @@ impl Simulation {
             events: Vec::new(),
             restarts: 0,
             restarting_ms: 0,
+            scratch: Scratch::default(),
+            timeline_limit: None,
         };
         for v in 0..n {
             let p = sim.vertices[v].parallelism;
@@ -315,6 +344,19 @@ impl Simulation {
             (false, true) => self.timeline = None,
             _ => {}
         }
+    }
+
+    /// Adds an event (e.g. a decision of the autoscaler driving this simulation) to the
+    /// timeline row of the next tick.
+    pub fn record_event(&mut self, event: impl Into<String>) {
+        self.events.push(event.into());
+    }
+
+    /// Keeps only about the last `max_rows` ticks of the timeline (`None`: everything), so a
+    /// simulation driven indefinitely (the `run` command) does not grow without bound. Between
+    /// `max_rows` and twice that many rows are kept; the oldest go in batches.
+    pub fn limit_timeline(&mut self, max_rows: Option<usize>) {
+        self.timeline_limit = max_rows.map(|m| m.max(1));
     }
 
     /// The recorded timeline (empty when recording is off).
@@ -701,19 +743,25 @@ impl Simulation {
     }
 
     /// How many input records each subtask may take given the free space downstream: a pooled
-    /// allowance shared by all subtasks (all-to-all edges) and a per-subtask one (pointwise).
-    fn output_allowance(&self, v: usize) -> (f64, Vec<f64>) {
+    /// allowance shared by all subtasks (all-to-all edges, returned) and a per-subtask one
+    /// (pointwise edges, written to `per`).
+    fn output_allowance(&self, v: usize, per: &mut Vec<f64>) -> f64 {
         let vertex = &self.vertices[v];
         let p = vertex.subtasks.len();
         let selectivity = self.spec.vertices[v].selectivity;
         let mut pooled = f64::INFINITY;
-        let mut per = vec![f64::INFINITY; p];
+        per.clear();
+        per.resize(p, f64::INFINITY);
+        if selectivity <= 0.0 {
+            return pooled;
+        }
         for &e in &vertex.outputs {
             let edge = &self.edges[e];
             let down = &self.vertices[edge.to];
             let buffer = self.spec.vertices[edge.to].buffer;
+            // One record of headroom: apportioning can round a share up by one.
             let free = |j: usize| {
-                buffer.saturating_sub(down.subtasks[j].queues[edge.slot].records() + 1) as f64
+                to_f64(buffer.saturating_sub(down.subtasks[j].queues[edge.slot].records() + 1))
             };
             match &edge.route {
                 Route::Shared(w) => {
@@ -729,28 +777,22 @@ impl Simulation {
                     }
                 }
                 Route::Pointwise(lists) => {
-                    let mut feeders = vec![0usize; down.subtasks.len()];
-                    for (j, _) in lists.iter().flatten() {
-                        feeders[*j] += 1;
-                    }
+                    let feeders =
+                        |j: usize| lists.iter().flatten().filter(|(k, _)| *k == j).count();
+                    let shared = lists.len() > down.subtasks.len();
                     for (i, list) in lists.iter().enumerate().take(p) {
                         for (j, wj) in list {
                             if *wj > 0.0 {
-                                per[i] = per[i].min(free(*j) / feeders[*j] as f64 / wj);
+                                let n = if shared { feeders(*j) as f64 } else { 1.0 };
+                                per[i] = per[i].min(free(*j) / n / wj);
                             }
                         }
                     }
                 }
             }
         }
-        if selectivity > 0.0 {
-            pooled /= selectivity;
-            per.iter_mut().for_each(|x| *x /= selectivity);
-        } else {
-            pooled = f64::INFINITY;
-            per.iter_mut().for_each(|x| *x = f64::INFINITY);
-        }
-        (pooled, per)
+        per.iter_mut().for_each(|x| *x /= selectivity);
+        pooled / selectivity
     }
 
     fn process_vertex(&mut self, v: usize, tick_s: f64) {
@@ -764,201 +806,196 @@ impl Simulation {
         let p = self.vertices[v].subtasks.len();
         if self.vertices[v].finished {
             for s in &mut self.vertices[v].subtasks {
-                (
-                    s.busy_ms,
-                    s.backpressured_ms,
-                    s.idle_ms,
-                    s.records_in,
-                    s.records_out,
-                ) = (0.0, 0.0, 1000.0, 0, 0);
+                (s.busy_ms, s.backpressured_ms, s.idle_ms) = (0.0, 0.0, 1000.0);
+                (s.records_in, s.records_out) = (0, 0);
             }
             return;
         }
-        let (pooled, per) = self.output_allowance(v);
-        let active = self.vertices[v]
+        let mut sc = std::mem::take(&mut self.scratch);
+        let pooled = self.output_allowance(v, &mut sc.per);
+        let vertex = &mut self.vertices[v];
+        let active = vertex
             .subtasks
             .iter()
             .filter(|s| !s.partitions.is_empty())
             .count()
             .max(1);
-        let limit = self.vertices[v]
-            .rate_limit
-            .map(|l| l * tick_s / active as f64);
+        let limit = vertex.rate_limit.map(|l| l * tick_s / active as f64);
+        let cap_tick = capacity * tick_s;
 
         // What each subtask could take: its input, its capacity and, for sources, the rate limit.
-        let mut demand = vec![0u64; p];
-        let mut cap_tick = vec![0.0; p];
-        let vertex = &self.vertices[v];
-        let available: Vec<u64> = vertex
-            .subtasks
-            .iter()
-            .map(|s| {
-                if is_source {
-                    s.partitions
-                        .iter()
-                        .map(|&k| vertex.partitions[k].pending)
-                        .sum()
-                } else {
-                    s.queues.iter().map(Queue::records).sum()
-                }
-            })
-            .collect();
-        for (i, s) in self.vertices[v].subtasks.iter_mut().enumerate() {
-            let available = available[i];
-            let budget = capacity * tick_s + s.capacity_carry;
-            cap_tick[i] = capacity * tick_s;
-            let mut d = available.min(budget.floor() as u64);
+        sc.demand.clear();
+        for s in &vertex.subtasks {
+            let available: u64 = if is_source {
+                s.partitions
+                    .iter()
+                    .map(|&k| vertex.partitions[k].pending)
+                    .sum()
+            } else {
+                s.queues.iter().map(Queue::records).sum()
+            };
+            let mut d = available.min(floor_u64(cap_tick + s.capacity_carry));
             if let (true, Some(l)) = (is_source, limit) {
-                d = d.min((l + s.limit_carry).floor() as u64);
+                d = d.min(floor_u64(l + s.limit_carry));
             }
-            demand[i] = d;
+            sc.demand.push(d);
         }
-        let total: u64 = demand.iter().sum();
-        let mut grant = demand.clone();
+        let total: u64 = sc.demand.iter().sum();
+        sc.grant.clear();
+        sc.grant.extend_from_slice(&sc.demand);
         if (total as f64) > pooled {
-            apportion(
-                pooled.floor() as u64,
-                &demand.iter().map(|&d| d as f64).collect::<Vec<_>>(),
-                offset,
-                &mut grant,
-            );
+            sc.weights.clear();
+            sc.weights.extend(sc.demand.iter().map(|&d| d as f64));
+            apportion(pooled as u64, &sc.weights, offset, &mut sc.grant);
         }
         for i in 0..p {
-            grant[i] = grant[i].min(demand[i]).min(per[i].floor().max(0.0) as u64);
+            sc.grant[i] = sc.grant[i].min(sc.demand[i]).min(sc.per[i].max(0.0) as u64);
         }
 
         // Take the granted records and account for the time they cost.
-        let mut out = vec![0u64; p];
+        sc.out.clear();
+        let mut processed = 0u64;
         for i in 0..p {
-            let g = grant[i];
+            let g = sc.grant[i];
+            let s = &mut vertex.subtasks[i];
             if is_source {
-                let parts_idx = self.vertices[v].subtasks[i].partitions.clone();
-                let pend: Vec<f64> = parts_idx
-                    .iter()
-                    .map(|&k| self.vertices[v].partitions[k].pending as f64)
-                    .collect();
-                let mut take = vec![0u64; pend.len()];
-                apportion(g, &pend, offset, &mut take);
-                for (k, t) in parts_idx.iter().zip(take) {
-                    self.vertices[v].partitions[*k].pending -= t;
+                if s.partitions.len() == 1 {
+                    vertex.partitions[s.partitions[0]].pending -= g;
+                } else if g > 0 {
+                    sc.weights.clear();
+                    sc.weights.extend(
+                        s.partitions
+                            .iter()
+                            .map(|&k| vertex.partitions[k].pending as f64),
+                    );
+                    sc.take.resize(sc.weights.len(), 0);
+                    apportion(g, &sc.weights, offset, &mut sc.take);
+                    for (k, t) in s.partitions.iter().zip(&sc.take) {
+                        let p = &mut vertex.partitions[*k].pending;
+                        *p = p.saturating_sub(*t);
+                    }
                 }
+            } else if s.queues.len() == 1 {
+                let popped = s.queues[0].pop(g);
+                s.markers[0] += popped.markers;
+                s.ended[0] |= popped.end;
             } else {
-                let s = &mut self.vertices[v].subtasks[i];
-                let sizes: Vec<f64> = s.queues.iter().map(|q| q.records() as f64).collect();
-                let mut take = vec![0u64; sizes.len()];
-                apportion(g, &sizes, offset, &mut take);
-                for (slot, t) in take.into_iter().enumerate() {
-                    let popped = s.queues[slot].pop(t);
+                sc.weights.clear();
+                sc.weights
+                    .extend(s.queues.iter().map(|q| q.records() as f64));
+                sc.take.resize(sc.weights.len(), 0);
+                apportion(g, &sc.weights, offset, &mut sc.take);
+                for (slot, t) in sc.take.iter().enumerate() {
+                    let popped = s.queues[slot].pop(*t);
                     s.markers[slot] += popped.markers;
                     s.ended[slot] |= popped.end;
                 }
             }
-            let s = &mut self.vertices[v].subtasks[i];
-            let budget = cap_tick[i] + s.capacity_carry;
-            s.capacity_carry = if g == budget.floor() as u64 {
-                budget - budget.floor()
+            let gf = to_f64(g);
+            let budget = cap_tick + s.capacity_carry;
+            s.capacity_carry = if g == floor_u64(budget) {
+                budget - gf
             } else {
                 0.0
             };
             if let Some(l) = limit {
                 let lb = l + s.limit_carry;
-                s.limit_carry = if g == lb.floor() as u64 {
-                    lb - lb.floor()
-                } else {
-                    0.0
-                };
+                s.limit_carry = if g == floor_u64(lb) { lb - gf } else { 0.0 };
             }
-            let exact = g as f64 * selectivity + s.out_carry;
-            out[i] = exact.floor() as u64;
-            s.out_carry = exact - out[i] as f64;
-            let busy = if cap_tick[i] > 0.0 {
-                (g as f64 / cap_tick[i] * 1000.0).min(1000.0)
+            let exact = gf * selectivity + s.out_carry;
+            let o = floor_u64(exact);
+            s.out_carry = exact - to_f64(o);
+            sc.out.push(o);
+            let busy = if cap_tick > 0.0 {
+                (gf / cap_tick * 1000.0).min(1000.0)
             } else {
                 0.0
             };
             let rest = 1000.0 - busy;
             s.busy_ms = busy;
-            (s.backpressured_ms, s.idle_ms) = if g < demand[i] {
+            (s.backpressured_ms, s.idle_ms) = if g < sc.demand[i] {
                 (rest, 0.0)
             } else {
                 (0.0, rest)
             };
             s.records_in = g;
+            s.records_out = o;
             s.cum_in += g;
+            s.cum_out += o;
             s.cum_busy_ms += busy * tick_s;
+            processed += g;
         }
-        let processed: u64 = grant.iter().sum();
-        let spec = &self.spec.vertices[v];
-        self.vertices[v].state_bytes += processed as f64 * spec.state_bytes_per_record;
-        self.vertices[v].total_in += processed;
+        vertex.state_bytes += processed as f64 * spec.state_bytes_per_record;
+        vertex.total_in += processed;
+        let emitted: u64 = sc.out.iter().sum();
+        vertex.total_out += emitted;
 
         // Split off what the feedback edges carry back, then emit the rest downstream.
-        let emitted: u64 = out.iter().sum();
-        let mut regular = out.clone();
-        if !self.vertices[v].feedback_out.is_empty() && emitted > 0 {
-            let fraction: f64 = self.vertices[v]
+        sc.regular.clear();
+        sc.regular.extend_from_slice(&sc.out);
+        if !vertex.feedback_out.is_empty() && emitted > 0 {
+            let fraction: f64 = vertex
                 .feedback_out
                 .iter()
                 .map(|f| f.2)
                 .sum::<f64>()
                 .min(1.0);
-            let exact = emitted as f64 * fraction + self.vertices[v].feedback_carry;
-            let back = exact.floor() as u64;
-            self.vertices[v].feedback_carry = exact - back as f64;
-            let fb = self.vertices[v].feedback_out.clone();
-            let weights: Vec<f64> = fb.iter().map(|f| f.2).collect();
-            let mut parts = vec![0u64; fb.len()];
-            apportion(back, &weights, offset, &mut parts);
-            for ((it, tail, _), n) in fb.iter().zip(parts) {
-                self.iterations[*it].queues[*tail].push_records(n);
+            let exact = emitted as f64 * fraction + vertex.feedback_carry;
+            let back = exact as u64;
+            vertex.feedback_carry = exact - back as f64;
+            sc.weights.clear();
+            sc.weights.extend(vertex.feedback_out.iter().map(|f| f.2));
+            sc.take.resize(sc.weights.len(), 0);
+            apportion(back, &sc.weights, offset, &mut sc.take);
+            for ((it, tail, _), n) in vertex.feedback_out.iter().zip(&sc.take) {
+                self.iterations[*it].queues[*tail].push_records(*n);
             }
-            let outs: Vec<f64> = out.iter().map(|&o| o as f64).collect();
-            let mut taken = vec![0u64; p];
-            apportion(back, &outs, offset, &mut taken);
+            sc.weights.clear();
+            sc.weights.extend(sc.out.iter().map(|&o| o as f64));
+            sc.take.resize(p, 0);
+            apportion(back, &sc.weights, offset, &mut sc.take);
             for i in 0..p {
-                regular[i] -= taken[i].min(regular[i]);
+                sc.regular[i] -= sc.take[i].min(sc.regular[i]);
             }
         }
-        for (i, s) in self.vertices[v].subtasks.iter_mut().enumerate() {
-            s.records_out = out[i];
-            s.cum_out += out[i];
-        }
-        self.vertices[v].total_out += emitted;
-        self.emit_records(v, &regular);
+        self.emit_records(v, &mut sc);
+        self.scratch = sc;
         self.after_processing(v);
     }
 
-    fn emit_records(&mut self, v: usize, out: &[u64]) {
+    /// Pushes `sc.regular` (records emitted per subtask) into every output edge's queues.
+    fn emit_records(&mut self, v: usize, sc: &mut Scratch) {
         let offset = self.tick as usize;
-        let pooled: u64 = out.iter().sum();
-        for &e in &self.vertices[v].outputs.clone() {
-            let (to, slot) = (self.edges[e].to, self.edges[e].slot);
+        let pooled: u64 = sc.regular.iter().sum();
+        for k in 0..self.vertices[v].outputs.len() {
+            let e = self.vertices[v].outputs[k];
+            let edge = &self.edges[e];
+            let (to, slot) = (edge.to, edge.slot);
             let q = self.vertices[to].subtasks.len();
-            let mut parts = vec![0u64; q];
-            match &self.edges[e].route {
-                Route::Shared(w) => {
-                    apportion(pooled, w, offset, &mut parts);
-                }
-                Route::Broadcast => parts.iter_mut().for_each(|x| *x = pooled),
+            sc.parts.clear();
+            sc.parts.resize(q, 0);
+            match &edge.route {
+                Route::Shared(w) => apportion(pooled, w, offset, &mut sc.parts),
+                Route::Broadcast => sc.parts.iter_mut().for_each(|x| *x = pooled),
                 Route::Pointwise(lists) => {
-                    let mut part = Vec::new();
                     for (i, list) in lists.iter().enumerate() {
-                        let weights: Vec<f64> = list.iter().map(|(_, w)| *w).collect();
-                        part.resize(list.len(), 0);
-                        apportion(
-                            out.get(i).copied().unwrap_or(0),
-                            &weights,
-                            offset,
-                            &mut part,
-                        );
-                        for ((j, _), n) in list.iter().zip(&part) {
-                            parts[*j] += n;
+                        let n = sc.regular.get(i).copied().unwrap_or(0);
+                        if let [(j, _)] = list.as_slice() {
+                            sc.parts[*j] += n;
+                            continue;
+                        }
+                        sc.weights.clear();
+                        sc.weights.extend(list.iter().map(|(_, w)| *w));
+                        sc.take.resize(list.len(), 0);
+                        apportion(n, &sc.weights, offset, &mut sc.take);
+                        for ((j, _), n) in list.iter().zip(&sc.take) {
+                            sc.parts[*j] += n;
                         }
                     }
                 }
             }
-            for (s, n) in self.vertices[to].subtasks.iter_mut().zip(parts) {
-                s.queues[slot].push_records(n);
+            for (s, n) in self.vertices[to].subtasks.iter_mut().zip(&sc.parts) {
+                s.queues[slot].push_records(*n);
             }
         }
     }
@@ -1016,6 +1053,10 @@ impl Simulation {
             self.broadcast(v, Token::End);
             return;
         }
+        if self.iterations.is_empty() {
+            // Markers only start at iteration heads: without iterations there are none.
+            return;
+        }
         let mut emit = 0;
         let head = vertex.head_of.is_some();
         let mut emitted = vertex.markers_emitted;
@@ -1033,20 +1074,18 @@ impl Simulation {
             emit += 1;
             emitted += 1;
         }
-        let open: Vec<usize> = (0..n_inputs).filter(|&slot| !ended(slot)).collect();
-        if !open.is_empty() {
-            let received = open
-                .iter()
-                .map(|&slot| {
-                    vertex
-                        .subtasks
-                        .iter()
-                        .map(|s| s.markers[slot])
-                        .min()
-                        .unwrap_or(0)
-                })
-                .min()
-                .unwrap_or(0);
+        let received = (0..n_inputs)
+            .filter(|&slot| !ended(slot))
+            .map(|slot| {
+                vertex
+                    .subtasks
+                    .iter()
+                    .map(|s| s.markers[slot])
+                    .min()
+                    .unwrap_or(0)
+            })
+            .min();
+        if let Some(received) = received {
             let extra = u64::from(!head);
             while received >= emitted + extra {
                 emit += 1;
@@ -1080,10 +1119,17 @@ impl Simulation {
                 limits.push(state.rate_limit);
                 read += state.subtasks.iter().map(|s| s.records_in).sum::<u64>();
             }
-            let loads: Vec<f64> = state.subtasks.iter().map(|s| s.records_in as f64).collect();
-            let n = loads.len().max(1) as f64;
-            let sum: f64 = loads.iter().sum();
-            let max = loads.iter().copied().fold(0.0, f64::max);
+            let n = state.subtasks.len().max(1) as f64;
+            let sum = state
+                .subtasks
+                .iter()
+                .map(|s| s.records_in as f64)
+                .sum::<f64>();
+            let max = state
+                .subtasks
+                .iter()
+                .map(|s| s.records_in as f64)
+                .fold(0.0, f64::max);
             vertices.push(VertexRow {
                 parallelism: state.parallelism,
                 busy_max: state.subtasks.iter().map(|s| s.busy_ms).fold(0.0, f64::max),
@@ -1110,5 +1156,11 @@ impl Simulation {
             vertices,
             events: std::mem::take(&mut self.events),
         });
+        if let Some(limit) = self.timeline_limit {
+            if timeline.rows.len() >= 2 * limit {
+                let excess = timeline.rows.len() - limit;
+                timeline.rows.drain(..excess);
+            }
+        }
     }
 }

@@ -147,6 +147,9 @@ impl Summary {
     }
 }
 
+/// Formats one metric of a summary for the comparison table.
+type Cell = Box<dyn Fn(&Summary) -> String>;
+
 /// The summaries of several runs (one per mode) side by side, one metric per line.
 pub fn render_comparison_table(summaries: &[(String, Summary)]) -> String {
     let fmt_conv = |s: &Summary| {
@@ -159,7 +162,7 @@ pub fn render_comparison_table(summaries: &[(String, Summary)]) -> String {
             .collect::<Vec<_>>()
             .join(" ")
     };
-    let metrics: Vec<(&str, Box<dyn Fn(&Summary) -> String>)> = vec![
+    let metrics: Vec<(&str, Cell)> = vec![
         (
             "records processed",
             Box::new(|s| s.records_processed.to_string()),
