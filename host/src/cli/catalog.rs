@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::alignment::ModeCatalog;
-use crate::plugins::{ModeRegistry, PluginStatus};
+use crate::plugins::ModeRegistry;
 
 /// The plugins directory: `--plugins`, else the fleet's, else `plugins/` in the working directory.
 pub fn plugins_dir(flag: Option<&Path>, from_fleet: Option<&Path>) -> PathBuf {
@@ -12,18 +12,9 @@ pub fn plugins_dir(flag: Option<&Path>, from_fleet: Option<&Path>) -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("plugins"))
 }
 
-/// The modes linked into the binary and those of the loadable plugins in `dir`; each refused
-/// file is reported on stderr and the others are used.
+/// The modes linked into the binary and those of the loadable plugins in `dir`. Each refused
+/// file is logged as a warning by discovery, and the others are used.
 pub fn load_catalog(dir: &Path) -> Box<dyn ModeCatalog + Send + Sync> {
-    let (registry, reports) = ModeRegistry::discover(dir);
-    for report in reports {
-        if report.status == PluginStatus::Refused {
-            eprintln!(
-                "warning: plugin {} refused: {}",
-                report.file.display(),
-                report.reason.as_deref().unwrap_or("no reason given")
-            );
-        }
-    }
+    let (registry, _reports) = ModeRegistry::discover(dir);
     Box::new(registry)
 }

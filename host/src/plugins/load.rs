@@ -145,11 +145,15 @@ pub(super) fn discover_into(registry: &mut ModeRegistry, dir: &Path) -> Vec<Plug
                 }
                 tracing::info!(file = %file.display(), plugin = %info.plugin_name, "plugin loaded");
             }
-            Err(refusal) => {
-                tracing::warn!(file = %file.display(), reason = %refusal, "plugin refused");
-                reports[i].refuse(&refusal);
-            }
+            Err(refusal) => reports[i].refuse(&refusal),
         }
+    }
+    for report in reports.iter().filter(|r| r.status == PluginStatus::Refused) {
+        tracing::warn!(
+            file = %report.file.display(),
+            reason = report.reason.as_deref().unwrap_or_default(),
+            "plugin refused"
+        );
     }
     reports
 }

@@ -184,6 +184,31 @@ impl ModeRegistry {
     }
 }
 
+impl crate::alignment::ModeCatalog for ModeRegistry {
+    fn find(&self, id: &str) -> Option<crate::alignment::CatalogMode> {
+        self.get(id)
+            .map(|registered| crate::alignment::CatalogMode {
+                id: registered.id.clone(),
+                origin: match &registered.origin {
+                    ModeOrigin::Linked => "linked into the binary".to_string(),
+                    ModeOrigin::Plugin {
+                        file,
+                        plugin,
+                        version,
+                    } => format!("plugin {plugin} {version} ({})", file.display()),
+                },
+                mode: std::sync::Arc::clone(&registered.mode),
+            })
+    }
+
+    fn ids(&self) -> Vec<String> {
+        ModeRegistry::ids(self)
+            .into_iter()
+            .map(str::to_string)
+            .collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use flowscale_sdk::{AlignmentContext, ModeError};
@@ -227,30 +252,5 @@ mod tests {
         let (registry, reports) = ModeRegistry::discover(Path::new("/nonexistent/flowscale"));
         assert!(reports.is_empty());
         assert_eq!(registry.ids(), vec!["test-doubler"]);
-    }
-}
-
-impl crate::alignment::ModeCatalog for ModeRegistry {
-    fn find(&self, id: &str) -> Option<crate::alignment::CatalogMode> {
-        self.get(id)
-            .map(|registered| crate::alignment::CatalogMode {
-                id: registered.id.clone(),
-                origin: match &registered.origin {
-                    ModeOrigin::Linked => "linked into the binary".to_string(),
-                    ModeOrigin::Plugin {
-                        file,
-                        plugin,
-                        version,
-                    } => format!("plugin {plugin} {version} ({})", file.display()),
-                },
-                mode: std::sync::Arc::clone(&registered.mode),
-            })
-    }
-
-    fn ids(&self) -> Vec<String> {
-        ModeRegistry::ids(self)
-            .into_iter()
-            .map(str::to_string)
-            .collect()
     }
 }

@@ -1,9 +1,10 @@
 //! End-to-end tests: build what a user builds, run the `flowscale` command line as a user does.
 //!
 //! Where things go: `align` for the alignment command, `validate` for configuration checking,
-//! `plugin_loading` for the plugins directory. Shared helpers live in `harness`.
+//! `plugin_loading` for the plugins directory, `run` for `run` and `simulate`. Shared helpers live in `harness`.
 
 mod align;
 mod harness;
 mod plugin_loading;
+mod run;
 mod validate;

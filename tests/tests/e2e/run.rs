@@ -1,0 +1,201 @@
+//! `flowscale run` and `flowscale simulate` on the example jobs, with a plugin mode next to the
+//! built-in ones.
+
+use flowscale_tests::{build, plugin_file, plugins_dir};
+use serde_json::Value;
+
+use crate::harness::{Cli, repo_root};
+
+/// A plugins directory holding the two example plugins.
+fn example_plugins() -> tempfile::TempDir {
+    let profile = build(&["bucket-align", "slot-align"]);
+    let bucket = plugin_file(&profile, "bucket-align");
+    let slot = plugin_file(&profile, "slot-align");
+    plugins_dir(&[(&bucket, "libbucket_align.so"), (&slot, "libslot_align.so")])
+}
+
+fn path(p: &std::path::Path) -> String {
+    p.display().to_string()
+}
+
+#[test]
+fn the_demo_fleet_validates_with_the_example_plugins() {
+    let plugins = example_plugins();
+    let fleet = repo_root().join("examples/fleet.toml");
+    let out = Cli::new([
+        "validate",
+        "--json",
+        &path(&fleet),
+        "--plugins",
+        &path(plugins.path()),
+    ])
+    .run();
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    let report = out.json();
+    let modes: Vec<(&str, &str)> = report["jobs"]
+        .as_array()
+        .expect("jobs")
+        .iter()
+        .map(|j| {
+            (
+                j["name"].as_str().unwrap_or(""),
+                j["mode"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert!(modes.contains(&("sensors", "bucket-align")), "{modes:?}");
+    assert!(modes.contains(&("payments", "EVENLY_SPREAD")), "{modes:?}");
+
+    // Without the plugins the custom mode cannot be resolved: a located configuration error.
+    let empty = tempfile::tempdir().expect("tempdir");
+    let out = Cli::new(["validate", &path(&fleet), "--plugins", &path(empty.path())]).run();
+    assert_eq!(out.code, 1);
+    assert!(
+        out.stdout
+            .contains("fleet.toml:46: jobs[2].config.\"scaling.alignment.mode.buckets.class\""),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout
+            .contains("no loaded mode has implementation id `bucket-align`"),
+        "{}",
+        out.stdout
+    );
+}
+
+#[test]
+fn run_applies_each_jobs_mode_and_the_plugin_mode_aligns_to_buckets() {
+    let plugins = example_plugins();
+    let fleet = repo_root().join("examples/fleet.toml");
+    let out = Cli::new([
+        "run",
+        &path(&fleet),
+        "--plugins",
+        &path(plugins.path()),
+        "--json",
+        "--simulated",
+        "40min",
+    ])
+    .run();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let lines = out.json_lines();
+    let cycles: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["type"] == "cycle")
+        .map(|l| &l["data"])
+        .collect();
+    let summaries: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["type"] == "summary")
+        .map(|l| &l["data"])
+        .collect();
+    assert_eq!(summaries.len(), 6, "one summary per job");
+    // The plugin mode decided for the custom-partitioned router and its answer divides 48.
+    let router: Vec<&Value> = cycles
+        .iter()
+        .filter(|c| c["job"] == "sensors" && c["operation"].is_object())
+        .flat_map(|c| c["vertices"].as_array().into_iter().flatten())
+        .filter(|v| v["vertex"] == "route" && v["mode"] == "bucket-align")
+        .collect();
+    assert!(!router.is_empty(), "the router was scaled by bucket-align");
+    for v in &router {
+        let aligned = v["aligned"].as_u64().expect("aligned");
+        assert_eq!(
+            48 % aligned,
+            0,
+            "bucket-align answers a divisor of 48 with rule DIVISOR: {v}"
+        );
+    }
+    // Every job ran under its configured mode.
+    for (job, mode) in [
+        ("clicks", "BALANCED"),
+        ("payments", "EVENLY_SPREAD"),
+        ("sensors", "bucket-align"),
+        ("orders", "ADVANCED"),
+    ] {
+        let summary = summaries.iter().find(|s| s["job"] == job).expect("summary");
+        assert_eq!(summary["mode"], mode);
+        assert!(
+            summary["steps"].as_u64().is_some_and(|n| n > 100),
+            "{summary}"
+        );
+    }
+    // The bounded iterative job finished by itself.
+    let iterations = summaries
+        .iter()
+        .find(|s| s["job"] == "graph-iterations")
+        .expect("summary");
+    assert!(
+        iterations["summary"]["finished_at_s"].as_f64().is_some(),
+        "{iterations}"
+    );
+}
+
+#[test]
+fn run_once_steps_every_job_once() {
+    let plugins = example_plugins();
+    let fleet = repo_root().join("examples/fleet.toml");
+    let out = Cli::new([
+        "run",
+        &path(&fleet),
+        "--plugins",
+        &path(plugins.path()),
+        "--once",
+        "--json",
+    ])
+    .run();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let lines = out.json_lines();
+    let cycles = lines.iter().filter(|l| l["type"] == "cycle").count();
+    assert_eq!(cycles, 6, "{}", out.stdout);
+}
+
+#[test]
+fn simulate_compares_modes_on_one_workload_and_plots() {
+    let plugins = example_plugins();
+    let job = repo_root().join("examples/jobs/custom-buckets.toml");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let svg = dir.path().join("buckets.svg");
+    let out = Cli::new([
+        "simulate",
+        &path(&job),
+        "--compare",
+        "BALANCED,EVENLY_SPREAD,bucket-align",
+        "--set",
+        "scaling.alignment.mode.bucket-align.rule=DIVISOR",
+        "--plugins",
+        &path(plugins.path()),
+        "--duration",
+        "2h",
+        "--plot",
+        &path(&svg),
+        "--json",
+    ])
+    .run();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let result = out.json();
+    let runs = result["runs"].as_array().expect("runs");
+    let modes: Vec<&str> = runs
+        .iter()
+        .map(|r| r["mode"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(modes, ["BALANCED", "EVENLY_SPREAD", "bucket-align"]);
+    let skew = |mode: &str| {
+        runs.iter()
+            .find(|r| r["mode"] == mode)
+            .and_then(|r| r["summary"]["skew"].as_f64())
+            .expect("skew")
+    };
+    // Aligning the router to the 48 buckets removes the skew the built-ins leave.
+    assert!(skew("bucket-align") < skew("BALANCED"), "{result}");
+    let chart = std::fs::read_to_string(&svg).expect("the chart was written");
+    assert!(
+        chart.starts_with("<svg") || chart.starts_with("<?xml"),
+        "{}",
+        &chart[..80.min(chart.len())]
+    );
+    for mode in modes {
+        assert!(chart.contains(mode), "the chart names {mode}");
+    }
+}
