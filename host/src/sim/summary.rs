@@ -152,15 +152,27 @@ type Cell = Box<dyn Fn(&Summary) -> String>;
 
 /// The summaries of several runs (one per mode) side by side, one metric per line.
 pub fn render_comparison_table(summaries: &[(String, Summary)]) -> String {
+    // A few load changes are listed one by one; many (a diurnal day) are condensed so that
+    // the table stays readable: the median time to converge and how often it never did.
     let fmt_conv = |s: &Summary| {
         if s.convergence.is_empty() {
             return "-".to_string();
         }
-        s.convergence
-            .iter()
-            .map(|(_, c)| c.map_or("never".to_string(), |c| format!("{c:.0}s")))
-            .collect::<Vec<_>>()
-            .join(" ")
+        if s.convergence.len() <= 4 {
+            return s
+                .convergence
+                .iter()
+                .map(|(_, c)| c.map_or("never".to_string(), |c| format!("{c:.0}s")))
+                .collect::<Vec<_>>()
+                .join(" ");
+        }
+        let mut settled: Vec<f64> = s.convergence.iter().filter_map(|(_, c)| *c).collect();
+        settled.sort_by(f64::total_cmp);
+        let never = s.convergence.len() - settled.len();
+        let median = settled
+            .get(settled.len() / 2)
+            .map_or("-".to_string(), |m| format!("{m:.0}s"));
+        format!("{} changes, median {median}, {never} never", s.convergence.len())
     };
     let metrics: Vec<(&str, Cell)> = vec![
         (
