@@ -172,7 +172,10 @@ pub fn render_comparison_table(summaries: &[(String, Summary)]) -> String {
         let median = settled
             .get(settled.len() / 2)
             .map_or("-".to_string(), |m| format!("{m:.0}s"));
-        format!("{} changes, median {median}, {never} never", s.convergence.len())
+        format!(
+            "{} changes, median {median}, {never} never",
+            s.convergence.len()
+        )
     };
     let metrics: Vec<(&str, Cell)> = vec![
         (

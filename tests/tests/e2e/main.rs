@@ -6,5 +6,6 @@
 mod align;
 mod harness;
 mod plugin_loading;
+mod readme;
 mod run;
 mod validate;
