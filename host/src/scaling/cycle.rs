@@ -111,6 +111,11 @@ impl CycleOutcome {
         }
     }
 
+    /// The outcome of a cycle whose job could not be observed.
+    pub fn not_observed() -> CycleOutcome {
+        CycleOutcome::new(CycleStage::NotReady("the job could not be observed".into()))
+    }
+
     /// True when a scaling operation was decided (the anchor's `scalings` counter).
     pub fn scaled(&self) -> bool {
         self.stage == CycleStage::Scaled

@@ -704,4 +704,19 @@ mod tests {
             400.0
         );
     }
+
+    #[test]
+    fn backlog_threshold_is_the_default_five_minutes_anchor_note_10_12() {
+        let opts = AutoscalerOptions::default();
+        for (lag, expected) in [(37_500.0, true), (27_000.0, false)] {
+            let base = Job::new().vertex("s", 1, 128);
+            let mut j0 = base.clone();
+            j0.source("s", 500.0, 0.0, lag, 100.0);
+            let mut j1 = base.clone();
+            j1.source("s", 500.0, 100.0, lag, 100.0);
+            // 375 s and 270 s of input at 100 records/s.
+            let (e, _) = evaluate_two_samples(&j0, &j1, &opts);
+            assert_eq!(e.backlog, expected, "lag {lag}");
+        }
+    }
 }

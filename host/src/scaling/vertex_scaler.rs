@@ -690,4 +690,34 @@ mod tests {
         let out = f.run(&vertex(4, 128), 500.0, 700.0, Some(&history), &mut d, 0);
         assert_eq!(out.target, Some(12));
     }
+
+    #[test]
+    fn plain_ceil_without_alignment_anchor_note_10_3() {
+        // A REBALANCE input and no partitions: BALANCED does not apply, 3.33 rounds up to 4.
+        let f = Fixture::new(no_delay());
+        let mut v = vertex(1, 720);
+        v.inputs = vec![(0, ShipStrategy::Rebalance)];
+        let mut d = DelayedScaleDown::default();
+        // capacity 700 / 0.7 = 1000, TPR 300 -> factor 3.333.
+        let mut m = metrics(300.0, 700.0, &f.opts);
+        let out = compute_scale_target(&f.ctx(&BalancedAligner, 0), &v, &mut m, None, &mut d);
+        assert_eq!(out.target, Some(4));
+        assert_eq!(out.aligned, Some(4));
+    }
+
+    #[test]
+    fn hash_input_is_aligned_source_without_partitions_is_not_anchor_note_10_2() {
+        let f = Fixture::new(no_delay());
+        let mut d = DelayedScaleDown::default();
+        // 1 -> 7 with 128 key groups: the HASH-input vertex becomes 8, a source stays 7.
+        let mut m = metrics(1000.0, 4900.0, &f.opts);
+        let sink = vertex(1, 128);
+        let out = compute_scale_target(&f.ctx(&BalancedAligner, 0), &sink, &mut m, None, &mut d);
+        assert_eq!((out.target, out.aligned), (Some(7), Some(8)));
+        let mut source = vertex(1, 128);
+        source.inputs.clear();
+        let mut m = metrics(1000.0, 4900.0, &f.opts);
+        let out = compute_scale_target(&f.ctx(&BalancedAligner, 0), &source, &mut m, None, &mut d);
+        assert_eq!((out.target, out.aligned), (Some(7), Some(7)));
+    }
 }
