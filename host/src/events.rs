@@ -2,10 +2,10 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Why an event was recorded.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum EventReason {
     /// A scaling operation was executed (or, in advisor mode, recommended).
     ScalingReport,
@@ -48,7 +48,7 @@ impl EventReason {
 }
 
 /// Normal or Warning, as Kubernetes events.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Severity {
     /// Informational.
     Normal,
@@ -57,7 +57,7 @@ pub enum Severity {
 }
 
 /// One event.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Event {
     /// Why.
     pub reason: EventReason,
@@ -72,6 +72,7 @@ pub struct Event {
     /// The parallelism that was applied instead, if any.
     pub actual: Option<u32>,
     /// Further numbers (e.g. `N`, `upper_bound`, `lower` of a SCALING_LIMITED event).
+    #[serde(default)]
     pub details: BTreeMap<String, i64>,
     /// A message a person can act on.
     pub message: String,

@@ -12,8 +12,14 @@
 //! This library is the host binary's implementation; only `flowscale-sdk` is a stable API.
 
 pub mod alignment;
+pub mod backpressure;
 pub mod cli;
 pub mod config;
 pub mod engine;
 pub mod events;
+pub mod plan;
+pub mod plugins;
+pub mod runner;
 pub mod scaling;
+pub mod sim;
+pub mod state;

@@ -8,6 +8,53 @@
 //!   parallelism, partitions, key groups, limits, input ship strategies, the vertex's evaluated
 //!   metrics, the job graph and the mode's [`ModeParams`].
 //! * [`ShipStrategy`] is the fixed set of input ship strategies.
+//! * [`export_plugin!`] turns a crate into a plugin `cdylib` the host can load; [`abi`] is what
+//!   it expands to and what the host probes.
+//!
+//! # Writing a plugin
+//!
+//! Implement [`AlignmentMode`] as usual and export it once, at the crate root of a
+//! `crate-type = ["cdylib"]` crate that depends on this one (no `abi_stable` dependency needed):
+//!
+//! ```ignore
+//! flowscale_sdk::export_plugin! {
+//!     name: "my-plugin",
+//!     version: env!("CARGO_PKG_VERSION"),
+//!     modes: [("my-mode", "what it does, in one line", MyMode::default)],
+//! }
+//! ```
+//!
+//! Every call into the plugin is wrapped in `catch_unwind`: a panic becomes an error the host
+//! reports, not a crash. That needs `panic = "unwind"` (the default); a plugin built with
+//! `panic = "abort"` is refused when it is loaded. Log with [`tracing`] (re-exported here):
+//! once loaded, the plugin's records are forwarded to the host's log, and so are its panics.
+//!
+//! # Compatibility
+//!
+//! A plugin is loaded only by a host built against the same SDK series: the same `0.y` while
+//! the major version is 0 (the same major version from 1.0 on). The host checks this from the
+//! plugin's manifest before anything else, and abi_stable checks the layout of every type that
+//! crosses the boundary on top of that. Within a series, releases follow these rules so that
+//! built plugins keep loading:
+//!
+//! * The context only grows. It crosses the boundary as an append-only table of accessors that
+//!   starts with its own size ([`abi::ContextVTable`]); a new piece of context is a new
+//!   accessor appended at the end, and plugin-side code reads it only when the host's table is
+//!   long enough (defaulting otherwise). So a newer host lends its context to older plugins,
+//!   and a newer plugin runs in an older host with defaults for what that host cannot tell.
+//!   Existing accessors and the records they return never change.
+//! * Ship strategies cross as a tag and a bucket count; a tag unknown to the reader reads as
+//!   [`ShipStrategy::Unknown`].
+//! * What the plugin implements (the mode object [`abi::FfiMode`] and the root module
+//!   [`abi::PluginRoot`]) is layout-checked by abi_stable, which refuses a plugin whose copy has
+//!   FEWER methods or fields than the host's. It therefore never changes within a series: a
+//!   new capability a plugin must provide starts a new series (`0.y+1`), and the host refuses
+//!   older plugins with a message saying to rebuild them.
+//! * Error kinds are integers ([`abi::FfiErrorKind`]), so new kinds are additions, not layout
+//!   changes.
+//!
+//! The manifest ([`abi::PluginManifest`]) has its own format number behind a fixed magic, so a
+//! host can always tell "not a plugin" from "a plugin of another format".
 //!
 //! ```
 //! use flowscale_sdk::{AlignmentContext, AlignmentMode, ModeError};
@@ -28,6 +75,7 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod abi;
 mod context;
 mod mode;
 mod params;
@@ -40,3 +88,13 @@ pub use crate::context::{
 pub use crate::mode::{AlignmentMode, ModeError};
 pub use crate::params::{MODE_KEY, ModeParams, ParamError};
 pub use crate::ship::ShipStrategy;
+
+/// The version of this SDK, as recorded in every plugin's manifest.
+pub const SDK_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// Re-exported so that [`export_plugin!`] works without a direct `abi_stable` dependency.
+#[doc(hidden)]
+pub use abi_stable;
+
+/// Re-exported so that plugins can log with the same `tracing` the SDK forwards to the host.
+pub use tracing;

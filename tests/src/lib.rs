@@ -1,2 +1,81 @@
-//! Helpers shared by the end-to-end tests in `tests/e2e`: they drive the `flowscale` binary the
-//! way a user does.
+//! Helpers shared by the end-to-end tests in `tests/e2e` (and the host's plugin tests): they
+//! build what a user would build and drive the `flowscale` binary the way a user does.
+//!
+//! Plugins are `cdylib`s that no test binary links, so `cargo test -p ...` alone would not
+//! build them: [`build`] runs `cargo build` for the packages a test needs, into the same target
+//! directory and profile as the running test, so the tests work from a clean clone whether the
+//! whole workspace is being tested or a single package.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Mutex;
+
+/// Serialises the builds of the tests of one process (cargo would only wait on its lock).
+static BUILD: Mutex<()> = Mutex::new(());
+
+/// `target/<profile>` of the running test binary (which lives in `target/<profile>/deps`).
+pub fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test binary has a path");
+    let deps = exe.parent().expect("the test binary is in a directory");
+    let dir = if deps.file_name().is_some_and(|n| n == "deps") {
+        deps.parent().expect("deps has a parent")
+    } else {
+        deps
+    };
+    dir.to_path_buf()
+}
+
+/// The workspace root.
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ is inside the workspace")
+        .to_path_buf()
+}
+
+/// Builds `packages` (all their targets of kind lib and bin) with the running test's target
+/// directory and profile; panics with cargo's output if the build fails.
+pub fn build(packages: &[&str]) -> PathBuf {
+    let _guard = BUILD.lock().unwrap_or_else(|e| e.into_inner());
+    let profile_dir = profile_dir();
+    let target_dir = profile_dir.parent().expect("target/<profile> has a parent");
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.current_dir(workspace_root())
+        .arg("build")
+        .arg("--quiet")
+        .env("CARGO_TARGET_DIR", target_dir);
+    if profile_dir.file_name().is_some_and(|n| n == "release") {
+        cmd.arg("--release");
+    }
+    for package in packages {
+        cmd.args(["-p", package]);
+    }
+    let output = cmd.output().expect("cargo runs");
+    assert!(
+        output.status.success(),
+        "cargo build {packages:?} failed:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    profile_dir
+}
+
+/// The plugin file cargo produces for `package` in `profile_dir` (`lib<name>.so` on Linux).
+pub fn plugin_file(profile_dir: &Path, package: &str) -> PathBuf {
+    profile_dir.join(format!(
+        "{}{}{}",
+        std::env::consts::DLL_PREFIX,
+        package.replace('-', "_"),
+        std::env::consts::DLL_SUFFIX
+    ))
+}
+
+/// A fresh plugins directory (mode 0700) holding copies of the given plugin files, each under
+/// its own file name.
+pub fn plugins_dir(files: &[(&Path, &str)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    for (source, name) in files {
+        std::fs::copy(source, dir.path().join(name)).expect("the plugin file is copied");
+    }
+    dir
+}

@@ -1,5 +1,29 @@
 //! Parallelism alignment: built-in, legacy and ADVANCED modes, per-job resolution, the guard.
+//!
+//! A job resolves its mode once from its configuration ([`JobAlignment::resolve`]); the scaling
+//! pipeline then calls [`Aligner::align`] for each vertex whose target differs from its current
+//! parallelism. Built-in modes are bounded by construction; custom modes go through the guard.
 
+mod advanced;
+mod builtin;
+mod catalog;
+mod decision;
+mod guard;
+mod inputs;
+mod job;
+mod legacy;
 mod outcome;
+mod resolve;
+pub mod search;
 
+pub use advanced::{AdvancedError, AdvancedSpec, Fallback, Region, Step};
+pub use builtin::BuiltIn;
+pub use catalog::{CatalogMode, ModeCatalog, NoCustomModes, StaticCatalog};
+pub use job::JobAlignment;
+pub use legacy::{LEGACY_VALUES, Legacy};
 pub use outcome::{AlignOutcome, Aligner};
+pub use resolve::{LEGACY_KEY, RESERVED_NAMES, ResolveError, Selection, mode_params};
+pub use search::Rule;
+
+#[cfg(test)]
+mod tests;

@@ -1,8 +1,68 @@
-//! The command line.
+//! The command line: `run`, `simulate`, `align`, `plugins`, `validate`.
+//!
+//! Human output by default, `--json` for machines. Diagnostics go to stderr; stdout carries
+//! only the answer, so it stays parseable when there are warnings.
+
+mod align;
+mod catalog;
+pub mod exit_codes;
+pub mod plugins;
+mod validate;
 
 use std::process::ExitCode;
 
-/// Runs the `flowscale` command line.
-pub fn main_impl() -> ExitCode {
-    ExitCode::SUCCESS
+use clap::{Parser, Subcommand};
+
+/// flowscale: an autoscaler for stream-processing jobs with pluggable parallelism alignment.
+#[derive(Debug, Parser)]
+#[command(name = "flowscale", version, about, long_about = None)]
+pub struct App {
+    #[command(subcommand)]
+    command: Command,
 }
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Align one vertex's target parallelism (or a batch of JSON lines) and explain why.
+    Align(align::AlignArgs),
+    /// List the plugin files of the plugins directory, their modes, and why any was refused.
+    Plugins(plugins::PluginsArgs),
+    /// Check a fleet configuration and report every problem with file, line and key.
+    Validate(validate::ValidateArgs),
+}
+
+/// Runs the command line; what `main` calls.
+pub fn main_impl() -> ExitCode {
+    init_tracing();
+    let app = match App::try_parse() {
+        Ok(app) => app,
+        Err(err) => {
+            let _ = err.print();
+            return ExitCode::from(if err.use_stderr() {
+                exit_codes::USAGE
+            } else {
+                exit_codes::OK
+            });
+        }
+    };
+    let code = match app.command {
+        Command::Align(args) => align::exec(args),
+        Command::Plugins(args) => plugins::exec(args),
+        Command::Validate(args) => validate::exec(args),
+    };
+    ExitCode::from(code)
+}
+
+/// Logs go to stderr, filtered by `FLOWSCALE_LOG` (e.g. `FLOWSCALE_LOG=flowscale=debug`).
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("FLOWSCALE_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
+}
+
+#[cfg(test)]
+mod tests;

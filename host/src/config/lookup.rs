@@ -12,11 +12,21 @@ use super::duration::parse_duration;
 pub trait ConfigLookup {
     /// The raw value of a canonical key, if set.
     fn get(&self, key: &str) -> Option<&str>;
+
+    /// Every `(key, value)` whose canonical key starts with `prefix`, sorted by key.
+    fn with_prefix(&self, prefix: &str) -> Vec<(String, String)>;
 }
 
 impl ConfigLookup for BTreeMap<String, String> {
     fn get(&self, key: &str) -> Option<&str> {
         BTreeMap::get(self, key).map(String::as_str)
+    }
+
+    fn with_prefix(&self, prefix: &str) -> Vec<(String, String)> {
+        self.range(prefix.to_string()..)
+            .take_while(|(k, _)| k.starts_with(prefix))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
     }
 }
 

@@ -1,7 +1,25 @@
-//! Reading fleet and job configuration.
+//! Reading fleet and job configuration: the TOML fleet file, flat Flink-style keys with their
+//! prefixes and aliases, typed reads, and located diagnostics.
 
+mod closest;
 mod duration;
+mod errors;
+mod fleet;
+mod job;
+mod keys;
+mod known;
 mod lookup;
 
+pub use closest::closest;
 pub use duration::{format_duration, parse_duration};
+pub use errors::{ConfigErrors, Diagnostic};
+pub use fleet::{
+    DEFAULT_INTERVAL, EngineSpec, FleetConfig, HostSettings, JobSpec, load_fleet, parse_fleet,
+};
+pub use job::{JobConfig, Origin};
+pub use keys::{CanonicalKey, canonical_key};
+pub use known::{KNOWN_KEYS, unknown_key_warning};
+
+/// The key whose location stands in for a mode parameter that was not written.
+pub const MODE_KEY_FOR_LOCATION: &str = flowscale_sdk::MODE_KEY;
 pub use lookup::{ConfigLookup, ConfigLookupExt, OptionError};

@@ -1,4 +1,4 @@
-//! The decision pipeline: metric window, evaluation, vertex targets, execution.
+//! The decision pipeline: metric window, evaluation, vertex targets, execution with cooldown.
 //!
 //! One [`run_cycle`] per job and interval reproduces the Flink autoscaler's decision (see
 //! `shared/reference/flink-autoscaler.md`): it stores a sample of the job's metrics in the
@@ -14,6 +14,7 @@
 //! Not implemented: memory tuning, resource/quota checks, custom evaluators and custom scaling
 //! executors, cron expressions in `excluded.periods`.
 
+pub mod cooldown;
 mod cycle;
 mod delayed_scale_down;
 mod error;

@@ -1,0 +1,117 @@
+package flowscale.testjob;
+
+import java.util.concurrent.locks.LockSupport;
+
+import org.apache.flink.api.common.eventtime.WatermarkStrategy;
+import org.apache.flink.api.common.functions.OpenContext;
+import org.apache.flink.api.common.functions.RichMapFunction;
+import org.apache.flink.api.common.state.ValueState;
+import org.apache.flink.api.common.state.ValueStateDescriptor;
+import org.apache.flink.api.common.typeinfo.Types;
+import org.apache.flink.api.connector.source.util.ratelimit.RateLimiterStrategy;
+import org.apache.flink.connector.datagen.source.DataGeneratorSource;
+import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
+import org.apache.flink.streaming.api.functions.KeyedProcessFunction;
+import org.apache.flink.streaming.api.functions.sink.v2.DiscardingSink;
+import org.apache.flink.util.Collector;
+
+/**
+ * A synthetic load for exercising an autoscaler against a real cluster.
+ *
+ * <p>source (rate-limited generator) -> cost (a map that spends a fixed wall time per record) ->
+ * keyBy -> count (keyed state) -> sink (discarding). Chaining is disabled so every operator is its
+ * own job vertex with its own metrics and parallelism. The per-record cost is wall time (a sleep),
+ * not CPU work, so adding subtasks raises throughput even on a machine with few cores.
+ *
+ * <p>Arguments (all optional): {@code --rate <records/s>} (default 1000), {@code --cost-ms <ms per
+ * record>} (default 2.0), {@code --parallelism <initial parallelism of every vertex>} (default 1),
+ * {@code --max-parallelism <key groups>} (default 128), {@code --keys <distinct keys>} (default 1000).
+ */
+public final class LoadJob {
+
+    private LoadJob() {}
+
+    public static void main(String[] args) throws Exception {
+        long rate = 1000;
+        double costMs = 2.0;
+        int parallelism = 1;
+        int maxParallelism = 128;
+        long keys = 1000;
+        for (int i = 0; i + 1 < args.length; i += 2) {
+            String value = args[i + 1];
+            switch (args[i]) {
+                case "--rate": rate = Long.parseLong(value); break;
+                case "--cost-ms": costMs = Double.parseDouble(value); break;
+                case "--parallelism": parallelism = Integer.parseInt(value); break;
+                case "--max-parallelism": maxParallelism = Integer.parseInt(value); break;
+                case "--keys": keys = Long.parseLong(value); break;
+                default: throw new IllegalArgumentException("unknown argument " + args[i]);
+            }
+        }
+        final long keyCount = Math.max(1, keys);
+        final long costNanos = (long) (costMs * 1_000_000.0);
+
+        StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment();
+        env.setParallelism(parallelism);
+        env.setMaxParallelism(maxParallelism);
+        env.disableOperatorChaining();
+
+        DataGeneratorSource<Long> source =
+                new DataGeneratorSource<>(
+                        index -> index, Long.MAX_VALUE, RateLimiterStrategy.perSecond(rate), Types.LONG);
+
+        env.fromSource(source, WatermarkStrategy.noWatermarks(), "source")
+                .uid("source")
+                .map(new Cost(costNanos))
+                .uid("cost")
+                .name("cost")
+                .keyBy(value -> value % keyCount)
+                .process(new Count())
+                .uid("count")
+                .name("count")
+                .sinkTo(new DiscardingSink<>())
+                .uid("sink")
+                .name("sink");
+
+        env.execute("flowscale-load");
+    }
+
+    /** Spends {@code costNanos} of wall time per record, sleeping in slices of at least 1 ms. */
+    static final class Cost extends RichMapFunction<Long, Long> {
+        private final long costNanos;
+        private transient long debtNanos;
+
+        Cost(long costNanos) {
+            this.costNanos = costNanos;
+        }
+
+        @Override
+        public Long map(Long value) {
+            debtNanos += costNanos;
+            if (debtNanos >= 1_000_000L) {
+                long start = System.nanoTime();
+                LockSupport.parkNanos(debtNanos);
+                debtNanos -= System.nanoTime() - start;
+            }
+            return value;
+        }
+    }
+
+    /** Counts records per key in keyed state and emits the running count. */
+    static final class Count extends KeyedProcessFunction<Long, Long, Long> {
+        private transient ValueState<Long> count;
+
+        @Override
+        public void open(OpenContext context) {
+            count = getRuntimeContext().getState(new ValueStateDescriptor<>("count", Types.LONG));
+        }
+
+        @Override
+        public void processElement(Long value, Context ctx, Collector<Long> out) throws Exception {
+            Long current = count.value();
+            long next = current == null ? 1 : current + 1;
+            count.update(next);
+            out.collect(next);
+        }
+    }
+}

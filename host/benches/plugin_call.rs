@@ -1,0 +1,122 @@
+//! What crossing the plugin boundary costs: one `align` call of the bucket-align mode through
+//! the registry (loaded from its `.so`) against the same code linked in-process, for a bare
+//! context and for one carrying a small job graph, metrics and parameters; and the time to
+//! discover and load a plugins directory holding the two example plugins.
+
+use std::collections::BTreeMap;
+use std::hint::black_box;
+use std::time::Instant;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use flowscale::plugins::ModeRegistry;
+use flowscale_sdk::{
+    AlignmentContext, AlignmentMode, EvaluatedMetric, JobTopology, ModeParams, ShipStrategy,
+    TopologyEdge, TopologyVertex,
+};
+use flowscale_tests::{build, plugin_file, plugins_dir};
+
+fn bare() -> AlignmentContext {
+    AlignmentContext::builder(16, 24, 1024)
+        .input_ship_strategies(vec![ShipStrategy::Custom { buckets: 128 }])
+        .build()
+}
+
+fn rich() -> AlignmentContext {
+    let vertex = |i: u32| TopologyVertex {
+        id: format!("{i:032x}"),
+        name: format!("operator {i}"),
+        parallelism: 16,
+        max_parallelism: 1024,
+        source_partitions: if i == 0 { 32 } else { 0 },
+    };
+    let edge = |i: u32, ship| TopologyEdge {
+        from: format!("{i:032x}"),
+        to: format!("{:032x}", i + 1),
+        ship_strategy: ship,
+    };
+    let metric = |name: &str| {
+        (
+            name.to_string(),
+            EvaluatedMetric {
+                current: 0.5,
+                average: 0.4,
+            },
+        )
+    };
+    AlignmentContext::builder(16, 24, 1024)
+        .identity("orders-enrichment", format!("{:032x}", 2), "operator 2")
+        .limits(1, 200)
+        .input_ship_strategies(vec![ShipStrategy::Custom { buckets: 128 }])
+        .metrics(
+            [
+                "LOAD",
+                "TRUE_PROCESSING_RATE",
+                "LAG",
+                "CATCH_UP_DATA_RATE",
+                "TARGET_DATA_RATE",
+            ]
+            .into_iter()
+            .map(metric)
+            .collect(),
+        )
+        .topology(JobTopology {
+            vertices: (0..4).map(vertex).collect(),
+            edges: vec![
+                edge(0, ShipStrategy::Forward),
+                edge(1, ShipStrategy::Custom { buckets: 128 }),
+                edge(2, ShipStrategy::Hash),
+            ],
+        })
+        .params(ModeParams::new(
+            "buckets",
+            BTreeMap::from([
+                ("class".to_string(), "bucket-align".to_string()),
+                ("rule".to_string(), "LOAD_REDUCING".to_string()),
+            ]),
+        ))
+        .build()
+}
+
+fn plugin_call(c: &mut Criterion) {
+    let profile = build(&["bucket-align", "slot-align"]);
+    let bucket = plugin_file(&profile, "bucket-align");
+    let slot = plugin_file(&profile, "slot-align");
+    let dir = plugins_dir(&[(&bucket, "libbucket_align.so"), (&slot, "libslot_align.so")]);
+
+    // The first discovery maps the libraries and runs abi_stable's layout checks (cold);
+    // later ones find them mapped (warm) and are measured by criterion below.
+    let started = Instant::now();
+    let (registry, reports) = ModeRegistry::discover(dir.path());
+    let cold = started.elapsed();
+    assert_eq!(
+        registry.ids(),
+        vec!["bucket-align", "slot-align"],
+        "{reports:#?}"
+    );
+    eprintln!("cold discover+load of 2 plugins: {cold:?}");
+
+    let plugin = registry
+        .get("bucket-align")
+        .expect("bucket-align is loaded")
+        .mode
+        .clone();
+    let linked: Box<dyn AlignmentMode> = Box::new(bucket_align::BucketAlign);
+    for (label, ctx) in [("bare", bare()), ("rich", rich())] {
+        assert_eq!(plugin.align(&ctx), linked.align(&ctx));
+        let mut group = c.benchmark_group(format!("align/{label}"));
+        group.bench_function("plugin via registry", |b| {
+            b.iter(|| plugin.align(black_box(&ctx)))
+        });
+        group.bench_function("linked in-process", |b| {
+            b.iter(|| linked.align(black_box(&ctx)))
+        });
+        group.finish();
+    }
+
+    c.bench_function("discover+load 2 plugins (warm)", |b| {
+        b.iter(|| ModeRegistry::discover(black_box(dir.path())))
+    });
+}
+
+criterion_group!(benches, plugin_call);
+criterion_main!(benches);

@@ -1,0 +1,107 @@
+//! The numbers every mode works from, derived once from an [`AlignmentContext`].
+
+use flowscale_sdk::AlignmentContext;
+
+use crate::events::{Event, EventReason, Severity};
+
+/// `c`, `t`, `N`, `K`, limits and the cap, widened to `u64` so no search step can overflow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Inputs {
+    /// Current parallelism.
+    pub c: u64,
+    /// Computed target.
+    pub t: u64,
+    /// Partitions when the source reports them, else key groups.
+    pub n: u64,
+    /// Key groups (max parallelism).
+    pub k: u64,
+    /// Lower limit.
+    pub lower: u64,
+    /// Upper limit.
+    pub upper: u64,
+    /// `UA = min(N, K, upper)`.
+    pub cap: u64,
+    /// True for a scale-up (`t > c`).
+    pub up: bool,
+}
+
+impl Inputs {
+    /// Derives the inputs of a context.
+    pub fn of(ctx: &AlignmentContext) -> Inputs {
+        Inputs {
+            c: u64::from(ctx.current_parallelism()),
+            t: u64::from(ctx.target_parallelism()),
+            n: u64::from(ctx.partitions_or_key_groups()),
+            k: u64::from(ctx.max_parallelism()),
+            lower: u64::from(ctx.lower_limit()),
+            upper: u64::from(ctx.upper_limit()),
+            cap: u64::from(ctx.alignment_cap()),
+            up: ctx.target_parallelism() > ctx.current_parallelism(),
+        }
+    }
+
+    /// The target bounded by the cap: what the never-blocking modes keep when nothing is found.
+    pub fn capped_target(&self) -> u64 {
+        self.t.min(self.cap)
+    }
+
+    /// `min(K, upper)`: the bound a SCALING_LIMITED event reports (not the cap).
+    pub fn upper_bound_for_alignment(&self) -> u64 {
+        self.k.min(self.upper)
+    }
+
+    /// One line describing the decision's starting point.
+    pub fn describe(&self, source_partitions: u32) -> String {
+        let what = if source_partitions > 0 {
+            "source partitions"
+        } else {
+            "key groups"
+        };
+        format!(
+            "{} from {} to target {}; N = {} ({what}), cap UA = min(N, K = {}, upper = {}) = {}",
+            if self.up { "scale-up" } else { "scale-down" },
+            self.c,
+            self.t,
+            self.n,
+            self.k,
+            self.upper,
+            self.cap
+        )
+    }
+}
+
+/// Narrows a value that is bounded by a `u32` input back to `u32`.
+pub fn narrow(value: u64) -> u32 {
+    u32::try_from(value).unwrap_or(u32::MAX)
+}
+
+/// The SCALING_LIMITED event of the anchor, with every field it carries.
+pub fn scaling_limited(ctx: &AlignmentContext, inputs: &Inputs, actual: u64) -> Event {
+    let vertex = if ctx.vertex_id().is_empty() {
+        ctx.vertex_name()
+    } else {
+        ctx.vertex_id()
+    };
+    let message = format!(
+        "Scaling limited detected for {vertex} (expected parallelism: {}, actual parallelism {actual}). \
+         Scaling limited due to numKeyGroupsOrPartitions : {}\u{ff0c}upperBoundForAlignment(maxParallelism \
+         or parallelismUpperLimit): {}, parallelismLowerLimit: {}.",
+        inputs.t,
+        inputs.n,
+        inputs.upper_bound_for_alignment(),
+        inputs.lower
+    );
+    let mut event = Event::new(EventReason::ScalingLimited, Severity::Warning, message)
+        .vertex(vertex)
+        .parallelism(narrow(inputs.t), narrow(actual))
+        .detail("num_key_groups_or_partitions", inputs.n as i64)
+        .detail(
+            "upper_bound_for_alignment",
+            inputs.upper_bound_for_alignment() as i64,
+        )
+        .detail("lower_limit", inputs.lower as i64);
+    if !ctx.job_name().is_empty() {
+        event = event.job(ctx.job_name());
+    }
+    event
+}

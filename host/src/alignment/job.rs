@@ -1,0 +1,228 @@
+//! One job's alignment: the resolved mode, applied to each vertex through the guard.
+
+use flowscale_sdk::{AlignmentContext, ModeParams};
+
+use super::builtin::BuiltIn;
+use super::catalog::ModeCatalog;
+use super::decision::Decision;
+use super::guard::{contain, refuse_answer};
+use super::inputs::{Inputs, narrow};
+use super::outcome::{AlignOutcome, Aligner};
+use super::resolve::{ResolveError, Resolved, Selection, mode_params, resolve};
+use crate::config::ConfigLookup;
+use crate::events::{Event, EventReason, Severity};
+
+/// The alignment of one job: what [`Aligner::align`] runs for each of its vertices.
+#[derive(Debug, Clone)]
+pub struct JobAlignment {
+    job: String,
+    resolved: Resolved,
+}
+
+impl JobAlignment {
+    /// Resolves a job's mode strictly: any problem is an error (loading, `validate`).
+    pub fn resolve(
+        job: &str,
+        config: &impl ConfigLookup,
+        catalog: &dyn ModeCatalog,
+    ) -> Result<JobAlignment, Vec<ResolveError>> {
+        resolve(config, catalog).map(|resolved| JobAlignment {
+            job: job.to_string(),
+            resolved,
+        })
+    }
+
+    /// Resolves a job's mode at run time: a mode that cannot be resolved (a plugin that went
+    /// missing since validation) falls back to BALANCED, and the returned events say so.
+    pub fn resolve_or_balanced(
+        job: &str,
+        config: &impl ConfigLookup,
+        catalog: &dyn ModeCatalog,
+    ) -> (JobAlignment, Vec<Event>) {
+        match JobAlignment::resolve(job, config, catalog) {
+            Ok(alignment) => (alignment, Vec::new()),
+            Err(errors) => {
+                let reasons: Vec<String> = errors.iter().map(ToString::to_string).collect();
+                let event = Event::new(
+                    EventReason::ModeFallback,
+                    Severity::Warning,
+                    format!(
+                        "alignment mode could not be resolved, using BALANCED: {}",
+                        reasons.join("; ")
+                    ),
+                )
+                .job(job);
+                let alignment = JobAlignment {
+                    job: job.to_string(),
+                    resolved: Resolved {
+                        selection: Selection::BuiltIn(BuiltIn::Balanced),
+                        params: mode_params(config, "BALANCED"),
+                    },
+                };
+                (alignment, vec![event])
+            }
+        }
+    }
+
+    /// The selected mode.
+    pub fn selection(&self) -> &Selection {
+        &self.resolved.selection
+    }
+
+    /// The id of the selected mode.
+    pub fn mode_id(&self) -> String {
+        self.resolved.selection.id()
+    }
+
+    fn outcome(&self, decision: Decision, applicable: bool) -> AlignOutcome {
+        AlignOutcome {
+            parallelism: narrow(decision.parallelism),
+            mode: self.mode_id(),
+            applicable,
+            events: decision.events,
+            explanation: decision.explanation,
+        }
+    }
+
+    fn fault(
+        &self,
+        ctx: &AlignmentContext,
+        name: &str,
+        mode: &super::catalog::CatalogMode,
+        reason: &str,
+    ) -> Event {
+        let vertex = if ctx.vertex_id().is_empty() {
+            ctx.vertex_name()
+        } else {
+            ctx.vertex_id()
+        };
+        Event::new(
+            EventReason::PluginFault,
+            Severity::Warning,
+            format!(
+                "mode `{name}` ({} from {}) {reason}; using the computed target {}",
+                mode.id,
+                mode.origin,
+                ctx.target_parallelism()
+            ),
+        )
+        .job(&self.job)
+        .vertex(vertex)
+        .parallelism(ctx.target_parallelism(), ctx.target_parallelism())
+    }
+
+    fn align_custom(
+        &self,
+        ctx: &AlignmentContext,
+        name: &str,
+        mode: &super::catalog::CatalogMode,
+    ) -> AlignOutcome {
+        let t = u64::from(ctx.target_parallelism());
+        let keep_target = |event: Event, applicable: bool, why: String| AlignOutcome {
+            parallelism: ctx.target_parallelism(),
+            mode: mode.id.clone(),
+            applicable,
+            events: vec![event],
+            explanation: vec![why],
+        };
+        let applicable = match contain(|| mode.mode.is_applicable(ctx)) {
+            Ok(applicable) => applicable,
+            Err(panic) => {
+                let reason = format!("is_applicable {panic}");
+                return keep_target(self.fault(ctx, name, mode, &reason), false, reason);
+            }
+        };
+        if !applicable {
+            return self.outcome(
+                Decision::quiet(
+                    t,
+                    vec![format!(
+                        "mode `{name}` ({}) does not apply to this vertex: keeping the target",
+                        mode.id
+                    )],
+                ),
+                false,
+            );
+        }
+        if ctx.target_parallelism() == ctx.current_parallelism() {
+            return self.outcome(
+                Decision::quiet(
+                    t,
+                    vec!["target equals current parallelism: nothing to align".into()],
+                ),
+                true,
+            );
+        }
+        let answer = match contain(|| mode.mode.align(ctx)) {
+            Ok(Ok(answer)) => answer,
+            Ok(Err(err)) => {
+                let reason = format!("failed: {err}");
+                return keep_target(self.fault(ctx, name, mode, &reason), true, reason);
+            }
+            Err(panic) => {
+                return keep_target(self.fault(ctx, name, mode, &panic), true, panic);
+            }
+        };
+        if let Some(reason) = refuse_answer(ctx, answer) {
+            let reason = format!("{reason}: refused");
+            return keep_target(self.fault(ctx, name, mode, &reason), true, reason);
+        }
+        self.outcome(
+            Decision::quiet(
+                u64::from(answer),
+                vec![format!(
+                    "mode `{name}` ({} from {}) answered {answer}",
+                    mode.id, mode.origin
+                )],
+            ),
+            true,
+        )
+    }
+}
+
+impl Aligner for JobAlignment {
+    fn align(&self, ctx: &AlignmentContext) -> AlignOutcome {
+        if let Selection::Custom { name, mode } = &self.resolved.selection {
+            return self.align_custom(ctx, name, mode);
+        }
+        let inputs = Inputs::of(ctx);
+        let applicable = ctx.default_applicable();
+        if inputs.t == inputs.c {
+            return self.outcome(
+                Decision::quiet(
+                    inputs.t,
+                    vec!["target equals current parallelism: nothing to align".into()],
+                ),
+                applicable,
+            );
+        }
+        if !applicable {
+            return self.outcome(
+                Decision::quiet(
+                    inputs.t,
+                    vec!["not applicable (neither a source with known partitions nor a keyBy input): keeping the target".into()],
+                ),
+                false,
+            );
+        }
+        let mut decision = match &self.resolved.selection {
+            Selection::BuiltIn(builtin) => builtin.decide(&inputs),
+            Selection::Advanced(spec) => spec.decide(ctx, &inputs),
+            Selection::Legacy(legacy) => legacy.decide(ctx, &inputs),
+            Selection::Custom { .. } => unreachable!("handled above"),
+        };
+        decision
+            .explanation
+            .insert(0, inputs.describe(ctx.source_partitions()));
+        for event in &mut decision.events {
+            if event.job.is_none() && !self.job.is_empty() {
+                event.job = Some(self.job.clone());
+            }
+        }
+        self.outcome(decision, true)
+    }
+
+    fn params(&self) -> ModeParams {
+        self.resolved.params.clone()
+    }
+}

@@ -1,0 +1,193 @@
+//! Which mode a job uses: the new key, then the deprecated key, then BALANCED.
+
+use flowscale_sdk::{MODE_KEY, ModeParams};
+
+use super::advanced::AdvancedSpec;
+use super::builtin::BuiltIn;
+use super::catalog::{CatalogMode, ModeCatalog};
+use super::legacy::{LEGACY_VALUES, Legacy};
+use crate::config::{ConfigLookup, closest};
+
+/// The deprecated key (canonical spelling, without `job.autoscaler.`).
+pub const LEGACY_KEY: &str = "scaling.key-group.partitions.adjust.mode";
+/// Names a plugin can never claim.
+pub const RESERVED_NAMES: &[&str] = &["BALANCED", "EVENLY_SPREAD", "OFF", "ADVANCED"];
+
+/// The mode a job selected.
+#[derive(Debug, Clone)]
+pub enum Selection {
+    /// BALANCED, EVENLY_SPREAD or OFF.
+    BuiltIn(BuiltIn),
+    /// ADVANCED with its validated steps.
+    Advanced(AdvancedSpec),
+    /// A deprecated blocking mode.
+    Legacy(Legacy),
+    /// A mode from a plugin or linked into the binary, under the configured name.
+    Custom {
+        /// The name the job configured (`scaling.alignment.mode = <name>`).
+        name: String,
+        /// The implementation.
+        mode: CatalogMode,
+    },
+}
+
+impl Selection {
+    /// The id printed and reported as the resolved mode.
+    pub fn id(&self) -> String {
+        match self {
+            Selection::BuiltIn(b) => b.name().to_string(),
+            Selection::Advanced(_) => "ADVANCED".to_string(),
+            Selection::Legacy(l) => format!("legacy:{}", l.name()),
+            Selection::Custom { mode, .. } => mode.id.clone(),
+        }
+    }
+}
+
+/// A configuration problem found while resolving a job's mode.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{key}`: {message}")]
+pub struct ResolveError {
+    /// The canonical key at fault.
+    pub key: String,
+    /// What is wrong and what would be valid.
+    pub message: String,
+}
+
+impl ResolveError {
+    fn new(key: impl Into<String>, message: impl Into<String>) -> ResolveError {
+        ResolveError {
+            key: key.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// The selected mode and its parameters.
+#[derive(Debug, Clone)]
+pub struct Resolved {
+    /// The mode.
+    pub selection: Selection,
+    /// The prefix-stripped `scaling.alignment.mode.<name>.*` parameters of the selected name.
+    pub params: ModeParams,
+}
+
+/// The prefix-stripped parameters of mode `name`.
+pub fn mode_params(config: &impl ConfigLookup, name: &str) -> ModeParams {
+    let prefix = format!("{MODE_KEY}.{name}.");
+    let entries = config
+        .with_prefix(&prefix)
+        .into_iter()
+        .filter_map(|(key, value)| {
+            let rest = key.strip_prefix(&prefix)?;
+            (!rest.is_empty()).then(|| (rest.to_string(), value))
+        })
+        .collect();
+    ModeParams::new(name, entries)
+}
+
+/// Resolves a job's mode, reporting every problem (for loading and `validate`).
+pub fn resolve(
+    config: &impl ConfigLookup,
+    catalog: &dyn ModeCatalog,
+) -> Result<Resolved, Vec<ResolveError>> {
+    if let Some(raw) = config.get(MODE_KEY) {
+        let name = raw.trim();
+        let params = mode_params(config, name);
+        if let Some(builtin) = BuiltIn::from_name(name) {
+            return Ok(Resolved {
+                selection: Selection::BuiltIn(builtin),
+                params,
+            });
+        }
+        if name == "ADVANCED" {
+            return AdvancedSpec::from_params(&params)
+                .map(|spec| Resolved {
+                    selection: Selection::Advanced(spec),
+                    params,
+                })
+                .map_err(|errors| {
+                    errors
+                        .into_iter()
+                        .map(|e| ResolveError::new(e.key, e.message))
+                        .collect()
+                });
+        }
+        return resolve_custom(name, params, catalog);
+    }
+    if let Some(value) = config.get(LEGACY_KEY) {
+        return match Legacy::parse(value) {
+            Some(legacy) => Ok(Resolved {
+                selection: Selection::Legacy(legacy),
+                params: mode_params(config, "BALANCED"),
+            }),
+            None => Err(vec![ResolveError::new(
+                LEGACY_KEY,
+                format!(
+                    "unknown value `{}` (valid: {}; this key is deprecated, prefer `{MODE_KEY}`)",
+                    value.trim(),
+                    LEGACY_VALUES.join(", ")
+                ),
+            )]),
+        };
+    }
+    Ok(Resolved {
+        selection: Selection::BuiltIn(BuiltIn::Balanced),
+        params: mode_params(config, "BALANCED"),
+    })
+}
+
+fn resolve_custom(
+    name: &str,
+    params: ModeParams,
+    catalog: &dyn ModeCatalog,
+) -> Result<Resolved, Vec<ResolveError>> {
+    let builtins = "built-in modes: BALANCED, EVENLY_SPREAD, OFF, ADVANCED (matched exactly)";
+    if name.is_empty() {
+        return Err(vec![ResolveError::new(
+            MODE_KEY,
+            format!("empty mode name ({builtins}, or a custom mode name)"),
+        )]);
+    }
+    let class_key = format!("{MODE_KEY}.{name}.class");
+    let available = catalog.ids();
+    let available_text = if available.is_empty() {
+        "no custom modes are loaded: check the plugins directory with `flowscale plugins`"
+            .to_string()
+    } else {
+        format!("available implementations: {}", available.join(", "))
+    };
+    let Some(class) = params.get("class").map(str::trim) else {
+        let hint = match closest(name, RESERVED_NAMES.iter().copied()) {
+            Some(builtin) => format!(" (did you mean the built-in `{builtin}`? {builtins})"),
+            None => format!(" ({builtins})"),
+        };
+        return Err(vec![ResolveError::new(
+            MODE_KEY,
+            format!(
+                "`{name}` is not a built-in mode, so it names a custom mode whose implementation must be set with `{class_key}`{hint}; {available_text}"
+            ),
+        )]);
+    };
+    let Some(mode) = catalog.find(class) else {
+        let suggestion = closest(class, available.iter().map(String::as_str))
+            .map(|c| format!(" (did you mean `{c}`?)"))
+            .unwrap_or_default();
+        return Err(vec![ResolveError::new(
+            class_key,
+            format!("no loaded mode has implementation id `{class}`{suggestion}; {available_text}"),
+        )]);
+    };
+    if let Err(err) = mode.mode.validate(&params) {
+        return Err(vec![ResolveError::new(
+            class_key,
+            format!("mode `{name}` ({}) refused its parameters: {err}", mode.id),
+        )]);
+    }
+    Ok(Resolved {
+        selection: Selection::Custom {
+            name: name.to_string(),
+            mode,
+        },
+        params,
+    })
+}

@@ -1,0 +1,44 @@
+//! Backpressure: rate control of a job's sources with a PID rate estimator.
+//!
+//! Scaling adds capacity; rate control limits intake to what the job can process now, so that a
+//! surge is buffered by the source system instead of inside the job. Per job, a
+//! [`RateController`] is fed one [`BatchInfo`] per completed `backpressure.batch-interval`,
+//! asks its [`RateEstimator`] (only [`PidRateEstimator`] exists) for a new rate and, when there
+//! is one, returns a [`RateLimitUpdate`] for the caller to realize through
+//! `Realizer::set_rate_limit`.
+//!
+//! ```
+//! use std::collections::BTreeMap;
+//!
+//! use flowscale::backpressure::{BatchInfo, RateController};
+//!
+//! let config = BTreeMap::from([("backpressure.enabled".to_string(), "true".to_string())]);
+//! let (options, controller) = RateController::from_config("orders", &config)?;
+//! let mut controller = controller.expect("enabled");
+//! assert_eq!(options.batch_interval_ms, 1000);
+//!
+//! // Every batch interval (here hand-made; see `BatchInfo::from_observation`):
+//! let batch = |time_ms, elements| BatchInfo {
+//!     time_ms,
+//!     elements,
+//!     processing_delay_ms: 1000,
+//!     scheduling_delay_ms: 0,
+//!     source_elements: BTreeMap::from([("source".to_string(), elements)]),
+//! };
+//! assert!(controller.on_batch_completed(&batch(1000, 3000)).is_none()); // first run
+//! let update = controller.on_batch_completed(&batch(2000, 1000)).expect("a new limit");
+//! assert_eq!(update.rate, 1000.0);
+//! assert_eq!(update.per_source["source"], 1000.0); // realizer.set_rate_limit("source", Some(..))
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod controller;
+mod estimator;
+mod options;
+
+pub use controller::{BatchInfo, RateController, RateLimitUpdate};
+pub use estimator::{PidConfigError, PidRateEstimator, RateEstimator, keys};
+pub use options::{
+    BackpressureOptions, DEFAULT_BATCH_INTERVAL, ENABLED_KEY, RATE_ESTIMATORS,
+    estimator_from_config,
+};

@@ -1,0 +1,201 @@
+//! The backpressure options of a job and the estimator they select.
+
+use std::time::Duration;
+
+use crate::config::{ConfigLookup, ConfigLookupExt, OptionError, format_duration};
+
+use super::estimator::{PidRateEstimator, RateEstimator, keys};
+
+/// Turns rate control on for a job's sources.
+pub const ENABLED_KEY: &str = "backpressure.enabled";
+
+/// How often a completed batch is fed to the controller when `backpressure.batch-interval` is
+/// unset: one second, the simulator's tick. Set it to the interval at which the caller actually
+/// feeds the controller (e.g. the control loop's interval on a Flink cluster), because the
+/// estimator's integral term divides by it.
+pub const DEFAULT_BATCH_INTERVAL: Duration = Duration::from_secs(1);
+
+/// The names `backpressure.rate-estimator` accepts.
+pub const RATE_ESTIMATORS: &[&str] = &["pid"];
+
+const DEFAULT_PROPORTIONAL: f64 = 1.0;
+const DEFAULT_INTEGRAL: f64 = 0.2;
+const DEFAULT_DERIVATIVE: f64 = 0.0;
+const DEFAULT_MIN_RATE: f64 = 100.0;
+
+/// Whether rate control is on and how long a batch is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BackpressureOptions {
+    /// `backpressure.enabled` (default false).
+    pub enabled: bool,
+    /// `backpressure.batch-interval` in milliseconds (default 1 s), always > 0.
+    pub batch_interval_ms: i64,
+}
+
+impl BackpressureOptions {
+    /// Reads `backpressure.enabled` and `backpressure.batch-interval`.
+    pub fn from_config(lookup: &impl ConfigLookup) -> Result<BackpressureOptions, OptionError> {
+        let enabled = lookup.bool_or(ENABLED_KEY, false)?;
+        let interval = lookup.duration_or(keys::BATCH_INTERVAL, DEFAULT_BATCH_INTERVAL)?;
+        let batch_interval_ms = i64::try_from(interval.as_millis())
+            .ok()
+            .filter(|ms| *ms > 0)
+            .ok_or_else(|| {
+                OptionError::new(
+                    keys::BATCH_INTERVAL,
+                    format!(
+                        "`{}` is not a usable batch interval (expected a duration of at least 1 ms, e.g. 1s)",
+                        format_duration(interval)
+                    ),
+                )
+            })?;
+        Ok(BackpressureOptions {
+            enabled,
+            batch_interval_ms,
+        })
+    }
+}
+
+/// The rate estimator a job's configuration selects: `backpressure.rate-estimator` (only `pid`)
+/// with `backpressure.pid.proportional` (1.0), `backpressure.pid.integral` (0.2),
+/// `backpressure.pid.derived` (0.0) and `backpressure.pid.min-rate` (100), for batches of
+/// `batch_interval_ms`.
+pub fn estimator_from_config(
+    lookup: &impl ConfigLookup,
+    batch_interval_ms: i64,
+) -> Result<Box<dyn RateEstimator + Send>, OptionError> {
+    match lookup.choice_or(keys::RATE_ESTIMATOR, RATE_ESTIMATORS, "pid")? {
+        "pid" => {
+            let proportional = lookup.f64_or(keys::PROPORTIONAL, DEFAULT_PROPORTIONAL)?;
+            let integral = lookup.f64_or(keys::INTEGRAL, DEFAULT_INTEGRAL)?;
+            let derivative = lookup.f64_or(keys::DERIVATIVE, DEFAULT_DERIVATIVE)?;
+            let min_rate = lookup.f64_or(keys::MIN_RATE, DEFAULT_MIN_RATE)?;
+            let pid = PidRateEstimator::new(
+                batch_interval_ms,
+                proportional,
+                integral,
+                derivative,
+                min_rate,
+            )
+            .map_err(|e| {
+                OptionError::new(
+                    e.key,
+                    format!(
+                        "invalid {} `{}` for the PID rate estimator (expected {})",
+                        e.parameter, e.value, e.expected
+                    ),
+                )
+            })?;
+            Ok(Box::new(pid))
+        }
+        other => Err(OptionError::new(
+            keys::RATE_ESTIMATOR,
+            format!(
+                "unknown rate estimator `{other}` (valid: {})",
+                RATE_ESTIMATORS.join(", ")
+            ),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    fn cfg(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn defaults() {
+        let opts = BackpressureOptions::from_config(&cfg(&[])).unwrap();
+        assert_eq!(
+            opts,
+            BackpressureOptions {
+                enabled: false,
+                batch_interval_ms: 1000
+            }
+        );
+        // Defaults 1.0 / 0.2 / 0.0 / 100: rate 2000 then processing 1000 -> 2000 - 1000 = 1000.
+        let mut est = estimator_from_config(&cfg(&[]), 1000).unwrap();
+        assert_eq!(est.compute(1000, 2000, 1000, 0), None);
+        assert_eq!(est.compute(2000, 1000, 1000, 0), Some(1000.0));
+        // ... and the floor is 100: processing 10 -> 1000 - 990 = 10 -> 100.
+        assert_eq!(est.compute(3000, 10, 1000, 0), Some(100.0));
+    }
+
+    #[test]
+    fn reads_every_option() {
+        let c = cfg(&[
+            ("backpressure.enabled", "true"),
+            ("backpressure.batch-interval", "10 s"),
+            ("backpressure.rate-estimator", "PID"),
+            ("backpressure.pid.proportional", "0.5"),
+            ("backpressure.pid.integral", "0"),
+            ("backpressure.pid.derived", "0"),
+            ("backpressure.pid.min-rate", "1"),
+        ]);
+        let opts = BackpressureOptions::from_config(&c).unwrap();
+        assert!(opts.enabled);
+        assert_eq!(opts.batch_interval_ms, 10_000);
+        let mut est = estimator_from_config(&c, opts.batch_interval_ms).unwrap();
+        assert_eq!(est.compute(1000, 2000, 1000, 0), None);
+        // error 1000, kp 0.5 -> 2000 - 500.
+        assert_eq!(est.compute(2000, 1000, 1000, 0), Some(1500.0));
+    }
+
+    #[test]
+    fn unknown_estimator_names_the_valid_ones() {
+        let err = estimator_from_config(&cfg(&[("backpressure.rate-estimator", "pi")]), 1000)
+            .err()
+            .unwrap();
+        assert_eq!(err.key, "backpressure.rate-estimator");
+        assert!(err.message.contains("valid: pid"), "{err}");
+    }
+
+    #[test]
+    fn out_of_range_parameters_name_their_key() {
+        for (key, value) in [
+            ("backpressure.pid.proportional", "-1"),
+            ("backpressure.pid.integral", "-0.2"),
+            ("backpressure.pid.derived", "NaN"),
+            ("backpressure.pid.min-rate", "0"),
+        ] {
+            let err = estimator_from_config(&cfg(&[(key, value)]), 1000)
+                .err()
+                .unwrap();
+            assert_eq!(err.key, key);
+            assert!(err.message.contains("expected"), "{err}");
+        }
+        let err = estimator_from_config(&cfg(&[("backpressure.pid.integral", "x")]), 1000)
+            .err()
+            .unwrap();
+        assert_eq!(err.key, "backpressure.pid.integral");
+        let err = estimator_from_config(&cfg(&[]), 0).err().unwrap();
+        assert_eq!(err.key, "backpressure.batch-interval");
+    }
+
+    #[test]
+    fn bad_switch_or_interval() {
+        let err =
+            BackpressureOptions::from_config(&cfg(&[("backpressure.enabled", "yes")])).unwrap_err();
+        assert_eq!(err.key, "backpressure.enabled");
+        let err = BackpressureOptions::from_config(&cfg(&[("backpressure.batch-interval", "0")]))
+            .unwrap_err();
+        assert_eq!(err.key, "backpressure.batch-interval");
+        assert!(err.message.contains("at least 1 ms"), "{err}");
+        let err =
+            BackpressureOptions::from_config(&cfg(&[("backpressure.batch-interval", "500us")]))
+                .unwrap_err();
+        assert_eq!(err.key, "backpressure.batch-interval");
+        let err =
+            BackpressureOptions::from_config(&cfg(&[("backpressure.batch-interval", "soon")]))
+                .unwrap_err();
+        assert_eq!(err.key, "backpressure.batch-interval");
+    }
+}

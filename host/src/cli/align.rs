@@ -1,0 +1,368 @@
+//! `flowscale align`: one vertex from flags, or a batch of JSON lines on stdin.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, Write};
+use std::path::PathBuf;
+
+use flowscale_sdk::{AlignmentContext, ShipStrategy};
+use serde::{Deserialize, Serialize};
+
+use super::catalog::{load_catalog, plugins_dir};
+use super::exit_codes;
+use crate::alignment::{Aligner, JobAlignment, ModeCatalog};
+use crate::config::{JobConfig, Origin, load_fleet};
+use crate::events::Event;
+
+/// Arguments of `flowscale align`.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:
+  flowscale align --current 16 --target 24 --max-parallelism 128 --ship HASH
+  flowscale align --current 16 --target 24 --max-parallelism 128 --ship HASH --set scaling.alignment.mode=EVENLY_SPREAD
+  echo '{\"current\":16,\"target\":24,\"max_parallelism\":128,\"ship_strategies\":[\"HASH\"]}' | flowscale align --batch")]
+pub struct AlignArgs {
+    /// Current parallelism of the vertex.
+    #[arg(long, required_unless_present = "batch")]
+    current: Option<u32>,
+    /// Computed target parallelism.
+    #[arg(long, conflicts_with = "scale_factor", required_unless_present_any = ["batch", "scale_factor"])]
+    target: Option<u32>,
+    /// Scale factor; the target is ceil(factor * current) clamped to [lower, min(max-parallelism, upper)].
+    #[arg(long)]
+    scale_factor: Option<f64>,
+    /// Max parallelism of the vertex (its number of key groups).
+    #[arg(long, required_unless_present = "batch")]
+    max_parallelism: Option<u32>,
+    /// Partition count of a source (0: not a source, or unknown).
+    #[arg(long, default_value_t = 0)]
+    source_partitions: u32,
+    /// Lower parallelism limit.
+    #[arg(long, default_value_t = 1)]
+    lower: u32,
+    /// Upper parallelism limit.
+    #[arg(long, default_value_t = 2_147_483_647)]
+    upper: u32,
+    /// Input ship strategies, comma-separated (HASH, REBALANCE, RESCALE, FORWARD, CUSTOM:<buckets>, ...).
+    #[arg(long, value_delimiter = ',')]
+    ship: Vec<String>,
+    /// A configuration key for the decision (repeatable), e.g. scaling.alignment.mode=EVENLY_SPREAD.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<String>,
+    /// A fleet configuration whose job's keys (and plugins directory) to use.
+    #[arg(long, requires = "job")]
+    config: Option<PathBuf>,
+    /// The job of --config.
+    #[arg(long, requires = "config")]
+    job: Option<String>,
+    /// A name for the vertex in the answer.
+    #[arg(long)]
+    vertex: Option<String>,
+    /// Plugins directory (default: the fleet's, else ./plugins).
+    #[arg(long, env = "FLOWSCALE_PLUGINS_DIR")]
+    plugins: Option<PathBuf>,
+    /// Print the answer as JSON.
+    #[arg(long)]
+    json: bool,
+    /// Read JSON requests from stdin, one per line; answer one JSON line each, in order.
+    #[arg(long, conflicts_with_all = ["current", "target", "scale_factor", "max_parallelism"])]
+    batch: bool,
+}
+
+/// One request, as a batch line or built from flags.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Request {
+    current: u32,
+    #[serde(default)]
+    target: Option<u32>,
+    #[serde(default)]
+    scale_factor: Option<f64>,
+    max_parallelism: u32,
+    #[serde(default)]
+    source_partitions: u32,
+    #[serde(default = "default_lower")]
+    lower: u32,
+    #[serde(default = "default_upper")]
+    upper: u32,
+    #[serde(default)]
+    ship_strategies: Vec<String>,
+    #[serde(default)]
+    config: BTreeMap<String, serde_json::Value>,
+    #[serde(default)]
+    vertex: Option<String>,
+}
+
+fn default_lower() -> u32 {
+    1
+}
+fn default_upper() -> u32 {
+    2_147_483_647
+}
+
+/// One answer.
+#[derive(Debug, Serialize)]
+struct Answer {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    vertex: Option<String>,
+    current: u32,
+    target: u32,
+    parallelism: u32,
+    mode: String,
+    applicable: bool,
+    events: Vec<Event>,
+    explanation: Vec<String>,
+}
+
+/// The anchor's target for a scale factor: `clamp(ceil(f · c), lower, min(K, upper))`, with
+/// Java's saturating double-to-int conversion (NaN gives 0).
+pub fn target_from_scale_factor(
+    factor: f64,
+    current: u32,
+    lower: u32,
+    max_parallelism: u32,
+    upper: u32,
+) -> u32 {
+    let product = (factor * f64::from(current)).ceil();
+    let raw: i64 = if product.is_nan() {
+        0
+    } else {
+        product.clamp(f64::from(i32::MIN), f64::from(i32::MAX)) as i64
+    };
+    let bound = i64::from(max_parallelism.min(upper));
+    raw.max(i64::from(lower)).min(bound).max(1) as u32
+}
+
+fn answer(
+    request: &Request,
+    base: &JobConfig,
+    catalog: &dyn ModeCatalog,
+) -> Result<Answer, String> {
+    if request.current == 0 {
+        return Err("`current` must be at least 1".into());
+    }
+    if request.max_parallelism == 0 {
+        return Err("`max_parallelism` must be at least 1".into());
+    }
+    if request.lower == 0 || request.lower > request.upper {
+        return Err(format!(
+            "limits must satisfy 1 <= lower <= upper (got lower {}, upper {})",
+            request.lower, request.upper
+        ));
+    }
+    let target = match (request.target, request.scale_factor) {
+        (Some(_), Some(_)) => return Err("give either `target` or `scale_factor`, not both".into()),
+        (None, None) => return Err("`target` or `scale_factor` is required".into()),
+        (Some(0), None) => return Err("`target` must be at least 1".into()),
+        (Some(t), None) => {
+            let bound = request.max_parallelism.min(request.upper);
+            if t > bound {
+                return Err(format!(
+                    "target {t} is above min(max_parallelism {}, upper {}) = {bound}; the autoscaler never computes such a target (use scale_factor to have it clamped)",
+                    request.max_parallelism, request.upper
+                ));
+            }
+            t
+        }
+        (None, Some(f)) => target_from_scale_factor(
+            f,
+            request.current,
+            request.lower,
+            request.max_parallelism,
+            request.upper,
+        ),
+    };
+    let mut config = base.clone();
+    for (key, value) in &request.config {
+        let text = match value {
+            serde_json::Value::String(s) => s.clone(),
+            serde_json::Value::Number(n) => n.to_string(),
+            serde_json::Value::Bool(b) => b.to_string(),
+            other => {
+                return Err(format!(
+                    "config `{key}`: expected a string, number or boolean, got {other}"
+                ));
+            }
+        };
+        config.set(key, text, Origin::inline(key, &format!("config.\"{key}\"")));
+    }
+    let vertex = request
+        .vertex
+        .clone()
+        .unwrap_or_else(|| "vertex".to_string());
+    let alignment = JobAlignment::resolve("align", &config, catalog).map_err(|errors| {
+        errors
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("; ")
+    })?;
+    let ctx = AlignmentContext::builder(request.current, target, request.max_parallelism)
+        .identity("align", vertex.clone(), vertex)
+        .source_partitions(request.source_partitions)
+        .limits(request.lower, request.upper)
+        .input_ship_strategies(
+            request
+                .ship_strategies
+                .iter()
+                .map(|s| ShipStrategy::parse(s))
+                .collect(),
+        )
+        .params(alignment.params())
+        .build();
+    let outcome = alignment.align(&ctx);
+    Ok(Answer {
+        vertex: request.vertex.clone(),
+        current: request.current,
+        target,
+        parallelism: outcome.parallelism,
+        mode: outcome.mode,
+        applicable: outcome.applicable,
+        events: outcome.events,
+        explanation: outcome.explanation,
+    })
+}
+
+/// Runs `flowscale align`.
+pub fn exec(args: AlignArgs) -> u8 {
+    let (base, fleet_plugins) = match (&args.config, &args.job) {
+        (Some(path), Some(job)) => match load_fleet(path) {
+            Ok(fleet) => match fleet.job(job) {
+                Some(spec) => (spec.config.clone(), Some(fleet.host.plugins_dir.clone())),
+                None => {
+                    let names: Vec<&str> = fleet.jobs.iter().map(|j| j.name.as_str()).collect();
+                    eprintln!(
+                        "error: no job `{job}` in {} (jobs: {})",
+                        path.display(),
+                        names.join(", ")
+                    );
+                    return exit_codes::FAILED;
+                }
+            },
+            Err(errors) => {
+                eprint!("error: {errors}");
+                return exit_codes::FAILED;
+            }
+        },
+        _ => (JobConfig::new(), None),
+    };
+    let catalog = load_catalog(&plugins_dir(
+        args.plugins.as_deref(),
+        fleet_plugins.as_deref(),
+    ));
+    if args.batch {
+        return batch(&base, catalog.as_ref());
+    }
+    let mut config = BTreeMap::new();
+    for pair in &args.set {
+        let Some((key, value)) = pair.split_once('=') else {
+            eprintln!("error: --set expects KEY=VALUE, got `{pair}`");
+            return exit_codes::USAGE;
+        };
+        config.insert(
+            key.trim().to_string(),
+            serde_json::Value::String(value.trim().to_string()),
+        );
+    }
+    let request = Request {
+        current: args.current.unwrap_or(0),
+        target: args.target,
+        scale_factor: args.scale_factor,
+        max_parallelism: args.max_parallelism.unwrap_or(0),
+        source_partitions: args.source_partitions,
+        lower: args.lower,
+        upper: args.upper,
+        ship_strategies: args.ship.clone(),
+        config,
+        vertex: args.vertex.clone(),
+    };
+    match answer(&request, &base, catalog.as_ref()) {
+        Ok(answer) => {
+            let mut out = std::io::stdout().lock();
+            let written = if args.json {
+                serde_json::to_writer_pretty(&mut out, &answer)
+                    .map_err(std::io::Error::from)
+                    .and_then(|()| writeln!(out))
+            } else {
+                print_human(&mut out, &answer)
+            };
+            if written.is_err() {
+                return exit_codes::FAILED;
+            }
+            exit_codes::OK
+        }
+        Err(message) => {
+            eprintln!("error: {message}");
+            exit_codes::FAILED
+        }
+    }
+}
+
+fn print_human(out: &mut impl Write, answer: &Answer) -> std::io::Result<()> {
+    writeln!(out, "parallelism: {}", answer.parallelism)?;
+    writeln!(
+        out,
+        "mode:        {}{}",
+        answer.mode,
+        if answer.applicable {
+            ""
+        } else {
+            " (not applicable: target kept)"
+        }
+    )?;
+    writeln!(
+        out,
+        "current:     {}  target: {}",
+        answer.current, answer.target
+    )?;
+    writeln!(out, "why:")?;
+    for line in &answer.explanation {
+        writeln!(out, "  - {line}")?;
+    }
+    if answer.events.is_empty() {
+        writeln!(out, "events:      none")?;
+    } else {
+        writeln!(out, "events:")?;
+        for event in &answer.events {
+            writeln!(out, "  - {}: {}", event.reason.as_str(), event.message)?;
+        }
+    }
+    Ok(())
+}
+
+fn batch(base: &JobConfig, catalog: &dyn ModeCatalog) -> u8 {
+    let stdin = std::io::stdin();
+    let mut out = std::io::stdout().lock();
+    let mut failed = 0usize;
+    for (index, line) in stdin.lock().lines().enumerate() {
+        let line = match line {
+            Ok(line) => line,
+            Err(err) => {
+                eprintln!("error: cannot read stdin: {err}");
+                return exit_codes::FAILED;
+            }
+        };
+        if line.trim().is_empty() {
+            continue;
+        }
+        let result = serde_json::from_str::<Request>(&line)
+            .map_err(|err| format!("line {}: {err}", index + 1))
+            .and_then(|request| {
+                answer(&request, base, catalog).map_err(|m| format!("line {}: {m}", index + 1))
+            });
+        let written = match result {
+            Ok(answer) => serde_json::to_writer(&mut out, &answer),
+            Err(message) => {
+                failed += 1;
+                serde_json::to_writer(&mut out, &serde_json::json!({ "error": message }))
+            }
+        };
+        if written.is_err() || writeln!(out).is_err() {
+            return exit_codes::FAILED;
+        }
+    }
+    if failed > 0 {
+        eprintln!("error: {failed} line(s) failed");
+        exit_codes::FAILED
+    } else {
+        exit_codes::OK
+    }
+}

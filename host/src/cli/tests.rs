@@ -1,0 +1,70 @@
+//! The command-line surface as tables: argv that parse, and argv that clap refuses.
+
+use clap::Parser;
+use clap::error::ErrorKind;
+
+use super::App;
+use super::align::target_from_scale_factor;
+
+#[test]
+fn valid_command_lines_parse() {
+    for argv in [
+        "flowscale align --current 16 --target 24 --max-parallelism 128",
+        "flowscale align --current 16 --scale-factor 1.5 --max-parallelism 128 --ship HASH,REBALANCE",
+        "flowscale align --batch",
+        "flowscale align --current 1 --target 2 --max-parallelism 8 --set a=b --set c=d --json",
+        "flowscale validate fleet.toml",
+        "flowscale validate fleet.toml --json --plugins dir",
+    ] {
+        let args: Vec<&str> = argv.split_whitespace().collect();
+        if let Err(err) = App::try_parse_from(&args) {
+            panic!("{argv}: {err}");
+        }
+    }
+}
+
+#[test]
+fn invalid_command_lines_are_refused() {
+    for (argv, kind) in [
+        (
+            "flowscale align --current 16",
+            ErrorKind::MissingRequiredArgument,
+        ),
+        (
+            "flowscale align --current 1 --target 2 --scale-factor 2 --max-parallelism 8",
+            ErrorKind::ArgumentConflict,
+        ),
+        (
+            "flowscale align --batch --current 3",
+            ErrorKind::ArgumentConflict,
+        ),
+        (
+            "flowscale align --current x --target 2 --max-parallelism 8",
+            ErrorKind::ValueValidation,
+        ),
+        ("flowscale frobnicate", ErrorKind::InvalidSubcommand),
+    ] {
+        let args: Vec<&str> = argv.split_whitespace().collect();
+        match App::try_parse_from(&args) {
+            Ok(_) => panic!("{argv}: parsed"),
+            Err(err) => assert_eq!(err.kind(), kind, "{argv}: {err}"),
+        }
+    }
+}
+
+#[test]
+fn scale_factor_targets_follow_the_anchor() {
+    // ceil(1.5 · 16) = 24.
+    assert_eq!(target_from_scale_factor(1.5, 16, 1, 128, 200), 24);
+    // Clamped to min(K, upper) and to lower.
+    assert_eq!(target_from_scale_factor(100.0, 16, 1, 128, 200), 128);
+    assert_eq!(target_from_scale_factor(0.01, 16, 3, 128, 200), 3);
+    // NaN converts to 0, then lower applies; huge values saturate.
+    assert_eq!(target_from_scale_factor(f64::NAN, 16, 1, 128, 200), 1);
+    assert_eq!(
+        target_from_scale_factor(1e300, 16, 1, 32768, u32::MAX),
+        32768
+    );
+    // Negative factors clamp to lower.
+    assert_eq!(target_from_scale_factor(-2.0, 16, 2, 128, 200), 2);
+}

@@ -1,0 +1,284 @@
+//! The blocking REST client of a Flink cluster: timeouts, bounded retries with backoff, and the
+//! mapping of every transport or HTTP failure to an [`EngineError`].
+
+use std::time::Duration;
+
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::engine::EngineError;
+
+/// How to reach a Flink cluster's REST API and how patient to be with it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FlinkOptions {
+    /// Base URL of the REST API, e.g. `http://127.0.0.1:8081` (plain HTTP).
+    pub rest_url: String,
+    /// Upper bound of one request, connect to last byte (the anchor's `flink.rest-client.timeout`).
+    pub request_timeout: Duration,
+    /// Upper bound of establishing the connection.
+    pub connect_timeout: Duration,
+    /// Retries after the first attempt for failures that may pass (connection refused or reset,
+    /// timeouts, 502/503/504). Client errors and 500 are never retried: Flink answers a bad
+    /// request or an unknown job deterministically.
+    pub retries: u32,
+    /// Delay before the first retry; doubled for each further retry.
+    pub backoff: Duration,
+    /// Cap of the doubled delay.
+    pub max_backoff: Duration,
+    /// Flink's metric fetcher is lazy: a query after a quiet spell is answered from the old store
+    /// and merely triggers a refresh. When the previous observation is older than this, the
+    /// collector reads once to trigger the refresh, waits [`FlinkOptions::metrics_prime_delay`] and
+    /// reads again.
+    pub metrics_prime_after: Duration,
+    /// How long to let the metric fetcher refresh after priming it.
+    pub metrics_prime_delay: Duration,
+}
+
+impl Default for FlinkOptions {
+    fn default() -> FlinkOptions {
+        FlinkOptions {
+            rest_url: "http://localhost:8081".to_string(),
+            request_timeout: Duration::from_secs(10),
+            connect_timeout: Duration::from_secs(3),
+            retries: 2,
+            backoff: Duration::from_millis(200),
+            max_backoff: Duration::from_secs(2),
+            metrics_prime_after: Duration::from_secs(3),
+            metrics_prime_delay: Duration::from_millis(600),
+        }
+    }
+}
+
+impl FlinkOptions {
+    /// Options for the cluster at `rest_url`, everything else default.
+    pub fn new(rest_url: impl Into<String>) -> FlinkOptions {
+        FlinkOptions {
+            rest_url: rest_url.into(),
+            ..FlinkOptions::default()
+        }
+    }
+}
+
+/// A failed attempt, before it is turned into an [`EngineError`].
+#[derive(Debug)]
+enum Failure {
+    /// Transport-level trouble (refused, reset, timed out): worth retrying.
+    Transport(String),
+    /// The server answered with an error status.
+    Status { code: u16, body: String },
+}
+
+impl Failure {
+    fn retryable(&self) -> bool {
+        match self {
+            Failure::Transport(_) => true,
+            Failure::Status { code, .. } => matches!(code, 502..=504),
+        }
+    }
+}
+
+/// A blocking client of one cluster's REST API. Cheap to clone (connections are pooled).
+#[derive(Clone)]
+pub struct FlinkClient {
+    options: FlinkOptions,
+    agent: ureq::Agent,
+}
+
+impl std::fmt::Debug for FlinkClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FlinkClient")
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+impl FlinkClient {
+    /// A client for the cluster described by `options`.
+    pub fn new(options: FlinkOptions) -> FlinkClient {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .timeout_global(Some(options.request_timeout))
+            .timeout_connect(Some(options.connect_timeout))
+            // Error statuses are read like any answer so their body (Flink's `errors`) survives.
+            .http_status_as_error(false)
+            .build()
+            .into();
+        FlinkClient { options, agent }
+    }
+
+    /// The options this client was built with.
+    pub fn options(&self) -> &FlinkOptions {
+        &self.options
+    }
+
+    /// `GET path` (relative to the REST URL, starting with `/`), parsed as JSON.
+    pub fn get_json(&self, path: &str) -> Result<Value, EngineError> {
+        self.get(path)
+    }
+
+    /// `GET path` deserialized into `T`.
+    pub fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, EngineError> {
+        let body = self.with_retries("GET", path, || self.attempt_get(path))?;
+        parse_body("GET", path, &body)
+    }
+
+    /// `PUT path` with a JSON body; the answer parsed as JSON (`{}` when empty).
+    pub fn put_json(&self, path: &str, body: &Value) -> Result<Value, EngineError> {
+        let text = body.to_string();
+        let answer = self.with_retries("PUT", path, || self.attempt_put(path, &text))?;
+        if answer.trim().is_empty() {
+            return Ok(Value::Object(Default::default()));
+        }
+        parse_body("PUT", path, &answer)
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{}", self.options.rest_url.trim_end_matches('/'), path)
+    }
+
+    fn attempt_get(&self, path: &str) -> Result<String, Failure> {
+        let response = self.agent.get(self.url(path)).call();
+        read_answer(response)
+    }
+
+    fn attempt_put(&self, path: &str, body: &str) -> Result<String, Failure> {
+        let response = self
+            .agent
+            .put(self.url(path))
+            .header("Content-Type", "application/json")
+            .send(body);
+        read_answer(response)
+    }
+
+    /// Runs `attempt` up to `1 + retries` times with doubling backoff while it fails in a way that
+    /// may pass. PUTs of resource requirements are idempotent, so retrying them is safe.
+    fn with_retries(
+        &self,
+        method: &str,
+        path: &str,
+        mut attempt: impl FnMut() -> Result<String, Failure>,
+    ) -> Result<String, EngineError> {
+        let mut delay = self.options.backoff;
+        let mut tries = 0;
+        loop {
+            match attempt() {
+                Ok(body) => return Ok(body),
+                Err(failure) if failure.retryable() && tries < self.options.retries => {
+                    tracing::debug!(method, path, ?failure, "retrying Flink REST call");
+                    std::thread::sleep(delay);
+                    delay = (delay * 2).min(self.options.max_backoff);
+                    tries += 1;
+                }
+                Err(failure) => return Err(to_engine_error(method, path, failure)),
+            }
+        }
+    }
+}
+
+fn read_answer(
+    response: Result<ureq::http::Response<ureq::Body>, ureq::Error>,
+) -> Result<String, Failure> {
+    let mut response = response.map_err(|e| Failure::Transport(e.to_string()))?;
+    let code = response.status().as_u16();
+    let body = response
+        .body_mut()
+        .read_to_string()
+        .map_err(|e| Failure::Transport(format!("reading the answer: {e}")))?;
+    if (200..300).contains(&code) {
+        Ok(body)
+    } else {
+        Err(Failure::Status { code, body })
+    }
+}
+
+fn parse_body<T: DeserializeOwned>(method: &str, path: &str, body: &str) -> Result<T, EngineError> {
+    serde_json::from_str(body).map_err(|e| {
+        EngineError::Other(format!(
+            "{method} {path}: unexpected answer ({e}): {}",
+            truncate(body, 200)
+        ))
+    })
+}
+
+/// Flink answers errors as `{"errors":["..."]}`; the first line of each is enough to tell why.
+fn error_message(body: &str) -> String {
+    let errors = serde_json::from_str::<Value>(body)
+        .ok()
+        .and_then(|v| v.get("errors").and_then(Value::as_array).cloned());
+    match errors {
+        Some(errors) if !errors.is_empty() => errors
+            .iter()
+            .filter_map(Value::as_str)
+            .map(|e| e.lines().next().unwrap_or_default().trim().to_string())
+            .collect::<Vec<_>>()
+            .join("; "),
+        _ => truncate(body, 200),
+    }
+}
+
+fn truncate(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((cut, _)) => format!("{}...", &text[..cut]),
+        None => text.to_string(),
+    }
+}
+
+fn to_engine_error(method: &str, path: &str, failure: Failure) -> EngineError {
+    match failure {
+        Failure::Transport(message) => {
+            EngineError::Unreachable(format!("{method} {path}: {message}"))
+        }
+        Failure::Status { code, body } => {
+            let message = format!("{method} {path}: HTTP {code}: {}", error_message(&body));
+            match code {
+                404 => EngineError::NotReady(message),
+                503 => EngineError::Unreachable(message),
+                _ => EngineError::Refused(message),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_bodies_keep_the_first_line_of_each_flink_error() {
+        let body = r#"{"errors":["org.apache.flink.runtime.rest.handler.RestHandlerException: bad\n\tat x","second"]}"#;
+        assert_eq!(
+            error_message(body),
+            "org.apache.flink.runtime.rest.handler.RestHandlerException: bad; second"
+        );
+        assert_eq!(error_message("not json"), "not json");
+    }
+
+    #[test]
+    fn statuses_map_to_engine_errors() {
+        let status = |code| Failure::Status {
+            code,
+            body: r#"{"errors":["nope"]}"#.into(),
+        };
+        assert!(matches!(
+            to_engine_error("GET", "/x", status(400)),
+            EngineError::Refused(m) if m.contains("HTTP 400") && m.contains("nope")
+        ));
+        assert!(matches!(
+            to_engine_error("GET", "/x", status(404)),
+            EngineError::NotReady(_)
+        ));
+        assert!(matches!(
+            to_engine_error("GET", "/x", Failure::Transport("refused".into())),
+            EngineError::Unreachable(_)
+        ));
+        assert!(!status(500).retryable());
+        assert!(!status(400).retryable());
+        assert!(status(503).retryable());
+        assert!(Failure::Transport(String::new()).retryable());
+    }
+
+    #[test]
+    fn truncation_is_char_safe() {
+        assert_eq!(truncate("ääää", 2), "ää...");
+        assert_eq!(truncate("ab", 5), "ab");
+    }
+}

@@ -1,0 +1,331 @@
+//! [`FlinkCollector`]: one job's topology and the metrics the autoscaler needs, read over REST.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Instant;
+
+use super::client::FlinkClient;
+use super::metrics::{FlinkMetric, count_source_partitions, select_metric_names};
+use super::rest::{AggregatedEntry, JobDetails, PlanAnswer, ValueEntry};
+use super::topology::{all_tasks_up, build_topology, map_status};
+use crate::engine::{
+    AggregatedMetric, Collector, EngineError, JobObservation, JobStatus, VertexMetrics,
+};
+
+/// JobManager metrics read into [`JobObservation::global`].
+const JM_METRICS: [&str; 2] = ["taskSlotsTotal", "taskSlotsAvailable"];
+
+/// TaskManager metrics read (their max over TaskManagers) into [`JobObservation::global`]. The
+/// GC metric comes last because it is not always there.
+const TM_METRICS: [&str; 5] = [
+    "Status.JVM.Memory.Heap.Max",
+    "Status.JVM.Memory.Heap.Used",
+    "Status.Flink.Memory.Managed.Used",
+    "Status.JVM.Memory.Metaspace.Used",
+    "Status.JVM.GarbageCollector.All.TimeMsPerSecond",
+];
+
+/// Observes one job of a Flink cluster.
+///
+/// Per observation: the job details (status, `timestamps.RUNNING`, vertices with max parallelism
+/// and IO counters) and the plan (edges and ship strategies), then, when the job runs, the
+/// aggregated subtask metrics the anchor queries (§2.4 of the reference) and the slot and memory
+/// metrics of the cluster. Metric names are cached per job like the anchor does: sources are
+/// re-listed every time (`pendingRecords` appears lazily), everything is re-listed when the set of
+/// vertices changes, and the cache is dropped when the job restarts.
+#[derive(Debug)]
+pub struct FlinkCollector {
+    client: FlinkClient,
+    job_id: String,
+    /// Metric names per (unfinished) vertex.
+    metric_names: BTreeMap<String, Vec<String>>,
+    /// The `timestamps.RUNNING` the cache belongs to.
+    names_running_since: Option<i64>,
+    /// When the metric fetcher was last asked for anything (to know when to prime it).
+    last_query: Option<Instant>,
+    /// Whether the TaskManagers report the GC metric (None: not known yet).
+    tm_gc_available: Option<bool>,
+}
+
+impl FlinkCollector {
+    /// A collector of job `job_id` on the cluster behind `client`.
+    pub fn new(client: FlinkClient, job_id: impl Into<String>) -> FlinkCollector {
+        FlinkCollector {
+            client,
+            job_id: job_id.into(),
+            metric_names: BTreeMap::new(),
+            names_running_since: None,
+            last_query: None,
+            tm_gc_available: None,
+        }
+    }
+
+    /// The observed job's id.
+    pub fn job_id(&self) -> &str {
+        &self.job_id
+    }
+
+    fn details(&mut self) -> Result<JobDetails, EngineError> {
+        let path = format!("/jobs/{}", self.job_id);
+        let quiet = self
+            .last_query
+            .is_none_or(|t| t.elapsed() >= self.client.options().metrics_prime_after);
+        let details: JobDetails = self.client.get(&path)?;
+        if quiet && details.state.eq_ignore_ascii_case("RUNNING") {
+            // The first read only woke the lazy metric fetcher up; its numbers are stale.
+            std::thread::sleep(self.client.options().metrics_prime_delay);
+            self.last_query = Some(Instant::now());
+            return self.client.get(&path);
+        }
+        self.last_query = Some(Instant::now());
+        Ok(details)
+    }
+
+    fn list_metric_names(&self, vertex: &str) -> Result<Vec<String>, EngineError> {
+        let path = format!("/jobs/{}/vertices/{vertex}/subtasks/metrics", self.job_id);
+        let entries: Vec<AggregatedEntry> = self.client.get(&path)?;
+        Ok(entries.into_iter().map(|e| e.id).collect())
+    }
+
+    /// Refreshes the name cache for the unfinished vertices `active`. A vertex whose listing
+    /// lacks even `busyTimeMsPerSecond` (its tasks have not reported yet, typical right after a
+    /// start) is not cached, like the anchor, which only caches complete selections; its names
+    /// are returned for this observation only, and the next one lists every vertex again.
+    fn refresh_metric_names(
+        &mut self,
+        active: &BTreeSet<String>,
+        sources: &BTreeSet<String>,
+        running_since: i64,
+    ) -> Result<BTreeMap<String, Vec<String>>, EngineError> {
+        if self.names_running_since != Some(running_since) {
+            self.metric_names.clear();
+            self.tm_gc_available = None;
+            self.names_running_since = Some(running_since);
+        }
+        let cached: BTreeSet<String> = self.metric_names.keys().cloned().collect();
+        let to_list: Vec<String> = if &cached == active {
+            active.intersection(sources).cloned().collect()
+        } else {
+            self.metric_names.clear();
+            active.iter().cloned().collect()
+        };
+        let mut incomplete = BTreeMap::new();
+        for vertex in to_list {
+            let names = self.list_metric_names(&vertex)?;
+            if names.iter().any(|n| FlinkMetric::BusyTimePerSec.matches(n)) {
+                self.metric_names.insert(vertex, names);
+            } else {
+                incomplete.insert(vertex, names);
+            }
+        }
+        Ok(incomplete)
+    }
+
+    fn vertex_metrics(
+        &self,
+        vertex: &str,
+        available: Option<&Vec<String>>,
+        is_source: bool,
+    ) -> Result<BTreeMap<String, AggregatedMetric>, EngineError> {
+        let names = available
+            .map(|names| select_metric_names(names, is_source))
+            .unwrap_or_default();
+        if names.is_empty() {
+            return Ok(BTreeMap::new());
+        }
+        let path = format!(
+            "/jobs/{}/vertices/{vertex}/subtasks/metrics?get={}",
+            self.job_id,
+            query_list(&names)
+        );
+        let entries: Vec<AggregatedEntry> = self.client.get(&path)?;
+        let wanted: BTreeSet<&String> = names.iter().collect();
+        Ok(entries
+            .into_iter()
+            .filter(|e| wanted.contains(&e.id))
+            .map(|e| {
+                let metric = AggregatedMetric {
+                    min: e.min,
+                    max: e.max,
+                    avg: e.avg,
+                    sum: e.sum,
+                };
+                (e.id, metric)
+            })
+            .collect())
+    }
+
+    /// The TaskManager metrics (max over TaskManagers). Flink answers nothing when any requested
+    /// name is missing; the GC metric is the one that may be, so an empty first answer is
+    /// remembered as "no GC metric" and the rest asked for at once. An empty answer without
+    /// the GC metric forgets that memo so the next observation probes again.
+    fn taskmanager_metrics(&mut self) -> Result<Vec<AggregatedEntry>, EngineError> {
+        loop {
+            let names: &[&str] = if self.tm_gc_available == Some(false) {
+                &TM_METRICS[..4]
+            } else {
+                &TM_METRICS
+            };
+            let path = format!("/taskmanagers/metrics?get={}&agg=max", names.join(","));
+            let entries: Vec<AggregatedEntry> = self.client.get(&path)?;
+            match (entries.is_empty(), self.tm_gc_available) {
+                (true, None) => self.tm_gc_available = Some(false),
+                (true, Some(_)) => {
+                    self.tm_gc_available = None;
+                    return Ok(entries);
+                }
+                (false, None) => {
+                    self.tm_gc_available = Some(true);
+                    return Ok(entries);
+                }
+                _ => return Ok(entries),
+            }
+        }
+    }
+
+    /// Slot and TaskManager memory metrics. Failing to read them degrades the observation (the
+    /// decision does without), it does not fail it.
+    fn global_metrics(&mut self) -> BTreeMap<String, f64> {
+        let mut global = BTreeMap::new();
+        let jm = self
+            .client
+            .get::<Vec<ValueEntry>>(&format!("/jobmanager/metrics?get={}", JM_METRICS.join(",")));
+        match jm {
+            Ok(entries) => {
+                for entry in entries {
+                    if let Some(v) = entry.value.and_then(|v| v.trim().parse::<f64>().ok()) {
+                        global.insert(entry.id, v);
+                    }
+                }
+            }
+            Err(e) => tracing::warn!(job = %self.job_id, error = %e, "no JobManager metrics"),
+        }
+        match self.taskmanager_metrics() {
+            Ok(entries) => {
+                for entry in entries {
+                    if let Some(max) = entry.max {
+                        global.insert(entry.id, max);
+                    }
+                }
+            }
+            Err(e) => tracing::warn!(job = %self.job_id, error = %e, "no TaskManager metrics"),
+        }
+        global
+    }
+}
+
+impl Collector for FlinkCollector {
+    fn observe(&mut self, _now_ms: i64) -> Result<JobObservation, EngineError> {
+        let details = self.details()?;
+        let plan = match &details.plan {
+            Some(plan) if !plan.nodes.is_empty() => plan.clone(),
+            _ => {
+                self.client
+                    .get::<PlanAnswer>(&format!("/jobs/{}/plan", self.job_id))?
+                    .plan
+            }
+        };
+        let mut topology = build_topology(&details, &plan)?;
+        let status = map_status(
+            &details.state,
+            all_tasks_up(details.vertices.iter().map(|v| &v.tasks)),
+        );
+        let running_since = details
+            .timestamps
+            .get("RUNNING")
+            .copied()
+            .filter(|t| *t > 0);
+        let mut observation = JobObservation {
+            status,
+            running_since_ms: running_since.unwrap_or(0),
+            vertices: Vec::new(),
+            edges: std::mem::take(&mut topology.edges),
+            metrics: topology
+                .io
+                .iter()
+                .map(|(id, io)| {
+                    let metrics = VertexMetrics {
+                        aggregated: BTreeMap::new(),
+                        io: *io,
+                    };
+                    (id.clone(), metrics)
+                })
+                .collect(),
+            global: BTreeMap::new(),
+        };
+        if status != JobStatus::Running {
+            // Not running (yet): report the topology and status, the loop waits.
+            observation.vertices = topology.vertices;
+            return Ok(observation);
+        }
+        // Stabilization is measured from this timestamp; without it nothing can be judged.
+        let Some(running_since) = running_since else {
+            return Err(EngineError::NotReady(format!(
+                "job {} is RUNNING but its details carry no timestamps.RUNNING",
+                self.job_id
+            )));
+        };
+
+        let active: BTreeSet<String> = topology
+            .vertices
+            .iter()
+            .filter(|v| !v.finished)
+            .map(|v| v.id.clone())
+            .collect();
+        let uncached = self.refresh_metric_names(&active, &topology.sources, running_since)?;
+        let names_of = |id: &String| self.metric_names.get(id).or_else(|| uncached.get(id));
+        for vertex in &mut topology.vertices {
+            if topology.sources.contains(&vertex.id)
+                && let Some(names) = names_of(&vertex.id)
+            {
+                vertex.source_partitions =
+                    count_source_partitions(names.iter().map(String::as_str));
+            }
+        }
+        for id in &active {
+            let aggregated =
+                self.vertex_metrics(id, names_of(id), topology.sources.contains(id))?;
+            if let Some(metrics) = observation.metrics.get_mut(id) {
+                metrics.aggregated = aggregated;
+            }
+        }
+        observation.global = self.global_metrics();
+        observation.vertices = topology.vertices;
+        Ok(observation)
+    }
+}
+
+/// A comma-separated query value with each item percent-encoded (metric names may carry topic
+/// names with characters a URL does not take as is).
+fn query_list(items: &[String]) -> String {
+    let mut out = String::new();
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        for byte in item.bytes() {
+            if byte.is_ascii_alphanumeric() || b"-_.~".contains(&byte) {
+                out.push(char::from(byte));
+            } else {
+                out.push_str(&format!("%{byte:02X}"));
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn query_lists_encode_items_but_keep_separators() {
+        let items = vec![
+            "busyTimeMsPerSecond".to_string(),
+            "0.Source__k.KafkaSourceReader.topic.a b/c".to_string(),
+        ];
+        assert_eq!(
+            query_list(&items),
+            "busyTimeMsPerSecond,0.Source__k.KafkaSourceReader.topic.a%20b%2Fc"
+        );
+    }
+}

@@ -1,0 +1,180 @@
+//! An in-process stand-in for a Flink REST endpoint (tests only): a loopback listener that
+//! answers canned JSON per `METHOD path?query`, records every request, and can stall or hang up
+//! to exercise timeouts and transport errors.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// How the fake answers one route.
+#[derive(Debug, Clone)]
+pub(crate) enum Reply {
+    /// Status and JSON body.
+    Json(u16, String),
+    /// Wait this long before answering 200 `{}` (longer than the client's timeout).
+    Stall(Duration),
+    /// Close the connection without answering.
+    HangUp,
+}
+
+/// A request the fake received.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Recorded {
+    pub method: String,
+    pub target: String,
+    pub body: String,
+}
+
+type Routes = Arc<Mutex<BTreeMap<String, Vec<Reply>>>>;
+
+/// The running fake; stops on drop.
+pub(crate) struct FakeFlink {
+    addr: SocketAddr,
+    routes: Routes,
+    requests: Arc<Mutex<Vec<Recorded>>>,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl FakeFlink {
+    pub(crate) fn start() -> FakeFlink {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind loopback");
+        let addr = listener.local_addr().expect("local addr");
+        let routes: Routes = Arc::default();
+        let requests: Arc<Mutex<Vec<Recorded>>> = Arc::default();
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let (routes, requests, stop) = (routes.clone(), requests.clone(), stop.clone());
+            std::thread::spawn(move || {
+                for stream in listener.incoming() {
+                    if stop.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    let Ok(stream) = stream else { continue };
+                    let (routes, requests) = (routes.clone(), requests.clone());
+                    std::thread::spawn(move || serve(stream, &routes, &requests));
+                }
+            })
+        };
+        FakeFlink {
+            addr,
+            routes,
+            requests,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    pub(crate) fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Answers `key` ("GET /jobs/x") with `reply`. Several replies for one key are served in
+    /// order, the last one repeatedly.
+    pub(crate) fn route(&self, key: &str, reply: Reply) -> &FakeFlink {
+        self.routes
+            .lock()
+            .expect("routes")
+            .entry(key.to_string())
+            .or_default()
+            .push(reply);
+        self
+    }
+
+    /// Answers `key` with `body` from now on, dropping earlier replies.
+    pub(crate) fn replace_json(&self, key: &str, body: &str) -> &FakeFlink {
+        self.routes
+            .lock()
+            .expect("routes")
+            .insert(key.to_string(), vec![Reply::Json(200, body.to_string())]);
+        self
+    }
+
+    pub(crate) fn json(&self, key: &str, body: &str) -> &FakeFlink {
+        self.route(key, Reply::Json(200, body.to_string()))
+    }
+
+    pub(crate) fn requests(&self) -> Vec<Recorded> {
+        self.requests.lock().expect("requests").clone()
+    }
+
+    pub(crate) fn count(&self, method: &str, target: &str) -> usize {
+        self.requests()
+            .iter()
+            .filter(|r| r.method == method && r.target == target)
+            .count()
+    }
+}
+
+impl Drop for FakeFlink {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        // Wake the accept loop up so it sees the flag.
+        let _ = TcpStream::connect(self.addr);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn serve(stream: TcpStream, routes: &Routes, requests: &Mutex<Vec<Recorded>>) {
+    let Ok(mut writer) = stream.try_clone() else {
+        return;
+    };
+    let mut reader = BufReader::new(stream);
+    let mut line = String::new();
+    if reader.read_line(&mut line).unwrap_or(0) == 0 {
+        return;
+    }
+    let mut parts = line.split_whitespace();
+    let method = parts.next().unwrap_or_default().to_string();
+    let target = parts.next().unwrap_or_default().to_string();
+    let mut length = 0usize;
+    loop {
+        let mut header = String::new();
+        if reader.read_line(&mut header).unwrap_or(0) == 0 || header.trim().is_empty() {
+            break;
+        }
+        if let Some((name, value)) = header.split_once(':')
+            && name.trim().eq_ignore_ascii_case("content-length")
+        {
+            length = value.trim().parse().unwrap_or(0);
+        }
+    }
+    let mut body = vec![0u8; length];
+    if reader.read_exact(&mut body).is_err() {
+        return;
+    }
+    let key = format!("{method} {target}");
+    requests.lock().expect("requests").push(Recorded {
+        method,
+        target,
+        body: String::from_utf8_lossy(&body).into_owned(),
+    });
+    let reply = {
+        let mut routes = routes.lock().expect("routes");
+        match routes.get_mut(&key) {
+            Some(replies) if replies.len() > 1 => replies.remove(0),
+            Some(replies) => replies[0].clone(),
+            None => Reply::Json(404, r#"{"errors":["Not found: /unknown"]}"#.into()),
+        }
+    };
+    let (status, body) = match reply {
+        Reply::HangUp => return,
+        Reply::Stall(wait) => {
+            std::thread::sleep(wait);
+            (200, "{}".to_string())
+        }
+        Reply::Json(status, body) => (status, body),
+    };
+    let answer = format!(
+        "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = writer.write_all(answer.as_bytes());
+    let _ = writer.flush();
+}

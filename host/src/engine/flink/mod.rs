@@ -1,0 +1,30 @@
+//! The Flink engine: observe and rescale jobs of a real Apache Flink cluster over its REST API.
+//!
+//! [`FlinkCollector`] reads a job's topology and metrics the way the anchor's REST metric
+//! collector does; [`FlinkRealizer`] rescales in place through the adaptive scheduler's
+//! `resource-requirements` endpoint (what the anchor's standalone autoscaler does on Flink 1.18+),
+//! after validating every bound it sends: Flink accepts `upperBound: -1` and then loses its
+//! JobManager. [`discover_jobs`] picks the jobs to scale. Everything talks through a blocking
+//! [`FlinkClient`] with timeouts and bounded retries; failures become [`EngineError`]s.
+//!
+//! [`EngineError`]: crate::engine::EngineError
+
+mod client;
+mod collector;
+mod jobs;
+mod metrics;
+mod realizer;
+mod rest;
+mod topology;
+
+#[cfg(test)]
+mod fake_server;
+#[cfg(test)]
+mod rest_tests;
+
+pub use client::{FlinkClient, FlinkOptions};
+pub use collector::FlinkCollector;
+pub use jobs::{FlinkJob, discover_jobs};
+pub use metrics::{FlinkMetric, count_source_partitions, select_metric_names};
+pub use realizer::{FlinkRealizer, VertexLimits, apply_parallelism, validate_requirements};
+pub use rest::{ParallelismBounds, ResourceRequirements, VertexRequirement};

@@ -1,0 +1,456 @@
+//! The engine against an in-process fake of Flink's REST API, with answers captured from a
+//! Flink 2.3 cluster: parsing, request shapes, and failures becoming `EngineError`s.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use super::fake_server::{FakeFlink, Reply};
+use super::*;
+use crate::engine::{Collector, EngineError, JobStatus, Realizer};
+
+const JOB: &str = "8930b1fd94e042463a80e45360195d7e";
+const SRC: &str = "e5a72f353fc1e6bbf3bd96a41384998c";
+const COST: &str = "cfb31ddc17acace6f3c9cb0d6be81b38";
+const COUNT: &str = "b71731f1c0df9c3076c4a455334d0ad6";
+const SINK: &str = "2e588ce1c86a9d46e2e85186773ce4fd";
+
+const DETAILS: &str = include_str!("testdata/job_details.json");
+const PLAN: &str = include_str!("testdata/plan.json");
+const OVERVIEW: &str = include_str!("testdata/jobs_overview.json");
+
+fn options(url: String) -> FlinkOptions {
+    FlinkOptions {
+        rest_url: url,
+        request_timeout: Duration::from_millis(400),
+        connect_timeout: Duration::from_millis(400),
+        retries: 2,
+        backoff: Duration::from_millis(10),
+        max_backoff: Duration::from_millis(20),
+        metrics_prime_after: Duration::from_secs(60),
+        metrics_prime_delay: Duration::from_millis(5),
+    }
+}
+
+fn client(fake: &FakeFlink) -> FlinkClient {
+    FlinkClient::new(options(fake.url()))
+}
+
+fn requirements_json(bounds: &[(&str, i64)]) -> String {
+    let entries: Vec<String> = bounds
+        .iter()
+        .map(|(id, upper)| {
+            format!(r#""{id}":{{"parallelism":{{"lowerBound":1,"upperBound":{upper}}}}}"#)
+        })
+        .collect();
+    format!("{{{}}}", entries.join(","))
+}
+
+fn metrics_path(vertex: &str) -> String {
+    format!("GET /jobs/{JOB}/vertices/{vertex}/subtasks/metrics")
+}
+
+/// A running job with metric names and values for every vertex.
+fn serve_running_job(fake: &FakeFlink) {
+    fake.json(&format!("GET /jobs/{JOB}"), DETAILS);
+    fake.json(
+        &metrics_path(SRC),
+        r#"[{"id":"Source__source.numRecordsOut"},{"id":"busyTimeMsPerSecond"},
+            {"id":"backPressuredTimeMsPerSecond"},{"id":"Source__source.numRecordsInPerSecond"},
+            {"id":"Source__source.numRecordsIn"},{"id":"numBytesIn"},
+            {"id":"0.Source__source.KafkaSourceReader.topic.t.partition.0.currentOffset"},
+            {"id":"0.Source__source.KafkaSourceReader.topic.t.partition.1.currentOffset"}]"#,
+    );
+    fake.json(
+        &format!(
+            "{}?get=busyTimeMsPerSecond,backPressuredTimeMsPerSecond,Source__source.numRecordsInPerSecond,Source__source.numRecordsIn,Source__source.numRecordsOut",
+            metrics_path(SRC)
+        ),
+        r#"[{"id":"busyTimeMsPerSecond","min":0.0,"max":0.0,"avg":0.0,"sum":0.0,"skew":0.0},
+            {"id":"backPressuredTimeMsPerSecond","min":900.0,"max":900.0,"avg":900.0,"sum":900.0,"skew":0.0},
+            {"id":"Source__source.numRecordsInPerSecond","min":0.0,"max":0.0,"avg":0.0,"sum":0.0,"skew":0.0},
+            {"id":"Source__source.numRecordsIn","min":0.0,"max":0.0,"avg":0.0,"sum":0.0,"skew":0.0},
+            {"id":"Source__source.numRecordsOut","min":11846.0,"max":11846.0,"avg":11846.0,"sum":11846.0,"skew":0.0}]"#,
+    );
+    for vertex in [COST, COUNT] {
+        fake.json(
+            &metrics_path(vertex),
+            r#"[{"id":"numRecordsInPerSecond"},{"id":"busyTimeMsPerSecond"},{"id":"numRecordsIn"}]"#,
+        );
+        fake.json(
+            &format!("{}?get=busyTimeMsPerSecond,numRecordsInPerSecond", metrics_path(vertex)),
+            r#"[{"id":"busyTimeMsPerSecond","min":958.0,"max":958.0,"avg":958.0,"sum":958.0,"skew":0.0},
+                {"id":"numRecordsInPerSecond","min":60.9,"max":60.9,"avg":60.9,"sum":60.9,"skew":0.0}]"#,
+        );
+    }
+    // The sink lists a busy time but answers no value for it: it must degrade, not fail.
+    fake.json(
+        &metrics_path(SINK),
+        r#"[{"id":"numBytesIn"},{"id":"busyTimeMsPerSecond"}]"#,
+    );
+    fake.json(
+        &format!("{}?get=busyTimeMsPerSecond", metrics_path(SINK)),
+        "[]",
+    );
+    fake.json(
+        "GET /jobmanager/metrics?get=taskSlotsTotal,taskSlotsAvailable",
+        r#"[{"id":"taskSlotsTotal","value":"8"},{"id":"taskSlotsAvailable","value":"4"}]"#,
+    );
+    // No GC metric on this cluster: the full query answers nothing, the reduced one answers.
+    fake.json(
+        "GET /taskmanagers/metrics?get=Status.JVM.Memory.Heap.Max,Status.JVM.Memory.Heap.Used,Status.Flink.Memory.Managed.Used,Status.JVM.Memory.Metaspace.Used,Status.JVM.GarbageCollector.All.TimeMsPerSecond&agg=max",
+        "[]",
+    );
+    fake.json(
+        "GET /taskmanagers/metrics?get=Status.JVM.Memory.Heap.Max,Status.JVM.Memory.Heap.Used,Status.Flink.Memory.Managed.Used,Status.JVM.Memory.Metaspace.Used&agg=max",
+        r#"[{"id":"Status.JVM.Memory.Heap.Max","max":5.0E8},{"id":"Status.JVM.Memory.Heap.Used","max":1.0E8}]"#,
+    );
+}
+
+#[test]
+fn the_collector_reads_topology_metrics_and_partitions() {
+    let fake = FakeFlink::start();
+    serve_running_job(&fake);
+    let mut collector = FlinkCollector::new(client(&fake), JOB);
+    let observation = collector.observe(0).unwrap();
+
+    assert_eq!(observation.status, JobStatus::Running);
+    assert_eq!(observation.running_since_ms, 1_795_954_749_743);
+    let names: Vec<&str> = observation
+        .vertices
+        .iter()
+        .map(|v| v.name.as_str())
+        .collect();
+    assert_eq!(names, ["Source: source", "cost", "count", "sink: Writer"]);
+    assert!(
+        observation
+            .vertices
+            .iter()
+            .all(|v| v.max_parallelism == 128 && v.parallelism == 1)
+    );
+    assert_eq!(observation.vertices[0].source_partitions, 2);
+    assert_eq!(observation.vertices[1].source_partitions, 0);
+    let strategies: Vec<(&str, &str, &str)> = observation
+        .edges
+        .iter()
+        .map(|e| (e.from.as_str(), e.to.as_str(), e.ship_strategy.as_str()))
+        .collect();
+    assert_eq!(
+        strategies,
+        [
+            (SRC, COST, "FORWARD"),
+            (COST, COUNT, "HASH"),
+            (COUNT, SINK, "FORWARD")
+        ]
+    );
+
+    let src = &observation.metrics[SRC];
+    assert_eq!(src.io.num_records_out, 8487.0);
+    assert_eq!(src.io.accumulated_busy_time, 665.0);
+    assert_eq!(
+        src.aggregated["backPressuredTimeMsPerSecond"].avg,
+        Some(900.0)
+    );
+    assert_eq!(
+        src.aggregated["Source__source.numRecordsOut"].sum,
+        Some(11846.0)
+    );
+    assert!(!src.aggregated.contains_key("numBytesIn"));
+    assert_eq!(
+        observation.metrics[COST].aggregated["busyTimeMsPerSecond"].max,
+        Some(958.0)
+    );
+    assert!(observation.metrics[SINK].aggregated.is_empty());
+    assert_eq!(observation.global["taskSlotsTotal"], 8.0);
+    assert_eq!(observation.global["taskSlotsAvailable"], 4.0);
+    assert_eq!(observation.global["Status.JVM.Memory.Heap.Max"], 5.0e8);
+
+    // Quiet start: the details were read twice (prime, then re-read).
+    assert_eq!(fake.count("GET", &format!("/jobs/{JOB}")), 2);
+    // A second observation soon after: no priming, only the source's names re-listed.
+    collector.observe(1).unwrap();
+    assert_eq!(fake.count("GET", &format!("/jobs/{JOB}")), 3);
+    let listed = |v: &str| fake.count("GET", &format!("/jobs/{JOB}/vertices/{v}/subtasks/metrics"));
+    assert_eq!(listed(SRC), 2);
+    assert_eq!(listed(COST), 1);
+}
+
+#[test]
+fn a_job_with_deploying_tasks_reads_as_created_and_is_not_queried() {
+    let fake = FakeFlink::start();
+    let deploying = DETAILS.replacen("\"DEPLOYING\": 0", "\"DEPLOYING\": 1", 1);
+    assert_ne!(deploying, DETAILS, "fixture changed");
+    fake.json(&format!("GET /jobs/{JOB}"), &deploying);
+    let observation = FlinkCollector::new(client(&fake), JOB).observe(0).unwrap();
+    assert_eq!(observation.status, JobStatus::Created);
+    assert_eq!(observation.vertices.len(), 4);
+    assert!(
+        fake.requests()
+            .iter()
+            .all(|r| !r.target.contains("/vertices/"))
+    );
+}
+
+#[test]
+fn the_plan_endpoint_is_used_when_the_details_carry_none() {
+    let fake = FakeFlink::start();
+    let mut details: serde_json::Value = serde_json::from_str(DETAILS).unwrap();
+    details.as_object_mut().unwrap().remove("plan");
+    details["state"] = "CREATED".into();
+    fake.json(&format!("GET /jobs/{JOB}"), &details.to_string());
+    fake.json(&format!("GET /jobs/{JOB}/plan"), PLAN);
+    let observation = FlinkCollector::new(client(&fake), JOB).observe(0).unwrap();
+    assert_eq!(observation.status, JobStatus::Created);
+    assert_eq!(observation.edges.len(), 3);
+}
+
+#[test]
+fn the_realizer_puts_the_full_map_with_the_new_bound() {
+    let fake = FakeFlink::start();
+    fake.json(&format!("GET /jobs/{JOB}"), DETAILS);
+    let current = requirements_json(&[(SRC, 1), (COST, 1), (COUNT, 1), (SINK, 1)]);
+    fake.json(&format!("GET /jobs/{JOB}/resource-requirements"), &current);
+    fake.json(&format!("PUT /jobs/{JOB}/resource-requirements"), "{}");
+    let mut realizer = FlinkRealizer::new(client(&fake), JOB);
+
+    realizer.rescale(&[(COST.to_string(), 4)].into()).unwrap();
+    let puts: Vec<_> = fake
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "PUT")
+        .collect();
+    assert_eq!(puts.len(), 1);
+    let sent: ResourceRequirements = serde_json::from_str(&puts[0].body).unwrap();
+    let expected: ResourceRequirements = serde_json::from_str(&requirements_json(&[
+        (SRC, 1),
+        (COST, 4),
+        (COUNT, 1),
+        (SINK, 1),
+    ]))
+    .unwrap();
+    assert_eq!(sent, expected);
+
+    // Nothing changes: nothing is sent.
+    realizer.rescale(&[(COST.to_string(), 1)].into()).unwrap();
+    assert_eq!(
+        fake.count("PUT", &format!("/jobs/{JOB}/resource-requirements")),
+        1
+    );
+
+    assert!(matches!(
+        realizer.set_rate_limit(SRC, Some(10.0)),
+        Err(EngineError::Unsupported(_))
+    ));
+}
+
+#[test]
+fn the_realizer_never_sends_an_invalid_map() {
+    let fake = FakeFlink::start();
+    fake.json(&format!("GET /jobs/{JOB}"), DETAILS);
+    // Flink may hand back -1 for a vertex; sending it back would kill the JobManager.
+    let current = requirements_json(&[(SRC, -1), (COST, 1), (COUNT, 1), (SINK, 1)]);
+    fake.json(&format!("GET /jobs/{JOB}/resource-requirements"), &current);
+    fake.json(&format!("PUT /jobs/{JOB}/resource-requirements"), "{}");
+    let mut realizer = FlinkRealizer::new(client(&fake), JOB);
+    let err = realizer
+        .rescale(&[(COST.to_string(), 4)].into())
+        .unwrap_err();
+    assert!(matches!(err, EngineError::InvalidRequest(ref m) if m.contains("upperBound -1")));
+    let err = realizer
+        .rescale(&[(COST.to_string(), 129)].into())
+        .unwrap_err();
+    assert!(matches!(err, EngineError::InvalidRequest(_)));
+    assert_eq!(
+        fake.count("PUT", &format!("/jobs/{JOB}/resource-requirements")),
+        0
+    );
+}
+
+#[test]
+fn the_realizer_refuses_a_job_that_is_not_running() {
+    let fake = FakeFlink::start();
+    fake.json(
+        &format!("GET /jobs/{JOB}"),
+        &DETAILS.replacen("\"state\": \"RUNNING\"", "\"state\": \"RESTARTING\"", 1),
+    );
+    let current = requirements_json(&[(SRC, 1), (COST, 1), (COUNT, 1), (SINK, 1)]);
+    fake.json(&format!("GET /jobs/{JOB}/resource-requirements"), &current);
+    let err = FlinkRealizer::new(client(&fake), JOB)
+        .rescale(&[(COST.to_string(), 2)].into())
+        .unwrap_err();
+    assert!(matches!(err, EngineError::InvalidRequest(ref m) if m.contains("RESTARTING")));
+    assert_eq!(
+        fake.count("PUT", &format!("/jobs/{JOB}/resource-requirements")),
+        0
+    );
+}
+
+#[test]
+fn discovery_lists_running_jobs_or_the_given_one() {
+    let fake = FakeFlink::start();
+    let overview = OVERVIEW.replacen(
+        "\"jobs\": [",
+        r#""jobs": [{"jid":"00ff","name":"done","state":"FINISHED","tasks":{"total":1,"finished":1}},"#,
+        1,
+    );
+    assert_ne!(overview, OVERVIEW, "fixture changed");
+    fake.json("GET /jobs/overview", &overview);
+    fake.json(&format!("GET /jobs/{JOB}"), DETAILS);
+    let jobs = discover_jobs(&client(&fake), None).unwrap();
+    assert_eq!(
+        jobs,
+        [FlinkJob {
+            id: JOB.into(),
+            name: "flowscale-load".into(),
+            status: JobStatus::Running
+        }]
+    );
+    let given = discover_jobs(&client(&fake), Some(JOB)).unwrap();
+    assert_eq!(given[0].status, JobStatus::Running);
+    assert!(matches!(
+        discover_jobs(&client(&fake), Some("../x")),
+        Err(EngineError::InvalidRequest(_))
+    ));
+}
+
+#[test]
+fn http_failures_become_engine_errors() {
+    let fake = FakeFlink::start();
+    fake.route(
+        "GET /jobs/a",
+        Reply::Json(500, r#"{"errors":["Internal server error."]}"#.into()),
+    );
+    fake.route(
+        "GET /jobs/b",
+        Reply::Json(400, r#"{"errors":["bad request"]}"#.into()),
+    );
+    fake.json("GET /jobs/c", "this is not json");
+    fake.route("GET /jobs/d", Reply::Stall(Duration::from_secs(2)));
+    fake.route("GET /jobs/e", Reply::HangUp);
+    let client = client(&fake);
+
+    let err = client.get_json("/jobs/a").unwrap_err();
+    assert!(
+        matches!(err, EngineError::Refused(ref m) if m.contains("HTTP 500")),
+        "{err}"
+    );
+    assert_eq!(fake.count("GET", "/jobs/a"), 1, "500 is not retried");
+    assert!(matches!(
+        client.get_json("/jobs/b"),
+        Err(EngineError::Refused(_))
+    ));
+    assert!(matches!(
+        client.get_json("/jobs/c"),
+        Err(EngineError::Other(_))
+    ));
+    assert!(matches!(
+        client.get_json("/jobs/nothing"),
+        Err(EngineError::NotReady(_))
+    ));
+
+    let started = std::time::Instant::now();
+    assert!(matches!(
+        client.get_json("/jobs/d"),
+        Err(EngineError::Unreachable(_))
+    ));
+    assert_eq!(
+        fake.count("GET", "/jobs/d"),
+        3,
+        "timeouts are retried, boundedly"
+    );
+    assert!(started.elapsed() < Duration::from_secs(3));
+
+    assert!(matches!(
+        client.get_json("/jobs/e"),
+        Err(EngineError::Unreachable(_))
+    ));
+    assert_eq!(fake.count("GET", "/jobs/e"), 3);
+}
+
+#[test]
+fn a_passing_outage_is_retried_and_a_dead_port_is_unreachable() {
+    let fake = FakeFlink::start();
+    fake.route("GET /overview", Reply::Json(503, "{}".into()));
+    fake.json("GET /overview", r#"{"taskmanagers":1}"#);
+    let value = client(&fake).get_json("/overview").unwrap();
+    assert_eq!(value["taskmanagers"], 1);
+    assert_eq!(fake.count("GET", "/overview"), 2);
+
+    // A port nobody listens on (bound, then released).
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dead = FlinkClient::new(options(format!("http://127.0.0.1:{port}")));
+    let err = FlinkCollector::new(dead, JOB).observe(0).unwrap_err();
+    assert!(matches!(err, EngineError::Unreachable(_)), "{err}");
+}
+
+#[test]
+fn requirements_are_read_back() {
+    let fake = FakeFlink::start();
+    fake.json(
+        &format!("GET /jobs/{JOB}/resource-requirements"),
+        &requirements_json(&[(SRC, 1), (COST, 4)]),
+    );
+    let read = FlinkRealizer::new(client(&fake), JOB)
+        .requirements()
+        .unwrap();
+    let expected: BTreeMap<&str, i64> = [(SRC, 1), (COST, 4)].into();
+    let got: BTreeMap<&str, i64> = read
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.parallelism.upper_bound))
+        .collect();
+    assert_eq!(got, expected);
+}
+
+#[test]
+fn a_vertex_that_has_not_reported_yet_is_listed_again() {
+    let fake = FakeFlink::start();
+    // Right after a start the metric store knows no names for the map yet.
+    fake.json(&metrics_path(COST), "[]");
+    serve_running_job(&fake);
+    let mut collector = FlinkCollector::new(client(&fake), JOB);
+    let first = collector.observe(0).unwrap();
+    assert!(first.metrics[COST].aggregated.is_empty());
+    let second = collector.observe(1).unwrap();
+    assert_eq!(
+        second.metrics[COST].aggregated["busyTimeMsPerSecond"].max,
+        Some(958.0)
+    );
+    let listed = |v: &str| fake.count("GET", &format!("/jobs/{JOB}/vertices/{v}/subtasks/metrics"));
+    assert_eq!(listed(COST), 2);
+    assert_eq!(
+        listed(COUNT),
+        2,
+        "an incomplete cache re-lists every vertex"
+    );
+}
+
+#[test]
+fn a_restart_drops_the_metric_name_cache() {
+    let fake = FakeFlink::start();
+    serve_running_job(&fake);
+    let mut collector = FlinkCollector::new(client(&fake), JOB);
+    collector.observe(0).unwrap();
+    // The job restarted (a rescale): a new RUNNING timestamp.
+    let restarted = DETAILS.replacen("1795954749743", "1795954799999", 1);
+    assert_ne!(restarted, DETAILS, "fixture changed");
+    fake.replace_json(&format!("GET /jobs/{JOB}"), &restarted);
+    let second = collector.observe(1).unwrap();
+    assert_eq!(second.running_since_ms, 1_795_954_799_999);
+    let listed = |v: &str| fake.count("GET", &format!("/jobs/{JOB}/vertices/{v}/subtasks/metrics"));
+    assert_eq!(listed(COST), 2);
+}
+
+#[test]
+fn a_running_job_without_a_running_timestamp_is_not_ready() {
+    let fake = FakeFlink::start();
+    let details = DETAILS.replacen("\"RUNNING\": 1795954749743", "\"RUNNING\": 0", 1);
+    assert_ne!(details, DETAILS, "fixture changed");
+    fake.json(&format!("GET /jobs/{JOB}"), &details);
+    let err = FlinkCollector::new(client(&fake), JOB)
+        .observe(0)
+        .unwrap_err();
+    assert!(matches!(err, EngineError::NotReady(_)), "{err}");
+}

@@ -1,0 +1,145 @@
+//! From a parsed fleet configuration to what the host will run: each job's resolved mode and
+//! settings, with every problem located in the file.
+
+use crate::alignment::{JobAlignment, ModeCatalog, ResolveError};
+use crate::config::{
+    ConfigErrors, Diagnostic, EngineSpec, FleetConfig, JobConfig, JobSpec, MODE_KEY_FOR_LOCATION,
+    unknown_key_warning,
+};
+use crate::runner::JobSettings;
+use crate::sim::Simulation;
+
+/// One job, ready to run.
+#[derive(Debug, Clone)]
+pub struct JobPlan {
+    /// The job as configured.
+    pub spec: JobSpec,
+    /// Its resolved alignment.
+    pub alignment: JobAlignment,
+    /// Its other settings.
+    pub settings: JobSettings,
+}
+
+/// A fleet, ready to run.
+#[derive(Debug, Clone)]
+pub struct FleetPlan {
+    /// The configuration it was made from.
+    pub fleet: FleetConfig,
+    /// The jobs.
+    pub jobs: Vec<JobPlan>,
+    /// Non-fatal findings.
+    pub warnings: Vec<Diagnostic>,
+}
+
+/// Where a key of a job's configuration was written, or the job entry when it was not written.
+pub fn locate(config: &JobConfig, key: &str, fallback: &str) -> String {
+    config
+        .origin(key)
+        .or_else(|| config.origin(MODE_KEY_FOR_LOCATION))
+        .map(|o| o.location())
+        .unwrap_or_else(|| fallback.to_string())
+}
+
+/// Located diagnostics for a job's resolution errors.
+pub fn resolve_diagnostics(spec: &JobSpec, errors: &[ResolveError]) -> Vec<Diagnostic> {
+    errors
+        .iter()
+        .map(|e| {
+            Diagnostic::new(
+                locate(&spec.config, &e.key, &spec.location),
+                format!("job `{}`: {e}", spec.name),
+            )
+        })
+        .collect()
+}
+
+/// Checks every job of a fleet and resolves its mode, reporting all problems at once.
+pub fn plan_fleet(
+    fleet: FleetConfig,
+    catalog: &dyn ModeCatalog,
+) -> Result<FleetPlan, ConfigErrors> {
+    let mut errors = Vec::new();
+    let mut warnings = fleet.warnings.clone();
+    let mut jobs = Vec::new();
+    for spec in &fleet.jobs {
+        for (key, _) in spec.config.iter() {
+            let origin = spec.config.origin(key);
+            let raw = origin.map(|o| o.raw_key.as_str()).unwrap_or(key);
+            if let Some(message) = unknown_key_warning(key, raw) {
+                let location = origin
+                    .map(|o| o.location())
+                    .unwrap_or_else(|| spec.location.clone());
+                warnings.push(Diagnostic::new(location, message));
+            }
+        }
+        let alignment = JobAlignment::resolve(&spec.name, &spec.config, catalog)
+            .map_err(|resolve_errors| errors.extend(resolve_diagnostics(spec, &resolve_errors)))
+            .ok();
+        let settings = JobSettings::from_config(&spec.config)
+            .map_err(|option_errors| {
+                errors.extend(option_errors.iter().map(|e| {
+                    Diagnostic::new(
+                        spec.config
+                            .origin(&e.key)
+                            .map(|o| o.location())
+                            .unwrap_or_else(|| spec.location.clone()),
+                        format!("job `{}`: {e}", spec.name),
+                    )
+                }))
+            })
+            .ok();
+        errors.extend(engine_diagnostics(spec));
+        if let (Some(alignment), Some(settings)) = (alignment, settings) {
+            jobs.push(JobPlan {
+                spec: spec.clone(),
+                alignment,
+                settings,
+            });
+        }
+    }
+    if errors.is_empty() {
+        Ok(FleetPlan {
+            fleet,
+            jobs,
+            warnings,
+        })
+    } else {
+        Err(ConfigErrors(errors))
+    }
+}
+
+/// Problems with what a job's engine entry points to (checked without contacting a cluster).
+fn engine_diagnostics(spec: &JobSpec) -> Vec<Diagnostic> {
+    let problem = |message: String| {
+        vec![Diagnostic::new(
+            spec.location.clone(),
+            format!("job `{}`: {message}", spec.name),
+        )]
+    };
+    match &spec.engine {
+        EngineSpec::Sim { job, .. } => match Simulation::from_file(job) {
+            Ok(_) => Vec::new(),
+            Err(err) => problem(format!("simulated job: {err}")),
+        },
+        EngineSpec::Replay { trace } if !trace.is_file() => {
+            problem(format!("replay trace {} does not exist", trace.display()))
+        }
+        EngineSpec::Replay { .. } => Vec::new(),
+        EngineSpec::Flink { rest, job_id } => {
+            let mut out = Vec::new();
+            if !(rest.starts_with("http://") || rest.starts_with("https://")) {
+                out.extend(problem(format!(
+                    "`rest` must be an http:// URL, got `{rest}`"
+                )));
+            }
+            if let Some(id) = job_id
+                && (id.len() != 32 || !id.chars().all(|c| c.is_ascii_hexdigit()))
+            {
+                out.extend(problem(format!(
+                    "`job-id` must be a 32-digit hex Flink job id, got `{id}`"
+                )));
+            }
+            out
+        }
+    }
+}

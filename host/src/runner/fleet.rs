@@ -1,0 +1,271 @@
+//! Running a fleet: every job on its own thread, each with its own engine and clock, so that a
+//! slow or failing job never holds up the others.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use crate::config::{EngineSpec, JobConfig};
+use crate::engine::{Clock, Engine};
+use crate::events::{Event, EventReason, Severity};
+use crate::plan::{FleetPlan, JobPlan};
+use crate::scaling::CycleStage;
+use crate::sim::{Simulation, Summary, Timeline};
+use crate::state::StateStore;
+
+use super::engines::open_engines;
+use super::job::JobRunner;
+use super::report::CycleReport;
+
+/// Simulated time a simulated job runs for when neither the fleet nor the command says.
+pub const DEFAULT_SIMULATED_DURATION: Duration = Duration::from_secs(2 * 3600);
+/// The longest a bounded simulated job may take to finish.
+pub const MAX_SIMULATED_DURATION: Duration = Duration::from_secs(30 * 86_400);
+
+/// How long and how the fleet runs.
+pub struct RunOptions<'a> {
+    /// One step per job, then stop.
+    pub once: bool,
+    /// Stop wall-clock jobs after this long (they run until stopped otherwise).
+    pub wall_duration: Option<Duration>,
+    /// Overrides every simulated job's duration.
+    pub simulated_duration: Option<Duration>,
+    /// Set to stop every job at its next step (Ctrl-C).
+    pub stop: &'a AtomicBool,
+    /// Where wall-clock jobs persist their state.
+    pub store: &'a Mutex<Box<dyn StateStore + Send>>,
+}
+
+/// How one job's run went.
+#[derive(Debug, Clone)]
+pub struct JobRun {
+    /// The job (a Flink entry covering several jobs yields one run each).
+    pub name: String,
+    /// The alignment mode it used.
+    pub mode: String,
+    /// Steps that ran.
+    pub steps: usize,
+    /// Steps whose cycle failed or whose engine could not be reached.
+    pub failed_steps: usize,
+    /// Why the job could not run at all.
+    pub error: Option<String>,
+    /// A simulated job's timeline and summary.
+    pub simulation: Option<(Timeline, Summary)>,
+}
+
+/// Runs every job of `plan`, passing each step's report to `sink` as it happens.
+pub fn run_fleet(
+    plan: &FleetPlan,
+    options: &RunOptions<'_>,
+    sink: &(dyn Fn(&CycleReport) + Sync),
+) -> Vec<JobRun> {
+    let interval_ms = i64::try_from(plan.fleet.host.interval.as_millis()).unwrap_or(i64::MAX);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = plan
+            .jobs
+            .iter()
+            .map(|job| {
+                let handle = scope.spawn(move || run_job(job, interval_ms, options, sink));
+                (job.spec.name.clone(), job.alignment.mode_id(), handle)
+            })
+            .collect();
+        let mut runs = Vec::new();
+        for (name, mode, handle) in handles {
+            match handle.join() {
+                Ok(job_runs) => runs.extend(job_runs),
+                Err(_) => runs.push(JobRun {
+                    name,
+                    mode,
+                    steps: 0,
+                    failed_steps: 1,
+                    error: Some("the job's control loop panicked; the other jobs went on".into()),
+                    simulation: None,
+                }),
+            }
+        }
+        runs
+    })
+}
+
+fn run_job(
+    job: &JobPlan,
+    interval_ms: i64,
+    options: &RunOptions<'_>,
+    sink: &(dyn Fn(&CycleReport) + Sync),
+) -> Vec<JobRun> {
+    let name = &job.spec.name;
+    let failed = |error: String| JobRun {
+        name: name.clone(),
+        mode: job.alignment.mode_id(),
+        steps: 0,
+        failed_steps: 1,
+        error: Some(error),
+        simulation: None,
+    };
+    if let EngineSpec::Sim {
+        job: file,
+        duration,
+    } = &job.spec.engine
+    {
+        let mut sim = match Simulation::from_file(file) {
+            Ok(sim) => sim,
+            Err(err) => return vec![failed(err.to_string())],
+        };
+        sim.record_timeline(true);
+        let duration = options
+            .simulated_duration
+            .or(*duration)
+            .unwrap_or(DEFAULT_SIMULATED_DURATION);
+        let mut runner = JobRunner::new(
+            name,
+            sim,
+            job.alignment.clone(),
+            &job.settings,
+            &job.spec.config,
+            interval_ms,
+        );
+        let (steps, failed_steps) =
+            drive(&mut runner, Some(duration), &job.spec.config, options, sink);
+        let timeline = runner.engine().timeline();
+        let summary = Summary::from_timeline(&timeline);
+        return vec![JobRun {
+            name: name.clone(),
+            mode: job.alignment.mode_id(),
+            steps,
+            failed_steps,
+            error: None,
+            simulation: Some((timeline, summary)),
+        }];
+    }
+    let engines = match open_engines(name, &job.spec.engine) {
+        Ok(engines) => engines,
+        Err(err) => return vec![failed(err)],
+    };
+    engines
+        .into_iter()
+        .map(|(label, engine)| {
+            let mut runner = JobRunner::new(
+                &label,
+                engine,
+                job.alignment.clone(),
+                &job.settings,
+                &job.spec.config,
+                interval_ms,
+            );
+            if let Ok(store) = options.store.lock() {
+                runner.restore(store.as_ref(), wall_ms());
+            }
+            let (steps, failed_steps) = drive(&mut runner, None, &job.spec.config, options, sink);
+            JobRun {
+                name: label,
+                mode: job.alignment.mode_id(),
+                steps,
+                failed_steps,
+                error: None,
+                simulation: None,
+            }
+        })
+        .collect()
+}
+
+/// Steps a runner until its time is up, it finishes, or the fleet is stopped.
+fn drive<E: Engine>(
+    runner: &mut JobRunner<E>,
+    simulated: Option<Duration>,
+    _config: &JobConfig,
+    options: &RunOptions<'_>,
+    sink: &(dyn Fn(&CycleReport) + Sync),
+) -> (usize, usize) {
+    let (mut steps, mut failed) = (0usize, 0usize);
+    let mut account = |report: &CycleReport| {
+        steps += 1;
+        let bad = matches!(report.stage, Some(CycleStage::Failed(_)))
+            || report
+                .events
+                .iter()
+                .any(|e| e.reason == EventReason::EngineError);
+        if bad {
+            failed += 1;
+        }
+        sink(report);
+    };
+    let step_ms = runner.step_ms();
+    match runner.engine().clock() {
+        Clock::Virtual { start_ms, end_ms } => {
+            let limit = simulated.map(|d| start_ms + duration_ms(d));
+            let end = match (end_ms, limit) {
+                (Some(end), Some(limit)) => end.min(limit),
+                (Some(end), None) => end,
+                (None, Some(limit)) => limit,
+                (None, None) => start_ms + duration_ms(MAX_SIMULATED_DURATION),
+            };
+            let mut now = start_ms;
+            while now <= end && !runner.is_finished() && !options.stop.load(Ordering::Relaxed) {
+                if let Some(report) = runner.step(now, Vec::new()) {
+                    account(&report);
+                }
+                if options.once {
+                    break;
+                }
+                now += step_ms;
+            }
+        }
+        Clock::Wall => {
+            let started = Instant::now();
+            loop {
+                let now = wall_ms();
+                if let Some(report) = runner.step(now, Vec::new()) {
+                    account(&report);
+                }
+                if let Ok(mut store) = options.store.lock() {
+                    let persisted = runner
+                        .persist(store.as_mut())
+                        .and_then(|()| store.flush().map_err(|e| e.to_string()));
+                    if let Err(err) = persisted {
+                        let event = Event::new(
+                            EventReason::AutoscalerError,
+                            Severity::Warning,
+                            format!("cannot persist the job's state: {err}"),
+                        )
+                        .job(runner.name());
+                        let mut report = CycleReport::new(runner.name(), now);
+                        report.events.push(event);
+                        account(&report);
+                    }
+                }
+                if options.once
+                    || runner.is_finished()
+                    || options
+                        .wall_duration
+                        .is_some_and(|d| started.elapsed() >= d)
+                {
+                    break;
+                }
+                let wake =
+                    Instant::now() + Duration::from_millis(u64::try_from(step_ms).unwrap_or(1000));
+                while Instant::now() < wake && !options.stop.load(Ordering::Relaxed) {
+                    std::thread::sleep(
+                        Duration::from_millis(100)
+                            .min(wake.saturating_duration_since(Instant::now())),
+                    );
+                }
+                if options.stop.load(Ordering::Relaxed) {
+                    break;
+                }
+            }
+        }
+    }
+    (steps, failed)
+}
+
+fn duration_ms(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX / 4)
+}
+
+/// Milliseconds since the epoch.
+pub fn wall_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(duration_ms)
+        .unwrap_or(0)
+}

@@ -1,0 +1,319 @@
+//! One job under control: observe, decide, align, cool down, realize, rate-limit.
+//!
+//! Data flows one way per step: engine → pipeline (with the job's alignment) → cooldown
+//! executor → engine. A failing engine call becomes an event; the job goes on at its next step.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use crate::alignment::JobAlignment;
+use crate::backpressure::{BatchInfo, RateController};
+use crate::config::ConfigLookup;
+use crate::engine::{Engine, JobObservation};
+use crate::events::{Event, EventReason, Severity};
+use crate::scaling::cooldown::{CooldownExecutor, CooldownState};
+use crate::scaling::{Autoscaler, JobScalingState};
+use crate::state::{
+    DEFAULT_EVENT_CAPACITY, EventLog, EventLogState, StateStore, load, save, sections,
+};
+
+use super::report::CycleReport;
+use super::settings::JobSettings;
+
+struct RateControl {
+    controller: RateController,
+    interval_ms: i64,
+    next_ms: Option<i64>,
+}
+
+/// A job, its engine and everything that decides for it.
+pub struct JobRunner<E: Engine> {
+    name: String,
+    engine: E,
+    alignment: JobAlignment,
+    autoscaler: Autoscaler,
+    enabled: bool,
+    interval_ms: i64,
+    next_cycle_ms: Option<i64>,
+    cooldown: CooldownExecutor,
+    rate: Option<RateControl>,
+    scaling: JobScalingState,
+    events: EventLog,
+}
+
+impl<E: Engine> JobRunner<E> {
+    /// A runner for `name` on `engine`, cycling every `interval_ms`, with the job's validated
+    /// `settings` and its `config` (for the rate estimator's gains).
+    pub fn new(
+        name: &str,
+        engine: E,
+        alignment: JobAlignment,
+        settings: &JobSettings,
+        config: &impl ConfigLookup,
+        interval_ms: i64,
+    ) -> JobRunner<E> {
+        // The options were validated with the settings, so an error here cannot happen; if it
+        // did, rate control would stay off and the cycle would go on.
+        let rate =
+            RateController::from_config(name, config)
+                .ok()
+                .and_then(|(options, controller)| {
+                    controller.map(|controller| RateControl {
+                        controller,
+                        interval_ms: options.batch_interval_ms,
+                        next_ms: None,
+                    })
+                });
+        JobRunner {
+            name: name.to_string(),
+            engine,
+            alignment,
+            autoscaler: Autoscaler::new(settings.autoscaler.clone()),
+            enabled: settings.enabled,
+            interval_ms: interval_ms.max(1),
+            next_cycle_ms: None,
+            cooldown: CooldownExecutor::new(name, settings.cooldown),
+            rate,
+            scaling: JobScalingState::default(),
+            events: EventLog::new(
+                Duration::from_millis(u64::try_from(settings.event_interval_ms).unwrap_or(0)),
+                DEFAULT_EVENT_CAPACITY,
+            ),
+        }
+    }
+
+    /// The job's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The engine.
+    pub fn engine(&self) -> &E {
+        &self.engine
+    }
+
+    /// The engine, mutably.
+    pub fn engine_mut(&mut self) -> &mut E {
+        &mut self.engine
+    }
+
+    /// The resolved alignment.
+    pub fn alignment(&self) -> &JobAlignment {
+        &self.alignment
+    }
+
+    /// The job's recent events.
+    pub fn events(&self) -> &EventLog {
+        &self.events
+    }
+
+    /// How often the runner needs a step: the smaller of the cycle and batch intervals.
+    pub fn step_ms(&self) -> i64 {
+        self.rate
+            .as_ref()
+            .map_or(self.interval_ms, |r| r.interval_ms.min(self.interval_ms))
+    }
+
+    /// Continues from persisted state (scaling history, metric window, cooldown queue and timer,
+    /// events). Unreadable sections are reported and start empty.
+    pub fn restore(&mut self, store: &dyn StateStore, now_ms: i64) {
+        match JobScalingState::from_sections(|section| store.get(&self.name, section)) {
+            Ok(state) => self.scaling = state,
+            Err(err) => self.note(
+                now_ms,
+                format!("stored scaling state unreadable, starting empty: {err}"),
+            ),
+        }
+        match load::<CooldownState>(store, &self.name, sections::COOLDOWN) {
+            Ok(Some(state)) => {
+                self.cooldown = CooldownExecutor::restore(
+                    self.name.clone(),
+                    Duration::from_millis(u64::try_from(self.cooldown.period_ms()).unwrap_or(0)),
+                    state,
+                );
+            }
+            Ok(None) => {}
+            Err(err) => self.note(
+                now_ms,
+                format!("stored cooldown state unreadable, starting empty: {err}"),
+            ),
+        }
+        match load::<EventLogState>(store, &self.name, sections::EVENTS) {
+            Ok(Some(state)) => {
+                let log = std::mem::replace(&mut self.events, EventLog::new(Duration::ZERO, 1));
+                self.events = log.restore(state);
+            }
+            Ok(None) => {}
+            Err(err) => self.note(
+                now_ms,
+                format!("stored events unreadable, starting empty: {err}"),
+            ),
+        }
+    }
+
+    /// Writes the job's state into `store` (the caller flushes).
+    pub fn persist(&self, store: &mut dyn StateStore) -> Result<(), String> {
+        let sections = self.scaling.to_sections().map_err(|e| e.to_string())?;
+        for (section, value) in sections {
+            store.put(&self.name, section, value);
+        }
+        save(store, &self.name, sections::COOLDOWN, self.cooldown.state())
+            .map_err(|e| e.to_string())?;
+        save(store, &self.name, sections::EVENTS, &self.events.state()).map_err(|e| e.to_string())
+    }
+
+    fn note(&mut self, now_ms: i64, message: String) {
+        let event =
+            Event::new(EventReason::AutoscalerError, Severity::Warning, message).job(&self.name);
+        self.events.record_always(now_ms, event);
+    }
+
+    /// True when nothing remains to do: the engine's job has finished.
+    pub fn is_finished(&self) -> bool {
+        self.engine.is_finished()
+    }
+
+    /// Runs what is due at `now_ms` (engine time): a rate-control batch, a decision cycle, or
+    /// both. Returns `None` when nothing was due.
+    pub fn step(&mut self, now_ms: i64, extra_events: Vec<Event>) -> Option<CycleReport> {
+        let cycle_due = self.next_cycle_ms.is_none_or(|next| now_ms >= next);
+        let rate_due = self
+            .rate
+            .as_ref()
+            .is_some_and(|r| r.next_ms.is_none_or(|next| now_ms >= next));
+        if !cycle_due && !rate_due && extra_events.is_empty() {
+            return None;
+        }
+        let mut report = CycleReport::new(&self.name, now_ms);
+        let mut events = extra_events;
+        if cycle_due {
+            self.next_cycle_ms = Some(now_ms + self.interval_ms);
+        }
+        if let Some(rate) = self.rate.as_mut().filter(|_| rate_due) {
+            rate.next_ms = Some(now_ms + rate.interval_ms);
+        }
+        if cycle_due || rate_due {
+            match self.engine.observe(now_ms) {
+                Ok(observation) => {
+                    if rate_due {
+                        self.rate_control(now_ms, &observation, &mut report, &mut events);
+                    }
+                    if cycle_due {
+                        self.decide(now_ms, &observation, &mut report, &mut events);
+                    }
+                }
+                Err(err) => events.push(
+                    Event::new(
+                        EventReason::EngineError,
+                        Severity::Warning,
+                        format!("cannot observe the job: {err}"),
+                    )
+                    .job(&self.name),
+                ),
+            }
+        }
+        for event in events {
+            let recorded = match (event.reason, event.vertex.as_deref()) {
+                (EventReason::ScalingReport, _) => {
+                    self.events.record_always(now_ms, event.clone());
+                    true
+                }
+                (EventReason::ScalingLimited, Some(vertex)) => {
+                    let key = format!("ScalingLimited{vertex}");
+                    self.events.record(now_ms, event.clone(), Some(&key))
+                }
+                _ => self.events.record(now_ms, event.clone(), None),
+            };
+            if recorded {
+                report.events.push(event);
+            }
+        }
+        Some(report)
+    }
+
+    fn rate_control(
+        &mut self,
+        now_ms: i64,
+        observation: &JobObservation,
+        report: &mut CycleReport,
+        events: &mut Vec<Event>,
+    ) {
+        let Some(rate) = self.rate.as_mut() else {
+            return;
+        };
+        let batch = BatchInfo::from_observation(observation, now_ms, rate.interval_ms);
+        let Some(update) = rate.controller.on_batch_completed(&batch) else {
+            return;
+        };
+        report.rate_limit = Some(update.rate);
+        events.push(update.event);
+        for (vertex, limit) in &update.per_source {
+            if let Err(err) = self.engine.set_rate_limit(vertex, Some(*limit)) {
+                events.push(
+                    Event::new(
+                        EventReason::EngineError,
+                        Severity::Warning,
+                        format!("cannot apply the rate limit of {vertex}: {err}"),
+                    )
+                    .job(&self.name)
+                    .vertex(vertex),
+                );
+            }
+        }
+    }
+
+    fn decide(
+        &mut self,
+        now_ms: i64,
+        observation: &JobObservation,
+        report: &mut CycleReport,
+        events: &mut Vec<Event>,
+    ) {
+        if !self.enabled {
+            self.scaling.clear();
+            return;
+        }
+        let outcome = self.autoscaler.run_cycle(
+            &self.name,
+            observation,
+            now_ms,
+            &self.alignment,
+            &mut self.scaling,
+        );
+        report.stage = Some(outcome.stage.clone());
+        report.vertices = outcome.vertices;
+        events.extend(outcome.events);
+        let running: BTreeMap<String, u32> = observation
+            .vertices
+            .iter()
+            .map(|v| (v.id.clone(), v.parallelism))
+            .collect();
+        let cooled = match outcome.decision {
+            Some(decision) => {
+                let changed: BTreeMap<String, u32> = decision
+                    .into_iter()
+                    .filter(|(vertex, p)| running.get(vertex) != Some(p))
+                    .collect();
+                let cooled = self.cooldown.submit(now_ms, changed, &running);
+                report.queued = cooled.operation.is_none() && !cooled.events.is_empty();
+                cooled
+            }
+            None => self.cooldown.poll(now_ms, &running),
+        };
+        events.extend(cooled.events);
+        if let Some(operation) = cooled.operation {
+            let full = operation.full_parallelism(&running);
+            match self.engine.rescale(&full) {
+                Ok(()) => report.operation = Some(operation.parallelism),
+                Err(err) => events.push(
+                    Event::new(
+                        EventReason::EngineError,
+                        Severity::Warning,
+                        format!("rescale to {full:?} failed: {err}"),
+                    )
+                    .job(&self.name),
+                ),
+            }
+        }
+    }
+}

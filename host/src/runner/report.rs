@@ -1,0 +1,149 @@
+//! What one step of a job produced, for people and for machines.
+
+use std::collections::BTreeMap;
+use std::io::{self, Write};
+
+use serde::Serialize;
+
+use crate::events::Event;
+use crate::scaling::{CycleStage, VertexDecision};
+
+/// One step of one job: a decision cycle, a rate-control batch, or both.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CycleReport {
+    /// The job.
+    pub job: String,
+    /// When (engine time, ms).
+    pub at_ms: i64,
+    /// Where the decision cycle ended; `None` when only rate control ran.
+    pub stage: Option<CycleStage>,
+    /// Per-vertex decisions of the cycle.
+    pub vertices: Vec<VertexDecision>,
+    /// The scaling operation realized on the engine (changed vertices only).
+    pub operation: Option<BTreeMap<String, u32>>,
+    /// A scaling event was decided and queued by the cooldown.
+    pub queued: bool,
+    /// A new source rate limit was published (records/s for the whole job).
+    pub rate_limit: Option<f64>,
+    /// Events recorded in this step (after the per-job rate limit on identical events).
+    pub events: Vec<Event>,
+}
+
+impl CycleReport {
+    /// An empty report.
+    pub fn new(job: &str, at_ms: i64) -> CycleReport {
+        CycleReport {
+            job: job.to_string(),
+            at_ms,
+            stage: None,
+            vertices: Vec::new(),
+            operation: None,
+            queued: false,
+            rate_limit: None,
+            events: Vec::new(),
+        }
+    }
+
+    /// True when there is something a person would want to read.
+    pub fn is_noteworthy(&self) -> bool {
+        self.operation.is_some()
+            || self.queued
+            || self.rate_limit.is_some()
+            || !self.events.is_empty()
+    }
+}
+
+/// Prints reports: readable lines, or JSON Lines of `{"type": "cycle", "data": ...}`.
+pub struct Printer<W: Write> {
+    out: W,
+    json: bool,
+    verbose: bool,
+}
+
+impl<W: Write> Printer<W> {
+    /// A printer writing to `out`.
+    pub fn new(out: W, json: bool, verbose: bool) -> Printer<W> {
+        Printer { out, json, verbose }
+    }
+
+    /// Prints one report (human output skips quiet cycles unless verbose).
+    pub fn print(&mut self, report: &CycleReport) -> io::Result<()> {
+        if self.json {
+            serde_json::to_writer(
+                &mut self.out,
+                &serde_json::json!({ "type": "cycle", "data": report }),
+            )?;
+            return writeln!(self.out);
+        }
+        if !self.verbose && !report.is_noteworthy() {
+            return Ok(());
+        }
+        let at = format_time(report.at_ms);
+        for v in &report.vertices {
+            let changed = v.proposed.is_some_and(|p| p != v.current);
+            if !(changed || self.verbose) {
+                continue;
+            }
+            let target = v.target.map_or("-".to_string(), |t| t.to_string());
+            let aligned = v.aligned.map_or("-".to_string(), |t| t.to_string());
+            writeln!(
+                self.out,
+                "{at} {job} {vertex}: {current} -> target {target} -> aligned {aligned} [{mode}] {reason}",
+                job = report.job,
+                vertex = v.name,
+                current = v.current,
+                mode = v.mode.as_deref().unwrap_or("-"),
+                reason = v.reason,
+            )?;
+        }
+        if let Some(op) = &report.operation {
+            let changes: Vec<String> = op.iter().map(|(v, p)| format!("{v}={p}")).collect();
+            writeln!(
+                self.out,
+                "{at} {} rescaled: {}",
+                report.job,
+                changes.join(", ")
+            )?;
+        }
+        if report.queued {
+            writeln!(
+                self.out,
+                "{at} {} scaling event queued (cooldown)",
+                report.job
+            )?;
+        }
+        if let Some(rate) = report.rate_limit {
+            writeln!(
+                self.out,
+                "{at} {} rate limit {rate:.0} records/s",
+                report.job
+            )?;
+        }
+        for event in &report.events {
+            writeln!(
+                self.out,
+                "{at} {} {}: {}",
+                report.job,
+                event.reason.as_str(),
+                event.message
+            )?;
+        }
+        Ok(())
+    }
+
+    /// The writer back.
+    pub fn into_inner(self) -> W {
+        self.out
+    }
+}
+
+/// Engine time for people: `HH:MM:SS` of simulated time (small values), else ms since the epoch
+/// as `T+<seconds>`.
+pub fn format_time(at_ms: i64) -> String {
+    if at_ms < 100 * 86_400_000 {
+        let s = at_ms / 1000;
+        format!("{:02}:{:02}:{:02}", s / 3600, (s / 60) % 60, s % 60)
+    } else {
+        format!("T{}", at_ms / 1000)
+    }
+}

@@ -1,0 +1,18 @@
+//! Per-job state that must survive a host restart: keyed JSON sections per job (cooldown queue,
+//! recent events, ...) in a [`StateStore`], and the job's [`EventLog`].
+//!
+//! Components own their section's type and read/write it with [`load`] and [`save`]; the store
+//! only knows JSON values, so adding a section needs no change here. [`FileStateStore`] keeps one
+//! JSON file per job and replaces it atomically on [`StateStore::flush`], which the loop calls once
+//! per cycle (as the anchor flushes its state store after every cycle).
+
+mod event_log;
+mod file;
+mod store;
+
+pub use event_log::{
+    DEFAULT_EVENT_CAPACITY, DEFAULT_EVENT_INTERVAL, EVENT_INTERVAL_KEY, EventLog, EventLogState,
+    LoggedEvent,
+};
+pub use file::FileStateStore;
+pub use store::{InMemoryStateStore, StateError, StateStore, load, save, sections};

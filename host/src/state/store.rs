@@ -1,0 +1,230 @@
+//! The state-store seam, its errors, typed access and the in-memory store.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+/// Names of the sections the host stores per job.
+pub mod sections {
+    /// The cooldown executor's `CooldownState`.
+    pub const COOLDOWN: &str = "cooldown";
+    /// The job's `EventLogState`.
+    pub const EVENTS: &str = "events";
+}
+
+/// Keyed JSON sections per job.
+///
+/// Writes are visible to `get` at once; [`StateStore::flush`] makes them durable. A store never
+/// interprets a section: typed access goes through [`load`] and [`save`].
+pub trait StateStore {
+    /// The value of `section` of `job`, if stored.
+    fn get(&self, job: &str, section: &str) -> Option<serde_json::Value>;
+    /// Stores `value` as `section` of `job`, replacing what was there.
+    fn put(&mut self, job: &str, section: &str, value: serde_json::Value);
+    /// Forgets everything about `job` (the anchor clears all state of a job whose autoscaler is
+    /// disabled, and of a job that is gone).
+    fn remove_job(&mut self, job: &str);
+    /// The jobs that have state, sorted.
+    fn jobs(&self) -> Vec<String>;
+    /// Makes every change since the last flush durable. Call once per cycle.
+    fn flush(&mut self) -> Result<(), StateError> {
+        Ok(())
+    }
+}
+
+/// Why state could not be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    /// A state file or directory could not be read.
+    #[error("failed to read state from {}: {source}", path.display())]
+    Read {
+        /// The file or directory.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A state file could not be written, renamed or removed.
+    #[error("failed to write state to {}: {source}", path.display())]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A state file is not a flowscale state file (hint: move it away to start the job afresh).
+    #[error("state file {} is not valid flowscale state (hint: move it away to start the job afresh): {source}", path.display())]
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// What the parser said.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A stored section does not have the shape its owner expects.
+    #[error("state section `{section}` of job `{job}` cannot be decoded: {source}")]
+    Decode {
+        /// The job.
+        job: String,
+        /// The section.
+        section: String,
+        /// What serde said.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A value could not be turned into JSON (e.g. a map with non-string keys).
+    #[error("state section `{section}` of job `{job}` cannot be encoded: {source}")]
+    Encode {
+        /// The job.
+        job: String,
+        /// The section.
+        section: String,
+        /// What serde said.
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+/// Reads `section` of `job` as a `T`; `Ok(None)` when nothing is stored.
+pub fn load<T: DeserializeOwned>(
+    store: &dyn StateStore,
+    job: &str,
+    section: &str,
+) -> Result<Option<T>, StateError> {
+    store
+        .get(job, section)
+        .map(|value| {
+            serde_json::from_value(value).map_err(|source| StateError::Decode {
+                job: job.to_string(),
+                section: section.to_string(),
+                source,
+            })
+        })
+        .transpose()
+}
+
+/// Stores `value` as `section` of `job`.
+pub fn save<T: Serialize + ?Sized>(
+    store: &mut dyn StateStore,
+    job: &str,
+    section: &str,
+    value: &T,
+) -> Result<(), StateError> {
+    let value = serde_json::to_value(value).map_err(|source| StateError::Encode {
+        job: job.to_string(),
+        section: section.to_string(),
+        source,
+    })?;
+    store.put(job, section, value);
+    Ok(())
+}
+
+/// State kept in memory only (the anchor's `MEMORY` store): lost when the host exits.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct InMemoryStateStore {
+    jobs: BTreeMap<String, BTreeMap<String, serde_json::Value>>,
+}
+
+impl InMemoryStateStore {
+    /// An empty store.
+    pub fn new() -> InMemoryStateStore {
+        InMemoryStateStore::default()
+    }
+
+    /// Every section of `job`.
+    pub fn sections(&self, job: &str) -> Option<&BTreeMap<String, serde_json::Value>> {
+        self.jobs.get(job)
+    }
+}
+
+impl StateStore for InMemoryStateStore {
+    fn get(&self, job: &str, section: &str) -> Option<serde_json::Value> {
+        self.jobs.get(job)?.get(section).cloned()
+    }
+
+    fn put(&mut self, job: &str, section: &str, value: serde_json::Value) {
+        self.jobs
+            .entry(job.to_string())
+            .or_default()
+            .insert(section.to_string(), value);
+    }
+
+    fn remove_job(&mut self, job: &str) {
+        self.jobs.remove(job);
+    }
+
+    fn jobs(&self) -> Vec<String> {
+        self.jobs.keys().cloned().collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde::Deserialize;
+
+    use super::*;
+
+    #[derive(Debug, PartialEq, Serialize, Deserialize)]
+    struct Section {
+        count: u32,
+        names: Vec<String>,
+    }
+
+    #[test]
+    fn sections_are_keyed_per_job() {
+        let mut store = InMemoryStateStore::new();
+        assert_eq!(store.get("a", "x"), None);
+        store.put("a", "x", serde_json::json!(1));
+        store.put("a", "y", serde_json::json!(2));
+        store.put("b", "x", serde_json::json!(3));
+        assert_eq!(store.get("a", "x"), Some(serde_json::json!(1)));
+        assert_eq!(store.get("b", "x"), Some(serde_json::json!(3)));
+        assert_eq!(store.get("b", "y"), None);
+        store.put("a", "x", serde_json::json!("replaced"));
+        assert_eq!(store.get("a", "x"), Some(serde_json::json!("replaced")));
+        assert_eq!(store.jobs(), vec!["a", "b"]);
+        store.remove_job("a");
+        assert_eq!(store.get("a", "y"), None);
+        assert_eq!(store.jobs(), vec!["b"]);
+        assert!(store.flush().is_ok());
+    }
+
+    #[test]
+    fn typed_load_and_save() {
+        let mut store = InMemoryStateStore::new();
+        let value = Section {
+            count: 3,
+            names: vec!["x".into()],
+        };
+        assert_eq!(load::<Section>(&store, "j", "s").unwrap(), None);
+        save(&mut store, "j", "s", &value).unwrap();
+        assert_eq!(load::<Section>(&store, "j", "s").unwrap(), Some(value));
+
+        store.put("j", "s", serde_json::json!({"count": "three"}));
+        let err = load::<Section>(&store, "j", "s").unwrap_err();
+        assert!(
+            matches!(&err, StateError::Decode { job, section, .. } if job == "j" && section == "s")
+        );
+        assert!(err.to_string().contains("`s` of job `j`"), "{err}");
+    }
+
+    #[test]
+    fn unencodable_values_are_reported() {
+        let mut store = InMemoryStateStore::new();
+        let mut bad = BTreeMap::new();
+        bad.insert((1, 2), 3);
+        let err = save(&mut store, "j", "s", &bad).unwrap_err();
+        assert!(matches!(err, StateError::Encode { .. }));
+        assert_eq!(store.get("j", "s"), None);
+    }
+
+    #[test]
+    fn works_through_a_trait_object() {
+        let mut store: Box<dyn StateStore> = Box::new(InMemoryStateStore::new());
+        save(store.as_mut(), "j", "s", &5_u32).unwrap();
+        assert_eq!(load::<u32>(store.as_ref(), "j", "s").unwrap(), Some(5));
+    }
+}

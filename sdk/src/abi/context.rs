@@ -1,0 +1,474 @@
+//! How an [`AlignmentContext`] crosses the plugin boundary: a hand-rolled, append-only table of
+//! `extern "C"` accessors over the host's own context.
+//!
+//! The table is deliberately kept out of abi_stable's layout check (the field is opaque to it):
+//! that check refuses a library whose copy of a prefix type has FEWER fields than the host's,
+//! so a host that grew a checked context would orphan every plugin built before. Instead the
+//! table starts with its own size; the host fills in every accessor it knows, and the plugin
+//! side only calls an accessor whose offset lies inside that size. Growing the context is
+//! therefore: append a field to [`ContextVTable`] (never reorder, never change a field, never
+//! change one of the `Ffi*` records below), fill it in `HOST_VTABLE`, read it in
+//! [`rebuild`] behind [`ContextVTable::has`] with a default for older hosts.
+
+use std::ffi::c_void;
+use std::marker::PhantomData;
+use std::mem::{offset_of, size_of};
+
+use abi_stable::StableAbi;
+
+use crate::context::{
+    AlignmentContext, EvaluatedMetric, JobTopology, TopologyEdge, TopologyVertex,
+};
+use crate::params::ModeParams;
+use crate::ship::ShipStrategy;
+
+/// A borrowed string: pointer and length. Valid for the duration of one call.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct FfiStr {
+    ptr: *const u8,
+    len: usize,
+}
+
+impl FfiStr {
+    fn new(text: &str) -> FfiStr {
+        FfiStr {
+            ptr: text.as_ptr(),
+            len: text.len(),
+        }
+    }
+    /// Copies the text; lossy on invalid UTF-8 (the host only ever hands out `&str`s).
+    ///
+    /// # Safety
+    /// Must point at `len` readable bytes.
+    unsafe fn to_owned_string(self) -> String {
+        if self.ptr.is_null() || self.len == 0 {
+            return String::new();
+        }
+        // SAFETY: the host built this from a live `&str` for the duration of the call.
+        let bytes = unsafe { std::slice::from_raw_parts(self.ptr, self.len) };
+        String::from_utf8_lossy(bytes).into_owned()
+    }
+}
+
+/// The numbers of a context. Frozen: new numbers get new accessors.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+pub struct FfiNumbers {
+    current: u32,
+    target: u32,
+    source_partitions: u32,
+    max_parallelism: u32,
+    lower_limit: u32,
+    upper_limit: u32,
+}
+
+/// A ship strategy as a tag and a bucket count. Frozen; a tag the reader does not know reads
+/// as [`ShipStrategy::Unknown`], so new strategies never break a built plugin.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+pub struct FfiShip {
+    tag: u8,
+    buckets: u32,
+}
+
+impl FfiShip {
+    fn from_ship(s: ShipStrategy) -> FfiShip {
+        let (tag, buckets) = match s {
+            ShipStrategy::Hash => (1, 0),
+            ShipStrategy::Rebalance => (2, 0),
+            ShipStrategy::Rescale => (3, 0),
+            ShipStrategy::Forward => (4, 0),
+            ShipStrategy::Custom { buckets } => (5, buckets),
+            ShipStrategy::Broadcast => (6, 0),
+            ShipStrategy::Global => (7, 0),
+            ShipStrategy::Shuffle => (8, 0),
+            ShipStrategy::Unknown => (0, 0),
+        };
+        FfiShip { tag, buckets }
+    }
+    fn to_ship(self) -> ShipStrategy {
+        match self.tag {
+            1 => ShipStrategy::Hash,
+            2 => ShipStrategy::Rebalance,
+            3 => ShipStrategy::Rescale,
+            4 => ShipStrategy::Forward,
+            5 => ShipStrategy::Custom {
+                buckets: self.buckets,
+            },
+            6 => ShipStrategy::Broadcast,
+            7 => ShipStrategy::Global,
+            8 => ShipStrategy::Shuffle,
+            _ => ShipStrategy::Unknown,
+        }
+    }
+}
+
+/// One evaluated metric. Frozen.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct FfiMetric {
+    name: FfiStr,
+    current: f64,
+    average: f64,
+}
+
+/// One topology vertex. Frozen.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct FfiVertex {
+    id: FfiStr,
+    name: FfiStr,
+    parallelism: u32,
+    max_parallelism: u32,
+    source_partitions: u32,
+}
+
+/// One topology edge. Frozen.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct FfiEdge {
+    from: FfiStr,
+    to: FfiStr,
+    ship: FfiShip,
+}
+
+/// One mode parameter. Frozen.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct FfiParam {
+    key: FfiStr,
+    value: FfiStr,
+}
+
+type Data = *const c_void;
+
+/// The accessor table of the context, version 1. Append-only (see the module docs).
+///
+/// Every accessor takes the opaque data pointer of the [`ContextRef`] it came with; an
+/// out-of-range index yields an empty record, never a panic.
+#[repr(C)]
+pub struct ContextVTable {
+    /// `size_of::<ContextVTable>()` in the host that built it: accessors at or past this offset
+    /// do not exist in that host.
+    pub size: usize,
+    job_name: unsafe extern "C" fn(Data) -> FfiStr,
+    vertex_id: unsafe extern "C" fn(Data) -> FfiStr,
+    vertex_name: unsafe extern "C" fn(Data) -> FfiStr,
+    numbers: unsafe extern "C" fn(Data) -> FfiNumbers,
+    ship_count: unsafe extern "C" fn(Data) -> usize,
+    ship: unsafe extern "C" fn(Data, usize) -> FfiShip,
+    metric_count: unsafe extern "C" fn(Data) -> usize,
+    metric: unsafe extern "C" fn(Data, usize) -> FfiMetric,
+    vertex_count: unsafe extern "C" fn(Data) -> usize,
+    vertex: unsafe extern "C" fn(Data, usize) -> FfiVertex,
+    edge_count: unsafe extern "C" fn(Data) -> usize,
+    edge: unsafe extern "C" fn(Data, usize) -> FfiEdge,
+    mode_name: unsafe extern "C" fn(Data) -> FfiStr,
+    param_count: unsafe extern "C" fn(Data) -> usize,
+    param: unsafe extern "C" fn(Data, usize) -> FfiParam,
+    // Fields added in later SDK releases go here, each read behind `has`.
+}
+
+impl ContextVTable {
+    /// Whether the host that built this table filled in the field at `offset` of `len` bytes.
+    pub fn has(&self, offset: usize, len: usize) -> bool {
+        offset + len <= self.size
+    }
+}
+
+/// The context as it crosses the boundary: the host's context, opaque, and its accessor table.
+#[repr(C)]
+#[derive(StableAbi, Clone, Copy)]
+pub struct ContextRef<'a> {
+    #[sabi(unsafe_opaque_field)]
+    data: *const c_void,
+    #[sabi(unsafe_opaque_field)]
+    vtable: *const ContextVTable,
+    _borrow: PhantomData<&'a ()>,
+}
+
+impl<'a> ContextRef<'a> {
+    /// Host side: lends `ctx` to a plugin for one call.
+    pub fn new(ctx: &'a AlignmentContext) -> ContextRef<'a> {
+        ContextRef {
+            data: (ctx as *const AlignmentContext).cast(),
+            vtable: &HOST_VTABLE,
+            _borrow: PhantomData,
+        }
+    }
+}
+
+fn ctx<'a>(data: Data) -> &'a AlignmentContext {
+    // SAFETY: `data` always comes from `ContextRef::new`, which borrows a live context for the
+    // lifetime of the `ContextRef`; the accessors are only called during that borrow.
+    unsafe { &*data.cast::<AlignmentContext>() }
+}
+
+unsafe extern "C" fn job_name(d: Data) -> FfiStr {
+    FfiStr::new(ctx(d).job_name())
+}
+unsafe extern "C" fn vertex_id(d: Data) -> FfiStr {
+    FfiStr::new(ctx(d).vertex_id())
+}
+unsafe extern "C" fn vertex_name(d: Data) -> FfiStr {
+    FfiStr::new(ctx(d).vertex_name())
+}
+unsafe extern "C" fn numbers(d: Data) -> FfiNumbers {
+    let c = ctx(d);
+    FfiNumbers {
+        current: c.current_parallelism(),
+        target: c.target_parallelism(),
+        source_partitions: c.source_partitions(),
+        max_parallelism: c.max_parallelism(),
+        lower_limit: c.lower_limit(),
+        upper_limit: c.upper_limit(),
+    }
+}
+unsafe extern "C" fn ship_count(d: Data) -> usize {
+    ctx(d).input_ship_strategies().len()
+}
+unsafe extern "C" fn ship(d: Data, i: usize) -> FfiShip {
+    ctx(d)
+        .input_ship_strategies()
+        .get(i)
+        .map(|s| FfiShip::from_ship(*s))
+        .unwrap_or_default()
+}
+unsafe extern "C" fn metric_count(d: Data) -> usize {
+    ctx(d).metrics().len()
+}
+unsafe extern "C" fn metric(d: Data, i: usize) -> FfiMetric {
+    match ctx(d).metrics().get(i) {
+        Some((name, m)) => FfiMetric {
+            name: FfiStr::new(name),
+            current: m.current,
+            average: m.average,
+        },
+        None => FfiMetric {
+            name: FfiStr::new(""),
+            current: f64::NAN,
+            average: f64::NAN,
+        },
+    }
+}
+unsafe extern "C" fn vertex_count(d: Data) -> usize {
+    ctx(d).topology().vertices.len()
+}
+unsafe extern "C" fn vertex(d: Data, i: usize) -> FfiVertex {
+    match ctx(d).topology().vertices.get(i) {
+        Some(v) => FfiVertex {
+            id: FfiStr::new(&v.id),
+            name: FfiStr::new(&v.name),
+            parallelism: v.parallelism,
+            max_parallelism: v.max_parallelism,
+            source_partitions: v.source_partitions,
+        },
+        None => FfiVertex {
+            id: FfiStr::new(""),
+            name: FfiStr::new(""),
+            parallelism: 0,
+            max_parallelism: 0,
+            source_partitions: 0,
+        },
+    }
+}
+unsafe extern "C" fn edge_count(d: Data) -> usize {
+    ctx(d).topology().edges.len()
+}
+unsafe extern "C" fn edge(d: Data, i: usize) -> FfiEdge {
+    match ctx(d).topology().edges.get(i) {
+        Some(e) => FfiEdge {
+            from: FfiStr::new(&e.from),
+            to: FfiStr::new(&e.to),
+            ship: FfiShip::from_ship(e.ship_strategy),
+        },
+        None => FfiEdge {
+            from: FfiStr::new(""),
+            to: FfiStr::new(""),
+            ship: FfiShip::default(),
+        },
+    }
+}
+unsafe extern "C" fn mode_name(d: Data) -> FfiStr {
+    FfiStr::new(ctx(d).params().mode_name())
+}
+unsafe extern "C" fn param_count(d: Data) -> usize {
+    ctx(d).params().len()
+}
+unsafe extern "C" fn param(d: Data, i: usize) -> FfiParam {
+    match ctx(d).params().iter().nth(i) {
+        Some((k, v)) => FfiParam {
+            key: FfiStr::new(k),
+            value: FfiStr::new(v),
+        },
+        None => FfiParam {
+            key: FfiStr::new(""),
+            value: FfiStr::new(""),
+        },
+    }
+}
+
+/// The table this SDK version's host side hands out.
+static HOST_VTABLE: ContextVTable = ContextVTable {
+    size: size_of::<ContextVTable>(),
+    job_name,
+    vertex_id,
+    vertex_name,
+    numbers,
+    ship_count,
+    ship,
+    metric_count,
+    metric,
+    vertex_count,
+    vertex,
+    edge_count,
+    edge,
+    mode_name,
+    param_count,
+    param,
+};
+
+/// Plugin side: copies a lent context into an owned [`AlignmentContext`] for the mode.
+///
+/// # Safety
+/// `r` must come from [`ContextRef::new`] in the host and the call it was lent for must still
+/// be running.
+pub unsafe fn rebuild(r: ContextRef<'_>) -> AlignmentContext {
+    // SAFETY: per the contract, the table and the data are live; every accessor of version 1
+    // exists in every host of this SDK series (the probe refuses other series).
+    unsafe {
+        let vt = &*r.vtable;
+        let d = r.data;
+        debug_assert!(vt.has(offset_of!(ContextVTable, param), size_of::<usize>()));
+        let n = (vt.numbers)(d);
+        let ships = (0..(vt.ship_count)(d))
+            .map(|i| (vt.ship)(d, i).to_ship())
+            .collect();
+        let metrics = (0..(vt.metric_count)(d))
+            .map(|i| {
+                let m = (vt.metric)(d, i);
+                (
+                    m.name.to_owned_string(),
+                    EvaluatedMetric {
+                        current: m.current,
+                        average: m.average,
+                    },
+                )
+            })
+            .collect();
+        let vertices = (0..(vt.vertex_count)(d))
+            .map(|i| {
+                let v = (vt.vertex)(d, i);
+                TopologyVertex {
+                    id: v.id.to_owned_string(),
+                    name: v.name.to_owned_string(),
+                    parallelism: v.parallelism,
+                    max_parallelism: v.max_parallelism,
+                    source_partitions: v.source_partitions,
+                }
+            })
+            .collect();
+        let edges = (0..(vt.edge_count)(d))
+            .map(|i| {
+                let e = (vt.edge)(d, i);
+                TopologyEdge {
+                    from: e.from.to_owned_string(),
+                    to: e.to.to_owned_string(),
+                    ship_strategy: e.ship.to_ship(),
+                }
+            })
+            .collect();
+        let params = (0..(vt.param_count)(d))
+            .map(|i| {
+                let p = (vt.param)(d, i);
+                (p.key.to_owned_string(), p.value.to_owned_string())
+            })
+            .collect();
+        AlignmentContext::builder(n.current, n.target, n.max_parallelism)
+            .identity(
+                (vt.job_name)(d).to_owned_string(),
+                (vt.vertex_id)(d).to_owned_string(),
+                (vt.vertex_name)(d).to_owned_string(),
+            )
+            .source_partitions(n.source_partitions)
+            .limits(n.lower_limit, n.upper_limit)
+            .input_ship_strategies(ships)
+            .metrics(metrics)
+            .topology(JobTopology { vertices, edges })
+            .params(ModeParams::new((vt.mode_name)(d).to_owned_string(), params))
+            .build()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    #[test]
+    fn a_context_survives_the_round_trip_through_the_table() {
+        let original = AlignmentContext::builder(4, 9, 96)
+            .identity("job", "v1", "map")
+            .source_partitions(0)
+            .limits(2, 40)
+            .input_ship_strategies(vec![
+                ShipStrategy::Hash,
+                ShipStrategy::Custom { buckets: 48 },
+                ShipStrategy::Unknown,
+            ])
+            .metrics(vec![(
+                "LOAD".into(),
+                EvaluatedMetric {
+                    current: 0.7,
+                    average: 0.6,
+                },
+            )])
+            .topology(JobTopology {
+                vertices: vec![TopologyVertex {
+                    id: "v1".into(),
+                    name: "map".into(),
+                    parallelism: 4,
+                    max_parallelism: 96,
+                    source_partitions: 0,
+                }],
+                edges: vec![TopologyEdge {
+                    from: "v0".into(),
+                    to: "v1".into(),
+                    ship_strategy: ShipStrategy::Custom { buckets: 48 },
+                }],
+            })
+            .params(ModeParams::new(
+                "bucket",
+                BTreeMap::from([("buckets".to_string(), "48".to_string())]),
+            ))
+            .build();
+        let copy = unsafe { rebuild(ContextRef::new(&original)) };
+        assert_eq!(copy.job_name(), "job");
+        assert_eq!(copy.vertex_name(), "map");
+        assert_eq!(copy.current_parallelism(), 4);
+        assert_eq!(copy.target_parallelism(), 9);
+        assert_eq!(copy.max_parallelism(), 96);
+        assert_eq!((copy.lower_limit(), copy.upper_limit()), (2, 40));
+        assert_eq!(
+            copy.input_ship_strategies(),
+            original.input_ship_strategies()
+        );
+        assert_eq!(copy.metric("LOAD").map(|m| m.current), Some(0.7));
+        assert_eq!(copy.topology(), original.topology());
+        assert_eq!(copy.params(), original.params());
+    }
+
+    #[test]
+    fn unknown_ship_tags_read_as_unknown() {
+        assert_eq!(
+            FfiShip {
+                tag: 200,
+                buckets: 3
+            }
+            .to_ship(),
+            ShipStrategy::Unknown
+        );
+    }
+}

@@ -1,0 +1,187 @@
+//! `flowscale align`: every worked example of the alignment contract, answered through --batch.
+
+use serde_json::{Value, json};
+
+use crate::harness::Cli;
+
+fn batch(requests: &[Value]) -> (i32, Vec<Value>) {
+    let input: String = requests.iter().map(|r| format!("{r}\n")).collect();
+    let out = Cli::new(["align", "--batch"])
+        .cwd(std::env::temp_dir())
+        .stdin(input)
+        .run();
+    (out.code, out.json_lines())
+}
+
+fn mode(name: &str) -> Value {
+    json!({ "scaling.alignment.mode": name })
+}
+
+#[test]
+fn batch_answers_every_worked_example() {
+    let keyed = |m: &str| json!({"current": 16, "target": 24, "max_parallelism": 128, "ship_strategies": ["HASH"], "config": mode(m)});
+    let partitions_35 = |m: &str| json!({"current": 22, "target": 25, "max_parallelism": 128, "source_partitions": 35, "lower": 20, "upper": 30, "config": mode(m)});
+    let legacy = |m: &str, r: Value| {
+        let mut r = r;
+        r["config"] = json!({ "job.autoscaler.scaling.key-group.partitions.adjust.mode": m });
+        r
+    };
+    let s12 = json!({"current": 5, "target": 7, "max_parallelism": 8, "source_partitions": 12});
+    let mut requests = vec![
+        keyed("BALANCED"),
+        keyed("EVENLY_SPREAD"),
+        keyed("OFF"),
+        partitions_35("BALANCED"),
+        partitions_35("EVENLY_SPREAD"),
+        {
+            let mut r = s12.clone();
+            r["config"] = mode("EVENLY_SPREAD");
+            r
+        },
+        legacy("EVENLY_SPREAD", s12.clone()),
+        legacy("EVENLY_SPREAD", partitions_35("BALANCED")),
+    ];
+    for t in [180, 50, 10] {
+        for m in ["BALANCED", "EVENLY_SPREAD"] {
+            requests.push(json!({"current": 100, "target": t, "max_parallelism": 180, "source_partitions": 15, "config": mode(m)}));
+        }
+    }
+    let (code, answers) = batch(&requests);
+    assert_eq!(code, 0, "{answers:?}");
+    assert_eq!(answers.len(), requests.len());
+    let got: Vec<u64> = answers
+        .iter()
+        .map(|a| a["parallelism"].as_u64().expect("parallelism"))
+        .collect();
+    assert_eq!(&got[..8], &[26, 32, 24, 25, 25, 7, 6, 22]);
+    assert!(got[8..].iter().all(|&p| p == 15), "{got:?}");
+    // No events for the never-blocking modes; SCALING_LIMITED with all fields for the legacy ones.
+    for a in &answers[..6] {
+        assert_eq!(a["events"], json!([]), "{a}");
+    }
+    let event = &answers[6]["events"][0];
+    assert_eq!(event["reason"], "ScalingLimited");
+    assert_eq!(
+        (event["expected"].as_u64(), event["actual"].as_u64()),
+        (Some(7), Some(6))
+    );
+    let event = &answers[7]["events"][0];
+    assert_eq!(
+        (event["expected"].as_u64(), event["actual"].as_u64()),
+        (Some(25), Some(22))
+    );
+    assert!(
+        event["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("numKeyGroupsOrPartitions : 35"))
+    );
+    assert_eq!(answers[0]["mode"], "BALANCED");
+    assert_eq!(answers[7]["mode"], "legacy:EVENLY_SPREAD");
+    assert_eq!(answers[0]["applicable"], true);
+}
+
+#[test]
+fn malformed_lines_get_an_error_and_the_batch_goes_on() {
+    let input = "{\"current\": 16, \"target\": 24, \"max_parallelism\": 128, \"ship_strategies\": [\"HASH\"]}\nnot json\n{\"current\": 16, \"max_parallelism\": 128}\n{\"current\": 16, \"target\": 24, \"max_parallelism\": 128, \"colour\": 1}\n{\"current\": 4, \"scale_factor\": 1.5, \"max_parallelism\": 128, \"ship_strategies\": [\"hash\"]}\n";
+    let out = Cli::new(["align", "--batch"])
+        .cwd(std::env::temp_dir())
+        .stdin(input)
+        .run();
+    assert_eq!(
+        out.code, 1,
+        "any failed line makes the exit status non-zero"
+    );
+    let lines = out.json_lines();
+    assert_eq!(lines.len(), 5);
+    assert_eq!(lines[0]["parallelism"], 26);
+    assert!(
+        lines[1]["error"]
+            .as_str()
+            .is_some_and(|e| e.starts_with("line 2")),
+        "{}",
+        lines[1]
+    );
+    assert!(
+        lines[2]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("`target` or `scale_factor` is required")),
+        "{}",
+        lines[2]
+    );
+    assert!(
+        lines[3]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("colour")),
+        "{}",
+        lines[3]
+    );
+    // ceil(1.5 · 4) = 6; 128 / 6 = 21, 128 / 7 = 18 < 21.
+    assert_eq!(lines[4]["target"], 6);
+    assert_eq!(lines[4]["parallelism"], 7);
+}
+
+#[test]
+fn rebalance_only_vertices_are_left_alone_and_unknown_modes_are_errors() {
+    let (code, answers) = batch(&[
+        json!({"current": 16, "target": 24, "max_parallelism": 128, "ship_strategies": ["REBALANCE"], "config": mode("EVENLY_SPREAD")}),
+        json!({"current": 16, "target": 24, "max_parallelism": 128, "config": mode("balanced")}),
+    ]);
+    assert_eq!(code, 1);
+    assert_eq!(answers[0]["parallelism"], 24);
+    assert_eq!(answers[0]["applicable"], false);
+    let error = answers[1]["error"].as_str().expect("error");
+    assert!(
+        error.contains("did you mean the built-in `BALANCED`"),
+        "{error}"
+    );
+}
+
+#[test]
+fn flags_explain_the_answer() {
+    let out = Cli::new([
+        "align",
+        "--current",
+        "16",
+        "--target",
+        "24",
+        "--max-parallelism",
+        "128",
+        "--ship",
+        "HASH",
+        "--set",
+        "scaling.alignment.mode=EVENLY_SPREAD",
+    ])
+    .cwd(std::env::temp_dir())
+    .run();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stdout.contains("parallelism: 32"), "{}", out.stdout);
+    assert!(
+        out.stdout.contains("mode:        EVENLY_SPREAD"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains("accepted 32: it divides N = 128"),
+        "{}",
+        out.stdout
+    );
+
+    let out = Cli::new([
+        "align",
+        "--current",
+        "16",
+        "--target",
+        "24",
+        "--max-parallelism",
+        "128",
+        "--ship",
+        "HASH",
+        "--json",
+    ])
+    .cwd(std::env::temp_dir())
+    .run();
+    assert_eq!(out.json()["parallelism"], 26);
+
+    let out = Cli::new(["align", "--current", "16"]).run();
+    assert_eq!(out.code, 2, "usage errors exit 2");
+}

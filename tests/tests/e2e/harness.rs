@@ -1,0 +1,93 @@
+//! Running the binary: a small builder over `std::process::Command`.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// The `flowscale` command line under test.
+pub fn flowscale_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_flowscale-dup"))
+}
+
+/// The repository root (for example configs and plugins).
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ lives in the workspace")
+        .to_path_buf()
+}
+
+/// One invocation.
+#[derive(Debug, Default)]
+pub struct Cli {
+    args: Vec<String>,
+    stdin: Option<String>,
+    cwd: Option<PathBuf>,
+}
+
+/// What an invocation produced.
+#[derive(Debug)]
+pub struct Output {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Output {
+    /// The stdout lines parsed as JSON.
+    pub fn json_lines(&self) -> Vec<serde_json::Value> {
+        self.stdout
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l}: {e}")))
+            .collect()
+    }
+    /// The whole stdout parsed as one JSON value.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("stdout is not JSON: {e}\n{}", self.stdout))
+    }
+}
+
+impl Cli {
+    pub fn new<I: IntoIterator<Item = S>, S: AsRef<str>>(args: I) -> Cli {
+        Cli {
+            args: args.into_iter().map(|s| s.as_ref().to_string()).collect(),
+            ..Cli::default()
+        }
+    }
+    pub fn stdin(mut self, text: impl Into<String>) -> Cli {
+        self.stdin = Some(text.into());
+        self
+    }
+    pub fn cwd(mut self, dir: impl Into<PathBuf>) -> Cli {
+        self.cwd = Some(dir.into());
+        self
+    }
+    pub fn run(self) -> Output {
+        let mut command = Command::new(flowscale_bin());
+        command
+            .args(&self.args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .env_remove("FLOWSCALE_PLUGINS_DIR")
+            .env_remove("FLOWSCALE_LOG");
+        if let Some(dir) = &self.cwd {
+            command.current_dir(dir);
+        }
+        let mut child = command.spawn().expect("run flowscale");
+        {
+            let mut stdin = child.stdin.take().expect("stdin");
+            if let Some(text) = &self.stdin {
+                stdin.write_all(text.as_bytes()).expect("write stdin");
+            }
+        }
+        let out = child.wait_with_output().expect("wait for flowscale");
+        Output {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+}
