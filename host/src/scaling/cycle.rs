@@ -638,4 +638,49 @@ mod tests {
         let empty = JobScalingState::from_sections(|_| None).unwrap();
         assert!(empty.metric_history.is_empty());
     }
+
+    #[test]
+    fn excluded_vertices_keep_their_parallelism_in_the_decision() {
+        // The sink (10 -> 15, outside) is listed in vertex.exclude.ids: only the source (inside
+        // its band) would change, so nothing is scaled.
+        let (mut opts, jobs) = band_job(740.0);
+        opts.vertex_exclude_ids = vec!["sink".into()];
+        let mut state = JobScalingState::default();
+        run_cycle("j", &opts, &jobs[0].obs, 0, &TargetAligner, &mut state);
+        let out = run_cycle("j", &opts, &jobs[1].obs, 10_000, &TargetAligner, &mut state);
+        assert_eq!(out.stage, CycleStage::WithinBounds);
+        let sink = out.vertices.iter().find(|v| v.vertex == "sink").unwrap();
+        assert!(sink.excluded);
+        assert_eq!(sink.target, None);
+
+        // The source is excluded instead: the sink scales alone, the source keeps 10.
+        let (mut opts, jobs) = band_job(740.0);
+        opts.vertex_exclude_ids = vec!["source".into()];
+        let mut state = JobScalingState::default();
+        run_cycle("j", &opts, &jobs[0].obs, 0, &TargetAligner, &mut state);
+        let out = run_cycle("j", &opts, &jobs[1].obs, 10_000, &TargetAligner, &mut state);
+        let decision = out.decision.unwrap();
+        assert_eq!(decision["source"], 10);
+        assert_eq!(decision["sink"], 15);
+    }
+
+    #[test]
+    fn vertices_without_busy_time_are_excluded_for_the_cycle() {
+        let (opts, mut jobs) = band_job(740.0);
+        for j in &mut jobs {
+            let sink = j.obs.metrics.get_mut("sink").unwrap();
+            sink.aggregated.insert(
+                "busyTimeMsPerSecond".into(),
+                crate::engine::AggregatedMetric::default(),
+            );
+        }
+        let mut state = JobScalingState::default();
+        run_cycle("j", &opts, &jobs[0].obs, 0, &TargetAligner, &mut state);
+        let out = run_cycle("j", &opts, &jobs[1].obs, 10_000, &TargetAligner, &mut state);
+        let sink = out.vertices.iter().find(|v| v.vertex == "sink").unwrap();
+        assert!(sink.excluded);
+        assert!(sink.reason.contains("busy time"));
+        // The source alone is inside its band: nothing scales.
+        assert_eq!(out.stage, CycleStage::WithinBounds);
+    }
 }
