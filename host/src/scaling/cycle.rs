@@ -232,7 +232,7 @@ pub fn run_cycle(
         }
     }
     if collection.fully_collected {
-        let sdk_topology = topology.to_sdk();
+        let sdk_topology = std::cell::OnceCell::new();
         let params = aligner.params();
         let ctx = ScalerContext {
             job,
@@ -240,6 +240,7 @@ pub fn run_cycle(
             aligner,
             params: &params,
             topology: &sdk_topology,
+            graph: &topology,
             restart_time,
             now_ms,
         };
