@@ -2,7 +2,10 @@
 //! vertices each, with a BALANCED-like aligner and a full metric window, so every cycle goes
 //! through evaluation, vertex targets, alignment and the executor.
 //!
-//! Only `run_cycle` is timed; advancing each job's synthetic observation is not.
+//! Only `run_cycle` is timed; advancing each job's synthetic observation is not. Busy times move
+//! every cycle, so most vertices get a new target and are aligned every cycle: a worst case. A
+//! large share of that cost is copying the job graph into each vertex's `AlignmentContext`
+//! (the SDK context owns its topology).
 
 use std::collections::BTreeMap;
 use std::hint::black_box;

@@ -111,6 +111,11 @@ impl CycleOutcome {
         }
     }
 
+    /// The outcome of a cycle whose job could not be observed.
+    pub fn not_observed() -> CycleOutcome {
+        CycleOutcome::new(CycleStage::NotReady("the job could not be observed".into()))
+    }
+
     /// True when a scaling operation was decided (the anchor's `scalings` counter).
     pub fn scaled(&self) -> bool {
         self.stage == CycleStage::Scaled
@@ -227,7 +232,7 @@ pub fn run_cycle(
         }
     }
     if collection.fully_collected {
-        let sdk_topology = topology.to_sdk();
+        let sdk_topology = std::cell::OnceCell::new();
         let params = aligner.params();
         let ctx = ScalerContext {
             job,
@@ -235,6 +240,7 @@ pub fn run_cycle(
             aligner,
             params: &params,
             topology: &sdk_topology,
+            graph: &topology,
             restart_time,
             now_ms,
         };
@@ -632,5 +638,50 @@ mod tests {
         assert_eq!(back.parallelism_overrides["sink"], 4);
         let empty = JobScalingState::from_sections(|_| None).unwrap();
         assert!(empty.metric_history.is_empty());
+    }
+
+    #[test]
+    fn excluded_vertices_keep_their_parallelism_in_the_decision() {
+        // The sink (10 -> 15, outside) is listed in vertex.exclude.ids: only the source (inside
+        // its band) would change, so nothing is scaled.
+        let (mut opts, jobs) = band_job(740.0);
+        opts.vertex_exclude_ids = vec!["sink".into()];
+        let mut state = JobScalingState::default();
+        run_cycle("j", &opts, &jobs[0].obs, 0, &TargetAligner, &mut state);
+        let out = run_cycle("j", &opts, &jobs[1].obs, 10_000, &TargetAligner, &mut state);
+        assert_eq!(out.stage, CycleStage::WithinBounds);
+        let sink = out.vertices.iter().find(|v| v.vertex == "sink").unwrap();
+        assert!(sink.excluded);
+        assert_eq!(sink.target, None);
+
+        // The source is excluded instead: the sink scales alone, the source keeps 10.
+        let (mut opts, jobs) = band_job(740.0);
+        opts.vertex_exclude_ids = vec!["source".into()];
+        let mut state = JobScalingState::default();
+        run_cycle("j", &opts, &jobs[0].obs, 0, &TargetAligner, &mut state);
+        let out = run_cycle("j", &opts, &jobs[1].obs, 10_000, &TargetAligner, &mut state);
+        let decision = out.decision.unwrap();
+        assert_eq!(decision["source"], 10);
+        assert_eq!(decision["sink"], 15);
+    }
+
+    #[test]
+    fn vertices_without_busy_time_are_excluded_for_the_cycle() {
+        let (opts, mut jobs) = band_job(740.0);
+        for j in &mut jobs {
+            let sink = j.obs.metrics.get_mut("sink").unwrap();
+            sink.aggregated.insert(
+                "busyTimeMsPerSecond".into(),
+                crate::engine::AggregatedMetric::default(),
+            );
+        }
+        let mut state = JobScalingState::default();
+        run_cycle("j", &opts, &jobs[0].obs, 0, &TargetAligner, &mut state);
+        let out = run_cycle("j", &opts, &jobs[1].obs, 10_000, &TargetAligner, &mut state);
+        let sink = out.vertices.iter().find(|v| v.vertex == "sink").unwrap();
+        assert!(sink.excluded);
+        assert!(sink.reason.contains("busy time"));
+        // The source alone is inside its band: nothing scales.
+        assert_eq!(out.stage, CycleStage::WithinBounds);
     }
 }

@@ -148,7 +148,7 @@ pub(crate) fn is_processing_backlog(
     let all: Vec<Series<'_>> = topology
         .vertices
         .iter()
-        .map(|v| series(history, &v.id))
+        .map(|v| series(history, v.id))
         .collect();
     backlog_in(history, topology, &all, opts)
 }
@@ -166,7 +166,7 @@ fn backlog_in(
         .zip(all)
         .filter(|(v, _)| v.is_source())
         .any(|(v, s)| {
-            let lag = latest(history, &v.id, ScalingMetric::Lag).unwrap_or(0.0);
+            let lag = latest(history, v.id, ScalingMetric::Lag).unwrap_or(0.0);
             let r = series_rate(s, ScalingMetric::NumRecordsIn);
             !r.is_nan() && lag / r > threshold
         })
@@ -216,14 +216,14 @@ pub(crate) fn evaluate(
     let all: Vec<Series<'_>> = topology
         .vertices
         .iter()
-        .map(|v| series(history, &v.id))
+        .map(|v| series(history, v.id))
         .collect();
     let backlog = backlog_in(history, topology, &all, opts);
     let catch_up_secs = whole_seconds(opts.catch_up_duration);
     let mut evaluated: Vec<VertexEvaluation> = Vec::with_capacity(topology.vertices.len());
 
     for (index, vertex) in topology.vertices.iter().enumerate() {
-        let id = vertex.id.as_str();
+        let id = vertex.id;
         let own = &all[index];
         let mut m = VertexEvaluation::new();
         let in_rate = series_rate(own, ScalingMetric::NumRecordsIn);
@@ -352,7 +352,7 @@ pub(crate) fn evaluate(
         .vertices
         .iter()
         .zip(evaluated)
-        .map(|(v, m)| (v.id.clone(), m))
+        .map(|(v, m)| (v.id.to_string(), m))
         .collect();
     Ok(Evaluation {
         vertices,
@@ -703,5 +703,20 @@ mod tests {
             e.vertices["o"][&ScalingMetric::TrueProcessingRate].average,
             400.0
         );
+    }
+
+    #[test]
+    fn backlog_threshold_is_the_default_five_minutes_anchor_note_10_12() {
+        let opts = AutoscalerOptions::default();
+        for (lag, expected) in [(37_500.0, true), (27_000.0, false)] {
+            let base = Job::new().vertex("s", 1, 128);
+            let mut j0 = base.clone();
+            j0.source("s", 500.0, 0.0, lag, 100.0);
+            let mut j1 = base.clone();
+            j1.source("s", 500.0, 100.0, lag, 100.0);
+            // 375 s and 270 s of input at 100 records/s.
+            let (e, _) = evaluate_two_samples(&j0, &j1, &opts);
+            assert_eq!(e.backlog, expected, "lag {lag}");
+        }
     }
 }

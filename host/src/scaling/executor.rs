@@ -43,14 +43,14 @@ pub(crate) fn execute(
     let mut summaries: BTreeMap<String, ScalingSummary> = BTreeMap::new();
     let mut any_outside = false;
     for vertex in &topology.vertices {
-        let Some(metrics) = evaluation.vertices.get_mut(&vertex.id) else {
+        let Some(metrics) = evaluation.vertices.get_mut(vertex.id) else {
             continue;
         };
-        let excluded = opts.vertex_exclude_ids.iter().any(|e| e == &vertex.id)
-            || cycle_excluded.contains(&vertex.id);
+        let excluded = opts.vertex_exclude_ids.iter().any(|e| e == vertex.id)
+            || cycle_excluded.contains(vertex.id);
         let mut decision = VertexDecision {
-            vertex: vertex.id.clone(),
-            name: vertex.name.clone(),
+            vertex: vertex.id.to_string(),
+            name: vertex.name.to_string(),
             current: vertex.parallelism,
             target: None,
             aligned: None,
@@ -64,7 +64,7 @@ pub(crate) fn execute(
         if excluded {
             decision.reason = if vertex.finished {
                 "finished; not scaled".into()
-            } else if cycle_excluded.contains(&vertex.id) {
+            } else if cycle_excluded.contains(vertex.id) {
                 "no finite busy time; not scaled in this cycle".into()
             } else {
                 "listed in vertex.exclude.ids; not scaled".into()
@@ -76,7 +76,7 @@ pub(crate) fn execute(
             ctx,
             vertex,
             metrics,
-            state.scaling_history.of(&vertex.id),
+            state.scaling_history.of(vertex.id),
             &mut state.delayed_scale_down,
         );
         decision.target = result.target;
@@ -90,7 +90,7 @@ pub(crate) fn execute(
             decision.proposed = Some(new);
             any_outside |= outside;
             summaries.insert(
-                vertex.id.clone(),
+                vertex.id.to_string(),
                 ScalingSummary {
                     current_parallelism: vertex.parallelism,
                     new_parallelism: new,
@@ -140,12 +140,12 @@ pub(crate) fn execute(
     let overrides: BTreeMap<String, u32> = topology
         .vertices
         .iter()
-        .filter(|v| evaluation.vertices.contains_key(&v.id))
+        .filter(|v| evaluation.vertices.contains_key(v.id))
         .map(|v| {
             let p = summaries
-                .get(&v.id)
+                .get(v.id)
                 .map_or(v.parallelism, |s| s.new_parallelism);
-            (v.id.clone(), p)
+            (v.id.to_string(), p)
         })
         .collect();
     state.parallelism_overrides = overrides.clone();

@@ -166,8 +166,8 @@ mod tests {
         }
     }
 
-    fn topology(p: u32) -> Topology {
-        Topology::from_observation(&JobObservation {
+    fn observation(p: u32) -> JobObservation {
+        JobObservation {
             status: JobStatus::Running,
             running_since_ms: 0,
             vertices: vec![ObservedVertex {
@@ -181,8 +181,7 @@ mod tests {
             edges: vec![],
             metrics: Default::default(),
             global: Default::default(),
-        })
-        .unwrap()
+        }
     }
 
     #[test]
@@ -240,11 +239,16 @@ mod tests {
         h.add(10_000, &s);
         let mut t = ScalingTracking::default();
         t.add(10_000);
-        assert!(!t.record_restart_if_completed(70_000, &topology(2), &h));
-        assert!(t.record_restart_if_completed(70_000, &topology(4), &h));
+        let (at_2, at_4) = (observation(2), observation(4));
+        let (at_2, at_4) = (
+            Topology::from_observation(&at_2).unwrap(),
+            Topology::from_observation(&at_4).unwrap(),
+        );
+        assert!(!t.record_restart_if_completed(70_000, &at_2, &h));
+        assert!(t.record_restart_if_completed(70_000, &at_4, &h));
         assert_eq!(t.records[&10_000].restart_duration_ms, Some(60_000));
         // Already recorded: unchanged.
-        assert!(!t.record_restart_if_completed(99_000, &topology(4), &h));
+        assert!(!t.record_restart_if_completed(99_000, &at_4, &h));
 
         let mut opts = AutoscalerOptions::default();
         assert_eq!(t.restart_time(&opts), Duration::from_secs(300));

@@ -124,7 +124,7 @@ impl FlinkMetrics {
     fn require(&self, vertex: &VertexInfo) -> Result<(), CycleError> {
         let missing = |metric: &'static str| CycleError::MetricNotFound {
             metric,
-            vertex: vertex.id.clone(),
+            vertex: vertex.id.to_string(),
         };
         if self.busy_time.is_none() {
             return Err(missing("BUSY_TIME_PER_SEC"));
@@ -164,10 +164,10 @@ pub(crate) fn compute_sample(
     for vertex in &topology.vertices {
         let source = vertex.is_source();
         let (fm, io) = if vertex.finished {
-            sample.excluded.insert(vertex.id.clone());
+            sample.excluded.insert(vertex.id.to_string());
             (FlinkMetrics::finished(), Default::default())
         } else {
-            let vm = obs.metrics.get(&vertex.id);
+            let vm = obs.metrics.get(vertex.id);
             let fm = FlinkMetrics::select(vm, source);
             fm.require(vertex)?;
             (fm, vm.map(|m| m.io).unwrap_or_default())
@@ -190,7 +190,7 @@ pub(crate) fn compute_sample(
             out.insert(ScalingMetric::Load, java_max(0.0, busy) / 1000.0);
         } else {
             tracing::warn!(vertex = %vertex.id, "no finite busyTimeMsPerSecond; the vertex is not scaled in this cycle");
-            sample.excluded.insert(vertex.id.clone());
+            sample.excluded.insert(vertex.id.to_string());
             out.insert(ScalingMetric::Load, f64::NAN);
         }
         out.insert(ScalingMetric::AccumulatedBusyTime, io.accumulated_busy_time);
@@ -222,7 +222,7 @@ pub(crate) fn compute_sample(
                 } else {
                     average(
                         history,
-                        &vertex.id,
+                        vertex.id,
                         ScalingMetric::ObservedTpr,
                         opts.observed_tpr_min_observations,
                     )
@@ -239,7 +239,7 @@ pub(crate) fn compute_sample(
         for value in out.values_mut() {
             *value = round_metric(*value);
         }
-        sample.metrics.vertices.insert(vertex.id.clone(), out);
+        sample.metrics.vertices.insert(vertex.id.to_string(), out);
     }
     sample.metrics.global = global_metrics(&obs.global);
     Ok(sample)

@@ -26,6 +26,7 @@ mod metrics;
 pub mod numeric;
 mod options;
 mod periods;
+mod replay_run;
 mod serde_double;
 mod state;
 #[cfg(test)]
@@ -45,6 +46,7 @@ pub use metric::{EvaluatedScalingMetric, ScalingMetric};
 pub use metrics::CollectedMetrics;
 pub use options::{AutoscalerOptions, BusyTimeAggregator};
 pub use periods::{DailyRange, ExcludedPeriods};
+pub use replay_run::{ReplayedCycle, run_replay};
 pub use state::{
     JobScalingState, SECTION_DELAYED_SCALE_DOWN, SECTION_METRIC_HISTORY,
     SECTION_PARALLELISM_OVERRIDES, SECTION_SCALING_HISTORY, SECTION_SCALING_TRACKING,

@@ -385,4 +385,27 @@ mod tests {
         assert_eq!(java_format_fixed(f64::INFINITY, 2), "Infinity");
         assert_eq!(java_format_fixed(-1.005, 2), "-1.01");
     }
+
+    fn slow_round(x: f64, scale: usize, up: fn(&[u8]) -> bool) -> f64 {
+        let v: f64 = rounded_digits(&format!("{}", x.abs()), scale, up)
+            .parse()
+            .unwrap();
+        if x < 0.0 { -v } else { v }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn stack_path_equals_string_path(bits in proptest::prelude::any::<u64>()) {
+            let x = f64::from_bits(bits);
+            proptest::prop_assume!(x.is_finite());
+            let fast = round_decimal(x, 3, DecimalRounding::HalfUp);
+            proptest::prop_assert_eq!(fast.to_bits(), slow_round(x, 3, round_half_up_digit).to_bits());
+        }
+
+        #[test]
+        fn three_decimal_values_are_unchanged(k in -10_000_000_000i64..10_000_000_000i64) {
+            let x = k as f64 / 1000.0;
+            proptest::prop_assert_eq!(round_metric(x).to_bits(), x.to_bits());
+        }
+    }
 }

@@ -10,9 +10,9 @@ use super::error::CycleError;
 
 /// A vertex with its edges, as the pipeline walks it.
 #[derive(Debug, Clone)]
-pub(crate) struct VertexInfo {
-    pub id: String,
-    pub name: String,
+pub(crate) struct VertexInfo<'a> {
+    pub id: &'a str,
+    pub name: &'a str,
     pub parallelism: u32,
     pub max_parallelism: u32,
     pub source_partitions: u32,
@@ -23,7 +23,7 @@ pub(crate) struct VertexInfo {
     pub outputs: Vec<usize>,
 }
 
-impl VertexInfo {
+impl VertexInfo<'_> {
     pub fn is_source(&self) -> bool {
         self.inputs.is_empty()
     }
@@ -32,13 +32,13 @@ impl VertexInfo {
 /// Vertices in topological order (Kahn's algorithm by levels; inside a level the observation's
 /// order is kept, which makes the order deterministic).
 #[derive(Debug, Clone)]
-pub(crate) struct Topology {
-    pub vertices: Vec<VertexInfo>,
-    pub index: HashMap<String, usize>,
+pub(crate) struct Topology<'a> {
+    pub vertices: Vec<VertexInfo<'a>>,
+    pub index: HashMap<&'a str, usize>,
 }
 
-impl Topology {
-    pub fn from_observation(obs: &JobObservation) -> Result<Topology, CycleError> {
+impl<'a> Topology<'a> {
+    pub fn from_observation(obs: &'a JobObservation) -> Result<Topology<'a>, CycleError> {
         if obs.vertices.is_empty() {
             return Err(CycleError::NotReady(
                 "No nodes found in the plan, job is not ready yet".into(),
@@ -110,8 +110,8 @@ impl Topology {
             .map(|&old| {
                 let v = &obs.vertices[old];
                 VertexInfo {
-                    id: v.id.clone(),
-                    name: v.name.clone(),
+                    id: v.id.as_str(),
+                    name: v.name.as_str(),
                     parallelism: v.parallelism,
                     max_parallelism: v.max_parallelism,
                     source_partitions: v.source_partitions,
@@ -127,7 +127,7 @@ impl Topology {
         let index = vertices
             .iter()
             .enumerate()
-            .map(|(i, v)| (v.id.clone(), i))
+            .map(|(i, v)| (v.id, i))
             .collect();
         Ok(Topology { vertices, index })
     }
@@ -139,8 +139,8 @@ impl Topology {
                 .vertices
                 .iter()
                 .map(|v| flowscale_sdk::TopologyVertex {
-                    id: v.id.clone(),
-                    name: v.name.clone(),
+                    id: v.id.to_string(),
+                    name: v.name.to_string(),
                     parallelism: v.parallelism,
                     max_parallelism: v.max_parallelism,
                     source_partitions: v.source_partitions,
@@ -151,8 +151,8 @@ impl Topology {
                 .iter()
                 .flat_map(|v| {
                     v.inputs.iter().map(|&(u, s)| flowscale_sdk::TopologyEdge {
-                        from: self.vertices[u].id.clone(),
-                        to: v.id.clone(),
+                        from: self.vertices[u].id.to_string(),
+                        to: v.id.to_string(),
                         ship_strategy: s,
                     })
                 })

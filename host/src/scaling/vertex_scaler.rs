@@ -1,6 +1,7 @@
 //! The target parallelism of one vertex (anchor §4.1–§4.3, §4.5, §4.6 and the observed
 //! scalability coefficient of §4.2), including the call to the job's aligner.
 
+use std::cell::OnceCell;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -15,7 +16,7 @@ use super::history::ScalingSummary;
 use super::metric::{EvaluatedScalingMetric, ScalingMetric};
 use super::numeric::{ceil_2_decimals, java_double_to_string, java_max, java_min};
 use super::options::{AutoscalerOptions, millis};
-use super::topology::VertexInfo;
+use super::topology::{Topology, VertexInfo};
 
 /// What the vertex scaler decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,7 +58,11 @@ pub(crate) struct ScalerContext<'a> {
     pub opts: &'a AutoscalerOptions,
     pub aligner: &'a dyn Aligner,
     pub params: &'a ModeParams,
-    pub topology: &'a JobTopology,
+    /// The job graph as alignment contexts carry it, built on first use (most cycles of a
+    /// steady job align nothing).
+    pub topology: &'a OnceCell<JobTopology>,
+    /// The graph the SDK view is built from.
+    pub graph: &'a Topology<'a>,
     pub restart_time: Duration,
     pub now_ms: i64,
 }
@@ -218,12 +223,12 @@ pub(crate) fn compute_scale_target(
     out.aligned = Some(new);
     if new == 0 {
         out.reason = format!("{scale_note}; alignment answered 0, kept {cur}");
-        delayed.clear_vertex(&vertex.id);
+        delayed.clear_vertex(vertex.id);
         return out;
     }
     if new == cur {
         out.reason = format!("{scale_note}; no change");
-        delayed.clear_vertex(&vertex.id);
+        delayed.clear_vertex(vertex.id);
         return out;
     }
 
@@ -241,7 +246,7 @@ pub(crate) fn compute_scale_target(
     );
 
     if new > cur {
-        delayed.clear_vertex(&vertex.id);
+        delayed.clear_vertex(vertex.id);
         if let Some((_, last)) = history.and_then(|h| h.last_key_value()) {
             if cur == last.new_parallelism && last.new_parallelism > last.current_parallelism {
                 if let Some(event) = ineffective_scale_up(ctx, vertex, last, tpr) {
@@ -267,9 +272,9 @@ pub(crate) fn compute_scale_target(
         out.reason = format!("{scale_note}; {band}; scale down {cur} -> {new}");
         return out;
     }
-    delayed.trigger(&vertex.id, ctx.now_ms, new, outside);
+    delayed.trigger(vertex.id, ctx.now_ms, new, outside);
     let window_start = ctx.now_ms.saturating_sub(interval);
-    match delayed.max_in_window(&vertex.id, window_start) {
+    match delayed.max_in_window(vertex.id, window_start) {
         None => {
             out.reason = format!(
                 "{scale_note}; {band}; scale down to {new} delayed (scale-down.interval not yet elapsed)"
@@ -305,7 +310,7 @@ fn align(
     let to_u32 = |x: i64| u32::try_from(x.max(0)).unwrap_or(u32::MAX);
     let alignment_ctx =
         AlignmentContext::builder(vertex.parallelism, target, vertex.max_parallelism)
-            .identity(ctx.job, vertex.id.as_str(), vertex.name.as_str())
+            .identity(ctx.job, vertex.id, vertex.name)
             .source_partitions(vertex.source_partitions)
             .limits(to_u32(lower), to_u32(upper))
             .input_ship_strategies(vertex.inputs.iter().map(|&(_, s)| s).collect())
@@ -315,7 +320,7 @@ fn align(
                     .map(|(k, v)| (k.as_str().to_string(), v.to_sdk()))
                     .collect(),
             )
-            .topology(ctx.topology.clone())
+            .topology(ctx.topology.get_or_init(|| ctx.graph.to_sdk()).clone())
             .params(ctx.params.clone())
             .build();
     ctx.aligner.align(&alignment_ctx)
@@ -350,7 +355,7 @@ fn ineffective_scale_up(
     Some(
         Event::new(EventReason::IneffectiveScaling, Severity::Normal, message)
             .job(ctx.job)
-            .vertex(vertex.id.as_str()),
+            .vertex(vertex.id),
     )
 }
 
@@ -360,10 +365,10 @@ mod tests {
     use crate::scaling::testing::{BalancedAligner, TargetAligner};
     use flowscale_sdk::ShipStrategy;
 
-    fn vertex(p: u32, max_p: u32) -> VertexInfo {
+    fn vertex(p: u32, max_p: u32) -> VertexInfo<'static> {
         VertexInfo {
-            id: "v".into(),
-            name: "v".into(),
+            id: "v",
+            name: "v",
             parallelism: p,
             max_parallelism: max_p,
             source_partitions: 0,
@@ -403,7 +408,8 @@ mod tests {
 
     struct Fixture {
         opts: AutoscalerOptions,
-        topology: JobTopology,
+        topology: OnceCell<JobTopology>,
+        graph: Topology<'static>,
         params: ModeParams,
     }
 
@@ -411,7 +417,11 @@ mod tests {
         fn new(opts: AutoscalerOptions) -> Fixture {
             Fixture {
                 opts,
-                topology: JobTopology::default(),
+                topology: OnceCell::new(),
+                graph: Topology {
+                    vertices: Vec::new(),
+                    index: Default::default(),
+                },
                 params: ModeParams::default(),
             }
         }
@@ -422,6 +432,7 @@ mod tests {
                 aligner,
                 params: &self.params,
                 topology: &self.topology,
+                graph: &self.graph,
                 restart_time: Duration::ZERO,
                 now_ms,
             }
@@ -689,5 +700,35 @@ mod tests {
         // capacity 1000 / TPR 500 = 2; / 0.69 = 2.8986; ceil(2.8986 * 4) = 12.
         let out = f.run(&vertex(4, 128), 500.0, 700.0, Some(&history), &mut d, 0);
         assert_eq!(out.target, Some(12));
+    }
+
+    #[test]
+    fn plain_ceil_without_alignment_anchor_note_10_3() {
+        // A REBALANCE input and no partitions: BALANCED does not apply, 3.33 rounds up to 4.
+        let f = Fixture::new(no_delay());
+        let mut v = vertex(1, 720);
+        v.inputs = vec![(0, ShipStrategy::Rebalance)];
+        let mut d = DelayedScaleDown::default();
+        // capacity 700 / 0.7 = 1000, TPR 300 -> factor 3.333.
+        let mut m = metrics(300.0, 700.0, &f.opts);
+        let out = compute_scale_target(&f.ctx(&BalancedAligner, 0), &v, &mut m, None, &mut d);
+        assert_eq!(out.target, Some(4));
+        assert_eq!(out.aligned, Some(4));
+    }
+
+    #[test]
+    fn hash_input_is_aligned_source_without_partitions_is_not_anchor_note_10_2() {
+        let f = Fixture::new(no_delay());
+        let mut d = DelayedScaleDown::default();
+        // 1 -> 7 with 128 key groups: the HASH-input vertex becomes 8, a source stays 7.
+        let mut m = metrics(1000.0, 4900.0, &f.opts);
+        let sink = vertex(1, 128);
+        let out = compute_scale_target(&f.ctx(&BalancedAligner, 0), &sink, &mut m, None, &mut d);
+        assert_eq!((out.target, out.aligned), (Some(7), Some(8)));
+        let mut source = vertex(1, 128);
+        source.inputs.clear();
+        let mut m = metrics(1000.0, 4900.0, &f.opts);
+        let out = compute_scale_target(&f.ctx(&BalancedAligner, 0), &source, &mut m, None, &mut d);
+        assert_eq!((out.target, out.aligned), (Some(7), Some(7)));
     }
 }
