@@ -1,6 +1,7 @@
 //! One decision cycle (`scaling::run_cycle`) for fleets of 100, 1,000 and 10,000 jobs of 20
-//! vertices each, with a BALANCED-like aligner and a full metric window, so every cycle goes
-//! through evaluation, vertex targets, alignment and the executor.
+//! vertices each, with a full metric window, so every cycle goes through evaluation, vertex
+//! targets, alignment and the executor; once with the built-in BALANCED mode and once with a
+//! plugin mode (`bucket-align`, loaded from its `.so` through the registry).
 //!
 //! Only `run_cycle` is timed; advancing each job's synthetic observation is not. Busy times move
 //! every cycle, so most vertices get a new target and are aligned every cycle: a worst case. A
@@ -12,12 +13,14 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use flowscale::alignment::{Aligner, JobAlignment};
 use flowscale::engine::{
     AggregatedMetric, IoMetrics, JobObservation, JobStatus, ObservedEdge, ObservedVertex,
     VertexMetrics,
 };
-use flowscale::scaling::testing::BalancedAligner;
+use flowscale::plugins::ModeRegistry;
 use flowscale::scaling::{AutoscalerOptions, JobScalingState, run_cycle};
+use flowscale_tests::{build, plugin_file, plugins_dir};
 
 const VERTICES: usize = 20;
 const INTERVAL_MS: i64 = 10_000;
@@ -146,66 +149,94 @@ fn options(window_samples: u64) -> AutoscalerOptions {
     }
 }
 
+/// The built-in BALANCED mode and the bucket-align plugin mode, resolved as a job would.
+fn aligners(registry: &ModeRegistry) -> Vec<(&'static str, JobAlignment)> {
+    let config = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    };
+    let builtin = JobAlignment::resolve(
+        "bench",
+        &config(&[("scaling.alignment.mode", "BALANCED")]),
+        registry,
+    )
+    .expect("BALANCED resolves");
+    let plugin = JobAlignment::resolve(
+        "bench",
+        &config(&[
+            ("scaling.alignment.mode", "buckets"),
+            ("scaling.alignment.mode.buckets.class", "bucket-align"),
+        ]),
+        registry,
+    )
+    .expect("the bucket-align plugin resolves");
+    vec![("builtin", builtin), ("plugin", plugin)]
+}
+
 fn bench(c: &mut Criterion) {
+    let profile = build(&["bucket-align"]);
+    let file = plugin_file(&profile, "bucket-align");
+    let dir = plugins_dir(&[(&file, "libbucket_align.so")]);
+    let (registry, _) = ModeRegistry::discover(dir.path());
     let mut group = c.benchmark_group("decision_cycle");
     group.sample_size(10);
     // The window holds `samples` collected cycles; the 10,000-job fleet keeps it short so the
     // fleet's state stays small.
-    for (jobs, samples) in [(100usize, 8u64), (1_000, 8), (10_000, 3)] {
-        let opts = options(samples);
-        let mut fleet: Vec<SimJob> = (0..jobs).map(SimJob::new).collect();
-        let mut cycle = 0usize;
-        let mut now = 0i64;
-        // Fill the window so that every measured cycle evaluates and decides.
-        let mut stages: BTreeMap<String, usize> = BTreeMap::new();
-        for round in 0..=samples {
-            for job in &mut fleet {
-                job.advance(cycle);
-                let out = run_cycle(
-                    &job.name,
-                    &opts,
-                    &job.obs,
-                    now,
-                    &BalancedAligner,
-                    &mut job.state,
-                );
-                if round == samples {
-                    let stage = format!("{:?}", out.stage);
-                    *stages.entry(stage).or_default() += 1;
-                }
-            }
-            cycle += 1;
-            now += INTERVAL_MS;
-        }
-        eprintln!("{jobs} jobs, window of {samples} samples: stages of one cycle {stages:?}");
-        group.throughput(Throughput::Elements(jobs as u64));
-        group.bench_function(
-            BenchmarkId::new(format!("jobs_x20_vertices_window{samples}"), jobs),
-            |b| {
-                b.iter_custom(|iters| {
-                    let mut total = Duration::ZERO;
-                    for _ in 0..iters {
-                        for job in &mut fleet {
-                            job.advance(cycle);
-                            let start = Instant::now();
-                            let out = run_cycle(
-                                &job.name,
-                                &opts,
-                                &job.obs,
-                                now,
-                                &BalancedAligner,
-                                &mut job.state,
-                            );
-                            total += start.elapsed();
-                            black_box(out);
-                        }
-                        cycle += 1;
-                        now += INTERVAL_MS;
+    for (label, aligner) in aligners(&registry) {
+        for (jobs, samples) in [(100usize, 8u64), (1_000, 8), (10_000, 3)] {
+            let aligner: &dyn Aligner = &aligner;
+            let opts = options(samples);
+            let mut fleet: Vec<SimJob> = (0..jobs).map(SimJob::new).collect();
+            let mut cycle = 0usize;
+            let mut now = 0i64;
+            // Fill the window so that every measured cycle evaluates and decides.
+            let mut stages: BTreeMap<String, usize> = BTreeMap::new();
+            for round in 0..=samples {
+                for job in &mut fleet {
+                    job.advance(cycle);
+                    let out = run_cycle(&job.name, &opts, &job.obs, now, aligner, &mut job.state);
+                    if round == samples {
+                        let stage = format!("{:?}", out.stage);
+                        *stages.entry(stage).or_default() += 1;
                     }
-                    total
-                })
-            },
-        );
+                }
+                cycle += 1;
+                now += INTERVAL_MS;
+            }
+            eprintln!(
+                "{label}: {jobs} jobs, window of {samples} samples: stages of one cycle {stages:?}"
+            );
+            group.throughput(Throughput::Elements(jobs as u64));
+            group.bench_function(
+                BenchmarkId::new(format!("{label}/jobs_x20_vertices_window{samples}"), jobs),
+                |b| {
+                    b.iter_custom(|iters| {
+                        let mut total = Duration::ZERO;
+                        for _ in 0..iters {
+                            for job in &mut fleet {
+                                job.advance(cycle);
+                                let start = Instant::now();
+                                let out = run_cycle(
+                                    &job.name,
+                                    &opts,
+                                    &job.obs,
+                                    now,
+                                    aligner,
+                                    &mut job.state,
+                                );
+                                total += start.elapsed();
+                                black_box(out);
+                            }
+                            cycle += 1;
+                            now += INTERVAL_MS;
+                        }
+                        total
+                    })
+                },
+            );
+        }
     }
     group.finish();
 }

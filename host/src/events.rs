@@ -76,6 +76,10 @@ pub struct Event {
     pub details: BTreeMap<String, i64>,
     /// A message a person can act on.
     pub message: String,
+    /// What makes two events "the same" for the per-job rate limit (the anchor's message keys,
+    /// e.g. `ScalingLimited<vertex>`); when unset, the reason and the message do.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
 }
 
 impl Event {
@@ -90,6 +94,7 @@ impl Event {
             actual: None,
             details: BTreeMap::new(),
             message: message.into(),
+            key: None,
         }
     }
     /// Sets the job.
@@ -106,6 +111,11 @@ impl Event {
     pub fn parallelism(mut self, expected: u32, actual: u32) -> Event {
         self.expected = Some(expected);
         self.actual = Some(actual);
+        self
+    }
+    /// Sets the dedupe key.
+    pub fn key(mut self, key: impl Into<String>) -> Event {
+        self.key = Some(key.into());
         self
     }
     /// Adds a detail.

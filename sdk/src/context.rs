@@ -1,5 +1,7 @@
 //! The immutable inputs of one alignment decision.
 
+use std::sync::Arc;
+
 use crate::params::ModeParams;
 use crate::ship::ShipStrategy;
 
@@ -66,7 +68,7 @@ pub struct AlignmentContext {
     upper_limit: u32,
     input_ship_strategies: Vec<ShipStrategy>,
     metrics: Vec<(String, EvaluatedMetric)>,
-    topology: JobTopology,
+    topology: Arc<JobTopology>,
     params: ModeParams,
 }
 
@@ -89,7 +91,7 @@ impl AlignmentContext {
                 upper_limit: u32::MAX,
                 input_ship_strategies: Vec::new(),
                 metrics: Vec::new(),
-                topology: JobTopology::default(),
+                topology: Arc::default(),
                 params: ModeParams::default(),
             },
         }
@@ -228,6 +230,12 @@ impl AlignmentContextBuilder {
     }
     /// The job graph.
     pub fn topology(mut self, topology: JobTopology) -> Self {
+        self.ctx.topology = Arc::new(topology);
+        self
+    }
+    /// The job graph, shared with the other vertices' contexts of the same decision (the host
+    /// builds one graph per job and cycle instead of one copy per vertex).
+    pub fn shared_topology(mut self, topology: Arc<JobTopology>) -> Self {
         self.ctx.topology = topology;
         self
     }

@@ -92,6 +92,7 @@ pub fn scaling_limited(ctx: &AlignmentContext, inputs: &Inputs, actual: u64) -> 
         inputs.lower
     );
     let mut event = Event::new(EventReason::ScalingLimited, Severity::Warning, message)
+        .key(format!("ScalingLimited{vertex}"))
         .vertex(vertex)
         .parallelism(narrow(inputs.t), narrow(actual))
         .detail("num_key_groups_or_partitions", inputs.n as i64)

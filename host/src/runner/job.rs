@@ -325,14 +325,16 @@ enum Dedupe {
     Message,
 }
 
+/// The anchor's rules: scaling reports and errors are always recorded; an event with a message
+/// key is the same as an earlier one with that key; rate limits change every batch and are
+/// reported once per interval; anything else is the same when its message is.
 fn dedupe_key(event: &Event) -> Dedupe {
     let vertex = event.vertex.as_deref().unwrap_or_default();
-    match event.reason {
-        EventReason::ScalingReport | EventReason::AutoscalerError => Dedupe::Never,
-        EventReason::ScalingLimited => Dedupe::Key(format!("ScalingLimited{vertex}")),
-        EventReason::IneffectiveScaling => Dedupe::Key(format!("ineffective{vertex}")),
-        EventReason::RateLimit => Dedupe::Key("RateLimit".to_string()),
-        EventReason::PluginFault => Dedupe::Key(format!("PluginFault{vertex}")),
+    match (event.reason, &event.key) {
+        (EventReason::ScalingReport | EventReason::AutoscalerError, _) => Dedupe::Never,
+        (_, Some(key)) => Dedupe::Key(key.clone()),
+        (EventReason::RateLimit, None) => Dedupe::Key("RateLimit".to_string()),
+        (EventReason::PluginFault, None) => Dedupe::Key(format!("PluginFault{vertex}")),
         _ => Dedupe::Message,
     }
 }

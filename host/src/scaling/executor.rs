@@ -159,20 +159,30 @@ fn memory_pressure(ctx: &ScalerContext<'_>, evaluation: &Evaluation) -> Option<E
     let get = |m: ScalingMetric| evaluation.global.get(&m).copied();
     let gc = get(ScalingMetric::GcPressure).map_or(f64::NAN, |m| m.current);
     let heap = get(ScalingMetric::HeapMaxUsageRatio).map_or(f64::NAN, |m| m.average);
-    let message = if gc > ctx.opts.gc_pressure_threshold {
-        format!(
-            "GC Pressure {} is above the allowed limit for scaling operations. Please adjust the available memory manually.",
-            java_double_to_string(gc)
+    let (key, message) = if gc > ctx.opts.gc_pressure_threshold {
+        (
+            "gcPressure",
+            format!(
+                "GC Pressure {} is above the allowed limit for scaling operations. Please adjust the available memory manually.",
+                java_double_to_string(gc)
+            ),
         )
     } else if heap > ctx.opts.heap_usage_threshold {
-        format!(
-            "Heap Usage {} is above the allowed limit for scaling operations. Please adjust the available memory manually.",
-            java_double_to_string(heap)
+        (
+            "heapUsage",
+            format!(
+                "Heap Usage {} is above the allowed limit for scaling operations. Please adjust the available memory manually.",
+                java_double_to_string(heap)
+            ),
         )
     } else {
         return None;
     };
-    Some(Event::new(EventReason::MemoryPressure, Severity::Normal, message).job(ctx.job))
+    Some(
+        Event::new(EventReason::MemoryPressure, Severity::Normal, message)
+            .job(ctx.job)
+            .key(key),
+    )
 }
 
 /// The anchor's scaling report: the header followed by one entry per vertex (no separator).

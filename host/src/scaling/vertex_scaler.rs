@@ -3,6 +3,7 @@
 
 use std::cell::OnceCell;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use flowscale_sdk::{AlignmentContext, JobTopology, ModeParams};
@@ -60,7 +61,7 @@ pub(crate) struct ScalerContext<'a> {
     pub params: &'a ModeParams,
     /// The job graph as alignment contexts carry it, built on first use (most cycles of a
     /// steady job align nothing).
-    pub topology: &'a OnceCell<JobTopology>,
+    pub topology: &'a OnceCell<Arc<JobTopology>>,
     /// The graph the SDK view is built from.
     pub graph: &'a Topology<'a>,
     pub restart_time: Duration,
@@ -320,7 +321,9 @@ fn align(
                     .map(|(k, v)| (k.as_str().to_string(), v.to_sdk()))
                     .collect(),
             )
-            .topology(ctx.topology.get_or_init(|| ctx.graph.to_sdk()).clone())
+            .shared_topology(Arc::clone(
+                ctx.topology.get_or_init(|| Arc::new(ctx.graph.to_sdk())),
+            ))
             .params(ctx.params.clone())
             .build();
     ctx.aligner.align(&alignment_ctx)
@@ -355,7 +358,12 @@ fn ineffective_scale_up(
     Some(
         Event::new(EventReason::IneffectiveScaling, Severity::Normal, message)
             .job(ctx.job)
-            .vertex(vertex.id),
+            .vertex(vertex.id)
+            .key(format!(
+                "ineffective{}{}",
+                vertex.id,
+                java_double_to_string(expected_increase)
+            )),
     )
 }
 
@@ -408,7 +416,7 @@ mod tests {
 
     struct Fixture {
         opts: AutoscalerOptions,
-        topology: OnceCell<JobTopology>,
+        topology: OnceCell<Arc<JobTopology>>,
         graph: Topology<'static>,
         params: ModeParams,
     }
