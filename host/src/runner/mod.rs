@@ -11,3 +11,6 @@ pub use fleet::{DEFAULT_SIMULATED_DURATION, JobRun, RunOptions, run_fleet, wall_
 pub use job::JobRunner;
 pub use report::{CycleReport, Printer, format_time};
 pub use settings::{ENABLED_KEY, JobSettings};
+
+#[cfg(test)]
+mod tests;

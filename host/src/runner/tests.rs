@@ -1,0 +1,238 @@
+//! The control loop on the simulator: cooldown spacing and rate control, seen in the timeline.
+
+use std::collections::BTreeMap;
+
+use super::{JobRunner, JobSettings};
+use crate::alignment::{JobAlignment, NoCustomModes};
+use crate::config::JobConfig;
+use crate::events::EventReason;
+use crate::sim::Simulation;
+
+fn example(name: &str) -> Simulation {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples/jobs")
+        .join(name);
+    let mut sim = Simulation::from_file(&path).expect("the example job loads");
+    sim.record_timeline(true);
+    sim
+}
+
+fn runner(sim: Simulation, pairs: &[(&str, &str)]) -> JobRunner<Simulation> {
+    let config = JobConfig::from_pairs(pairs.iter().copied());
+    let settings = JobSettings::from_config(&config).expect("valid settings");
+    let alignment = JobAlignment::resolve("job", &config, &NoCustomModes).expect("resolves");
+    JobRunner::new("job", sim, alignment, &settings, &config, 10_000)
+}
+
+/// Runs for `hours` of simulated time; returns the instants (s) at which rescales were requested.
+fn run(runner: &mut JobRunner<Simulation>, hours: i64) -> Vec<i64> {
+    run_observed(runner, 0, hours).0
+}
+
+/// Runs from hour `from` to hour `to`, also returning the most records queued inside the job
+/// over that span.
+fn run_observed(runner: &mut JobRunner<Simulation>, from: i64, to: i64) -> (Vec<i64>, u64) {
+    let end = to * 3_600_000;
+    let mut now = from * 3_600_000;
+    let mut most_in_flight = 0;
+    while now <= end {
+        runner.step(now, Vec::new());
+        most_in_flight = most_in_flight.max(runner.engine().records_in_flight());
+        now += runner.step_ms();
+    }
+    let rescales = runner
+        .engine()
+        .timeline()
+        .rows
+        .iter()
+        .filter(|row| row.events.iter().any(|e| e.starts_with("rescale")))
+        .map(|row| row.t_ms / 1000)
+        .collect();
+    (rescales, most_in_flight)
+}
+
+const FAST: &[(&str, &str)] = &[
+    ("metrics.window", "3 min"),
+    ("stabilization.interval", "1 min"),
+    ("scale-down.interval", "0"),
+];
+
+#[test]
+fn rescales_are_never_closer_than_the_cooldown_period() {
+    let mut without = runner(
+        example("diurnal.toml"),
+        &[FAST, &[("scaling-cooldown-period", "0")]].concat(),
+    );
+    let free = run(&mut without, 30);
+    let mut with = runner(
+        example("diurnal.toml"),
+        &[FAST, &[("scaling-cooldown-period", "45 min")]].concat(),
+    );
+    let cooled = run(&mut with, 30);
+    let gaps = |times: &[i64]| times.windows(2).map(|w| w[1] - w[0]).collect::<Vec<_>>();
+    assert!(
+        gaps(&free).iter().any(|&g| g < 45 * 60),
+        "without cooldown some rescales come closer than 45 min: {free:?}"
+    );
+    assert!(cooled.len() >= 2, "the cooled job still scales: {cooled:?}");
+    assert!(
+        gaps(&cooled).iter().all(|&g| g >= 45 * 60),
+        "with a 45 min cooldown no two rescales are closer: {cooled:?}"
+    );
+    let queued = with
+        .events()
+        .events()
+        .filter(|e| e.event.reason == EventReason::CooldownQueued)
+        .count();
+    assert!(
+        queued > 0,
+        "some scaling events waited for the end of a period"
+    );
+}
+
+/// A keyed job whose operator (8 × 300 records/s) cannot keep up with 5,000 records/s, with
+/// deep input buffers: without rate control the source fills them.
+const OVERLOADED: &str = r#"
+[job]
+name = "overloaded"
+seed = 1
+
+[[vertices]]
+id = "src"
+name = "Source: events"
+kind = "source"
+parallelism = 4
+capacity = 1000000
+partitions = 4
+
+[[vertices]]
+id = "agg"
+kind = "operator"
+parallelism = 8
+max_parallelism = 128
+capacity = 300
+buffer = 2000
+
+[[vertices]]
+id = "sink"
+kind = "sink"
+parallelism = 2
+capacity = 10000000
+
+[[edges]]
+from = "src"
+to = "agg"
+ship = "HASH"
+
+[[edges]]
+from = "agg"
+to = "sink"
+ship = "REBALANCE"
+
+[workload.src]
+[[workload.src.rate]]
+kind = "constant"
+rate = 5000
+"#;
+
+#[test]
+fn rate_control_bounds_what_waits_inside_the_job() {
+    // Scaling off (advisor mode): only rate control acts.
+    let advisor: &[(&str, &str)] = &[("scaling.enabled", "false")];
+    let sim = || {
+        let mut sim: Simulation = OVERLOADED.parse().expect("the job parses");
+        sim.record_timeline(true);
+        sim
+    };
+    // The first minutes fill the buffers before the controller has two batches to estimate
+    // from; what matters is what waits inside the job once it has engaged.
+    let mut uncontrolled = runner(sim(), &[FAST, advisor].concat());
+    run_observed(&mut uncontrolled, 0, 1);
+    let (_, queued_uncontrolled) = run_observed(&mut uncontrolled, 1, 2);
+    let mut controlled = runner(
+        sim(),
+        &[FAST, advisor, &[("backpressure.enabled", "true")]].concat(),
+    );
+    run_observed(&mut controlled, 0, 1);
+    let (_, queued_controlled) = run_observed(&mut controlled, 1, 2);
+    let limits: Vec<f64> = controlled
+        .engine()
+        .timeline()
+        .rows
+        .iter()
+        .filter_map(|row| row.rate_limits.first().copied().flatten())
+        .collect();
+    assert!(
+        !limits.is_empty(),
+        "the PID controller published rate limits"
+    );
+    let last = limits[limits.len() - 1];
+    assert!(
+        (last - 2400.0).abs() < 2400.0 * 0.1,
+        "the limit settles near what the job can process (2,400 records/s): {last}"
+    );
+    assert!(
+        queued_uncontrolled > 10_000 && queued_controlled * 10 < queued_uncontrolled,
+        "most records queued inside the job in its second hour: {queued_controlled} with rate control, {queued_uncontrolled} without"
+    );
+}
+
+/// An engine that cannot be reached for its first `failures` observations.
+struct Flaky {
+    inner: Simulation,
+    failures: usize,
+}
+
+impl crate::engine::Collector for Flaky {
+    fn observe(
+        &mut self,
+        now_ms: i64,
+    ) -> Result<crate::engine::JobObservation, crate::engine::EngineError> {
+        if self.failures > 0 {
+            self.failures -= 1;
+            return Err(crate::engine::EngineError::Unreachable(
+                "connection refused".into(),
+            ));
+        }
+        self.inner.observe(now_ms)
+    }
+}
+
+impl crate::engine::Realizer for Flaky {
+    fn rescale(
+        &mut self,
+        parallelism: &BTreeMap<String, u32>,
+    ) -> Result<(), crate::engine::EngineError> {
+        self.inner.rescale(parallelism)
+    }
+}
+
+impl crate::engine::Engine for Flaky {
+    fn clock(&self) -> crate::engine::Clock {
+        self.inner.clock()
+    }
+}
+
+#[test]
+fn an_unreachable_engine_is_an_event_and_the_loop_goes_on() {
+    let config = JobConfig::from_pairs(FAST.iter().copied());
+    let settings = JobSettings::from_config(&config).expect("valid");
+    let alignment = JobAlignment::resolve("job", &config, &NoCustomModes).expect("resolves");
+    let flaky = Flaky {
+        inner: example("keyed-step-spike.toml"),
+        failures: 2,
+    };
+    let mut r = JobRunner::new("job", flaky, alignment, &settings, &config, 10_000);
+    let first = r.step(0, Vec::new()).expect("a step");
+    assert_eq!(first.events.len(), 1);
+    assert_eq!(first.events[0].reason, EventReason::EngineError);
+    assert!(first.events[0].message.contains("connection refused"));
+    // The same failure again within the event interval is counted but not reported twice.
+    let second = r.step(10_000, Vec::new()).expect("a step");
+    assert!(second.events.is_empty(), "{:?}", second.events);
+    let third = r.step(20_000, Vec::new()).expect("a step");
+    assert!(
+        third.stage.is_some(),
+        "the engine answers again and the cycle runs"
+    );
+}
