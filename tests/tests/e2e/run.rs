@@ -199,3 +199,89 @@ fn simulate_compares_modes_on_one_workload_and_plots() {
         assert!(chart.contains(mode), "the chart names {mode}");
     }
 }
+
+#[test]
+fn a_faulty_plugin_mode_is_contained_and_the_other_jobs_go_on() {
+    let profile = build(&["fixture-panicking", "fixture-out-of-range"]);
+    let panicking = plugin_file(&profile, "fixture-panicking");
+    let out_of_range = plugin_file(&profile, "fixture-out-of-range");
+    let plugins = plugins_dir(&[
+        (&panicking, "libpanicking.so"),
+        (&out_of_range, "libout_of_range.so"),
+    ]);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let fleet = dir.path().join("fleet.toml");
+    let job = repo_root().join("examples/jobs/keyed-step-spike.toml");
+    std::fs::write(
+        &fleet,
+        format!(
+            r#"
+[defaults]
+"metrics.window" = "3 min"
+"stabilization.interval" = "1 min"
+
+[[jobs]]
+name = "panics"
+job = "{job}"
+[jobs.config]
+"scaling.alignment.mode" = "p"
+"scaling.alignment.mode.p.class" = "panicking"
+"scaling.alignment.mode.p.validate" = "ok"
+
+[[jobs]]
+name = "wild"
+job = "{job}"
+[jobs.config]
+"scaling.alignment.mode" = "w"
+"scaling.alignment.mode.w.class" = "out-of-range"
+
+[[jobs]]
+name = "healthy"
+job = "{job}"
+"#,
+            job = job.display()
+        ),
+    )
+    .expect("write the fleet");
+    let out = Cli::new([
+        "run",
+        &path(&fleet),
+        "--plugins",
+        &path(plugins.path()),
+        "--json",
+        "--simulated",
+        "1h",
+    ])
+    .run();
+    assert_eq!(
+        out.code, 0,
+        "the host survives faulty plugins: {}",
+        out.stderr
+    );
+    let lines = out.json_lines();
+    let faults = |job: &str| -> Vec<String> {
+        lines
+            .iter()
+            .filter(|l| l["type"] == "cycle" && l["data"]["job"] == job)
+            .flat_map(|l| l["data"]["events"].as_array().cloned().unwrap_or_default())
+            .filter(|e| e["reason"] == "PluginFault")
+            .map(|e| e["message"].as_str().unwrap_or_default().to_string())
+            .collect()
+    };
+    let panics = faults("panics");
+    assert!(
+        !panics.is_empty(),
+        "a PluginFault event for the panicking mode"
+    );
+    assert!(panics.iter().any(|m| m.contains("panicked")), "{panics:?}");
+    let wild = faults("wild");
+    assert!(wild.iter().any(|m| m.contains("refused")), "{wild:?}");
+    assert!(faults("healthy").is_empty());
+    // Faulty modes fall back to the computed target: every job still scaled.
+    for job in ["panics", "wild", "healthy"] {
+        let scaled = lines.iter().any(|l| {
+            l["type"] == "cycle" && l["data"]["job"] == job && l["data"]["operation"].is_object()
+        });
+        assert!(scaled, "{job} was scaled");
+    }
+}
