@@ -75,7 +75,7 @@ bash_java_utils() {
 
 write_config() {
     local conf="$run_dir/conf"
-    mkdir -p "$conf" "$run_dir/log" "$run_dir/tmp" "$run_dir/upload" "$run_dir/web"
+    mkdir -p "$conf" "$run_dir/log" "$run_dir/tmp" "$run_dir/upload" "$run_dir/web" "$run_dir/plugins"
     cat > "$conf/config.yaml" <<YAML
 jobmanager.rpc.address: 127.0.0.1
 jobmanager.rpc.port: $((rest_port + 42))
@@ -139,8 +139,10 @@ PROPS
 launch() {
     local name="$1" main="$2" jvm_flags="$3"
     shift 3
+    # Flink loads plugins from $FLINK_PLUGINS_DIR, else from ./plugins of the working directory: a
+    # repository's own plugins/ folder (flowscale's) would make it fail, so point it at an empty one.
     # shellcheck disable=SC2086 # the flags are a space-separated list by construction
-    nohup java $jvm_flags $java_opts \
+    FLINK_PLUGINS_DIR="$run_dir/plugins" nohup java $jvm_flags $java_opts \
         -Dlog.file="$run_dir/log/$name.log" \
         -Dlog4j.configurationFile=file:"$run_dir/conf/log4j.properties" \
         -classpath "$flink_home/lib/*" \

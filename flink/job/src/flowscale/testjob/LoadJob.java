@@ -19,13 +19,15 @@ import org.apache.flink.util.Collector;
  * A synthetic load for exercising an autoscaler against a real cluster.
  *
  * <p>source (rate-limited generator) -> cost (a map that spends a fixed wall time per record) ->
- * keyBy -> count (keyed state) -> sink (discarding). Chaining is disabled so every operator is its
+ * keyBy -> count (keyed state, optionally with its own wall time per record) -> sink (discarding). Chaining is disabled so every operator is its
  * own job vertex with its own metrics and parallelism. The per-record cost is wall time (a sleep),
  * not CPU work, so adding subtasks raises throughput even on a machine with few cores.
  *
  * <p>Arguments (all optional): {@code --rate <records/s>} (default 1000), {@code --cost-ms <ms per
  * record>} (default 2.0), {@code --parallelism <initial parallelism of every vertex>} (default 1),
- * {@code --max-parallelism <key groups>} (default 128), {@code --keys <distinct keys>} (default 1000).
+ * {@code --max-parallelism <key groups>} (default 128), {@code --keys <distinct keys>} (default 1000),
+ * {@code --keyed-cost-ms <ms per record in count>} (default 0). The keyed cost makes the vertex behind
+ * the HASH edge the bottleneck: that is the vertex whose parallelism key-group alignment applies to.
  */
 public final class LoadJob {
 
@@ -37,6 +39,7 @@ public final class LoadJob {
         int parallelism = 1;
         int maxParallelism = 128;
         long keys = 1000;
+        double keyedCostMs = 0.0;
         for (int i = 0; i + 1 < args.length; i += 2) {
             String value = args[i + 1];
             switch (args[i]) {
@@ -45,11 +48,13 @@ public final class LoadJob {
                 case "--parallelism": parallelism = Integer.parseInt(value); break;
                 case "--max-parallelism": maxParallelism = Integer.parseInt(value); break;
                 case "--keys": keys = Long.parseLong(value); break;
+                case "--keyed-cost-ms": keyedCostMs = Double.parseDouble(value); break;
                 default: throw new IllegalArgumentException("unknown argument " + args[i]);
             }
         }
         final long keyCount = Math.max(1, keys);
         final long costNanos = (long) (costMs * 1_000_000.0);
+        final long keyedCostNanos = (long) (keyedCostMs * 1_000_000.0);
 
         StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment();
         env.setParallelism(parallelism);
@@ -66,7 +71,7 @@ public final class LoadJob {
                 .uid("cost")
                 .name("cost")
                 .keyBy(value -> value % keyCount)
-                .process(new Count())
+                .process(new Count(keyedCostNanos))
                 .uid("count")
                 .name("count")
                 .sinkTo(new DiscardingSink<>())
@@ -76,30 +81,54 @@ public final class LoadJob {
         env.execute("flowscale-load");
     }
 
-    /** Spends {@code costNanos} of wall time per record, sleeping in slices of at least 1 ms. */
-    static final class Cost extends RichMapFunction<Long, Long> {
+    /**
+     * Spends a fixed wall time per record on average, sleeping only once at least 1 ms is owed (a
+     * shorter park is not honoured precisely); an overshoot is paid back by the next records.
+     */
+    static final class Delay implements java.io.Serializable {
         private final long costNanos;
         private transient long debtNanos;
 
-        Cost(long costNanos) {
+        Delay(long costNanos) {
             this.costNanos = costNanos;
         }
 
-        @Override
-        public Long map(Long value) {
+        void spend() {
+            if (costNanos <= 0) {
+                return;
+            }
             debtNanos += costNanos;
             if (debtNanos >= 1_000_000L) {
                 long start = System.nanoTime();
                 LockSupport.parkNanos(debtNanos);
                 debtNanos -= System.nanoTime() - start;
             }
+        }
+    }
+
+    /** Spends {@code costNanos} of wall time per record. */
+    static final class Cost extends RichMapFunction<Long, Long> {
+        private final Delay delay;
+
+        Cost(long costNanos) {
+            this.delay = new Delay(costNanos);
+        }
+
+        @Override
+        public Long map(Long value) {
+            delay.spend();
             return value;
         }
     }
 
-    /** Counts records per key in keyed state and emits the running count. */
+    /** Counts records per key in keyed state, spending {@code costNanos} per record first. */
     static final class Count extends KeyedProcessFunction<Long, Long, Long> {
+        private final Delay delay;
         private transient ValueState<Long> count;
+
+        Count(long costNanos) {
+            this.delay = new Delay(costNanos);
+        }
 
         @Override
         public void open(OpenContext context) {
@@ -108,6 +137,7 @@ public final class LoadJob {
 
         @Override
         public void processElement(Long value, Context ctx, Collector<Long> out) throws Exception {
+            delay.spend();
             Long current = count.value();
             long next = current == null ? 1 : current + 1;
             count.update(next);
