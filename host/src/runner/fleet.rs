@@ -13,7 +13,7 @@ use crate::scaling::CycleStage;
 use crate::sim::{Simulation, Summary, Timeline};
 use crate::state::StateStore;
 
-use super::engines::open_engines;
+use super::engines::{NamedEngine, open_engines};
 use super::job::JobRunner;
 use super::report::CycleReport;
 
@@ -141,31 +141,64 @@ fn run_job(
         Ok(engines) => engines,
         Err(err) => return vec![failed(err)],
     };
-    engines
-        .into_iter()
-        .map(|(label, engine)| {
-            let mut runner = JobRunner::new(
-                &label,
-                engine,
-                job.alignment.clone(),
-                &job.settings,
-                &job.spec.config,
-                interval_ms,
-            );
-            if let Ok(store) = options.store.lock() {
-                runner.restore(store.as_ref(), wall_ms());
-            }
-            let (steps, failed_steps) = drive(&mut runner, None, &job.spec.config, options, sink);
-            JobRun {
-                name: label,
-                mode: job.alignment.mode_id(),
-                steps,
-                failed_steps,
-                error: None,
-                simulation: None,
-            }
-        })
-        .collect()
+    run_engines(job, engines, interval_ms, options, sink)
+}
+
+/// Drives every engine of one fleet entry, each on its own thread. A Flink entry without
+/// `job-id` covers every RUNNING job of the cluster, and a wall-clock job runs until the whole
+/// run ends: driven one after the other, the second job would wait for the first to stop.
+fn run_engines(
+    job: &JobPlan,
+    engines: Vec<NamedEngine>,
+    interval_ms: i64,
+    options: &RunOptions<'_>,
+    sink: &(dyn Fn(&CycleReport) + Sync),
+) -> Vec<JobRun> {
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = engines
+            .into_iter()
+            .map(|(label, engine)| {
+                let name = label.clone();
+                let handle = scope.spawn(move || {
+                    let mut runner = JobRunner::new(
+                        &label,
+                        engine,
+                        job.alignment.clone(),
+                        &job.settings,
+                        &job.spec.config,
+                        interval_ms,
+                    );
+                    if let Ok(store) = options.store.lock() {
+                        runner.restore(store.as_ref(), wall_ms());
+                    }
+                    let (steps, failed_steps) =
+                        drive(&mut runner, None, &job.spec.config, options, sink);
+                    JobRun {
+                        name: label,
+                        mode: job.alignment.mode_id(),
+                        steps,
+                        failed_steps,
+                        error: None,
+                        simulation: None,
+                    }
+                });
+                (name, handle)
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|(name, handle)| {
+                handle.join().unwrap_or_else(|_| JobRun {
+                    name,
+                    mode: job.alignment.mode_id(),
+                    steps: 0,
+                    failed_steps: 1,
+                    error: Some("the job's control loop panicked; the other jobs went on".into()),
+                    simulation: None,
+                })
+            })
+            .collect()
+    })
 }
 
 /// Steps a runner until its time is up, it finishes, or the fleet is stopped.
@@ -268,4 +301,102 @@ pub fn wall_ms() -> i64 {
         .duration_since(UNIX_EPOCH)
         .map(duration_ms)
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::path::Path;
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::alignment::NoCustomModes;
+    use crate::config::parse_fleet;
+    use crate::engine::{Collector, EngineError, JobObservation, Realizer};
+    use crate::plan::plan_fleet;
+    use crate::state::InMemoryStateStore;
+
+    /// A wall-clock engine that records when it was first observed and answers nothing.
+    struct Unreachable {
+        first: Arc<Mutex<Option<Instant>>>,
+    }
+
+    impl Collector for Unreachable {
+        fn observe(&mut self, _now_ms: i64) -> Result<JobObservation, EngineError> {
+            if let Ok(mut first) = self.first.lock() {
+                first.get_or_insert_with(Instant::now);
+            }
+            Err(EngineError::Unreachable("test".into()))
+        }
+    }
+
+    impl Realizer for Unreachable {
+        fn rescale(&mut self, _: &BTreeMap<String, u32>) -> Result<(), EngineError> {
+            Ok(())
+        }
+        fn set_rate_limit(&mut self, _: &str, _: Option<f64>) -> Result<(), EngineError> {
+            Ok(())
+        }
+    }
+
+    impl Engine for Unreachable {
+        fn clock(&self) -> Clock {
+            Clock::Wall
+        }
+    }
+
+    #[test]
+    fn the_jobs_of_one_entry_run_side_by_side() {
+        let text = r#"
+[host]
+interval = "100ms"
+[[jobs]]
+name = "cluster"
+engine = "flink"
+rest = "http://127.0.0.1:9"
+"#;
+        let fleet = parse_fleet(Path::new("fleet.toml"), text).expect("a valid fleet");
+        let plan = plan_fleet(fleet, &NoCustomModes).expect("a valid plan");
+        let firsts: Vec<Arc<Mutex<Option<Instant>>>> =
+            (0..2).map(|_| Arc::new(Mutex::new(None))).collect();
+        let engines: Vec<NamedEngine> = firsts
+            .iter()
+            .enumerate()
+            .map(|(i, first)| {
+                let engine: Box<dyn Engine> = Box::new(Unreachable {
+                    first: Arc::clone(first),
+                });
+                (format!("cluster/job{i}"), engine)
+            })
+            .collect();
+        let stop = AtomicBool::new(false);
+        let store: Mutex<Box<dyn StateStore + Send>> =
+            Mutex::new(Box::new(InMemoryStateStore::new()));
+        let options = RunOptions {
+            once: false,
+            wall_duration: Some(Duration::from_millis(600)),
+            simulated_duration: None,
+            stop: &stop,
+            store: &store,
+        };
+        let started = Instant::now();
+        let runs = run_engines(&plan.jobs[0], engines, 100, &options, &|_| {});
+        let elapsed = started.elapsed();
+
+        let names: Vec<&str> = runs.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(names, ["cluster/job0", "cluster/job1"]);
+        for (run, first) in runs.iter().zip(&firsts) {
+            assert!(run.steps >= 3, "{run:?}");
+            assert!(run.failed_steps >= 1, "the engine never answered: {run:?}");
+            let first = first.lock().expect("lock").expect("observed");
+            assert!(
+                first.duration_since(started) < Duration::from_millis(300),
+                "{} started {:?} after the run",
+                run.name,
+                first.duration_since(started)
+            );
+        }
+        // One after the other they would take two durations.
+        assert!(elapsed < Duration::from_millis(1100), "{elapsed:?}");
+    }
 }
