@@ -202,14 +202,17 @@ impl<E: Engine> JobRunner<E> {
                         self.decide(now_ms, &observation, &mut report, &mut events);
                     }
                 }
-                Err(err) => events.push(
-                    Event::new(
-                        EventReason::EngineError,
-                        Severity::Warning,
-                        format!("cannot observe the job: {err}"),
-                    )
-                    .job(&self.name),
-                ),
+                Err(err) => {
+                    report.engine_failed = true;
+                    events.push(
+                        Event::new(
+                            EventReason::EngineError,
+                            Severity::Warning,
+                            format!("cannot observe the job: {err}"),
+                        )
+                        .job(&self.name),
+                    );
+                }
             }
         }
         for event in events {
@@ -246,6 +249,7 @@ impl<E: Engine> JobRunner<E> {
         events.push(update.event);
         for (vertex, limit) in &update.per_source {
             if let Err(err) = self.engine.set_rate_limit(vertex, Some(*limit)) {
+                report.engine_failed = true;
                 events.push(
                     Event::new(
                         EventReason::EngineError,
@@ -302,14 +306,17 @@ impl<E: Engine> JobRunner<E> {
             let full = operation.full_parallelism(&running);
             match self.engine.rescale(&full) {
                 Ok(()) => report.operation = Some(operation.parallelism),
-                Err(err) => events.push(
-                    Event::new(
-                        EventReason::EngineError,
-                        Severity::Warning,
-                        format!("rescale to {full:?} failed: {err}"),
-                    )
-                    .job(&self.name),
-                ),
+                Err(err) => {
+                    report.engine_failed = true;
+                    events.push(
+                        Event::new(
+                            EventReason::EngineError,
+                            Severity::Warning,
+                            format!("rescale to {full:?} failed: {err}"),
+                        )
+                        .job(&self.name),
+                    );
+                }
             }
         }
     }

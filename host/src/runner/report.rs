@@ -27,6 +27,10 @@ pub struct CycleReport {
     pub rate_limit: Option<f64>,
     /// Events recorded in this step (after the per-job rate limit on identical events).
     pub events: Vec<Event>,
+    /// An engine call failed in this step. Its event may have been held back as a repeat
+    /// (`events` is rate-limited), so the run's count of failed steps reads this instead.
+    #[serde(skip)]
+    pub engine_failed: bool,
 }
 
 impl CycleReport {
@@ -41,6 +45,7 @@ impl CycleReport {
             queued: false,
             rate_limit: None,
             events: Vec::new(),
+            engine_failed: false,
         }
     }
 

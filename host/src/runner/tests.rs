@@ -230,9 +230,11 @@ fn an_unreachable_engine_is_an_event_and_the_loop_goes_on() {
     // The same failure again within the event interval is counted but not reported twice.
     let second = r.step(10_000, Vec::new()).expect("a step");
     assert!(second.events.is_empty(), "{:?}", second.events);
+    assert!(first.engine_failed && second.engine_failed);
     let third = r.step(20_000, Vec::new()).expect("a step");
     assert!(
         third.stage.is_some(),
         "the engine answers again and the cycle runs"
     );
+    assert!(!third.engine_failed);
 }
