@@ -8,8 +8,6 @@
 //! fails (a drop guard).
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use flowscale::engine::flink::{
@@ -17,6 +15,7 @@ use flowscale::engine::flink::{
     discover_jobs,
 };
 use flowscale::engine::{Collector, EngineError, JobObservation, JobStatus, Realizer};
+use flowscale_tests::flink::{self, Cluster, run_script, wait_for};
 use serde_json::Value;
 
 /// Records per second the source emits.
@@ -24,89 +23,6 @@ const RATE: u32 = 1000;
 /// Wall time the map spends per record: 2 ms at 1000 records/s needs two subtasks' worth of
 /// time, so the map is overloaded at parallelism 1 and half busy at 4.
 const COST_MS: &str = "2";
-
-fn flink_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../flink")
-}
-
-fn run_script(script: &str, args: &[&str]) -> String {
-    let output = Command::new("bash")
-        .arg(flink_dir().join(script))
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("running {script}: {e}"));
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    assert!(
-        output.status.success(),
-        "{script} {args:?} failed: {}\n{stdout}\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stderr)
-    );
-    stdout.lines().last().unwrap_or_default().trim().to_string()
-}
-
-/// Stops the cluster (by the PIDs in its folder) when dropped; on a failing test it first
-/// prints the tail of the cluster's logs.
-struct Cluster {
-    dir: tempfile::TempDir,
-    url: String,
-}
-
-impl Cluster {
-    fn start() -> Cluster {
-        let dir = tempfile::Builder::new()
-            .prefix("flowscale-flink-")
-            .tempdir()
-            .expect("temp dir");
-        let path = dir.path().to_string_lossy().into_owned();
-        // From here on the guard exists, so a failed start still stops what did start.
-        let mut cluster = Cluster {
-            dir,
-            url: String::new(),
-        };
-        cluster.url = run_script("cluster.sh", &["start", &path]);
-        cluster
-    }
-
-    fn stop(&self) {
-        let path = self.dir.path().to_string_lossy().into_owned();
-        let _ = Command::new("bash")
-            .arg(flink_dir().join("cluster.sh"))
-            .args(["stop", &path])
-            .status();
-    }
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            for log in ["jobmanager.log", "taskmanager.log"] {
-                let text = std::fs::read_to_string(self.dir.path().join("log").join(log))
-                    .unwrap_or_default();
-                let tail: Vec<&str> = text.lines().rev().take(40).collect();
-                eprintln!("--- tail of {log} ---");
-                for line in tail.iter().rev() {
-                    eprintln!("{line}");
-                }
-            }
-        }
-        self.stop();
-    }
-}
-
-fn wait_for<T>(what: &str, timeout: Duration, mut check: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(value) = check() {
-            return value;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {timeout:?} waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    }
-}
 
 fn vertex_id(observation: &JobObservation, name: &str) -> String {
     observation
@@ -150,16 +66,16 @@ fn records_in(o: &JobObservation, id: &str) -> f64 {
 
 #[test]
 fn rescales_a_real_flink_job_in_place() {
-    if std::env::var("FLOWSCALE_FLINK_E2E").as_deref() != Ok("1") {
+    if !flink::enabled() {
         eprintln!("skipped: set FLOWSCALE_FLINK_E2E=1 to run against a real Flink cluster");
         return;
     }
     let t0 = Instant::now();
-    run_script("setup.sh", &[]);
+    run_script("setup.sh", &[], &[]);
     let setup = t0.elapsed();
 
     let t = Instant::now();
-    let cluster = Cluster::start();
+    let cluster = Cluster::start(8);
     let start = t.elapsed();
 
     let t = Instant::now();
@@ -176,6 +92,7 @@ fn rescales_a_real_flink_job_in_place() {
             "--parallelism",
             "1",
         ],
+        &[],
     );
     let submit = t.elapsed();
     assert_eq!(job_id.len(), 32, "job id {job_id:?}");
@@ -348,7 +265,7 @@ fn rescales_a_real_flink_job_in_place() {
     );
 
     let t = Instant::now();
-    cluster.stop();
+    drop(cluster);
     let stop = t.elapsed();
     eprintln!(
         "flink e2e: setup {setup:.1?}, cluster start {start:.1?}, submit {submit:.1?}, \

@@ -6,6 +6,8 @@
 //! directory and profile as the running test, so the tests work from a clean clone whether the
 //! whole workspace is being tested or a single package.
 
+pub mod flink;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Mutex;

@@ -20,7 +20,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::harness::{flowscale_bin, repo_root};
+use flowscale_tests::flink::{self, Cluster, run_script, wait_for};
+
+use super::harness::flowscale_bin;
 
 /// Records per second each job's source emits.
 const RATE: &str = "1000";
@@ -37,89 +39,6 @@ const VERTEX_MAX: u32 = 8;
 /// The longest `flowscale run` may take; it is stopped earlier once both jobs were rescaled.
 const RUN_LIMIT: Duration = Duration::from_secs(180);
 
-fn flink_dir() -> PathBuf {
-    repo_root().join("flink")
-}
-
-/// Runs a script of `flink/` and returns the last line of its output.
-fn run_script(script: &str, args: &[&str], envs: &[(&str, &str)]) -> String {
-    let output = Command::new("bash")
-        .arg(flink_dir().join(script))
-        .args(args)
-        .envs(envs.iter().copied())
-        .output()
-        .unwrap_or_else(|e| panic!("running {script}: {e}"));
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    assert!(
-        output.status.success(),
-        "{script} {args:?} failed: {}\n{stdout}\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stderr)
-    );
-    stdout.lines().last().unwrap_or_default().trim().to_string()
-}
-
-/// A session cluster in a temporary folder, stopped by PID when dropped (also when the test
-/// fails, after printing the tail of its logs).
-struct Cluster {
-    dir: tempfile::TempDir,
-    url: String,
-}
-
-impl Cluster {
-    fn start() -> Cluster {
-        let dir = tempfile::Builder::new()
-            .prefix("flowscale-flink-")
-            .tempdir()
-            .expect("temp dir");
-        let path = dir.path().to_string_lossy().into_owned();
-        // The guard exists before the start, so a failed start still stops what did start.
-        let mut cluster = Cluster {
-            dir,
-            url: String::new(),
-        };
-        cluster.url = run_script(
-            "cluster.sh",
-            &["start", &path],
-            &[("FLOWSCALE_FLINK_SLOTS", "16")],
-        );
-        cluster
-    }
-
-    /// GET `path` from the cluster's REST API with curl (not with flowscale's own client).
-    fn get(&self, path: &str) -> Option<Value> {
-        let output = Command::new("curl")
-            .args(["-sf", "--max-time", "5", &format!("{}{path}", self.url)])
-            .output()
-            .ok()?;
-        if !output.status.success() {
-            return None;
-        }
-        serde_json::from_slice(&output.stdout).ok()
-    }
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            for log in ["jobmanager.log", "taskmanager.log"] {
-                let text = std::fs::read_to_string(self.dir.path().join("log").join(log))
-                    .unwrap_or_default();
-                let tail: Vec<&str> = text.lines().rev().take(30).collect();
-                eprintln!("--- tail of {log} ---");
-                for line in tail.iter().rev() {
-                    eprintln!("{line}");
-                }
-            }
-        }
-        let path = self.dir.path().to_string_lossy().into_owned();
-        let _ = Command::new("bash")
-            .arg(flink_dir().join("cluster.sh"))
-            .args(["stop", &path])
-            .status();
-    }
-}
-
 /// Kills the `flowscale run` child if the test fails before it ended.
 struct RunGuard(Child);
 
@@ -129,20 +48,6 @@ impl Drop for RunGuard {
             let _ = self.0.kill();
             let _ = self.0.wait();
         }
-    }
-}
-
-fn wait_for<T>(what: &str, timeout: Duration, mut check: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(value) = check() {
-            return value;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {timeout:?} waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(500));
     }
 }
 
@@ -346,7 +251,7 @@ fn run_flowscale(fleet: &Path, mut done: impl FnMut(&[(Duration, Value)]) -> boo
 
 #[test]
 fn scales_real_flink_jobs_to_aligned_parallelism() {
-    if std::env::var("FLOWSCALE_FLINK_E2E").as_deref() != Ok("1") {
+    if !flink::enabled() {
         eprintln!(
             "skipped: set FLOWSCALE_FLINK_E2E=1 to run flowscale against a real Flink cluster"
         );
@@ -361,7 +266,7 @@ fn scales_real_flink_jobs_to_aligned_parallelism() {
     let prepare = t0.elapsed();
 
     let t = Instant::now();
-    let cluster = Cluster::start();
+    let cluster = Cluster::start(16);
     let cluster_start = t.elapsed();
 
     let t = Instant::now();

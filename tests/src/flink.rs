@@ -1,0 +1,116 @@
+//! A local Flink session cluster for the tests that drive a real one: the scripts of `flink/`
+//! behind a guard that stops the cluster by PID when dropped, also when a test fails.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use crate::workspace_root;
+
+/// The folder of the Flink scripts.
+pub fn flink_dir() -> PathBuf {
+    workspace_root().join("flink")
+}
+
+/// True when the tests against a real cluster are asked for (`FLOWSCALE_FLINK_E2E=1`).
+pub fn enabled() -> bool {
+    std::env::var("FLOWSCALE_FLINK_E2E").is_ok_and(|v| v == "1")
+}
+
+/// Runs a script of `flink/` and returns the last line of its output; panics with its output
+/// when it fails.
+pub fn run_script(script: &str, args: &[&str], envs: &[(&str, &str)]) -> String {
+    let output = Command::new("bash")
+        .arg(flink_dir().join(script))
+        .args(args)
+        .envs(envs.iter().copied())
+        .output()
+        .unwrap_or_else(|e| panic!("running {script}: {e}"));
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "{script} {args:?} failed: {}\n{stdout}\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout.lines().last().unwrap_or_default().trim().to_string()
+}
+
+/// A session cluster in a temporary folder, stopped by PID when dropped (also when the test
+/// fails, after printing the tail of its logs).
+pub struct Cluster {
+    dir: tempfile::TempDir,
+    /// The REST endpoint, e.g. `http://127.0.0.1:18081`.
+    pub url: String,
+}
+
+impl Cluster {
+    /// Starts a cluster whose TaskManager has `slots` slots.
+    pub fn start(slots: u32) -> Cluster {
+        let dir = tempfile::Builder::new()
+            .prefix("flowscale-flink-")
+            .tempdir()
+            .expect("temp dir");
+        let path = dir.path().to_string_lossy().into_owned();
+        // The guard exists before the start, so a failed start still stops what did start.
+        let mut cluster = Cluster {
+            dir,
+            url: String::new(),
+        };
+        let slots = slots.to_string();
+        cluster.url = run_script(
+            "cluster.sh",
+            &["start", &path],
+            &[("FLOWSCALE_FLINK_SLOTS", slots.as_str())],
+        );
+        cluster
+    }
+
+    /// GET `path` from the cluster's REST API with curl (not with flowscale's own client).
+    pub fn get(&self, path: &str) -> Option<serde_json::Value> {
+        let output = Command::new("curl")
+            .args(["-sf", "--max-time", "5", &format!("{}{path}", self.url)])
+            .output()
+            .ok()?;
+        if !output.status.success() {
+            return None;
+        }
+        serde_json::from_slice(&output.stdout).ok()
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            for log in ["jobmanager.log", "taskmanager.log"] {
+                let text = std::fs::read_to_string(self.dir.path().join("log").join(log))
+                    .unwrap_or_default();
+                let tail: Vec<&str> = text.lines().rev().take(40).collect();
+                eprintln!("--- tail of {log} ---");
+                for line in tail.iter().rev() {
+                    eprintln!("{line}");
+                }
+            }
+        }
+        let path = self.dir.path().to_string_lossy().into_owned();
+        let _ = Command::new("bash")
+            .arg(flink_dir().join("cluster.sh"))
+            .args(["stop", &path])
+            .status();
+    }
+}
+
+/// Polls `check` every half second until it gives a value; panics after `timeout`.
+pub fn wait_for<T>(what: &str, timeout: Duration, mut check: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(value) = check() {
+            return value;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
