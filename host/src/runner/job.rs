@@ -102,6 +102,11 @@ impl<E: Engine> JobRunner<E> {
         &self.alignment
     }
 
+    /// The job's persisted decision state (metric window, scaling history, ...).
+    pub fn scaling_state(&self) -> &JobScalingState {
+        &self.scaling
+    }
+
     /// The job's recent events.
     pub fn events(&self) -> &EventLog {
         &self.events
@@ -274,6 +279,15 @@ impl<E: Engine> JobRunner<E> {
             self.scaling.clear();
             return;
         }
+        // A decision made during a cooldown period is queued: what the pipeline recorded for
+        // it (history, restart tracking) is taken back and recorded when it is executed.
+        let deferred = self.cooldown.in_cooldown(now_ms);
+        let before = deferred.then(|| {
+            (
+                self.scaling.scaling_history.clone(),
+                self.scaling.scaling_tracking.clone(),
+            )
+        });
         let outcome = self.autoscaler.run_cycle(
             &self.name,
             observation,
@@ -289,6 +303,11 @@ impl<E: Engine> JobRunner<E> {
             .iter()
             .map(|v| (v.id.clone(), v.parallelism))
             .collect();
+        let recorded_now = if deferred {
+            BTreeMap::new()
+        } else {
+            outcome.summaries.clone()
+        };
         let cooled = match outcome.decision {
             Some(decision) => {
                 let changed: BTreeMap<String, u32> = decision
@@ -297,6 +316,9 @@ impl<E: Engine> JobRunner<E> {
                     .collect();
                 let cooled = self.cooldown.submit(now_ms, changed, &running);
                 report.queued = cooled.operation.is_none() && !cooled.events.is_empty();
+                if let Some(before) = before.filter(|_| cooled.operation.is_none()) {
+                    self.scaling.defer_decision(before, outcome.summaries);
+                }
                 cooled
             }
             None => self.cooldown.poll(now_ms, &running),
@@ -305,7 +327,11 @@ impl<E: Engine> JobRunner<E> {
         if let Some(operation) = cooled.operation {
             let full = operation.full_parallelism(&running);
             match self.engine.rescale(&full) {
-                Ok(()) => report.operation = Some(operation.parallelism),
+                Ok(()) => {
+                    self.scaling
+                        .record_execution(now_ms, &operation.parallelism, &recorded_now);
+                    report.operation = Some(operation.parallelism);
+                }
                 Err(err) => {
                     report.engine_failed = true;
                     events.push(

@@ -238,3 +238,42 @@ fn an_unreachable_engine_is_an_event_and_the_loop_goes_on() {
     );
     assert!(!third.engine_failed);
 }
+
+#[test]
+fn a_queued_decision_enters_the_history_when_it_is_executed() {
+    let mut r = runner(
+        example("diurnal.toml"),
+        &[FAST, &[("scaling-cooldown-period", "45 min")]].concat(),
+    );
+    let mut queued_at = None;
+    let mut now = 0;
+    while now <= 30 * 3_600_000 {
+        let report = r.step(now, Vec::new());
+        if let Some(report) = report {
+            let state = r.scaling_state();
+            let at_now = |t: i64| {
+                state
+                    .scaling_history
+                    .vertices
+                    .values()
+                    .any(|e| e.contains_key(&t))
+                    || state.scaling_tracking.records.contains_key(&t)
+            };
+            if report.queued && queued_at.is_none() {
+                assert!(!at_now(now), "a queued decision is not history yet");
+                assert!(!state.pending_summaries.is_empty());
+                queued_at = Some(now);
+            } else if let (Some(_), Some(operation)) = (queued_at, &report.operation) {
+                assert!(at_now(now), "the executed operation is history at {now}");
+                for vertex in operation.keys() {
+                    let entries = &state.scaling_history.vertices[vertex];
+                    assert_eq!(entries[&now].new_parallelism, operation[vertex]);
+                }
+                assert!(state.pending_summaries.is_empty());
+                return;
+            }
+        }
+        now += r.step_ms();
+    }
+    panic!("no queued decision was executed (queued at {queued_at:?})");
+}

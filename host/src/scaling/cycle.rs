@@ -12,6 +12,7 @@ use crate::events::{Event, EventReason, Severity};
 use super::error::CycleError;
 use super::evaluation::{VertexEvaluation, evaluate};
 use super::executor::execute;
+use super::history::ScalingSummary;
 use super::metric::{EvaluatedScalingMetric, ScalingMetric};
 use super::options::AutoscalerOptions;
 use super::state::JobScalingState;
@@ -95,6 +96,9 @@ pub struct CycleOutcome {
     pub backlog: bool,
     /// The restart time used by this cycle's capacity computations.
     pub restart_time: Option<Duration>,
+    /// The per-vertex summaries of the decided operation (recorded in the scaling history at
+    /// the cycle's instant); empty unless the stage is `Scaled`.
+    pub summaries: BTreeMap<String, ScalingSummary>,
 }
 
 impl CycleOutcome {
@@ -108,6 +112,7 @@ impl CycleOutcome {
             global: BTreeMap::new(),
             backlog: false,
             restart_time: None,
+            summaries: BTreeMap::new(),
         }
     }
 

@@ -151,6 +151,7 @@ pub(crate) fn execute(
     state.parallelism_overrides = overrides.clone();
     state.delayed_scale_down.clear_all();
     outcome.decision = Some(overrides);
+    outcome.summaries = summaries;
     CycleStage::Scaled
 }
 

@@ -49,7 +49,8 @@ pub use periods::{DailyRange, ExcludedPeriods};
 pub use replay_run::{ReplayedCycle, run_replay};
 pub use state::{
     JobScalingState, SECTION_DELAYED_SCALE_DOWN, SECTION_METRIC_HISTORY,
-    SECTION_PARALLELISM_OVERRIDES, SECTION_SCALING_HISTORY, SECTION_SCALING_TRACKING,
+    SECTION_PARALLELISM_OVERRIDES, SECTION_PENDING_SUMMARIES, SECTION_SCALING_HISTORY,
+    SECTION_SCALING_TRACKING,
 };
 pub use vertex_scaler::{ParallelismChange, observed_scalability_coefficient};
 pub use window::MetricHistory;

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::delayed_scale_down::DelayedScaleDown;
-use super::history::{ScalingHistory, ScalingTracking};
+use super::history::{ScalingHistory, ScalingSummary, ScalingTracking};
 use super::window::MetricHistory;
 
 /// Section name of the metric history.
@@ -19,6 +19,8 @@ pub const SECTION_SCALING_TRACKING: &str = "scaling-tracking";
 pub const SECTION_DELAYED_SCALE_DOWN: &str = "delayed-scale-down";
 /// Section name of the parallelism overrides.
 pub const SECTION_PARALLELISM_OVERRIDES: &str = "parallelism-overrides";
+/// Section of the decisions waiting in the cooldown queue.
+pub const SECTION_PENDING_SUMMARIES: &str = "pending-summaries";
 
 /// The persisted state of one job (anchor §1, "Persisted per-job state"), minus memory-tuning
 /// config changes, which are not implemented.
@@ -40,6 +42,11 @@ pub struct JobScalingState {
     /// the control loop every cycle, as the anchor does.
     #[serde(default)]
     pub parallelism_overrides: BTreeMap<String, u32>,
+    /// Summaries of decisions the cooldown queued (vertex -> the latest one): they enter the
+    /// scaling history when the queued operation is executed, not when it was decided, so that
+    /// restart times and history entries describe what actually ran.
+    #[serde(default)]
+    pub pending_summaries: BTreeMap<String, ScalingSummary>,
 }
 
 impl JobScalingState {
@@ -71,6 +78,10 @@ impl JobScalingState {
                 SECTION_PARALLELISM_OVERRIDES,
                 serde_json::to_value(&self.parallelism_overrides)?,
             ),
+            (
+                SECTION_PENDING_SUMMARIES,
+                serde_json::to_value(&self.pending_summaries)?,
+            ),
         ])
     }
 
@@ -91,6 +102,48 @@ impl JobScalingState {
             scaling_tracking: section(get(SECTION_SCALING_TRACKING))?,
             delayed_scale_down: section(get(SECTION_DELAYED_SCALE_DOWN))?,
             parallelism_overrides: section(get(SECTION_PARALLELISM_OVERRIDES))?,
+            pending_summaries: section(get(SECTION_PENDING_SUMMARIES))?,
         })
+    }
+}
+
+impl JobScalingState {
+    /// Takes back what a decision wrote to the history and tracking (`before` is their state
+    /// before the cycle) because the cooldown queued it, keeping its summaries until the queued
+    /// operation is executed.
+    pub fn defer_decision(
+        &mut self,
+        before: (ScalingHistory, ScalingTracking),
+        summaries: BTreeMap<String, ScalingSummary>,
+    ) {
+        (self.scaling_history, self.scaling_tracking) = before;
+        self.pending_summaries.extend(summaries);
+    }
+
+    /// Records an executed operation at `now_ms`: the pending summaries of its vertices
+    /// (with the executed parallelism) enter the history, unless this cycle's decision already
+    /// recorded them (`recorded_now`), and a tracking record marks the restart.
+    pub fn record_execution(
+        &mut self,
+        now_ms: i64,
+        operation: &BTreeMap<String, u32>,
+        recorded_now: &BTreeMap<String, ScalingSummary>,
+    ) {
+        let pending = std::mem::take(&mut self.pending_summaries);
+        let executed: BTreeMap<String, ScalingSummary> = operation
+            .iter()
+            .filter(|(vertex, _)| !recorded_now.contains_key(*vertex))
+            .filter_map(|(vertex, &parallelism)| {
+                pending.get(vertex).map(|summary| {
+                    let mut summary = summary.clone();
+                    summary.new_parallelism = parallelism;
+                    (vertex.clone(), summary)
+                })
+            })
+            .collect();
+        if !executed.is_empty() {
+            self.scaling_history.add(now_ms, &executed);
+            self.scaling_tracking.add(now_ms);
+        }
     }
 }
