@@ -194,7 +194,8 @@ pub fn render_comparison_table(summaries: &[(String, Summary)]) -> String {
         ("p99 lag (s)", Box::new(|s| format!("{:.1}", s.p99_lag_s))),
         (
             "subtask-seconds (cost)",
-            Box::new(|s| format!("{:.0}", s.subtask_seconds)),
+            // `+ 0.0` turns the -0 of an empty run into 0.
+            Box::new(|s| format!("{:.0}", s.subtask_seconds + 0.0)),
         ),
         ("rescales", Box::new(|s| s.rescales.to_string())),
         (
