@@ -107,6 +107,11 @@ impl<E: Engine> JobRunner<E> {
         &self.scaling
     }
 
+    /// The cooldown executor's state (queue, period start, last operation).
+    pub fn cooldown_state(&self) -> &CooldownState {
+        self.cooldown.state()
+    }
+
     /// The job's recent events.
     pub fn events(&self) -> &EventLog {
         &self.events
