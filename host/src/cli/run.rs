@@ -114,8 +114,18 @@ pub fn exec(args: RunArgs) -> u8 {
         );
     }
     let printer = Mutex::new(Printer::new(std::io::stdout(), args.json, args.verbose));
+    // Simulated jobs run far faster than real time on threads of their own; their readable log
+    // is printed once they are done, ordered by simulated time across jobs. Wall-clock jobs and
+    // JSON Lines are printed as they happen.
+    let simulated: Mutex<Vec<CycleReport>> = Mutex::new(Vec::new());
     let sink = |report: &CycleReport| {
-        if let Ok(mut printer) = printer.lock() {
+        if report.virtual_clock && !args.json {
+            if report.is_noteworthy() || args.verbose {
+                if let Ok(mut held) = simulated.lock() {
+                    held.push(report.clone());
+                }
+            }
+        } else if let Ok(mut printer) = printer.lock() {
             let _ = printer.print(report);
         }
     };
@@ -127,6 +137,12 @@ pub fn exec(args: RunArgs) -> u8 {
         store: &store,
     };
     let runs = run_fleet(&plan, &options, &sink);
+    if let (Ok(mut held), Ok(mut printer)) = (simulated.lock(), printer.lock()) {
+        held.sort_by(|a, b| (a.at_ms, &a.job).cmp(&(b.at_ms, &b.job)));
+        for report in held.iter() {
+            let _ = printer.print(report);
+        }
+    }
     let failed = report_runs(&runs, args.json, args.once);
     if failed {
         exit_codes::FAILED

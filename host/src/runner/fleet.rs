@@ -235,7 +235,8 @@ fn drive<E: Engine>(
             };
             let mut now = start_ms;
             while now <= end && !runner.is_finished() && !options.stop.load(Ordering::Relaxed) {
-                if let Some(report) = runner.step(now, Vec::new()) {
+                if let Some(mut report) = runner.step(now, Vec::new()) {
+                    report.virtual_clock = true;
                     account(&report);
                 }
                 if options.once {

@@ -31,6 +31,10 @@ pub struct CycleReport {
     /// (`events` is rate-limited), so the run's count of failed steps reads this instead.
     #[serde(skip)]
     pub engine_failed: bool,
+    /// The job runs on a virtual clock (a simulation or a recording): its steps come much
+    /// faster than real time, so a readable log orders them by time across jobs.
+    #[serde(skip)]
+    pub virtual_clock: bool,
 }
 
 impl CycleReport {
@@ -46,6 +50,7 @@ impl CycleReport {
             rate_limit: None,
             events: Vec::new(),
             engine_failed: false,
+            virtual_clock: false,
         }
     }
 
