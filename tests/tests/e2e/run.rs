@@ -285,3 +285,54 @@ job = "{job}"
         assert!(scaled, "{job} was scaled");
     }
 }
+
+#[test]
+fn align_uses_a_jobs_keys_and_plugins_from_the_fleet() {
+    let plugins = example_plugins();
+    let fleet = repo_root().join("examples/fleet.toml");
+    let out = Cli::new([
+        "align",
+        "--config",
+        &path(&fleet),
+        "--job",
+        "sensors",
+        "--plugins",
+        &path(plugins.path()),
+        "--current",
+        "10",
+        "--target",
+        "17",
+        "--max-parallelism",
+        "128",
+        "--ship",
+        "CUSTOM:48",
+        "--json",
+    ])
+    .run();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let answer = out.json();
+    assert_eq!(answer["mode"], "bucket-align");
+    // rule = DIVISOR in the fleet: the first divisor of 48 at or above 17.
+    assert_eq!(answer["parallelism"], 24);
+
+    let out = Cli::new([
+        "align",
+        "--config",
+        &path(&fleet),
+        "--job",
+        "nope",
+        "--current",
+        "1",
+        "--target",
+        "2",
+        "--max-parallelism",
+        "8",
+    ])
+    .run();
+    assert_eq!(out.code, 1);
+    assert!(
+        out.stderr.contains("no job `nope`") && out.stderr.contains("sensors"),
+        "{}",
+        out.stderr
+    );
+}
