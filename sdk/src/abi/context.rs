@@ -13,6 +13,7 @@
 use std::ffi::c_void;
 use std::marker::PhantomData;
 use std::mem::{offset_of, size_of};
+use std::sync::Arc;
 
 use abi_stable::StableAbi;
 
@@ -48,6 +49,19 @@ impl FfiStr {
         // SAFETY: the host built this from a live `&str` for the duration of the call.
         let bytes = unsafe { std::slice::from_raw_parts(self.ptr, self.len) };
         String::from_utf8_lossy(bytes).into_owned()
+    }
+
+    /// True when the text equals `text`, without copying it.
+    ///
+    /// # Safety
+    /// Must point at `len` readable bytes.
+    unsafe fn is(self, text: &str) -> bool {
+        if self.ptr.is_null() || self.len == 0 {
+            return text.is_empty();
+        }
+        // SAFETY: as in `to_owned_string`.
+        let bytes = unsafe { std::slice::from_raw_parts(self.ptr, self.len) };
+        bytes == text.as_bytes()
     }
 }
 
@@ -357,28 +371,7 @@ pub unsafe fn rebuild(r: ContextRef<'_>) -> AlignmentContext {
                 )
             })
             .collect();
-        let vertices = (0..(vt.vertex_count)(d))
-            .map(|i| {
-                let v = (vt.vertex)(d, i);
-                TopologyVertex {
-                    id: v.id.to_owned_string(),
-                    name: v.name.to_owned_string(),
-                    parallelism: v.parallelism,
-                    max_parallelism: v.max_parallelism,
-                    source_partitions: v.source_partitions,
-                }
-            })
-            .collect();
-        let edges = (0..(vt.edge_count)(d))
-            .map(|i| {
-                let e = (vt.edge)(d, i);
-                TopologyEdge {
-                    from: e.from.to_owned_string(),
-                    to: e.to.to_owned_string(),
-                    ship_strategy: e.ship.to_ship(),
-                }
-            })
-            .collect();
+        let topology = shared_topology(vt, d);
         let params = (0..(vt.param_count)(d))
             .map(|i| {
                 let p = (vt.param)(d, i);
@@ -395,9 +388,74 @@ pub unsafe fn rebuild(r: ContextRef<'_>) -> AlignmentContext {
             .limits(n.lower_limit, n.upper_limit)
             .input_ship_strategies(ships)
             .metrics(metrics)
-            .topology(JobTopology { vertices, edges })
+            .shared_topology(topology)
             .params(ModeParams::new((vt.mode_name)(d).to_owned_string(), params))
             .build()
+    }
+}
+
+thread_local! {
+    /// The job graph of the last context this thread rebuilt. The host aligns the vertices of a
+    /// job one after the other with the same graph, so most calls find it here and copy nothing.
+    static LAST_TOPOLOGY: std::cell::RefCell<Option<Arc<JobTopology>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// The lent job graph as an owned, shared [`JobTopology`]: the cached one when it is equal,
+/// else a fresh copy (which becomes the cached one).
+///
+/// # Safety
+/// As for [`rebuild`].
+unsafe fn shared_topology(vt: &ContextVTable, d: *const c_void) -> Arc<JobTopology> {
+    // SAFETY: the caller guarantees the table and the data are live.
+    unsafe {
+        let vertex_count = (vt.vertex_count)(d);
+        let edge_count = (vt.edge_count)(d);
+        let same_as = |cached: &JobTopology| {
+            cached.vertices.len() == vertex_count
+                && cached.edges.len() == edge_count
+                && cached.vertices.iter().enumerate().all(|(i, c)| {
+                    let v = (vt.vertex)(d, i);
+                    v.parallelism == c.parallelism
+                        && v.max_parallelism == c.max_parallelism
+                        && v.source_partitions == c.source_partitions
+                        && v.id.is(&c.id)
+                        && v.name.is(&c.name)
+                })
+                && cached.edges.iter().enumerate().all(|(i, c)| {
+                    let e = (vt.edge)(d, i);
+                    e.ship.to_ship() == c.ship_strategy && e.from.is(&c.from) && e.to.is(&c.to)
+                })
+        };
+        let cached = LAST_TOPOLOGY.with(|last| last.borrow().clone());
+        if let Some(cached) = cached.filter(|c| same_as(c)) {
+            return cached;
+        }
+        let vertices = (0..vertex_count)
+            .map(|i| {
+                let v = (vt.vertex)(d, i);
+                TopologyVertex {
+                    id: v.id.to_owned_string(),
+                    name: v.name.to_owned_string(),
+                    parallelism: v.parallelism,
+                    max_parallelism: v.max_parallelism,
+                    source_partitions: v.source_partitions,
+                }
+            })
+            .collect();
+        let edges = (0..edge_count)
+            .map(|i| {
+                let e = (vt.edge)(d, i);
+                TopologyEdge {
+                    from: e.from.to_owned_string(),
+                    to: e.to.to_owned_string(),
+                    ship_strategy: e.ship.to_ship(),
+                }
+            })
+            .collect();
+        let fresh = Arc::new(JobTopology { vertices, edges });
+        LAST_TOPOLOGY.with(|last| *last.borrow_mut() = Some(Arc::clone(&fresh)));
+        fresh
     }
 }
 
@@ -470,5 +528,49 @@ mod tests {
             .to_ship(),
             ShipStrategy::Unknown
         );
+    }
+
+    #[test]
+    fn an_equal_job_graph_is_shared_between_calls_and_a_changed_one_is_copied() {
+        let graph = |parallelism: u32| JobTopology {
+            vertices: vec![
+                TopologyVertex {
+                    id: "a".into(),
+                    name: "source".into(),
+                    parallelism,
+                    max_parallelism: 128,
+                    source_partitions: 8,
+                },
+                TopologyVertex {
+                    id: "b".into(),
+                    name: "keyed".into(),
+                    parallelism: 4,
+                    max_parallelism: 128,
+                    source_partitions: 0,
+                },
+            ],
+            edges: vec![TopologyEdge {
+                from: "a".into(),
+                to: "b".into(),
+                ship_strategy: ShipStrategy::Hash,
+            }],
+        };
+        let ctx = |g: JobTopology| AlignmentContext::builder(4, 6, 128).topology(g).build();
+        let (first, second, changed) = (ctx(graph(2)), ctx(graph(2)), ctx(graph(3)));
+        // SAFETY: each context outlives its rebuild, as in the host's calls.
+        let (a, b, c) = unsafe {
+            (
+                rebuild(ContextRef::new(&first)),
+                rebuild(ContextRef::new(&second)),
+                rebuild(ContextRef::new(&changed)),
+            )
+        };
+        assert_eq!(a.topology(), first.topology());
+        assert!(
+            std::ptr::eq(a.topology(), b.topology()),
+            "the second call reuses the copy"
+        );
+        assert_eq!(c.topology(), changed.topology());
+        assert_eq!(c.topology().vertices[0].parallelism, 3);
     }
 }
