@@ -871,6 +871,18 @@ fn rate_profile(
     let secs = |v: Option<RawDuration>, field: &str, valid: &str| -> Result<f64, SimError> {
         v.map(|d| d.secs()).ok_or_else(|| missing(field, valid))
     };
+    let positive_period = |period_s: f64| -> Result<f64, SimError> {
+        if period_s > 0.0 {
+            Ok(period_s)
+        } else {
+            Err(ctx.problem(
+                r.span(),
+                &format!("{key}.period"),
+                "the period is zero",
+                "a positive duration",
+            ))
+        }
+    };
     let profile = match kind.as_str() {
         "constant" => RateProfile::Constant {
             rate: num(raw.rate, "rate", "rate = <records/s>")?,
@@ -903,15 +915,7 @@ fn rate_profile(
         }
         "sine" => {
             let v = "mean, amplitude (records/s), period (a duration), optional phase";
-            let period_s = secs(raw.period, "period", v)?;
-            if period_s <= 0.0 {
-                return Err(ctx.problem(
-                    r.span(),
-                    &format!("{key}.period"),
-                    "the period is zero",
-                    "a positive duration",
-                ));
-            }
+            let period_s = positive_period(secs(raw.period, "period", v)?)?;
             RateProfile::Sine {
                 mean: num(raw.mean, "mean", v)?,
                 amplitude: num(raw.amplitude, "amplitude", v)?,
@@ -921,15 +925,7 @@ fn rate_profile(
         }
         "diurnal" => {
             let v = "low, high (records/s), optional peak_at (default 14h) and period (default 1d)";
-            let period_s = raw.period.map_or(86_400.0, |p| p.secs());
-            if period_s <= 0.0 {
-                return Err(ctx.problem(
-                    r.span(),
-                    &format!("{key}.period"),
-                    "the period is zero",
-                    "a positive duration",
-                ));
-            }
+            let period_s = positive_period(raw.period.map_or(86_400.0, |p| p.secs()))?;
             RateProfile::Diurnal {
                 low: num(raw.low, "low", v)?,
                 high: num(raw.high, "high", v)?,
