@@ -11,6 +11,7 @@ use crate::backpressure::{BatchInfo, RateController};
 use crate::config::ConfigLookup;
 use crate::engine::{Engine, JobObservation};
 use crate::events::{Event, EventReason, Severity};
+use crate::plan::JobSettings;
 use crate::scaling::cooldown::{CooldownExecutor, CooldownState};
 use crate::scaling::{Autoscaler, JobScalingState};
 use crate::state::{
@@ -18,7 +19,6 @@ use crate::state::{
 };
 
 use super::report::CycleReport;
-use super::settings::JobSettings;
 
 struct RateControl {
     controller: RateController,

@@ -2,10 +2,11 @@
 
 use std::collections::BTreeMap;
 
-use super::{JobRunner, JobSettings};
+use super::JobRunner;
 use crate::alignment::{JobAlignment, NoCustomModes};
 use crate::config::JobConfig;
 use crate::events::EventReason;
+use crate::plan::JobSettings;
 use crate::sim::Simulation;
 
 fn example(name: &str) -> Simulation {
