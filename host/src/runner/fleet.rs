@@ -5,7 +5,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use crate::config::{EngineSpec, JobConfig};
+use crate::config::EngineSpec;
 use crate::engine::{Clock, Engine};
 use crate::events::{Event, EventReason, Severity};
 use crate::plan::{FleetPlan, JobPlan};
@@ -116,16 +116,9 @@ fn run_job(
             .simulated_duration
             .or(*duration)
             .unwrap_or(DEFAULT_SIMULATED_DURATION);
-        let mut runner = JobRunner::new(
-            name,
-            sim,
-            job.alignment.clone(),
-            &job.settings,
-            &job.spec.config,
-            interval_ms,
-        );
-        let (steps, failed_steps) =
-            drive(&mut runner, Some(duration), &job.spec.config, options, sink);
+        let mut runner =
+            JobRunner::new(name, sim, job.alignment.clone(), &job.settings, interval_ms);
+        let (steps, failed_steps) = drive(&mut runner, Some(duration), options, sink);
         let timeline = runner.engine().timeline();
         let summary = Summary::from_timeline(&timeline);
         return vec![JobRun {
@@ -165,14 +158,12 @@ fn run_engines(
                         engine,
                         job.alignment.clone(),
                         &job.settings,
-                        &job.spec.config,
                         interval_ms,
                     );
                     if let Ok(store) = options.store.lock() {
                         runner.restore(store.as_ref(), wall_ms());
                     }
-                    let (steps, failed_steps) =
-                        drive(&mut runner, None, &job.spec.config, options, sink);
+                    let (steps, failed_steps) = drive(&mut runner, None, options, sink);
                     JobRun {
                         name: label,
                         mode: job.alignment.mode_id(),
@@ -205,7 +196,6 @@ fn run_engines(
 fn drive<E: Engine>(
     runner: &mut JobRunner<E>,
     simulated: Option<Duration>,
-    _config: &JobConfig,
     options: &RunOptions<'_>,
     sink: &(dyn Fn(&CycleReport) + Sync),
 ) -> (usize, usize) {

@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use crate::alignment::JobAlignment;
 use crate::backpressure::{BatchInfo, RateController};
-use crate::config::ConfigLookup;
 use crate::engine::{Engine, JobObservation};
 use crate::events::{Event, EventReason, Severity};
 use crate::plan::JobSettings;
@@ -43,27 +42,21 @@ pub struct JobRunner<E: Engine> {
 
 impl<E: Engine> JobRunner<E> {
     /// A runner for `name` on `engine`, cycling every `interval_ms`, with the job's validated
-    /// `settings` and its `config` (for the rate estimator's gains).
+    /// `settings`.
     pub fn new(
         name: &str,
         engine: E,
         alignment: JobAlignment,
         settings: &JobSettings,
-        config: &impl ConfigLookup,
         interval_ms: i64,
     ) -> JobRunner<E> {
-        // The options were validated with the settings, so an error here cannot happen; if it
-        // did, rate control would stay off and the cycle would go on.
-        let rate =
-            RateController::from_config(name, config)
-                .ok()
-                .and_then(|(options, controller)| {
-                    controller.map(|controller| RateControl {
-                        controller,
-                        interval_ms: options.batch_interval_ms,
-                        next_ms: None,
-                    })
-                });
+        let rate = RateController::from_settings(name, &settings.backpressure).map(|controller| {
+            RateControl {
+                controller,
+                interval_ms: settings.backpressure.options.batch_interval_ms,
+                next_ms: None,
+            }
+        });
         JobRunner {
             name: name.to_string(),
             engine,
