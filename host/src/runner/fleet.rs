@@ -5,7 +5,6 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use crate::config::EngineSpec;
 use crate::engine::{Clock, Engine};
 use crate::events::{Event, EventReason, Severity};
 use crate::plan::{FleetPlan, JobPlan};
@@ -13,7 +12,7 @@ use crate::scaling::CycleStage;
 use crate::sim::{Simulation, Summary, Timeline};
 use crate::state::StateStore;
 
-use super::engines::{NamedEngine, open_engines};
+use super::engines::{NamedEngine, OpenedEngines, open_engines};
 use super::job::JobRunner;
 use super::report::CycleReport;
 
@@ -93,48 +92,65 @@ fn run_job(
     options: &RunOptions<'_>,
     sink: &(dyn Fn(&CycleReport) + Sync),
 ) -> Vec<JobRun> {
+    match open_engines(&job.spec.name, &job.spec.engine) {
+        Ok(OpenedEngines::Simulated {
+            simulation,
+            duration,
+        }) => {
+            let duration = options
+                .simulated_duration
+                .or(duration)
+                .unwrap_or(DEFAULT_SIMULATED_DURATION);
+            vec![run_simulation(
+                job,
+                *simulation,
+                duration,
+                interval_ms,
+                options,
+                sink,
+            )]
+        }
+        Ok(OpenedEngines::Jobs(engines)) => run_engines(job, engines, interval_ms, options, sink),
+        Err(err) => vec![JobRun {
+            name: job.spec.name.clone(),
+            mode: job.alignment.mode_id(),
+            steps: 0,
+            failed_steps: 1,
+            error: Some(err.to_string()),
+            simulation: None,
+        }],
+    }
+}
+
+/// Runs a simulated job for `duration` of simulated time (or until it finishes) and summarises
+/// its timeline.
+fn run_simulation(
+    job: &JobPlan,
+    simulation: Simulation,
+    duration: Duration,
+    interval_ms: i64,
+    options: &RunOptions<'_>,
+    sink: &(dyn Fn(&CycleReport) + Sync),
+) -> JobRun {
     let name = &job.spec.name;
-    let failed = |error: String| JobRun {
+    let mut runner = JobRunner::new(
+        name,
+        simulation,
+        job.alignment.clone(),
+        &job.settings,
+        interval_ms,
+    );
+    let (steps, failed_steps) = drive(&mut runner, Some(duration), options, sink);
+    let timeline = runner.engine().timeline();
+    let summary = Summary::from_timeline(&timeline);
+    JobRun {
         name: name.clone(),
         mode: job.alignment.mode_id(),
-        steps: 0,
-        failed_steps: 1,
-        error: Some(error),
-        simulation: None,
-    };
-    if let EngineSpec::Sim {
-        job: file,
-        duration,
-    } = &job.spec.engine
-    {
-        let mut sim = match Simulation::from_file(file) {
-            Ok(sim) => sim,
-            Err(err) => return vec![failed(err.to_string())],
-        };
-        sim.record_timeline(true);
-        let duration = options
-            .simulated_duration
-            .or(*duration)
-            .unwrap_or(DEFAULT_SIMULATED_DURATION);
-        let mut runner =
-            JobRunner::new(name, sim, job.alignment.clone(), &job.settings, interval_ms);
-        let (steps, failed_steps) = drive(&mut runner, Some(duration), options, sink);
-        let timeline = runner.engine().timeline();
-        let summary = Summary::from_timeline(&timeline);
-        return vec![JobRun {
-            name: name.clone(),
-            mode: job.alignment.mode_id(),
-            steps,
-            failed_steps,
-            error: None,
-            simulation: Some((timeline, summary)),
-        }];
+        steps,
+        failed_steps,
+        error: None,
+        simulation: Some((timeline, summary)),
     }
-    let engines = match open_engines(name, &job.spec.engine) {
-        Ok(engines) => engines,
-        Err(err) => return vec![failed(err)],
-    };
-    run_engines(job, engines, interval_ms, options, sink)
 }
 
 /// Drives every engine of one fleet entry, each on its own thread. A Flink entry without

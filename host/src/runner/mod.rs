@@ -5,7 +5,7 @@ mod fleet;
 mod job;
 mod report;
 
-pub use engines::{FlinkEngine, ReplayEngine, open_engines};
+pub use engines::{NamedEngine, OpenError, OpenedEngines, open_engines};
 pub use fleet::{DEFAULT_SIMULATED_DURATION, JobRun, RunOptions, run_fleet, wall_ms};
 pub use job::JobRunner;
 pub use report::{CycleReport, Printer, format_time};
