@@ -35,6 +35,10 @@ use super::job::{JobConfig, Origin};
 /// Default control-loop interval.
 pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(10);
 
+/// Where plugins are discovered when nothing says otherwise: beside the fleet file for `run` and
+/// `validate`, in the working directory for commands without a fleet file.
+pub const DEFAULT_PLUGINS_DIR: &str = "plugins";
+
 /// The `[host]` section.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HostSettings {
@@ -138,7 +142,7 @@ pub fn parse_fleet(path: &Path, text: &str) -> Result<FleetConfig, ConfigErrors>
     }
     let root = root.into_inner();
     let mut host = HostSettings {
-        plugins_dir: base.join("plugins"),
+        plugins_dir: base.join(DEFAULT_PLUGINS_DIR),
         interval: DEFAULT_INTERVAL,
         state_dir: None,
     };
