@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use super::catalog::{load_catalog, plugins_dir};
 use super::exit_codes;
-use crate::config::{load_fleet, parse_duration};
+use crate::config::{DurationError, load_fleet, parse_duration};
 use crate::plan::plan_fleet;
 use crate::runner::{CycleReport, JobRun, Printer, RunOptions, run_fleet};
 use crate::sim::{Summary, render_comparison_table};
@@ -42,7 +42,7 @@ pub struct RunArgs {
 }
 
 /// Parses a duration flag with Flink's syntax.
-pub fn parse_duration_arg(text: &str) -> Result<Duration, String> {
+pub fn parse_duration_arg(text: &str) -> Result<Duration, DurationError> {
     parse_duration(text)
 }
 

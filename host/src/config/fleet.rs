@@ -256,8 +256,8 @@ impl Parser<'_> {
         match value.get_ref() {
             DeValue::String(s) => match parse_duration(s) {
                 Ok(d) => Some(d),
-                Err(message) => {
-                    self.error(value, path, &message);
+                Err(err) => {
+                    self.error(value, path, &err.to_string());
                     None
                 }
             },

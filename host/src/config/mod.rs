@@ -11,7 +11,7 @@ mod known;
 mod lookup;
 
 pub use closest::closest;
-pub use duration::{format_duration, parse_duration};
+pub use duration::{DurationError, format_duration, parse_duration};
 pub use errors::{ConfigErrors, Diagnostic};
 pub use fleet::{
     DEFAULT_INTERVAL, DEFAULT_PLUGINS_DIR, EngineSpec, FleetConfig, HostSettings, JobSpec,

@@ -13,7 +13,7 @@ use crate::sim::{Simulation, Summary, Timeline};
 use crate::state::StateStore;
 
 use super::engines::{NamedEngine, OpenedEngines, open_engines};
-use super::job::JobRunner;
+use super::job::{JobRunner, PersistError};
 use super::report::CycleReport;
 
 /// Simulated time a simulated job runs for when neither the fleet nor the command says.
@@ -261,7 +261,7 @@ fn drive<E: Engine>(
                 if let Ok(mut store) = options.store.lock() {
                     let persisted = runner
                         .persist(store.as_mut())
-                        .and_then(|()| store.flush().map_err(|e| e.to_string()));
+                        .and_then(|()| store.flush().map_err(PersistError::from));
                     if let Err(err) = persisted {
                         let event = Event::new(
                             EventReason::AutoscalerError,

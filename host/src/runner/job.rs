@@ -14,10 +14,21 @@ use crate::plan::JobSettings;
 use crate::scaling::cooldown::{CooldownExecutor, CooldownState};
 use crate::scaling::{Autoscaler, JobScalingState};
 use crate::state::{
-    DEFAULT_EVENT_CAPACITY, EventLog, EventLogState, StateStore, load, save, sections,
+    DEFAULT_EVENT_CAPACITY, EventLog, EventLogState, StateError, StateStore, load, save, sections,
 };
 
 use super::report::CycleReport;
+
+/// Why a job's state could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum PersistError {
+    /// The decision state could not be turned into JSON.
+    #[error(transparent)]
+    Encode(#[from] serde_json::Error),
+    /// The store refused a section or could not be flushed.
+    #[error(transparent)]
+    Store(#[from] StateError),
+}
 
 struct RateControl {
     controller: RateController,
@@ -155,14 +166,13 @@ impl<E: Engine> JobRunner<E> {
     }
 
     /// Writes the job's state into `store` (the caller flushes).
-    pub fn persist(&self, store: &mut dyn StateStore) -> Result<(), String> {
-        let sections = self.scaling.to_sections().map_err(|e| e.to_string())?;
-        for (section, value) in sections {
+    pub fn persist(&self, store: &mut dyn StateStore) -> Result<(), PersistError> {
+        for (section, value) in self.scaling.to_sections()? {
             store.put(&self.name, section, value);
         }
-        save(store, &self.name, sections::COOLDOWN, self.cooldown.state())
-            .map_err(|e| e.to_string())?;
-        save(store, &self.name, sections::EVENTS, &self.events.state()).map_err(|e| e.to_string())
+        save(store, &self.name, sections::COOLDOWN, self.cooldown.state())?;
+        save(store, &self.name, sections::EVENTS, &self.events.state())?;
+        Ok(())
     }
 
     fn note(&mut self, now_ms: i64, message: String) {

@@ -7,7 +7,7 @@ mod report;
 
 pub use engines::{NamedEngine, OpenError, OpenedEngines, open_engines};
 pub use fleet::{DEFAULT_SIMULATED_DURATION, JobRun, RunOptions, run_fleet, wall_ms};
-pub use job::JobRunner;
+pub use job::{JobRunner, PersistError};
 pub use report::{CycleReport, Printer, format_time};
 
 #[cfg(test)]
