@@ -28,12 +28,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
-use crate::config::{ConfigLookup, OptionError};
 use crate::engine::{AggregatedMetric, JobObservation};
 use crate::events::{Event, EventReason, Severity};
 
 use super::estimator::RateEstimator;
-use super::options::{BackpressureOptions, estimator_from_config};
+use super::options::BackpressureSettings;
 
 /// One completed batch interval, in the estimator's terms.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -168,19 +167,16 @@ impl RateController {
         }
     }
 
-    /// The controller a job's configuration asks for, or `None` when `backpressure.enabled` is
-    /// false. Also returns the options, whose `batch_interval_ms` is the pace the caller must
-    /// feed batches at.
-    pub fn from_config(
+    /// The controller a job's validated settings ask for, or `None` when `backpressure.enabled`
+    /// is false. Feed it batches every `settings.options.batch_interval_ms`.
+    pub fn from_settings(
         job: impl Into<String>,
-        lookup: &impl ConfigLookup,
-    ) -> Result<(BackpressureOptions, Option<RateController>), OptionError> {
-        let options = BackpressureOptions::from_config(lookup)?;
-        // The estimator options are validated even when rate control is off, so that turning
-        // it on later does not reveal an old mistake.
-        let estimator = estimator_from_config(lookup, options.batch_interval_ms)?;
-        let controller = options.enabled.then(|| RateController::new(job, estimator));
-        Ok((options, controller))
+        settings: &BackpressureSettings,
+    ) -> Option<RateController> {
+        settings
+            .options
+            .enabled
+            .then(|| RateController::new(job, settings.estimator.estimator()))
     }
 
     /// The job's current limit, records per second (`None` until the first estimate).
@@ -433,20 +429,21 @@ mod tests {
     #[test]
     fn from_config_respects_the_switch() {
         let off: BTreeMap<String, String> = BTreeMap::new();
-        let (opts, rc) = RateController::from_config("j", &off).unwrap();
-        assert!(rc.is_none());
-        assert_eq!(opts.batch_interval_ms, 1000);
+        let settings = BackpressureSettings::from_config(&off).unwrap();
+        assert!(RateController::from_settings("j", &settings).is_none());
+        assert_eq!(settings.options.batch_interval_ms, 1000);
         let on: BTreeMap<String, String> = [("backpressure.enabled", "true")]
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
-        assert!(RateController::from_config("j", &on).unwrap().1.is_some());
+        let settings = BackpressureSettings::from_config(&on).unwrap();
+        assert!(RateController::from_settings("j", &settings).is_some());
         let bad: BTreeMap<String, String> = [("backpressure.rate-estimator", "fuzzy")]
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         assert_eq!(
-            RateController::from_config("j", &bad).unwrap_err().key,
+            BackpressureSettings::from_config(&bad).unwrap_err().key,
             "backpressure.rate-estimator"
         );
     }

@@ -10,12 +10,12 @@
 //! ```
 //! use std::collections::BTreeMap;
 //!
-//! use flowscale::backpressure::{BatchInfo, RateController};
+//! use flowscale::backpressure::{BackpressureSettings, BatchInfo, RateController};
 //!
 //! let config = BTreeMap::from([("backpressure.enabled".to_string(), "true".to_string())]);
-//! let (options, controller) = RateController::from_config("orders", &config)?;
-//! let mut controller = controller.expect("enabled");
-//! assert_eq!(options.batch_interval_ms, 1000);
+//! let settings = BackpressureSettings::from_config(&config)?;
+//! let mut controller = RateController::from_settings("orders", &settings).expect("enabled");
+//! assert_eq!(settings.options.batch_interval_ms, 1000);
 //!
 //! // Every batch interval (here hand-made; see `BatchInfo::from_observation`):
 //! let batch = |time_ms, elements| BatchInfo {
@@ -39,6 +39,6 @@ mod options;
 pub use controller::{BatchInfo, RateController, RateLimitUpdate};
 pub use estimator::{PidConfigError, PidRateEstimator, RateEstimator, keys};
 pub use options::{
-    BackpressureOptions, DEFAULT_BATCH_INTERVAL, ENABLED_KEY, RATE_ESTIMATORS,
-    estimator_from_config,
+    BackpressureOptions, BackpressureSettings, DEFAULT_BATCH_INTERVAL, ENABLED_KEY,
+    EstimatorSettings, RATE_ESTIMATORS,
 };

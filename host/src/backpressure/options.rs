@@ -56,45 +56,81 @@ impl BackpressureOptions {
     }
 }
 
-/// The rate estimator a job's configuration selects: `backpressure.rate-estimator` (only `pid`)
-/// with `backpressure.pid.proportional` (1.0), `backpressure.pid.integral` (0.2),
-/// `backpressure.pid.derived` (0.0) and `backpressure.pid.min-rate` (100), for batches of
-/// `batch_interval_ms`.
-pub fn estimator_from_config(
-    lookup: &impl ConfigLookup,
-    batch_interval_ms: i64,
-) -> Result<Box<dyn RateEstimator + Send>, OptionError> {
-    match lookup.choice_or(keys::RATE_ESTIMATOR, RATE_ESTIMATORS, "pid")? {
-        "pid" => {
-            let proportional = lookup.f64_or(keys::PROPORTIONAL, DEFAULT_PROPORTIONAL)?;
-            let integral = lookup.f64_or(keys::INTEGRAL, DEFAULT_INTEGRAL)?;
-            let derivative = lookup.f64_or(keys::DERIVATIVE, DEFAULT_DERIVATIVE)?;
-            let min_rate = lookup.f64_or(keys::MIN_RATE, DEFAULT_MIN_RATE)?;
-            let pid = PidRateEstimator::new(
-                batch_interval_ms,
-                proportional,
-                integral,
-                derivative,
-                min_rate,
-            )
-            .map_err(|e| {
-                OptionError::new(
-                    e.key,
-                    format!(
-                        "invalid {} `{}` for the PID rate estimator (expected {})",
-                        e.parameter, e.value, e.expected
-                    ),
+/// The rate estimator `backpressure.rate-estimator` selects, with its parameters validated.
+#[derive(Debug, Clone, PartialEq)]
+pub enum EstimatorSettings {
+    /// `pid`: a PID estimator that has not seen a batch yet.
+    Pid(PidRateEstimator),
+}
+
+impl EstimatorSettings {
+    /// Reads `backpressure.rate-estimator` (only `pid`) with `backpressure.pid.proportional`
+    /// (1.0), `backpressure.pid.integral` (0.2), `backpressure.pid.derived` (0.0) and
+    /// `backpressure.pid.min-rate` (100), for batches of `batch_interval_ms`.
+    pub fn from_config(
+        lookup: &impl ConfigLookup,
+        batch_interval_ms: i64,
+    ) -> Result<EstimatorSettings, OptionError> {
+        match lookup.choice_or(keys::RATE_ESTIMATOR, RATE_ESTIMATORS, "pid")? {
+            "pid" => {
+                let proportional = lookup.f64_or(keys::PROPORTIONAL, DEFAULT_PROPORTIONAL)?;
+                let integral = lookup.f64_or(keys::INTEGRAL, DEFAULT_INTEGRAL)?;
+                let derivative = lookup.f64_or(keys::DERIVATIVE, DEFAULT_DERIVATIVE)?;
+                let min_rate = lookup.f64_or(keys::MIN_RATE, DEFAULT_MIN_RATE)?;
+                let pid = PidRateEstimator::new(
+                    batch_interval_ms,
+                    proportional,
+                    integral,
+                    derivative,
+                    min_rate,
                 )
-            })?;
-            Ok(Box::new(pid))
+                .map_err(|e| {
+                    OptionError::new(
+                        e.key,
+                        format!(
+                            "invalid {} `{}` for the PID rate estimator (expected {})",
+                            e.parameter, e.value, e.expected
+                        ),
+                    )
+                })?;
+                Ok(EstimatorSettings::Pid(pid))
+            }
+            other => Err(OptionError::new(
+                keys::RATE_ESTIMATOR,
+                format!(
+                    "unknown rate estimator `{other}` (valid: {})",
+                    RATE_ESTIMATORS.join(", ")
+                ),
+            )),
         }
-        other => Err(OptionError::new(
-            keys::RATE_ESTIMATOR,
-            format!(
-                "unknown rate estimator `{other}` (valid: {})",
-                RATE_ESTIMATORS.join(", ")
-            ),
-        )),
+    }
+
+    /// A fresh estimator with these settings: every controller starts from its first run.
+    pub fn estimator(&self) -> Box<dyn RateEstimator + Send> {
+        match self {
+            EstimatorSettings::Pid(pid) => Box::new(pid.clone()),
+        }
+    }
+}
+
+/// A job's rate control, read and checked once: whether it is on, the batch interval, and the
+/// estimator. The control loop builds its [`RateController`](super::RateController) from this,
+/// without reading the configuration again.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BackpressureSettings {
+    /// `backpressure.enabled` and `backpressure.batch-interval`.
+    pub options: BackpressureOptions,
+    /// The estimator, for batches of `options.batch_interval_ms`.
+    pub estimator: EstimatorSettings,
+}
+
+impl BackpressureSettings {
+    /// Reads every backpressure option. The estimator's are checked even when rate control is
+    /// off, so that turning it on later does not reveal an old mistake.
+    pub fn from_config(lookup: &impl ConfigLookup) -> Result<BackpressureSettings, OptionError> {
+        let options = BackpressureOptions::from_config(lookup)?;
+        let estimator = EstimatorSettings::from_config(lookup, options.batch_interval_ms)?;
+        Ok(BackpressureSettings { options, estimator })
     }
 }
 
@@ -122,7 +158,9 @@ mod tests {
             }
         );
         // Defaults 1.0 / 0.2 / 0.0 / 100: rate 2000 then processing 1000 -> 2000 - 1000 = 1000.
-        let mut est = estimator_from_config(&cfg(&[]), 1000).unwrap();
+        let mut est = EstimatorSettings::from_config(&cfg(&[]), 1000)
+            .unwrap()
+            .estimator();
         assert_eq!(est.compute(1000, 2000, 1000, 0), None);
         assert_eq!(est.compute(2000, 1000, 1000, 0), Some(1000.0));
         // ... and the floor is 100: processing 10 -> 1000 - 990 = 10 -> 100.
@@ -143,7 +181,9 @@ mod tests {
         let opts = BackpressureOptions::from_config(&c).unwrap();
         assert!(opts.enabled);
         assert_eq!(opts.batch_interval_ms, 10_000);
-        let mut est = estimator_from_config(&c, opts.batch_interval_ms).unwrap();
+        let mut est = EstimatorSettings::from_config(&c, opts.batch_interval_ms)
+            .unwrap()
+            .estimator();
         assert_eq!(est.compute(1000, 2000, 1000, 0), None);
         // error 1000, kp 0.5 -> 2000 - 500.
         assert_eq!(est.compute(2000, 1000, 1000, 0), Some(1500.0));
@@ -151,9 +191,10 @@ mod tests {
 
     #[test]
     fn unknown_estimator_names_the_valid_ones() {
-        let err = estimator_from_config(&cfg(&[("backpressure.rate-estimator", "pi")]), 1000)
-            .err()
-            .unwrap();
+        let err =
+            EstimatorSettings::from_config(&cfg(&[("backpressure.rate-estimator", "pi")]), 1000)
+                .err()
+                .unwrap();
         assert_eq!(err.key, "backpressure.rate-estimator");
         assert!(err.message.contains("valid: pid"), "{err}");
     }
@@ -166,17 +207,17 @@ mod tests {
             ("backpressure.pid.derived", "NaN"),
             ("backpressure.pid.min-rate", "0"),
         ] {
-            let err = estimator_from_config(&cfg(&[(key, value)]), 1000)
+            let err = EstimatorSettings::from_config(&cfg(&[(key, value)]), 1000)
                 .err()
                 .unwrap();
             assert_eq!(err.key, key);
             assert!(err.message.contains("expected"), "{err}");
         }
-        let err = estimator_from_config(&cfg(&[("backpressure.pid.integral", "x")]), 1000)
+        let err = EstimatorSettings::from_config(&cfg(&[("backpressure.pid.integral", "x")]), 1000)
             .err()
             .unwrap();
         assert_eq!(err.key, "backpressure.pid.integral");
-        let err = estimator_from_config(&cfg(&[]), 0).err().unwrap();
+        let err = EstimatorSettings::from_config(&cfg(&[]), 0).err().unwrap();
         assert_eq!(err.key, "backpressure.batch-interval");
     }
 

@@ -3,13 +3,14 @@
 use std::path::{Path, PathBuf};
 
 use crate::alignment::ModeCatalog;
+use crate::config::DEFAULT_PLUGINS_DIR;
 use crate::plugins::ModeRegistry;
 
 /// The plugins directory: `--plugins`, else the fleet's, else `plugins/` in the working directory.
 pub fn plugins_dir(flag: Option<&Path>, from_fleet: Option<&Path>) -> PathBuf {
     flag.or(from_fleet)
         .map(Path::to_path_buf)
-        .unwrap_or_else(|| PathBuf::from("plugins"))
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_PLUGINS_DIR))
 }
 
 /// The modes linked into the binary and those of the loadable plugins in `dir`. Each refused

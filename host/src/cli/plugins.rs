@@ -1,13 +1,11 @@
 //! `flowscale plugins`: what is in the plugins directory and whether it loads.
 
-use std::io::Write;
-use std::path::PathBuf;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
 
+use super::catalog::plugins_dir;
 use super::exit_codes;
-use crate::plugins::run_plugins_command_verbose;
-
-/// The plugins directory when neither `--plugins` nor `FLOWSCALE_PLUGINS_DIR` is given.
-pub const DEFAULT_PLUGINS_DIR: &str = "plugins";
+use crate::plugins::{ModeOrigin, ModeRegistry, PluginFileReport, PluginStatus};
 
 /// Arguments of `flowscale plugins`.
 #[derive(Debug, Clone, clap::Args)]
@@ -26,9 +24,7 @@ pub struct PluginsArgs {
 impl PluginsArgs {
     /// The directory to scan.
     pub fn dir(&self) -> PathBuf {
-        self.plugins
-            .clone()
-            .unwrap_or_else(|| PathBuf::from(DEFAULT_PLUGINS_DIR))
+        plugins_dir(self.plugins.as_deref(), None)
     }
 }
 
@@ -37,7 +33,7 @@ impl PluginsArgs {
 pub fn exec(args: PluginsArgs) -> u8 {
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
-    match run_plugins_command_verbose(&args.dir(), args.json, args.verbose, &mut out)
+    match write_listing(&args.dir(), args.json, args.verbose, &mut out)
         .and_then(|refused| out.flush().map(|()| refused))
     {
         Ok(false) => exit_codes::OK,
@@ -46,5 +42,165 @@ pub fn exec(args: PluginsArgs) -> u8 {
             eprintln!("error: cannot write the plugin listing: {e}");
             exit_codes::FAILED
         }
+    }
+}
+
+/// Discovers `dir` and writes a table (or, with `json`, one JSON array with one object per
+/// plugin file) to `out`; `verbose` adds abi_stable's full report under a layout refusal in the
+/// table. Returns whether any file was refused.
+pub fn write_listing(
+    dir: &Path,
+    json: bool,
+    verbose: bool,
+    out: &mut dyn Write,
+) -> io::Result<bool> {
+    let (registry, reports) = ModeRegistry::discover(dir);
+    if json {
+        serde_json::to_writer_pretty(&mut *out, &reports).map_err(io::Error::other)?;
+        writeln!(out)?;
+    } else {
+        write_table(dir, &registry, &reports, verbose, out)?;
+    }
+    Ok(reports.iter().any(|r| r.status == PluginStatus::Refused))
+}
+
+/// Writes the reports as a table: one row per file, then its modes and, when refused, why;
+/// last, the modes linked into the binary.
+fn write_table(
+    dir: &Path,
+    registry: &ModeRegistry,
+    reports: &[PluginFileReport],
+    verbose: bool,
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    writeln!(out, "plugins directory: {}", dir.display())?;
+    if reports.is_empty() {
+        writeln!(
+            out,
+            "no plugin files (*.{})",
+            std::env::consts::DLL_EXTENSION
+        )?;
+    } else {
+        write_files(reports, verbose, out)?;
+    }
+    let linked: Vec<&str> = registry
+        .modes()
+        .filter(|m| m.origin == ModeOrigin::Linked)
+        .map(|m| m.id.as_str())
+        .collect();
+    if !linked.is_empty() {
+        writeln!(out, "linked modes: {}", linked.join(", "))?;
+    }
+    Ok(())
+}
+
+const HEADERS: [&str; 6] = ["FILE", "STATUS", "PLUGIN", "VERSION", "SDK", "MODES"];
+
+/// The table's header and one row per file, each followed by the file's modes and refusal.
+fn write_files(reports: &[PluginFileReport], verbose: bool, out: &mut dyn Write) -> io::Result<()> {
+    let rows: Vec<[String; 6]> = reports.iter().map(row).collect();
+    let mut widths = HEADERS.map(str::len);
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    writeln!(out, "{}", aligned(HEADERS, widths))?;
+    for (row, report) in rows.iter().zip(reports) {
+        writeln!(
+            out,
+            "{}",
+            aligned(row.each_ref().map(String::as_str), widths)
+        )?;
+        for mode in &report.modes {
+            writeln!(out, "    {}: {}", mode.id, mode.description)?;
+        }
+        if let Some(reason) = &report.reason {
+            writeln!(out, "    refused: {reason}")?;
+        }
+        if verbose {
+            if let Some(details) = &report.details {
+                for l in details.lines() {
+                    writeln!(out, "      {l}")?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// One file's cells, in the order of [`HEADERS`].
+fn row(report: &PluginFileReport) -> [String; 6] {
+    let modes: Vec<&str> = report.modes.iter().map(|m| m.id.as_str()).collect();
+    [
+        file_label(report),
+        match report.status {
+            PluginStatus::Loaded => "loaded".into(),
+            PluginStatus::Refused => "refused".into(),
+        },
+        dash(report.plugin.as_deref()).into(),
+        dash(report.version.as_deref()).into(),
+        dash(report.sdk_version.as_deref()).into(),
+        if modes.is_empty() {
+            "-".into()
+        } else {
+            modes.join(", ")
+        },
+    ]
+}
+
+/// The cells padded to their column's width, two spaces apart; the last one is not padded.
+fn aligned(cells: [&str; 6], widths: [usize; 6]) -> String {
+    let mut text = String::new();
+    for (i, (cell, w)) in cells.iter().zip(widths).enumerate() {
+        if i + 1 == cells.len() {
+            text.push_str(cell);
+        } else {
+            text.push_str(&format!("{cell:<w$}  "));
+        }
+    }
+    text
+}
+
+fn dash(value: Option<&str>) -> &str {
+    value.filter(|v| !v.is_empty()).unwrap_or("-")
+}
+
+fn file_label(report: &PluginFileReport) -> String {
+    report
+        .file
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| report.file.display().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_lists_modes_and_reasons() {
+        let mut out = Vec::new();
+        let reports = vec![
+            PluginFileReport::demo(PluginStatus::Loaded, None),
+            PluginFileReport::demo(PluginStatus::Refused, Some("built with panic = \"abort\"")),
+        ];
+        write_table(
+            Path::new("/p"),
+            &ModeRegistry::default(),
+            &reports,
+            false,
+            &mut out,
+        )
+        .unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.contains("FILE"));
+        assert!(text.contains("libdemo.so"));
+        assert!(text.contains("    demo: does things"));
+        assert!(text.contains("    refused: built with panic"));
+        assert!(
+            text.lines()
+                .any(|l| l.contains("loaded") && l.contains("1.0.0"))
+        );
     }
 }

@@ -1,7 +1,7 @@
 //! `flowscale run`: the control loop over every job of a fleet configuration.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -10,8 +10,8 @@ use serde::Serialize;
 
 use super::catalog::{load_catalog, plugins_dir};
 use super::exit_codes;
-use crate::config::{load_fleet, parse_duration};
-use crate::plan::plan_fleet;
+use crate::config::{DurationError, load_fleet, parse_duration};
+use crate::plan::{FleetPlan, plan_fleet};
 use crate::runner::{CycleReport, JobRun, Printer, RunOptions, run_fleet};
 use crate::sim::{Summary, render_comparison_table};
 use crate::state::{FileStateStore, InMemoryStateStore, StateStore};
@@ -42,7 +42,7 @@ pub struct RunArgs {
 }
 
 /// Parses a duration flag with Flink's syntax.
-pub fn parse_duration_arg(text: &str) -> Result<Duration, String> {
+pub fn parse_duration_arg(text: &str) -> Result<Duration, DurationError> {
     parse_duration(text)
 }
 
@@ -58,49 +58,14 @@ struct JobSummary<'a> {
 
 /// Runs `flowscale run`.
 pub fn exec(args: RunArgs) -> u8 {
-    let fleet = match load_fleet(&args.config) {
-        Ok(fleet) => fleet,
-        Err(errors) => {
-            eprint!("error: {errors}");
-            return exit_codes::FAILED;
-        }
+    let Some(plan) = load_plan(&args) else {
+        return exit_codes::FAILED;
     };
-    let catalog = load_catalog(&plugins_dir(
-        args.plugins.as_deref(),
-        Some(&fleet.host.plugins_dir),
-    ));
-    let state_dir = fleet.host.state_dir.clone();
-    let plan = match plan_fleet(fleet, catalog.as_ref()) {
-        Ok(plan) => plan,
-        Err(errors) => {
-            eprint!("error: {errors}");
-            return exit_codes::FAILED;
-        }
-    };
-    for warning in &plan.warnings {
-        eprintln!("warning: {warning}");
-    }
-    let store: Box<dyn StateStore + Send> = match &state_dir {
-        Some(dir) => match FileStateStore::open(dir) {
-            Ok(store) => Box::new(store),
-            Err(err) => {
-                eprintln!(
-                    "error: cannot use the state directory {}: {err}",
-                    dir.display()
-                );
-                return exit_codes::FAILED;
-            }
-        },
-        None => Box::new(InMemoryStateStore::new()),
+    let Some(store) = open_store(plan.fleet.host.state_dir.as_deref()) else {
+        return exit_codes::FAILED;
     };
     let store = Mutex::new(store);
-    let stop = Arc::new(AtomicBool::new(false));
-    let handler_flag = Arc::clone(&stop);
-    if let Err(err) = ctrlc::set_handler(move || {
-        handler_flag.store(true, std::sync::atomic::Ordering::Relaxed);
-    }) {
-        eprintln!("warning: Ctrl-C will not stop the loop cleanly: {err}");
-    }
+    let stop = stop_on_ctrl_c();
     if !args.json {
         eprintln!(
             "running {} job(s) from {}: {}",
@@ -113,14 +78,94 @@ pub fn exec(args: RunArgs) -> u8 {
                 .join(", ")
         );
     }
-    let printer = Mutex::new(Printer::new(std::io::stdout(), args.json, args.verbose));
+    let options = RunOptions {
+        once: args.once,
+        wall_duration: args.duration,
+        simulated_duration: args.simulated,
+        stop: &stop,
+        store: &store,
+    };
+    let runs = run_printing(&plan, &options, args.json, args.verbose);
+    let failed = report_runs(&runs, args.json, args.once);
+    if failed {
+        exit_codes::FAILED
+    } else {
+        exit_codes::OK
+    }
+}
+
+/// The fleet file, checked and planned with its plugins; every error and warning printed.
+fn load_plan(args: &RunArgs) -> Option<FleetPlan> {
+    let fleet = match load_fleet(&args.config) {
+        Ok(fleet) => fleet,
+        Err(errors) => {
+            eprint!("error: {errors}");
+            return None;
+        }
+    };
+    let catalog = load_catalog(&plugins_dir(
+        args.plugins.as_deref(),
+        Some(&fleet.host.plugins_dir),
+    ));
+    let plan = match plan_fleet(fleet, catalog.as_ref()) {
+        Ok(plan) => plan,
+        Err(errors) => {
+            eprint!("error: {errors}");
+            return None;
+        }
+    };
+    for warning in &plan.warnings {
+        eprintln!("warning: {warning}");
+    }
+    Some(plan)
+}
+
+/// Where wall-clock jobs keep their state: the fleet's state directory, else memory. `None`
+/// (with the error printed) when the directory cannot be used.
+fn open_store(state_dir: Option<&Path>) -> Option<Box<dyn StateStore + Send>> {
+    let Some(dir) = state_dir else {
+        return Some(Box::new(InMemoryStateStore::new()));
+    };
+    match FileStateStore::open(dir) {
+        Ok(store) => Some(Box::new(store)),
+        Err(err) => {
+            eprintln!(
+                "error: cannot use the state directory {}: {err}",
+                dir.display()
+            );
+            None
+        }
+    }
+}
+
+/// A flag that Ctrl-C sets, so that every job stops at its next step.
+fn stop_on_ctrl_c() -> Arc<AtomicBool> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let handler_flag = Arc::clone(&stop);
+    if let Err(err) = ctrlc::set_handler(move || {
+        handler_flag.store(true, std::sync::atomic::Ordering::Relaxed);
+    }) {
+        eprintln!("warning: Ctrl-C will not stop the loop cleanly: {err}");
+    }
+    stop
+}
+
+/// Runs the fleet, printing its steps to stdout as a readable log (with `verbose`, every step)
+/// or as JSON Lines.
+fn run_printing(
+    plan: &FleetPlan,
+    options: &RunOptions<'_>,
+    json: bool,
+    verbose: bool,
+) -> Vec<JobRun> {
+    let printer = Mutex::new(Printer::new(std::io::stdout(), json, verbose));
     // Simulated jobs run far faster than real time on threads of their own; their readable log
     // is printed once they are done, ordered by simulated time across jobs. Wall-clock jobs and
     // JSON Lines are printed as they happen.
     let simulated: Mutex<Vec<CycleReport>> = Mutex::new(Vec::new());
     let sink = |report: &CycleReport| {
-        if report.virtual_clock && !args.json {
-            if report.is_noteworthy() || args.verbose {
+        if report.virtual_clock && !json {
+            if report.is_noteworthy() || verbose {
                 if let Ok(mut held) = simulated.lock() {
                     held.push(report.clone());
                 }
@@ -129,26 +174,14 @@ pub fn exec(args: RunArgs) -> u8 {
             let _ = printer.print(report);
         }
     };
-    let options = RunOptions {
-        once: args.once,
-        wall_duration: args.duration,
-        simulated_duration: args.simulated,
-        stop: &stop,
-        store: &store,
-    };
-    let runs = run_fleet(&plan, &options, &sink);
+    let runs = run_fleet(plan, options, &sink);
     if let (Ok(mut held), Ok(mut printer)) = (simulated.lock(), printer.lock()) {
         held.sort_by(|a, b| (a.at_ms, &a.job).cmp(&(b.at_ms, &b.job)));
         for report in held.iter() {
             let _ = printer.print(report);
         }
     }
-    let failed = report_runs(&runs, args.json, args.once);
-    if failed {
-        exit_codes::FAILED
-    } else {
-        exit_codes::OK
-    }
+    runs
 }
 
 /// Prints the end-of-run summary; true if a job could not run or (with `--once`) a step failed.

@@ -3,24 +3,46 @@
 
 use std::time::Duration;
 
+/// Why a text is not a duration. Each message quotes the text and says what would be valid.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DurationError {
+    /// No number at the start.
+    #[error(
+        "`{0}` is not a duration (expected a number with an optional unit, e.g. 300s, 5 min, 1h; a plain number is milliseconds)"
+    )]
+    NotADuration(String),
+    /// The number does not fit in 64 bits.
+    #[error("`{0}`: the number is too large")]
+    NumberTooLarge(String),
+    /// A unit Flink does not know.
+    #[error("`{text}`: unknown time unit `{unit}` (valid: ms, s, min, h, d, and their long forms)")]
+    UnknownUnit {
+        /// The whole text.
+        text: String,
+        /// The unit as written, lower-cased.
+        unit: String,
+    },
+    /// More seconds than a `Duration` holds.
+    #[error("`{0}`: the duration is too large")]
+    TooLarge(String),
+}
+
 /// Parses a duration the way Flink's `TimeUtils.parseDuration` does.
 ///
 /// Units (case-insensitive): `ns`, `us`/`µs`, `ms`, `s`/`sec`/`secs`/`second`/`seconds`,
 /// `m`/`min`/`mins`/`minute`/`minutes`, `h`/`hour`/`hours`, `d`/`day`/`days`; no unit means ms.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
+pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
     let trimmed = text.trim();
     let split = trimmed
         .find(|c: char| !c.is_ascii_digit())
         .unwrap_or(trimmed.len());
     let (number, unit) = trimmed.split_at(split);
     if number.is_empty() {
-        return Err(format!(
-            "`{text}` is not a duration (expected a number with an optional unit, e.g. 300s, 5 min, 1h; a plain number is milliseconds)"
-        ));
+        return Err(DurationError::NotADuration(text.to_string()));
     }
     let value: u64 = number
         .parse()
-        .map_err(|_| format!("`{text}`: the number is too large"))?;
+        .map_err(|_| DurationError::NumberTooLarge(text.to_string()))?;
     let unit = unit.trim().to_ascii_lowercase();
     let nanos_per_unit: u128 = match unit.as_str() {
         "" | "ms" | "milli" | "millis" | "millisecond" | "milliseconds" => 1_000_000,
@@ -30,15 +52,16 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         "m" | "min" | "mins" | "minute" | "minutes" => 60_000_000_000,
         "h" | "hour" | "hours" => 3_600_000_000_000,
         "d" | "day" | "days" => 86_400_000_000_000,
-        other => {
-            return Err(format!(
-                "`{text}`: unknown time unit `{other}` (valid: ms, s, min, h, d, and their long forms)"
-            ));
+        _ => {
+            return Err(DurationError::UnknownUnit {
+                text: text.to_string(),
+                unit,
+            });
         }
     };
     let nanos = u128::from(value) * nanos_per_unit;
     let secs = u64::try_from(nanos / 1_000_000_000)
-        .map_err(|_| format!("`{text}`: the duration is too large"))?;
+        .map_err(|_| DurationError::TooLarge(text.to_string()))?;
     Ok(Duration::new(secs, (nanos % 1_000_000_000) as u32))
 }
 
@@ -69,6 +92,7 @@ mod tests {
         assert!(
             parse_duration("5 weeks")
                 .unwrap_err()
+                .to_string()
                 .contains("unknown time unit")
         );
     }

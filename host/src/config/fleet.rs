@@ -35,6 +35,10 @@ use super::job::{JobConfig, Origin};
 /// Default control-loop interval.
 pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(10);
 
+/// Where plugins are discovered when nothing says otherwise: beside the fleet file for `run` and
+/// `validate`, in the working directory for commands without a fleet file.
+pub const DEFAULT_PLUGINS_DIR: &str = "plugins";
+
 /// The `[host]` section.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HostSettings {
@@ -138,7 +142,7 @@ pub fn parse_fleet(path: &Path, text: &str) -> Result<FleetConfig, ConfigErrors>
     }
     let root = root.into_inner();
     let mut host = HostSettings {
-        plugins_dir: base.join("plugins"),
+        plugins_dir: base.join(DEFAULT_PLUGINS_DIR),
         interval: DEFAULT_INTERVAL,
         state_dir: None,
     };
@@ -188,6 +192,26 @@ pub fn parse_fleet(path: &Path, text: &str) -> Result<FleetConfig, ConfigErrors>
         jobs,
         warnings: p.warnings,
     })
+}
+
+/// The fields of one `[[jobs]]` entry as written, before they are checked together.
+struct JobFields {
+    name: Option<String>,
+    engine: EngineFields,
+    config: JobConfig,
+}
+
+/// The fields that say which engine runs a job and where it finds the job.
+struct EngineFields {
+    /// `engine` (default `sim`).
+    kind: String,
+    /// The line of `engine`, when written.
+    line: Option<usize>,
+    job: Option<PathBuf>,
+    trace: Option<PathBuf>,
+    rest: Option<String>,
+    job_id: Option<String>,
+    duration: Option<Duration>,
 }
 
 struct Parser<'t> {
@@ -252,8 +276,8 @@ impl Parser<'_> {
         match value.get_ref() {
             DeValue::String(s) => match parse_duration(s) {
                 Ok(d) => Some(d),
-                Err(message) => {
-                    self.error(value, path, &message);
+                Err(err) => {
+                    self.error(value, path, &err.to_string());
                     None
                 }
             },
@@ -319,88 +343,15 @@ impl Parser<'_> {
         };
         let location = self.at(Some(self.line_of(item.span().start)), &at);
         let errors_before = self.errors.len();
-        let mut name = None;
-        let mut engine = "sim".to_string();
-        let mut engine_span = None;
-        let (mut job, mut trace, mut rest, mut job_id) = (None, None, None, None);
-        let mut duration = None;
-        let mut config = JobConfig::new();
-        for (key, value) in table.iter() {
-            let field: &str = key.get_ref().as_ref();
-            let path = join(&at, field);
-            match field {
-                "name" => name = self.string(value, &path),
-                "engine" => {
-                    engine_span = Some(value.span());
-                    engine = self.string(value, &path).unwrap_or(engine);
-                }
-                "job" => job = self.string(value, &path).map(|p| base.join(p)),
-                "trace" => trace = self.string(value, &path).map(|p| base.join(p)),
-                "rest" => rest = self.string(value, &path),
-                "job-id" => job_id = self.string(value, &path),
-                "duration" => duration = self.duration(value, &path),
-                "config" => match value.get_ref() {
-                    DeValue::Table(table) => {
-                        let prefix = format!("{at}.config");
-                        self.flatten(table, "", &prefix, &mut config);
-                    }
-                    _ => self.error(value, &path, "must be a table of flat keys"),
-                },
-                other => self.unknown(
-                    key,
-                    other,
-                    &at,
-                    &[
-                        "name", "engine", "job", "trace", "rest", "job-id", "duration", "config",
-                    ],
-                ),
-            }
-        }
-        let Some(name) = name.filter(|n| !n.trim().is_empty()) else {
+        let fields = self.job_fields(table, &at, base);
+        let Some(name) = fields.name.filter(|n| !n.trim().is_empty()) else {
             self.errors.push(Diagnostic::new(
                 location,
                 "every job needs a non-empty `name`",
             ));
             return None;
         };
-        let engine_line = engine_span.map(|s| self.line_of(s.start));
-        let engine_at = self.at(engine_line, &join(&at, "engine"));
-        let need = |what: &str, engine: &str| {
-            format!("the {engine} engine needs `{what}` in {at} (`{name}`)")
-        };
-        let engine = match engine.as_str() {
-            "sim" => match job {
-                Some(job) => Some(EngineSpec::Sim { job, duration }),
-                None => {
-                    self.errors
-                        .push(Diagnostic::new(location.clone(), need("job", "sim")));
-                    None
-                }
-            },
-            "flink" => match rest {
-                Some(rest) => Some(EngineSpec::Flink { rest, job_id }),
-                None => {
-                    self.errors
-                        .push(Diagnostic::new(location.clone(), need("rest", "flink")));
-                    None
-                }
-            },
-            "replay" => match trace {
-                Some(trace) => Some(EngineSpec::Replay { trace }),
-                None => {
-                    self.errors
-                        .push(Diagnostic::new(location.clone(), need("trace", "replay")));
-                    None
-                }
-            },
-            other => {
-                self.errors.push(Diagnostic::new(
-                    engine_at,
-                    format!("unknown engine `{other}` (valid: sim, flink, replay)"),
-                ));
-                None
-            }
-        };
+        let engine = self.engine(fields.engine, &at, &name, &location);
         if self.errors.len() > errors_before {
             return None;
         }
@@ -409,8 +360,106 @@ impl Parser<'_> {
             index,
             location,
             engine: engine?,
-            config,
+            config: fields.config,
         })
+    }
+
+    /// Reads the fields of the `[[jobs]]` entry `at`; relative paths are resolved from `base`.
+    fn job_fields(&mut self, table: &DeTable<'_>, at: &str, base: &Path) -> JobFields {
+        let mut fields = JobFields {
+            name: None,
+            engine: EngineFields {
+                kind: "sim".to_string(),
+                line: None,
+                job: None,
+                trace: None,
+                rest: None,
+                job_id: None,
+                duration: None,
+            },
+            config: JobConfig::new(),
+        };
+        let engine = &mut fields.engine;
+        for (key, value) in table.iter() {
+            let field: &str = key.get_ref().as_ref();
+            let path = join(at, field);
+            match field {
+                "name" => fields.name = self.string(value, &path),
+                "engine" => {
+                    engine.line = Some(self.line_of(value.span().start));
+                    if let Some(kind) = self.string(value, &path) {
+                        engine.kind = kind;
+                    }
+                }
+                "job" => engine.job = self.string(value, &path).map(|p| base.join(p)),
+                "trace" => engine.trace = self.string(value, &path).map(|p| base.join(p)),
+                "rest" => engine.rest = self.string(value, &path),
+                "job-id" => engine.job_id = self.string(value, &path),
+                "duration" => engine.duration = self.duration(value, &path),
+                "config" => match value.get_ref() {
+                    DeValue::Table(table) => {
+                        let prefix = format!("{at}.config");
+                        self.flatten(table, "", &prefix, &mut fields.config);
+                    }
+                    _ => self.error(value, &path, "must be a table of flat keys"),
+                },
+                other => self.unknown(
+                    key,
+                    other,
+                    at,
+                    &[
+                        "name", "engine", "job", "trace", "rest", "job-id", "duration", "config",
+                    ],
+                ),
+            }
+        }
+        fields
+    }
+
+    /// The engine of the job `name` (entry `at`, starting at `location`), or `None` with an
+    /// error when its kind is unknown or a field it needs is missing.
+    fn engine(
+        &mut self,
+        fields: EngineFields,
+        at: &str,
+        name: &str,
+        location: &str,
+    ) -> Option<EngineSpec> {
+        let mut missing = |what: &str, engine: &str| {
+            self.errors.push(Diagnostic::new(
+                location.to_string(),
+                format!("the {engine} engine needs `{what}` in {at} (`{name}`)"),
+            ));
+            None
+        };
+        match fields.kind.as_str() {
+            "sim" => match fields.job {
+                Some(job) => Some(EngineSpec::Sim {
+                    job,
+                    duration: fields.duration,
+                }),
+                None => missing("job", "sim"),
+            },
+            "flink" => match fields.rest {
+                Some(rest) => Some(EngineSpec::Flink {
+                    rest,
+                    job_id: fields.job_id,
+                }),
+                None => missing("rest", "flink"),
+            },
+            "replay" => match fields.trace {
+                Some(trace) => Some(EngineSpec::Replay { trace }),
+                None => missing("trace", "replay"),
+            },
+            other => {
+                let engine_at = self.at(fields.line, &join(at, "engine"));
+                self.errors.push(Diagnostic::new(
+                    engine_at,
+                    format!("unknown engine `{other}` (valid: sim, flink, replay)"),
+                ));
+                None
+            }
+        }
     }
 
     /// Flattens a table of config values into flat keys; nested tables (unquoted dotted keys)

@@ -92,7 +92,7 @@ pub trait ConfigLookupExt: ConfigLookup {
     fn duration_or(&self, key: &str, default: Duration) -> Result<Duration, OptionError> {
         match self.get(key) {
             None => Ok(default),
-            Some(v) => parse_duration(v).map_err(|m| OptionError::new(key, m)),
+            Some(v) => parse_duration(v).map_err(|e| OptionError::new(key, e.to_string())),
         }
     }
     /// A `;`-separated list (Flink's list syntax; `,` accepted too), empty when unset.

@@ -11,10 +11,11 @@ mod known;
 mod lookup;
 
 pub use closest::closest;
-pub use duration::{format_duration, parse_duration};
+pub use duration::{DurationError, format_duration, parse_duration};
 pub use errors::{ConfigErrors, Diagnostic};
 pub use fleet::{
-    DEFAULT_INTERVAL, EngineSpec, FleetConfig, HostSettings, JobSpec, load_fleet, parse_fleet,
+    DEFAULT_INTERVAL, DEFAULT_PLUGINS_DIR, EngineSpec, FleetConfig, HostSettings, JobSpec,
+    load_fleet, parse_fleet,
 };
 pub use job::{JobConfig, Origin};
 pub use keys::{CanonicalKey, canonical_key};

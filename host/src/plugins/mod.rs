@@ -42,10 +42,7 @@ use std::sync::Arc;
 
 use flowscale_sdk::AlignmentMode;
 
-pub use report::{
-    ModeSummary, PluginFileReport, PluginStatus, Refusal, run_plugins_command,
-    run_plugins_command_verbose,
-};
+pub use report::{ModeSummary, PluginFileReport, PluginStatus, Refusal};
 
 /// The built-in names a plugin mode can never claim.
 pub use crate::alignment::RESERVED_NAMES as RESERVED_MODE_NAMES;

@@ -1,13 +1,11 @@
-//! What discovery says about each plugin file, for people (a table) and machines (JSON).
+//! What discovery says about each plugin file: loaded, or refused and why. `flowscale plugins`
+//! prints these reports; their JSON form is the one it writes.
 
-use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use flowscale_sdk::SDK_VERSION;
 use flowscale_sdk::abi::ManifestError;
 use serde::Serialize;
-
-use super::ModeRegistry;
 
 /// Whether a plugin file's modes were registered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -171,131 +169,10 @@ impl Refusal {
     }
 }
 
-fn dash(value: Option<&str>) -> &str {
-    value.filter(|v| !v.is_empty()).unwrap_or("-")
-}
-
-fn file_label(report: &PluginFileReport) -> String {
-    report
-        .file
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| report.file.display().to_string())
-}
-
-/// Writes the reports as a table: one row per file, then its modes and, when refused, why.
-pub fn write_table(
-    dir: &Path,
-    registry: &ModeRegistry,
-    reports: &[PluginFileReport],
-    verbose: bool,
-    out: &mut dyn Write,
-) -> io::Result<()> {
-    writeln!(out, "plugins directory: {}", dir.display())?;
-    if reports.is_empty() {
-        writeln!(
-            out,
-            "no plugin files (*.{})",
-            std::env::consts::DLL_EXTENSION
-        )?;
-    } else {
-        let headers = ["FILE", "STATUS", "PLUGIN", "VERSION", "SDK", "MODES"];
-        let rows: Vec<[String; 6]> = reports
-            .iter()
-            .map(|r| {
-                let modes: Vec<&str> = r.modes.iter().map(|m| m.id.as_str()).collect();
-                [
-                    file_label(r),
-                    match r.status {
-                        PluginStatus::Loaded => "loaded".into(),
-                        PluginStatus::Refused => "refused".into(),
-                    },
-                    dash(r.plugin.as_deref()).into(),
-                    dash(r.version.as_deref()).into(),
-                    dash(r.sdk_version.as_deref()).into(),
-                    if modes.is_empty() {
-                        "-".into()
-                    } else {
-                        modes.join(", ")
-                    },
-                ]
-            })
-            .collect();
-        let mut widths = headers.map(str::len);
-        for row in &rows {
-            for (w, cell) in widths.iter_mut().zip(row) {
-                *w = (*w).max(cell.chars().count());
-            }
-        }
-        let line = |cells: [&str; 6]| {
-            let mut text = String::new();
-            for (i, (cell, w)) in cells.iter().zip(widths).enumerate() {
-                if i + 1 == cells.len() {
-                    text.push_str(cell);
-                } else {
-                    text.push_str(&format!("{cell:<w$}  "));
-                }
-            }
-            text
-        };
-        writeln!(out, "{}", line(headers))?;
-        for (row, report) in rows.iter().zip(reports) {
-            writeln!(out, "{}", line(row.each_ref().map(String::as_str)))?;
-            for mode in &report.modes {
-                writeln!(out, "    {}: {}", mode.id, mode.description)?;
-            }
-            if let Some(reason) = &report.reason {
-                writeln!(out, "    refused: {reason}")?;
-            }
-            if verbose {
-                if let Some(details) = &report.details {
-                    for l in details.lines() {
-                        writeln!(out, "      {l}")?;
-                    }
-                }
-            }
-        }
-    }
-    let linked: Vec<&str> = registry
-        .modes()
-        .filter(|m| m.origin == super::ModeOrigin::Linked)
-        .map(|m| m.id.as_str())
-        .collect();
-    if !linked.is_empty() {
-        writeln!(out, "linked modes: {}", linked.join(", "))?;
-    }
-    Ok(())
-}
-
-/// `flowscale plugins`: discovers `dir` and writes a table (or, with `json`, one JSON array with
-/// one object per plugin file) to `out`. Returns whether any file was refused.
-pub fn run_plugins_command(dir: &Path, json: bool, out: &mut dyn Write) -> io::Result<bool> {
-    run_plugins_command_verbose(dir, json, false, out)
-}
-
-/// [`run_plugins_command`], with `verbose` adding abi_stable's full report under a layout
-/// refusal in the table.
-pub fn run_plugins_command_verbose(
-    dir: &Path,
-    json: bool,
-    verbose: bool,
-    out: &mut dyn Write,
-) -> io::Result<bool> {
-    let (registry, reports) = ModeRegistry::discover(dir);
-    if json {
-        serde_json::to_writer_pretty(&mut *out, &reports).map_err(io::Error::other)?;
-        writeln!(out)?;
-    } else {
-        write_table(dir, &registry, &reports, verbose, out)?;
-    }
-    Ok(reports.iter().any(|r| r.status == PluginStatus::Refused))
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn report(status: PluginStatus, reason: Option<&str>) -> PluginFileReport {
+impl PluginFileReport {
+    /// The report of a plugin `demo` 1.0.0 in `/p/libdemo.so` that exports the mode `demo`.
+    pub(crate) fn demo(status: PluginStatus, reason: Option<&str>) -> PluginFileReport {
         PluginFileReport {
             file: PathBuf::from("/p/libdemo.so"),
             status,
@@ -310,11 +187,16 @@ mod tests {
             details: None,
         }
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
 
     #[test]
     fn json_shape_is_the_documented_one() {
         let value = serde_json::to_value(vec![
-            report(PluginStatus::Loaded, None),
+            PluginFileReport::demo(PluginStatus::Loaded, None),
             PluginFileReport::refused(Path::new("/p/x.so"), &Refusal::NoManifest),
         ])
         .unwrap();
@@ -331,31 +213,5 @@ mod tests {
                 .contains("no flowscale manifest")
         );
         assert!(value[1].get("details").is_none());
-    }
-
-    #[test]
-    fn table_lists_modes_and_reasons() {
-        let mut out = Vec::new();
-        let reports = vec![
-            report(PluginStatus::Loaded, None),
-            report(PluginStatus::Refused, Some("built with panic = \"abort\"")),
-        ];
-        write_table(
-            Path::new("/p"),
-            &ModeRegistry::default(),
-            &reports,
-            false,
-            &mut out,
-        )
-        .unwrap();
-        let text = String::from_utf8(out).unwrap();
-        assert!(text.contains("FILE"));
-        assert!(text.contains("libdemo.so"));
-        assert!(text.contains("    demo: does things"));
-        assert!(text.contains("    refused: built with panic"));
-        assert!(
-            text.lines()
-                .any(|l| l.contains("loaded") && l.contains("1.0.0"))
-        );
     }
 }

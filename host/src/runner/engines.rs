@@ -1,154 +1,103 @@
-//! The engines a fleet's jobs run on, built from their `[[jobs]]` entries.
+//! The engines a fleet's jobs run on, opened from their `[[jobs]]` entries: the one place that
+//! turns an [`EngineSpec`] into engines.
 
-use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
 
 use crate::config::EngineSpec;
-use crate::engine::flink::{
-    FlinkClient, FlinkCollector, FlinkOptions, FlinkRealizer, discover_jobs,
-};
-use crate::engine::replay::{ReplayCollector, ReplayRealizer, RescalePolicy};
-use crate::engine::{Clock, Collector, Engine, EngineError, JobObservation, Realizer};
-use crate::sim::Simulation;
-
-impl Engine for Simulation {
-    fn clock(&self) -> Clock {
-        Clock::Virtual {
-            start_ms: self.now_ms(),
-            end_ms: None,
-        }
-    }
-    fn is_finished(&self) -> bool {
-        Simulation::is_finished(self)
-    }
-}
-
-/// A job on a real Flink cluster.
-pub struct FlinkEngine {
-    collector: FlinkCollector,
-    realizer: FlinkRealizer,
-}
-
-impl FlinkEngine {
-    /// The job `job_id` of the cluster behind `client`.
-    pub fn new(client: FlinkClient, job_id: &str) -> FlinkEngine {
-        FlinkEngine {
-            collector: FlinkCollector::new(client.clone(), job_id),
-            realizer: FlinkRealizer::new(client, job_id),
-        }
-    }
-}
-
-impl Collector for FlinkEngine {
-    fn observe(&mut self, now_ms: i64) -> Result<JobObservation, EngineError> {
-        self.collector.observe(now_ms)
-    }
-}
-
-impl Realizer for FlinkEngine {
-    fn rescale(&mut self, parallelism: &BTreeMap<String, u32>) -> Result<(), EngineError> {
-        self.realizer.rescale(parallelism)
-    }
-    fn set_rate_limit(&mut self, vertex: &str, rate: Option<f64>) -> Result<(), EngineError> {
-        self.realizer.set_rate_limit(vertex, rate)
-    }
-}
-
-impl Engine for FlinkEngine {
-    fn clock(&self) -> Clock {
-        Clock::Wall
-    }
-}
-
-/// A recorded job replayed from a file; rescales are applied to later observations.
-pub struct ReplayEngine {
-    collector: ReplayCollector,
-    realizer: ReplayRealizer,
-    start_ms: i64,
-    end_ms: i64,
-}
-
-impl Collector for ReplayEngine {
-    fn observe(&mut self, now_ms: i64) -> Result<JobObservation, EngineError> {
-        self.collector.observe(now_ms)
-    }
-}
-
-impl Realizer for ReplayEngine {
-    fn rescale(&mut self, parallelism: &BTreeMap<String, u32>) -> Result<(), EngineError> {
-        self.realizer.rescale(parallelism)
-    }
-    fn set_rate_limit(&mut self, vertex: &str, rate: Option<f64>) -> Result<(), EngineError> {
-        self.realizer.set_rate_limit(vertex, rate)
-    }
-}
-
-impl Engine for ReplayEngine {
-    fn clock(&self) -> Clock {
-        Clock::Virtual {
-            start_ms: self.start_ms,
-            end_ms: Some(self.end_ms),
-        }
-    }
-}
+use crate::engine::flink::{FlinkClient, FlinkEngine, FlinkOptions, discover_jobs};
+use crate::engine::replay::{ReplayEngine, ReplayError, RescalePolicy};
+use crate::engine::{Engine, EngineError};
+use crate::sim::{SimError, Simulation};
 
 /// A named engine: one job of a fleet entry.
 pub type NamedEngine = (String, Box<dyn Engine>);
 
-/// One engine instance per job it covers: a Flink entry without `job-id` covers every RUNNING
-/// job of the cluster, named `<entry>/<flink job name>`.
-pub fn open_engines(name: &str, spec: &EngineSpec) -> Result<Vec<NamedEngine>, String> {
+/// What a fleet entry's engine opens to.
+pub enum OpenedEngines {
+    /// A simulated job, kept a [`Simulation`] so that its timeline can be read after the run.
+    Simulated {
+        /// The simulation, recording its timeline.
+        simulation: Box<Simulation>,
+        /// The simulated time the entry asks for, if it does.
+        duration: Option<Duration>,
+    },
+    /// One engine per job the entry covers.
+    Jobs(Vec<NamedEngine>),
+}
+
+/// Why a fleet entry's engine could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    /// The simulated job's file.
+    #[error(transparent)]
+    Simulation(#[from] SimError),
+    /// The Flink cluster could not list its jobs.
+    #[error(transparent)]
+    Flink(#[from] EngineError),
+    /// The Flink cluster runs no job to scale.
+    #[error("no RUNNING job on the Flink cluster at {rest}")]
+    NoRunningJob {
+        /// The cluster's REST endpoint.
+        rest: String,
+    },
+    /// The replay file.
+    #[error(transparent)]
+    Replay(#[from] ReplayError),
+}
+
+/// Opens the engine of the fleet entry `name`. A Flink entry without `job-id` covers every
+/// RUNNING job of the cluster, each named `<entry>/<flink job name>` when there are several.
+pub fn open_engines(name: &str, spec: &EngineSpec) -> Result<OpenedEngines, OpenError> {
     match spec {
-        EngineSpec::Sim { job, .. } => {
-            let mut sim = Simulation::from_file(job).map_err(|e| e.to_string())?;
-            sim.record_timeline(true);
-            Ok(vec![(name.to_string(), Box::new(sim))])
+        EngineSpec::Sim { job, duration } => {
+            let mut simulation = Simulation::from_file(job)?;
+            simulation.record_timeline(true);
+            Ok(OpenedEngines::Simulated {
+                simulation: Box::new(simulation),
+                duration: *duration,
+            })
         }
         EngineSpec::Flink { rest, job_id } => {
-            let client = FlinkClient::new(FlinkOptions::new(rest.clone()));
-            match job_id {
-                Some(id) => Ok(vec![(
-                    name.to_string(),
-                    Box::new(FlinkEngine::new(client, id)),
-                )]),
-                None => {
-                    let jobs = discover_jobs(&client, None).map_err(|e| e.to_string())?;
-                    if jobs.is_empty() {
-                        return Err(format!("no RUNNING job on the Flink cluster at {rest}"));
-                    }
-                    let single = jobs.len() == 1;
-                    Ok(jobs
-                        .into_iter()
-                        .map(|job| {
-                            let label = if single {
-                                name.to_string()
-                            } else {
-                                format!("{name}/{}", job.name)
-                            };
-                            let engine: Box<dyn Engine> =
-                                Box::new(FlinkEngine::new(client.clone(), &job.id));
-                            (label, engine)
-                        })
-                        .collect())
-                }
-            }
+            open_flink(name, rest, job_id.as_deref()).map(OpenedEngines::Jobs)
         }
-        EngineSpec::Replay { trace } => {
-            let collector = ReplayCollector::from_path(trace, RescalePolicy::Apply)
-                .map_err(|e| e.to_string())?;
-            let times = collector.times();
-            let (Some(&start_ms), Some(&end_ms)) = (times.first(), times.last()) else {
-                return Err(format!("{} holds no observation", trace.display()));
-            };
-            let realizer = collector.realizer();
-            Ok(vec![(
-                name.to_string(),
-                Box::new(ReplayEngine {
-                    collector,
-                    realizer,
-                    start_ms,
-                    end_ms,
-                }),
-            )])
-        }
+        EngineSpec::Replay { trace } => Ok(OpenedEngines::Jobs(vec![(
+            name.to_string(),
+            Box::new(open_replay(trace)?),
+        )])),
     }
+}
+
+fn open_flink(name: &str, rest: &str, job_id: Option<&str>) -> Result<Vec<NamedEngine>, OpenError> {
+    let client = FlinkClient::new(FlinkOptions::new(rest));
+    if let Some(id) = job_id {
+        return Ok(vec![(
+            name.to_string(),
+            Box::new(FlinkEngine::new(client, id)),
+        )]);
+    }
+    let jobs = discover_jobs(&client, None)?;
+    if jobs.is_empty() {
+        return Err(OpenError::NoRunningJob {
+            rest: rest.to_string(),
+        });
+    }
+    let single = jobs.len() == 1;
+    Ok(jobs
+        .into_iter()
+        .map(|job| {
+            let label = if single {
+                name.to_string()
+            } else {
+                format!("{name}/{}", job.name)
+            };
+            let engine: Box<dyn Engine> = Box::new(FlinkEngine::new(client.clone(), &job.id));
+            (label, engine)
+        })
+        .collect())
+}
+
+/// A replay's rescales change what it reports next: the loop sees the effect of its decisions.
+fn open_replay(trace: &Path) -> Result<ReplayEngine, ReplayError> {
+    ReplayEngine::open(trace, RescalePolicy::Apply)
 }

@@ -5,7 +5,6 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use crate::config::{EngineSpec, JobConfig};
 use crate::engine::{Clock, Engine};
 use crate::events::{Event, EventReason, Severity};
 use crate::plan::{FleetPlan, JobPlan};
@@ -13,8 +12,8 @@ use crate::scaling::CycleStage;
 use crate::sim::{Simulation, Summary, Timeline};
 use crate::state::StateStore;
 
-use super::engines::{NamedEngine, open_engines};
-use super::job::JobRunner;
+use super::engines::{NamedEngine, OpenedEngines, open_engines};
+use super::job::{JobRunner, PersistError};
 use super::report::CycleReport;
 
 /// Simulated time a simulated job runs for when neither the fleet nor the command says.
@@ -53,6 +52,23 @@ pub struct JobRun {
     pub simulation: Option<(Timeline, Summary)>,
 }
 
+/// Why a job's run has no result when its thread panicked.
+const PANICKED: &str = "the job's control loop panicked; the other jobs went on";
+
+impl JobRun {
+    /// A job that could not run at all: one failed step and why.
+    fn failed(name: String, mode: String, error: impl Into<String>) -> JobRun {
+        JobRun {
+            name,
+            mode,
+            steps: 0,
+            failed_steps: 1,
+            error: Some(error.into()),
+            simulation: None,
+        }
+    }
+}
+
 /// Runs every job of `plan`, passing each step's report to `sink` as it happens.
 pub fn run_fleet(
     plan: &FleetPlan,
@@ -73,14 +89,7 @@ pub fn run_fleet(
         for (name, mode, handle) in handles {
             match handle.join() {
                 Ok(job_runs) => runs.extend(job_runs),
-                Err(_) => runs.push(JobRun {
-                    name,
-                    mode,
-                    steps: 0,
-                    failed_steps: 1,
-                    error: Some("the job's control loop panicked; the other jobs went on".into()),
-                    simulation: None,
-                }),
+                Err(_) => runs.push(JobRun::failed(name, mode, PANICKED)),
             }
         }
         runs
@@ -93,55 +102,62 @@ fn run_job(
     options: &RunOptions<'_>,
     sink: &(dyn Fn(&CycleReport) + Sync),
 ) -> Vec<JobRun> {
+    match open_engines(&job.spec.name, &job.spec.engine) {
+        Ok(OpenedEngines::Simulated {
+            simulation,
+            duration,
+        }) => {
+            let duration = options
+                .simulated_duration
+                .or(duration)
+                .unwrap_or(DEFAULT_SIMULATED_DURATION);
+            vec![run_simulation(
+                job,
+                *simulation,
+                duration,
+                interval_ms,
+                options,
+                sink,
+            )]
+        }
+        Ok(OpenedEngines::Jobs(engines)) => run_engines(job, engines, interval_ms, options, sink),
+        Err(err) => vec![JobRun::failed(
+            job.spec.name.clone(),
+            job.alignment.mode_id(),
+            err.to_string(),
+        )],
+    }
+}
+
+/// Runs a simulated job for `duration` of simulated time (or until it finishes) and summarises
+/// its timeline.
+fn run_simulation(
+    job: &JobPlan,
+    simulation: Simulation,
+    duration: Duration,
+    interval_ms: i64,
+    options: &RunOptions<'_>,
+    sink: &(dyn Fn(&CycleReport) + Sync),
+) -> JobRun {
     let name = &job.spec.name;
-    let failed = |error: String| JobRun {
+    let mut runner = JobRunner::new(
+        name,
+        simulation,
+        job.alignment.clone(),
+        &job.settings,
+        interval_ms,
+    );
+    let (steps, failed_steps) = drive(&mut runner, Some(duration), options, sink);
+    let timeline = runner.engine().timeline();
+    let summary = Summary::from_timeline(&timeline);
+    JobRun {
         name: name.clone(),
         mode: job.alignment.mode_id(),
-        steps: 0,
-        failed_steps: 1,
-        error: Some(error),
-        simulation: None,
-    };
-    if let EngineSpec::Sim {
-        job: file,
-        duration,
-    } = &job.spec.engine
-    {
-        let mut sim = match Simulation::from_file(file) {
-            Ok(sim) => sim,
-            Err(err) => return vec![failed(err.to_string())],
-        };
-        sim.record_timeline(true);
-        let duration = options
-            .simulated_duration
-            .or(*duration)
-            .unwrap_or(DEFAULT_SIMULATED_DURATION);
-        let mut runner = JobRunner::new(
-            name,
-            sim,
-            job.alignment.clone(),
-            &job.settings,
-            &job.spec.config,
-            interval_ms,
-        );
-        let (steps, failed_steps) =
-            drive(&mut runner, Some(duration), &job.spec.config, options, sink);
-        let timeline = runner.engine().timeline();
-        let summary = Summary::from_timeline(&timeline);
-        return vec![JobRun {
-            name: name.clone(),
-            mode: job.alignment.mode_id(),
-            steps,
-            failed_steps,
-            error: None,
-            simulation: Some((timeline, summary)),
-        }];
+        steps,
+        failed_steps,
+        error: None,
+        simulation: Some((timeline, summary)),
     }
-    let engines = match open_engines(name, &job.spec.engine) {
-        Ok(engines) => engines,
-        Err(err) => return vec![failed(err)],
-    };
-    run_engines(job, engines, interval_ms, options, sink)
 }
 
 /// Drives every engine of one fleet entry, each on its own thread. A Flink entry without
@@ -165,14 +181,12 @@ fn run_engines(
                         engine,
                         job.alignment.clone(),
                         &job.settings,
-                        &job.spec.config,
                         interval_ms,
                     );
                     if let Ok(store) = options.store.lock() {
                         runner.restore(store.as_ref(), wall_ms());
                     }
-                    let (steps, failed_steps) =
-                        drive(&mut runner, None, &job.spec.config, options, sink);
+                    let (steps, failed_steps) = drive(&mut runner, None, options, sink);
                     JobRun {
                         name: label,
                         mode: job.alignment.mode_id(),
@@ -188,30 +202,47 @@ fn run_engines(
         handles
             .into_iter()
             .map(|(name, handle)| {
-                handle.join().unwrap_or_else(|_| JobRun {
-                    name,
-                    mode: job.alignment.mode_id(),
-                    steps: 0,
-                    failed_steps: 1,
-                    error: Some("the job's control loop panicked; the other jobs went on".into()),
-                    simulation: None,
-                })
+                handle
+                    .join()
+                    .unwrap_or_else(|_| JobRun::failed(name, job.alignment.mode_id(), PANICKED))
             })
             .collect()
     })
 }
 
-/// Steps a runner until its time is up, it finishes, or the fleet is stopped.
+/// Steps a runner until its time is up, it finishes, or the fleet is stopped. Returns how many
+/// steps ran and how many of them failed.
 fn drive<E: Engine>(
     runner: &mut JobRunner<E>,
     simulated: Option<Duration>,
-    _config: &JobConfig,
     options: &RunOptions<'_>,
     sink: &(dyn Fn(&CycleReport) + Sync),
 ) -> (usize, usize) {
-    let (mut steps, mut failed) = (0usize, 0usize);
-    let mut account = |report: &CycleReport| {
-        steps += 1;
+    let mut tally = Tally {
+        steps: 0,
+        failed: 0,
+        sink,
+    };
+    match runner.engine().clock() {
+        Clock::Virtual { start_ms, end_ms } => {
+            let end = virtual_end(start_ms, end_ms, simulated);
+            drive_virtual(runner, start_ms, end, options, &mut tally);
+        }
+        Clock::Wall => drive_wall(runner, options, &mut tally),
+    }
+    (tally.steps, tally.failed)
+}
+
+/// Counts one runner's steps, and those that failed, while passing its reports on.
+struct Tally<'s> {
+    steps: usize,
+    failed: usize,
+    sink: &'s (dyn Fn(&CycleReport) + Sync),
+}
+
+impl Tally<'_> {
+    fn account(&mut self, report: &CycleReport) {
+        self.steps += 1;
         let bad = matches!(report.stage, Some(CycleStage::Failed(_)))
             || report.engine_failed
             || report
@@ -219,78 +250,111 @@ fn drive<E: Engine>(
                 .iter()
                 .any(|e| e.reason == EventReason::EngineError);
         if bad {
-            failed += 1;
+            self.failed += 1;
         }
-        sink(report);
-    };
+        (self.sink)(report);
+    }
+}
+
+/// The last instant of a virtual clock that starts at `start_ms`: the engine's end or the end of
+/// the `simulated` time, whichever comes first; [`MAX_SIMULATED_DURATION`] when neither exists.
+fn virtual_end(start_ms: i64, end_ms: Option<i64>, simulated: Option<Duration>) -> i64 {
+    let limit = simulated.map(|d| start_ms + duration_ms(d));
+    match (end_ms, limit) {
+        (Some(end), Some(limit)) => end.min(limit),
+        (Some(end), None) => end,
+        (None, Some(limit)) => limit,
+        (None, None) => start_ms + duration_ms(MAX_SIMULATED_DURATION),
+    }
+}
+
+/// Steps back to back from `start_ms` to `end` in engine time: nothing waits for real time.
+fn drive_virtual<E: Engine>(
+    runner: &mut JobRunner<E>,
+    start_ms: i64,
+    end: i64,
+    options: &RunOptions<'_>,
+    tally: &mut Tally<'_>,
+) {
     let step_ms = runner.step_ms();
-    match runner.engine().clock() {
-        Clock::Virtual { start_ms, end_ms } => {
-            let limit = simulated.map(|d| start_ms + duration_ms(d));
-            let end = match (end_ms, limit) {
-                (Some(end), Some(limit)) => end.min(limit),
-                (Some(end), None) => end,
-                (None, Some(limit)) => limit,
-                (None, None) => start_ms + duration_ms(MAX_SIMULATED_DURATION),
-            };
-            let mut now = start_ms;
-            while now <= end && !runner.is_finished() && !options.stop.load(Ordering::Relaxed) {
-                if let Some(mut report) = runner.step(now, Vec::new()) {
-                    report.virtual_clock = true;
-                    account(&report);
-                }
-                if options.once {
-                    break;
-                }
-                now += step_ms;
-            }
+    let mut now = start_ms;
+    while now <= end && !runner.is_finished() && !options.stop.load(Ordering::Relaxed) {
+        if let Some(mut report) = runner.step(now, Vec::new()) {
+            report.virtual_clock = true;
+            tally.account(&report);
         }
-        Clock::Wall => {
-            let started = Instant::now();
-            loop {
-                let now = wall_ms();
-                if let Some(report) = runner.step(now, Vec::new()) {
-                    account(&report);
-                }
-                if let Ok(mut store) = options.store.lock() {
-                    let persisted = runner
-                        .persist(store.as_mut())
-                        .and_then(|()| store.flush().map_err(|e| e.to_string()));
-                    if let Err(err) = persisted {
-                        let event = Event::new(
-                            EventReason::AutoscalerError,
-                            Severity::Warning,
-                            format!("cannot persist the job's state: {err}"),
-                        )
-                        .job(runner.name());
-                        let mut report = CycleReport::new(runner.name(), now);
-                        report.events.push(event);
-                        account(&report);
-                    }
-                }
-                if options.once
-                    || runner.is_finished()
-                    || options
-                        .wall_duration
-                        .is_some_and(|d| started.elapsed() >= d)
-                {
-                    break;
-                }
-                let wake =
-                    Instant::now() + Duration::from_millis(u64::try_from(step_ms).unwrap_or(1000));
-                while Instant::now() < wake && !options.stop.load(Ordering::Relaxed) {
-                    std::thread::sleep(
-                        Duration::from_millis(100)
-                            .min(wake.saturating_duration_since(Instant::now())),
-                    );
-                }
-                if options.stop.load(Ordering::Relaxed) {
-                    break;
-                }
-            }
+        if options.once {
+            break;
+        }
+        now += step_ms;
+    }
+}
+
+/// Steps on the wall clock, persisting the job's state after every step, until the run's
+/// duration is over, the job finishes or the fleet is stopped.
+fn drive_wall<E: Engine>(
+    runner: &mut JobRunner<E>,
+    options: &RunOptions<'_>,
+    tally: &mut Tally<'_>,
+) {
+    let step_ms = runner.step_ms();
+    let started = Instant::now();
+    loop {
+        let now = wall_ms();
+        if let Some(report) = runner.step(now, Vec::new()) {
+            tally.account(&report);
+        }
+        persist(runner, options.store, now, tally);
+        if options.once
+            || runner.is_finished()
+            || options
+                .wall_duration
+                .is_some_and(|d| started.elapsed() >= d)
+        {
+            break;
+        }
+        if !sleep_unless_stopped(step_ms, options.stop) {
+            break;
         }
     }
-    (steps, failed)
+}
+
+/// Writes the runner's state into `store` and flushes it. A failure does not stop the job: it
+/// is reported as an event, in a step of its own.
+fn persist<E: Engine>(
+    runner: &JobRunner<E>,
+    store: &Mutex<Box<dyn StateStore + Send>>,
+    now_ms: i64,
+    tally: &mut Tally<'_>,
+) {
+    let Ok(mut store) = store.lock() else {
+        return;
+    };
+    let persisted = runner
+        .persist(store.as_mut())
+        .and_then(|()| store.flush().map_err(PersistError::from));
+    if let Err(err) = persisted {
+        let event = Event::new(
+            EventReason::AutoscalerError,
+            Severity::Warning,
+            format!("cannot persist the job's state: {err}"),
+        )
+        .job(runner.name());
+        let mut report = CycleReport::new(runner.name(), now_ms);
+        report.events.push(event);
+        tally.account(&report);
+    }
+}
+
+/// Waits `step_ms`, looking at `stop` every 100 ms; false when the fleet was stopped.
+fn sleep_unless_stopped(step_ms: i64, stop: &AtomicBool) -> bool {
+    let wake = Instant::now() + Duration::from_millis(u64::try_from(step_ms).unwrap_or(1000));
+    while Instant::now() < wake && !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(
+            Duration::from_millis(100).min(wake.saturating_duration_since(Instant::now())),
+        );
+    }
+    !stop.load(Ordering::Relaxed)
 }
 
 fn duration_ms(d: Duration) -> i64 {

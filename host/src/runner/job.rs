@@ -8,17 +8,27 @@ use std::time::Duration;
 
 use crate::alignment::JobAlignment;
 use crate::backpressure::{BatchInfo, RateController};
-use crate::config::ConfigLookup;
 use crate::engine::{Engine, JobObservation};
 use crate::events::{Event, EventReason, Severity};
+use crate::plan::JobSettings;
 use crate::scaling::cooldown::{CooldownExecutor, CooldownState};
 use crate::scaling::{Autoscaler, JobScalingState};
 use crate::state::{
-    DEFAULT_EVENT_CAPACITY, EventLog, EventLogState, StateStore, load, save, sections,
+    DEFAULT_EVENT_CAPACITY, EventLog, EventLogState, StateError, StateStore, load, save, sections,
 };
 
 use super::report::CycleReport;
-use super::settings::JobSettings;
+
+/// Why a job's state could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum PersistError {
+    /// The decision state could not be turned into JSON.
+    #[error(transparent)]
+    Encode(#[from] serde_json::Error),
+    /// The store refused a section or could not be flushed.
+    #[error(transparent)]
+    Store(#[from] StateError),
+}
 
 struct RateControl {
     controller: RateController,
@@ -43,27 +53,21 @@ pub struct JobRunner<E: Engine> {
 
 impl<E: Engine> JobRunner<E> {
     /// A runner for `name` on `engine`, cycling every `interval_ms`, with the job's validated
-    /// `settings` and its `config` (for the rate estimator's gains).
+    /// `settings`.
     pub fn new(
         name: &str,
         engine: E,
         alignment: JobAlignment,
         settings: &JobSettings,
-        config: &impl ConfigLookup,
         interval_ms: i64,
     ) -> JobRunner<E> {
-        // The options were validated with the settings, so an error here cannot happen; if it
-        // did, rate control would stay off and the cycle would go on.
-        let rate =
-            RateController::from_config(name, config)
-                .ok()
-                .and_then(|(options, controller)| {
-                    controller.map(|controller| RateControl {
-                        controller,
-                        interval_ms: options.batch_interval_ms,
-                        next_ms: None,
-                    })
-                });
+        let rate = RateController::from_settings(name, &settings.backpressure).map(|controller| {
+            RateControl {
+                controller,
+                interval_ms: settings.backpressure.options.batch_interval_ms,
+                next_ms: None,
+            }
+        });
         JobRunner {
             name: name.to_string(),
             engine,
@@ -162,14 +166,13 @@ impl<E: Engine> JobRunner<E> {
     }
 
     /// Writes the job's state into `store` (the caller flushes).
-    pub fn persist(&self, store: &mut dyn StateStore) -> Result<(), String> {
-        let sections = self.scaling.to_sections().map_err(|e| e.to_string())?;
-        for (section, value) in sections {
+    pub fn persist(&self, store: &mut dyn StateStore) -> Result<(), PersistError> {
+        for (section, value) in self.scaling.to_sections()? {
             store.put(&self.name, section, value);
         }
-        save(store, &self.name, sections::COOLDOWN, self.cooldown.state())
-            .map_err(|e| e.to_string())?;
-        save(store, &self.name, sections::EVENTS, &self.events.state()).map_err(|e| e.to_string())
+        save(store, &self.name, sections::COOLDOWN, self.cooldown.state())?;
+        save(store, &self.name, sections::EVENTS, &self.events.state())?;
+        Ok(())
     }
 
     fn note(&mut self, now_ms: i64, message: String) {

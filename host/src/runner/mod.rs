@@ -4,13 +4,11 @@ mod engines;
 mod fleet;
 mod job;
 mod report;
-mod settings;
 
-pub use engines::{FlinkEngine, ReplayEngine, open_engines};
+pub use engines::{NamedEngine, OpenError, OpenedEngines, open_engines};
 pub use fleet::{DEFAULT_SIMULATED_DURATION, JobRun, RunOptions, run_fleet, wall_ms};
-pub use job::JobRunner;
+pub use job::{JobRunner, PersistError};
 pub use report::{CycleReport, Printer, format_time};
-pub use settings::{ENABLED_KEY, JobSettings};
 
 #[cfg(test)]
 mod tests;

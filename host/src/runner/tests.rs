@@ -2,10 +2,11 @@
 
 use std::collections::BTreeMap;
 
-use super::{JobRunner, JobSettings};
+use super::JobRunner;
 use crate::alignment::{JobAlignment, NoCustomModes};
 use crate::config::JobConfig;
 use crate::events::EventReason;
+use crate::plan::JobSettings;
 use crate::sim::Simulation;
 
 fn example(name: &str) -> Simulation {
@@ -21,7 +22,7 @@ fn runner(sim: Simulation, pairs: &[(&str, &str)]) -> JobRunner<Simulation> {
     let config = JobConfig::from_pairs(pairs.iter().copied());
     let settings = JobSettings::from_config(&config).expect("valid settings");
     let alignment = JobAlignment::resolve("job", &config, &NoCustomModes).expect("resolves");
-    JobRunner::new("job", sim, alignment, &settings, &config, 10_000)
+    JobRunner::new("job", sim, alignment, &settings, 10_000)
 }
 
 /// Runs for `hours` of simulated time; returns the instants (s) at which rescales were requested.
@@ -222,7 +223,7 @@ fn an_unreachable_engine_is_an_event_and_the_loop_goes_on() {
         inner: example("keyed-step-spike.toml"),
         failures: 2,
     };
-    let mut r = JobRunner::new("job", flaky, alignment, &settings, &config, 10_000);
+    let mut r = JobRunner::new("job", flaky, alignment, &settings, 10_000);
     let first = r.step(0, Vec::new()).expect("a step");
     assert_eq!(first.events.len(), 1);
     assert_eq!(first.events[0].reason, EventReason::EngineError);

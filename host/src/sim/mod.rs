@@ -88,6 +88,7 @@
 //! - [`Collector::observe`](crate::engine::Collector::observe) advances the simulation to the
 //!   given time: pass simulated milliseconds, not the wall clock.
 
+mod engine;
 mod error;
 mod observe;
 mod parse;

@@ -4,13 +4,15 @@
 //! collector does; [`FlinkRealizer`] rescales in place through the adaptive scheduler's
 //! `resource-requirements` endpoint (what the anchor's standalone autoscaler does on Flink 1.18+),
 //! after validating every bound it sends: Flink accepts `upperBound: -1` and then loses its
-//! JobManager. [`discover_jobs`] picks the jobs to scale. Everything talks through a blocking
-//! [`FlinkClient`] with timeouts and bounded retries; failures become [`EngineError`]s.
+//! JobManager. [`discover_jobs`] picks the jobs to scale, and [`FlinkEngine`] is one of them as
+//! the control loop runs it. Everything talks through a blocking [`FlinkClient`] with timeouts
+//! and bounded retries; failures become [`EngineError`]s.
 //!
 //! [`EngineError`]: crate::engine::EngineError
 
 mod client;
 mod collector;
+mod engine;
 mod jobs;
 mod metrics;
 mod realizer;
@@ -24,6 +26,7 @@ mod rest_tests;
 
 pub use client::{FlinkClient, FlinkOptions};
 pub use collector::FlinkCollector;
+pub use engine::FlinkEngine;
 pub use jobs::{FlinkJob, discover_jobs};
 pub use metrics::{FlinkMetric, count_source_partitions, select_metric_names};
 pub use realizer::{FlinkRealizer, VertexLimits, apply_parallelism, validate_requirements};

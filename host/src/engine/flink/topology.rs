@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
-use super::rest::{JobDetails, JobVertexDetails, Plan};
+use super::rest::{JobDetails, JobVertexDetails, Plan, PlanNode};
 use crate::engine::{EngineError, IoMetrics, JobStatus, ObservedEdge, ObservedVertex};
 
 /// The topology of a job as read from the REST API.
@@ -116,8 +116,31 @@ pub(crate) fn build_topology(details: &JobDetails, plan: &Plan) -> Result<Topolo
         .iter()
         .map(|v| (v.id.as_str(), v))
         .collect();
-    let node_ids: BTreeSet<&str> = plan.nodes.iter().map(|n| n.id.as_str()).collect();
+    let edges = plan_edges(plan)?;
+    let mut vertices = Vec::with_capacity(plan.nodes.len());
+    let mut io = BTreeMap::new();
+    let mut sources = BTreeSet::new();
+    for node in &plan.nodes {
+        let (vertex, vertex_io) = observed_vertex(node, by_id.get(node.id.as_str()).copied())?;
+        if node.inputs.is_empty() {
+            sources.insert(node.id.clone());
+        }
+        io.insert(node.id.clone(), vertex_io);
+        vertices.push(vertex);
+    }
+    let vertices = topological_order(vertices, &edges)?;
+    Ok(Topology {
+        vertices,
+        edges,
+        sources,
+        io,
+    })
+}
 
+/// Every input of every plan node as an edge, in plan order; an input from outside the plan is
+/// an error.
+fn plan_edges(plan: &Plan) -> Result<Vec<ObservedEdge>, EngineError> {
+    let node_ids: BTreeSet<&str> = plan.nodes.iter().map(|n| n.id.as_str()).collect();
     let mut edges = Vec::new();
     for node in &plan.nodes {
         for input in &node.inputs {
@@ -134,57 +157,48 @@ pub(crate) fn build_topology(details: &JobDetails, plan: &Plan) -> Result<Topolo
             });
         }
     }
+    Ok(edges)
+}
 
-    let mut vertices = Vec::with_capacity(plan.nodes.len());
-    let mut io = BTreeMap::new();
-    let mut sources = BTreeSet::new();
-    for node in &plan.nodes {
-        let detail = by_id.get(node.id.as_str()).copied();
-        let finished = detail.is_some_and(|d| d.status.eq_ignore_ascii_case("FINISHED"));
-        let parallelism = positive_u32(node.parallelism)
-            .or_else(|| detail.and_then(|d| positive_u32(d.parallelism)))
-            .ok_or_else(|| {
-                EngineError::NotReady(format!("vertex {} has no parallelism yet", node.id))
-            })?;
-        let max_parallelism = detail
-            .and_then(|d| positive_u32(d.max_parallelism))
-            .ok_or_else(|| {
-                EngineError::NotReady(format!("vertex {} has no max parallelism", node.id))
-            })?;
-        let name = match detail {
-            Some(d) if !d.name.trim().is_empty() => d.name.trim().to_string(),
-            _ => strip_html(&node.description),
-        };
-        if node.inputs.is_empty() {
-            sources.insert(node.id.clone());
-        }
-        let vertex_io = match detail {
-            Some(d) if !finished => io_metrics(d),
-            // Finished vertices count as idle, with no IO (the anchor's convention).
-            _ => IoMetrics {
-                num_records_in: 0.0,
-                num_records_out: 0.0,
-                accumulated_busy_time: if finished { 0.0 } else { f64::NAN },
-            },
-        };
-        io.insert(node.id.clone(), vertex_io);
-        vertices.push(ObservedVertex {
-            id: node.id.clone(),
-            name,
-            parallelism,
-            max_parallelism,
-            source_partitions: 0,
-            finished,
-        });
-    }
-
-    let vertices = topological_order(vertices, &edges)?;
-    Ok(Topology {
-        vertices,
-        edges,
-        sources,
-        io,
-    })
+/// A plan node as a vertex, with its IO counters, from its `detail` when the job details list
+/// it.
+fn observed_vertex(
+    node: &PlanNode,
+    detail: Option<&JobVertexDetails>,
+) -> Result<(ObservedVertex, IoMetrics), EngineError> {
+    let finished = detail.is_some_and(|d| d.status.eq_ignore_ascii_case("FINISHED"));
+    let parallelism = positive_u32(node.parallelism)
+        .or_else(|| detail.and_then(|d| positive_u32(d.parallelism)))
+        .ok_or_else(|| {
+            EngineError::NotReady(format!("vertex {} has no parallelism yet", node.id))
+        })?;
+    let max_parallelism = detail
+        .and_then(|d| positive_u32(d.max_parallelism))
+        .ok_or_else(|| {
+            EngineError::NotReady(format!("vertex {} has no max parallelism", node.id))
+        })?;
+    let name = match detail {
+        Some(d) if !d.name.trim().is_empty() => d.name.trim().to_string(),
+        _ => strip_html(&node.description),
+    };
+    let io = match detail {
+        Some(d) if !finished => io_metrics(d),
+        // Finished vertices count as idle, with no IO (the anchor's convention).
+        _ => IoMetrics {
+            num_records_in: 0.0,
+            num_records_out: 0.0,
+            accumulated_busy_time: if finished { 0.0 } else { f64::NAN },
+        },
+    };
+    let vertex = ObservedVertex {
+        id: node.id.clone(),
+        name,
+        parallelism,
+        max_parallelism,
+        source_partitions: 0,
+        finished,
+    };
+    Ok((vertex, io))
 }
 
 /// Kahn's algorithm by levels; inside a level the plan's order is kept.

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::backpressure::{BackpressureOptions, estimator_from_config};
+use crate::backpressure::BackpressureSettings;
 use crate::config::{ConfigLookup, ConfigLookupExt, OptionError};
 use crate::scaling::AutoscalerOptions;
 use crate::scaling::cooldown::CooldownExecutor;
@@ -22,8 +22,8 @@ pub struct JobSettings {
     pub autoscaler: AutoscalerOptions,
     /// `scaling-cooldown-period`.
     pub cooldown: Duration,
-    /// Rate control.
-    pub backpressure: BackpressureOptions,
+    /// Rate control, estimator included.
+    pub backpressure: BackpressureSettings,
     /// `scaling.event.interval`.
     pub event_interval_ms: i64,
 }
@@ -42,14 +42,9 @@ impl JobSettings {
         let cooldown = CooldownExecutor::period_from_config(config)
             .map_err(|e| errors.push(e))
             .ok();
-        let backpressure = BackpressureOptions::from_config(config)
+        let backpressure = BackpressureSettings::from_config(config)
             .map_err(|e| errors.push(e))
             .ok();
-        if let Some(options) = backpressure
-            && let Err(e) = estimator_from_config(config, options.batch_interval_ms)
-        {
-            errors.push(e);
-        }
         let event_interval_ms = EventLog::from_config(config)
             .map_err(|e| errors.push(e))
             .map(|log| log.interval_ms())
@@ -105,6 +100,6 @@ mod tests {
         let settings = JobSettings::from_config(&BTreeMap::<String, String>::new()).expect("valid");
         assert!(settings.enabled);
         assert_eq!(settings.cooldown, Duration::from_secs(300));
-        assert!(!settings.backpressure.enabled);
+        assert!(!settings.backpressure.options.enabled);
     }
 }

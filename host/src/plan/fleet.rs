@@ -1,13 +1,13 @@
-//! From a parsed fleet configuration to what the host will run: each job's resolved mode and
-//! settings, with every problem located in the file.
+//! A fleet's jobs checked together: each resolved mode and settings, or every problem at once.
 
 use crate::alignment::{JobAlignment, ModeCatalog, ResolveError};
 use crate::config::{
     ConfigErrors, Diagnostic, EngineSpec, FleetConfig, JobConfig, JobSpec, MODE_KEY_FOR_LOCATION,
     unknown_key_warning,
 };
-use crate::runner::JobSettings;
 use crate::sim::Simulation;
+
+use super::settings::JobSettings;
 
 /// One job, ready to run.
 #[derive(Debug, Clone)]

@@ -1,18 +1,4 @@
-//! A recorded job replayed from a file: the cheap third engine, for tests and for checking the
-//! pipeline's numbers against a trace.
-//!
-//! # File format
-//!
-//! JSON Lines: one record per line, `{"at_ms": <ms>, "observation": <JobObservation>}`, with
-//! `at_ms` non-decreasing. Blank lines and lines starting with `#` are skipped.
-//!
-//! [`ReplayCollector::observe`] answers with the newest record at or before `now_ms`.
-//! [`ReplayRealizer`] records every rescale and rate limit. With [`RescalePolicy::Apply`] a
-//! rescale that changes some vertex's parallelism is treated as a restart that completes at the
-//! next observation: from then on the observations report the new parallelism and
-//! `running_since_ms` is at least that observation's time. With [`RescalePolicy::Record`]
-//! (a trace taken from a real job already shows the effect of its rescales) observations are
-//! returned as recorded.
+//! The recorded observations of a replay file, and the rescales asked of them.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -20,7 +6,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde::{Deserialize, Serialize};
 
-use super::{Collector, EngineError, JobObservation, Realizer};
+use crate::engine::{Collector, EngineError, JobObservation, Realizer};
 
 /// One line of a replay file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -104,7 +90,7 @@ fn lock(shared: &Mutex<Shared>) -> MutexGuard<'_, Shared> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// Reads recorded observations; see the module docs.
+/// Reads recorded observations; see the [module docs](super).
 #[derive(Debug, Clone)]
 pub struct ReplayCollector {
     shared: Arc<Mutex<Shared>>,

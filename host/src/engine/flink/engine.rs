@@ -1,0 +1,46 @@
+//! A Flink job as the control loop runs it: the collector and the realizer of one job, on the
+//! wall clock.
+
+use std::collections::BTreeMap;
+
+use super::client::FlinkClient;
+use super::collector::FlinkCollector;
+use super::realizer::FlinkRealizer;
+use crate::engine::{Clock, Collector, Engine, EngineError, JobObservation, Realizer};
+
+/// A job on a real Flink cluster.
+pub struct FlinkEngine {
+    collector: FlinkCollector,
+    realizer: FlinkRealizer,
+}
+
+impl FlinkEngine {
+    /// The job `job_id` of the cluster behind `client`.
+    pub fn new(client: FlinkClient, job_id: &str) -> FlinkEngine {
+        FlinkEngine {
+            collector: FlinkCollector::new(client.clone(), job_id),
+            realizer: FlinkRealizer::new(client, job_id),
+        }
+    }
+}
+
+impl Collector for FlinkEngine {
+    fn observe(&mut self, now_ms: i64) -> Result<JobObservation, EngineError> {
+        self.collector.observe(now_ms)
+    }
+}
+
+impl Realizer for FlinkEngine {
+    fn rescale(&mut self, parallelism: &BTreeMap<String, u32>) -> Result<(), EngineError> {
+        self.realizer.rescale(parallelism)
+    }
+    fn set_rate_limit(&mut self, vertex: &str, rate: Option<f64>) -> Result<(), EngineError> {
+        self.realizer.set_rate_limit(vertex, rate)
+    }
+}
+
+impl Engine for FlinkEngine {
+    fn clock(&self) -> Clock {
+        Clock::Wall
+    }
+}
