@@ -12,6 +12,7 @@ use super::builtin::accepted_because;
 use super::decision::Decision;
 use super::inputs::{Inputs, scaling_limited};
 use super::search::{Rule, Scan, first_accepted, relaxed_downward};
+use crate::config::KeyError;
 
 /// Parameter with the scale-up steps.
 pub const SCALE_UP: &str = "scale-up";
@@ -126,16 +127,6 @@ impl Fallback {
     }
 }
 
-/// A configuration problem of ADVANCED, naming the key and the step.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("`{key}`: {message}")]
-pub struct AdvancedError {
-    /// The full key.
-    pub key: String,
-    /// What is wrong and what would be valid.
-    pub message: String,
-}
-
 /// A validated ADVANCED configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AdvancedSpec {
@@ -166,16 +157,16 @@ impl Default for AdvancedSpec {
 impl AdvancedSpec {
     /// Reads and validates the parameters of `scaling.alignment.mode.ADVANCED.*`, reporting
     /// every problem at once.
-    pub fn from_params(params: &ModeParams) -> Result<AdvancedSpec, Vec<AdvancedError>> {
+    pub fn from_params(params: &ModeParams) -> Result<AdvancedSpec, Vec<KeyError>> {
         let mut errors = Vec::new();
         for (name, _) in params.iter() {
             if !KNOWN_PARAMS.contains(&name) {
-                errors.push(AdvancedError {
-                    key: params.full_key(name),
-                    message: format!(
+                errors.push(KeyError::new(
+                    params.full_key(name),
+                    format!(
                         "unknown ADVANCED parameter (valid: {SCALE_UP}, {SCALE_DOWN}, {FALLBACK})"
                     ),
-                });
+                ));
             }
         }
         let up = parse_steps(
@@ -198,13 +189,13 @@ impl AdvancedSpec {
                 .into_iter()
                 .find(|f| f.name().eq_ignore_ascii_case(text.trim()))
                 .unwrap_or_else(|| {
-                    errors.push(AdvancedError {
-                        key: params.full_key(FALLBACK),
-                        message: format!(
+                    errors.push(KeyError::new(
+                        params.full_key(FALLBACK),
+                        format!(
                             "unknown fallback `{}` (valid: TARGET, CURRENT, RELAXED)",
                             text.trim()
                         ),
-                    });
+                    ));
                     Fallback::Target
                 }),
         };
@@ -280,7 +271,7 @@ fn parse_steps(
     param: &str,
     text: &str,
     up: bool,
-    errors: &mut Vec<AdvancedError>,
+    errors: &mut Vec<KeyError>,
 ) -> Vec<Step> {
     let key = params.full_key(param);
     let direction = if up { "scale-up" } else { "scale-down" };
@@ -289,12 +280,7 @@ fn parse_steps(
     } else {
         "WITHIN_RANGE, BELOW_TARGET"
     };
-    let mut error = |message: String| {
-        errors.push(AdvancedError {
-            key: key.clone(),
-            message,
-        })
-    };
+    let mut error = |message: String| errors.push(KeyError::new(key.clone(), message));
     let mut steps: Vec<Step> = Vec::new();
     let items: Vec<&str> = text
         .split(',')

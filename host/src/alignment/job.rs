@@ -8,8 +8,8 @@ use super::decision::Decision;
 use super::guard::{contain, refuse_answer};
 use super::inputs::{Inputs, narrow};
 use super::outcome::{AlignOutcome, Aligner};
-use super::resolve::{ResolveError, Resolved, Selection, mode_params, resolve};
-use crate::config::ConfigLookup;
+use super::resolve::{Resolved, Selection, mode_params, resolve};
+use crate::config::{ConfigLookup, KeyError};
 use crate::events::{Event, EventReason, Severity};
 
 /// The alignment of one job: what [`Aligner::align`] runs for each of its vertices.
@@ -25,7 +25,7 @@ impl JobAlignment {
         job: &str,
         config: &impl ConfigLookup,
         catalog: &dyn ModeCatalog,
-    ) -> Result<JobAlignment, Vec<ResolveError>> {
+    ) -> Result<JobAlignment, Vec<KeyError>> {
         resolve(config, catalog).map(|resolved| JobAlignment {
             job: job.to_string(),
             resolved,
@@ -160,7 +160,8 @@ impl JobAlignment {
                 return keep_target(self.fault(ctx, name, mode, &reason), true, reason);
             }
             Err(panic) => {
-                return keep_target(self.fault(ctx, name, mode, &panic), true, panic);
+                let reason = panic.to_string();
+                return keep_target(self.fault(ctx, name, mode, &reason), true, reason);
             }
         };
         if let Some(reason) = refuse_answer(ctx, answer) {

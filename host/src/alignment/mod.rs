@@ -16,13 +16,13 @@ mod outcome;
 mod resolve;
 pub mod search;
 
-pub use advanced::{AdvancedError, AdvancedSpec, Fallback, Region, Step};
+pub use advanced::{AdvancedSpec, Fallback, Region, Step};
 pub use builtin::BuiltIn;
 pub use catalog::{CatalogMode, ModeCatalog, NoCustomModes, StaticCatalog};
 pub use job::JobAlignment;
 pub use legacy::{LEGACY_VALUES, Legacy};
 pub use outcome::{AlignOutcome, Aligner};
-pub use resolve::{LEGACY_KEY, RESERVED_NAMES, ResolveError, Selection, mode_params};
+pub use resolve::{LEGACY_KEY, RESERVED_NAMES, Selection, mode_params};
 pub use search::Rule;
 
 #[cfg(test)]

@@ -8,6 +8,7 @@ use flowscale_sdk::{AlignmentContext, AlignmentMode, ModeError, ShipStrategy};
 use proptest::prelude::*;
 
 use super::*;
+use crate::config::KeyError;
 use crate::events::EventReason;
 
 fn config(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
@@ -363,11 +364,7 @@ fn catalog() -> StaticCatalog {
         .with("fails", Arc::new(Fails))
 }
 
-fn custom(
-    name: &str,
-    class: &str,
-    extra: &[(&str, &str)],
-) -> Result<JobAlignment, Vec<ResolveError>> {
+fn custom(name: &str, class: &str, extra: &[(&str, &str)]) -> Result<JobAlignment, Vec<KeyError>> {
     let mut pairs = vec![
         ("scaling.alignment.mode".to_string(), name.to_string()),
         (
@@ -528,7 +525,7 @@ fn the_guard_contains_panics_errors_and_out_of_range_answers() {
 // ---------------------------------------------------------------------------------------------
 // ADVANCED.
 
-fn advanced(up: &str, down: &str, fallback: &str) -> Result<JobAlignment, Vec<ResolveError>> {
+fn advanced(up: &str, down: &str, fallback: &str) -> Result<JobAlignment, Vec<KeyError>> {
     JobAlignment::resolve(
         "job",
         &config(&[

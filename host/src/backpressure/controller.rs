@@ -28,7 +28,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
-use crate::config::{ConfigLookup, OptionError};
+use crate::config::{ConfigLookup, KeyError};
 use crate::engine::{AggregatedMetric, JobObservation};
 use crate::events::{Event, EventReason, Severity};
 
@@ -174,7 +174,7 @@ impl RateController {
     pub fn from_config(
         job: impl Into<String>,
         lookup: &impl ConfigLookup,
-    ) -> Result<(BackpressureOptions, Option<RateController>), OptionError> {
+    ) -> Result<(BackpressureOptions, Option<RateController>), KeyError> {
         let options = BackpressureOptions::from_config(lookup)?;
         // The estimator options are validated even when rate control is off, so that turning
         // it on later does not reveal an old mistake.

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use crate::backpressure::{BackpressureOptions, estimator_from_config};
-use crate::config::{ConfigLookup, ConfigLookupExt, OptionError};
+use crate::config::{ConfigLookup, ConfigLookupExt, KeyError};
 use crate::scaling::AutoscalerOptions;
 use crate::scaling::cooldown::CooldownExecutor;
 use crate::state::EventLog;
@@ -30,7 +30,7 @@ pub struct JobSettings {
 
 impl JobSettings {
     /// Reads and checks every option of a job, collecting all problems.
-    pub fn from_config(config: &impl ConfigLookup) -> Result<JobSettings, Vec<OptionError>> {
+    pub fn from_config(config: &impl ConfigLookup) -> Result<JobSettings, Vec<KeyError>> {
         let mut errors = Vec::new();
         let enabled = config
             .bool_or(ENABLED_KEY, true)

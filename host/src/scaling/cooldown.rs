@@ -51,7 +51,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::{ConfigLookup, ConfigLookupExt, OptionError, format_duration};
+use crate::config::{ConfigLookup, ConfigLookupExt, KeyError, format_duration};
 use crate::events::{Event, EventReason, Severity};
 
 /// The configuration key of the cooldown period.
@@ -144,10 +144,10 @@ impl CooldownExecutor {
     }
 
     /// Reads `scaling-cooldown-period` (Flink duration, `0` disables, default `300s`).
-    pub fn period_from_config(lookup: &impl ConfigLookup) -> Result<Duration, OptionError> {
+    pub fn period_from_config(lookup: &impl ConfigLookup) -> Result<Duration, KeyError> {
         let period = lookup.duration_or(COOLDOWN_PERIOD_KEY, DEFAULT_COOLDOWN_PERIOD)?;
         if i64::try_from(period.as_millis()).is_err() {
-            return Err(OptionError::new(
+            return Err(KeyError::new(
                 COOLDOWN_PERIOD_KEY,
                 format!(
                     "`{}` is too long (expected at most {} ms; 0 disables the cooldown)",
@@ -164,7 +164,7 @@ impl CooldownExecutor {
         job: impl Into<String>,
         lookup: &impl ConfigLookup,
         state: CooldownState,
-    ) -> Result<CooldownExecutor, OptionError> {
+    ) -> Result<CooldownExecutor, KeyError> {
         Ok(CooldownExecutor::restore(
             job,
             CooldownExecutor::period_from_config(lookup)?,

@@ -45,7 +45,7 @@ pub use history::{ScalingHistory, ScalingRecord, ScalingSummary, ScalingTracking
 pub use metric::{EvaluatedScalingMetric, ScalingMetric};
 pub use metrics::CollectedMetrics;
 pub use options::{AutoscalerOptions, BusyTimeAggregator};
-pub use periods::{DailyRange, ExcludedPeriods};
+pub use periods::{DailyRange, ExcludedPeriods, PeriodError};
 pub use replay_run::{ReplayedCycle, run_replay};
 pub use state::{
     JobScalingState, SECTION_DELAYED_SCALE_DOWN, SECTION_METRIC_HISTORY,

@@ -10,7 +10,7 @@
 
 use std::time::Duration;
 
-use crate::config::{ConfigLookup, ConfigLookupExt, OptionError};
+use crate::config::{ConfigLookup, ConfigLookupExt, KeyError};
 
 use super::periods::ExcludedPeriods;
 
@@ -149,11 +149,11 @@ pub const EXCLUDED_PERIODS_KEY: &str = "excluded.periods";
 /// Collects typed reads, keeping every error instead of stopping at the first.
 struct Reader<'a, C: ConfigLookup + ?Sized> {
     config: &'a C,
-    errors: Vec<OptionError>,
+    errors: Vec<KeyError>,
 }
 
 impl<C: ConfigLookup + ?Sized> Reader<'_, C> {
-    fn keep<T>(&mut self, result: Result<T, OptionError>, default: T) -> T {
+    fn keep<T>(&mut self, result: Result<T, KeyError>, default: T) -> T {
         match result {
             Ok(v) => v,
             Err(e) => {
@@ -199,7 +199,7 @@ impl<C: ConfigLookup + ?Sized> Reader<'_, C> {
                 format!("must be between {min} and {max}")
             };
             self.errors
-                .push(OptionError::new(key, format!("{bound}, got {value}")));
+                .push(KeyError::new(key, format!("{bound}, got {value}")));
         }
     }
 }
@@ -207,7 +207,7 @@ impl<C: ConfigLookup + ?Sized> Reader<'_, C> {
 impl AutoscalerOptions {
     /// Reads every option from a job's configuration (canonical keys) and validates the ranges
     /// the anchor's validator checks. Returns every error found, not only the first.
-    pub fn from_config<C: ConfigLookup + ?Sized>(config: &C) -> Result<Self, Vec<OptionError>> {
+    pub fn from_config<C: ConfigLookup + ?Sized>(config: &C) -> Result<Self, Vec<KeyError>> {
         let d = AutoscalerOptions::default();
         let mut r = Reader {
             config,
@@ -227,9 +227,9 @@ impl AutoscalerOptions {
             None => ExcludedPeriods::default(),
             Some(raw) => match ExcludedPeriods::parse(raw) {
                 Ok(p) => p,
-                Err(message) => {
+                Err(err) => {
                     r.errors
-                        .push(OptionError::new(EXCLUDED_PERIODS_KEY, message));
+                        .push(KeyError::new(EXCLUDED_PERIODS_KEY, err.to_string()));
                     ExcludedPeriods::default()
                 }
             },
@@ -382,7 +382,7 @@ impl AutoscalerOptions {
         ] {
             if value < 1 {
                 r.errors
-                    .push(OptionError::new(key, format!("must be >= 1, got {value}")));
+                    .push(KeyError::new(key, format!("must be >= 1, got {value}")));
             }
         }
     }
