@@ -4,6 +4,7 @@ use flowscale_sdk::{AlignmentContext, ModeParams};
 
 use super::builtin::BuiltIn;
 use super::catalog::ModeCatalog;
+use super::custom::CustomMode;
 use super::decision::Decision;
 use super::guard::{contain, refuse_answer};
 use super::inputs::{Inputs, narrow};
@@ -84,13 +85,7 @@ impl JobAlignment {
         }
     }
 
-    fn fault(
-        &self,
-        ctx: &AlignmentContext,
-        name: &str,
-        mode: &super::catalog::CatalogMode,
-        reason: &str,
-    ) -> Event {
+    fn fault(&self, ctx: &AlignmentContext, name: &str, mode: &CustomMode, reason: &str) -> Event {
         let vertex = if ctx.vertex_id().is_empty() {
             ctx.vertex_name()
         } else {
@@ -111,12 +106,7 @@ impl JobAlignment {
         .parallelism(ctx.target_parallelism(), ctx.target_parallelism())
     }
 
-    fn align_custom(
-        &self,
-        ctx: &AlignmentContext,
-        name: &str,
-        mode: &super::catalog::CatalogMode,
-    ) -> AlignOutcome {
+    fn align_custom(&self, ctx: &AlignmentContext, name: &str, mode: &CustomMode) -> AlignOutcome {
         let t = u64::from(ctx.target_parallelism());
         let keep_target = |event: Event, applicable: bool, why: String| AlignOutcome {
             parallelism: ctx.target_parallelism(),
@@ -125,25 +115,28 @@ impl JobAlignment {
             events: vec![event],
             explanation: vec![why],
         };
-        let applicable = match contain(|| mode.mode.is_applicable(ctx)) {
-            Ok(applicable) => applicable,
+        // A gate that fails (a plugin call that came back as an error) counts as applicable:
+        // its error stands in for the answer, so that the fault is reported.
+        let gate_fault = match contain(|| mode.mode.is_applicable(ctx)) {
+            Ok(Ok(true)) => None,
+            Ok(Ok(false)) => {
+                return self.outcome(
+                    Decision::quiet(
+                        t,
+                        vec![format!(
+                            "mode `{name}` ({}) does not apply to this vertex: keeping the target",
+                            mode.id
+                        )],
+                    ),
+                    false,
+                );
+            }
+            Ok(Err(err)) => Some(err),
             Err(panic) => {
                 let reason = format!("is_applicable {panic}");
                 return keep_target(self.fault(ctx, name, mode, &reason), false, reason);
             }
         };
-        if !applicable {
-            return self.outcome(
-                Decision::quiet(
-                    t,
-                    vec![format!(
-                        "mode `{name}` ({}) does not apply to this vertex: keeping the target",
-                        mode.id
-                    )],
-                ),
-                false,
-            );
-        }
         if ctx.target_parallelism() == ctx.current_parallelism() {
             return self.outcome(
                 Decision::quiet(
@@ -153,7 +146,11 @@ impl JobAlignment {
                 true,
             );
         }
-        let answer = match contain(|| mode.mode.align(ctx)) {
+        let called = match gate_fault {
+            Some(err) => Ok(Err(err)),
+            None => contain(|| mode.mode.align(ctx)),
+        };
+        let answer = match called {
             Ok(Ok(answer)) => answer,
             Ok(Err(err)) => {
                 let reason = format!("failed: {err}");

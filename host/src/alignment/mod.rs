@@ -7,6 +7,7 @@
 mod advanced;
 mod builtin;
 mod catalog;
+mod custom;
 mod decision;
 mod guard;
 mod inputs;
@@ -18,7 +19,8 @@ pub mod search;
 
 pub use advanced::{AdvancedSpec, Fallback, Region, Step};
 pub use builtin::BuiltIn;
-pub use catalog::{CatalogMode, ModeCatalog, NoCustomModes, StaticCatalog};
+pub use catalog::{ModeCatalog, NoCustomModes, StaticCatalog};
+pub use custom::{CustomMode, HostMode, ModeOrigin, SdkMode};
 pub use job::JobAlignment;
 pub use legacy::{LEGACY_VALUES, Legacy};
 pub use outcome::{AlignOutcome, Aligner};

@@ -4,7 +4,8 @@ use flowscale_sdk::{MODE_KEY, ModeParams};
 
 use super::advanced::AdvancedSpec;
 use super::builtin::BuiltIn;
-use super::catalog::{CatalogMode, ModeCatalog};
+use super::catalog::ModeCatalog;
+use super::custom::CustomMode;
 use super::legacy::{LEGACY_VALUES, Legacy};
 use crate::config::{ConfigLookup, KeyError, closest};
 
@@ -27,7 +28,7 @@ pub enum Selection {
         /// The name the job configured (`scaling.alignment.mode = <name>`).
         name: String,
         /// The implementation.
-        mode: CatalogMode,
+        mode: CustomMode,
     },
 }
 

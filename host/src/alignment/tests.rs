@@ -522,6 +522,59 @@ fn the_guard_contains_panics_errors_and_out_of_range_answers() {
     assert!(out.events[0].message.contains("12 partitions"));
 }
 
+/// A plugin-like mode whose gate comes back as an error.
+struct FailingGate;
+impl HostMode for FailingGate {
+    fn is_applicable(&self, _ctx: &AlignmentContext) -> Result<bool, ModeError> {
+        Err(ModeError::new("the gate broke"))
+    }
+    fn align(&self, _ctx: &AlignmentContext) -> Result<u32, ModeError> {
+        Ok(20)
+    }
+    fn validate(&self, _params: &flowscale_sdk::ModeParams) -> Result<(), ModeError> {
+        Ok(())
+    }
+}
+
+struct FailingGateCatalog;
+impl ModeCatalog for FailingGateCatalog {
+    fn find(&self, id: &str) -> Option<CustomMode> {
+        (id == "failing-gate").then(|| CustomMode {
+            id: id.to_string(),
+            description: String::new(),
+            origin: ModeOrigin::Linked,
+            mode: Arc::new(FailingGate),
+        })
+    }
+    fn ids(&self) -> Vec<String> {
+        vec!["failing-gate".to_string()]
+    }
+}
+
+#[test]
+fn a_failing_gate_is_reported_in_place_of_the_answer() {
+    let cfg = config(&[
+        ("scaling.alignment.mode", "m"),
+        ("scaling.alignment.mode.m.class", "failing-gate"),
+    ]);
+    let j = JobAlignment::resolve("job", &cfg, &FailingGateCatalog).expect("resolves");
+    let out = j.align(&keyed(10, 16, 128));
+    assert_eq!(out.parallelism, 16);
+    assert!(out.applicable, "a failed gate counts as applicable");
+    assert_eq!(out.events.len(), 1);
+    assert_eq!(out.events[0].reason, EventReason::PluginFault);
+    assert!(
+        out.events[0].message.contains("failed: the gate broke"),
+        "{}",
+        out.events[0].message
+    );
+    // Nothing to align: the gate's fault is not reported.
+    let out = j.align(&keyed(16, 16, 128));
+    assert_eq!(out.parallelism, 16);
+    assert!(out.applicable);
+    assert!(out.events.is_empty());
+}
+
 // ---------------------------------------------------------------------------------------------
 // ADVANCED.
 
