@@ -11,12 +11,12 @@ use crate::backpressure::{BatchInfo, RateController};
 use crate::config::ConfigLookup;
 use crate::engine::{Engine, JobObservation};
 use crate::events::{Event, EventReason, Severity};
-use crate::scaling::cooldown::{CooldownExecutor, CooldownState};
 use crate::scaling::{Autoscaler, JobScalingState};
 use crate::state::{
     DEFAULT_EVENT_CAPACITY, EventLog, EventLogState, StateStore, load, save, sections,
 };
 
+use super::cooldown::{CooldownExecutor, CooldownState};
 use super::report::CycleReport;
 use super::settings::JobSettings;
 

@@ -6,8 +6,9 @@ use std::time::Duration;
 use crate::backpressure::{BackpressureOptions, estimator_from_config};
 use crate::config::{ConfigLookup, ConfigLookupExt, KeyError};
 use crate::scaling::AutoscalerOptions;
-use crate::scaling::cooldown::CooldownExecutor;
 use crate::state::EventLog;
+
+use super::cooldown::CooldownExecutor;
 
 /// The master switch. The anchor defaults it to false; in flowscale, listing a job in the fleet
 /// is the opt-in, so only an explicit `false` turns the autoscaler off for it.

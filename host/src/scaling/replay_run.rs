@@ -12,8 +12,9 @@ use crate::alignment::Aligner;
 use crate::engine::replay::{ReplayError, RescalePolicy, open};
 use crate::engine::{Collector, Realizer};
 
-use super::cycle::{CycleOutcome, run_cycle};
+use super::cycle::run_cycle;
 use super::options::AutoscalerOptions;
+use super::outcome::CycleOutcome;
 use super::state::JobScalingState;
 
 /// One replayed cycle.

@@ -8,16 +8,18 @@ use std::time::Duration;
 
 use flowscale_sdk::{AlignmentContext, JobTopology, ModeParams};
 
+use super::ineffective::ineffective_scale_up;
+use super::scalability::observed_scalability_coefficient;
 use crate::alignment::Aligner;
-use crate::events::{Event, EventReason, Severity};
-
-use super::delayed_scale_down::DelayedScaleDown;
-use super::evaluation::{VertexEvaluation, capacity};
-use super::history::ScalingSummary;
-use super::metric::{EvaluatedScalingMetric, ScalingMetric};
-use super::numeric::{ceil_2_decimals, java_double_to_string, java_max, java_min};
-use super::options::{AutoscalerOptions, millis};
-use super::topology::{Topology, VertexInfo};
+use crate::events::Event;
+use crate::scaling::evaluation::capacity;
+use crate::scaling::metrics::{
+    EvaluatedScalingMetric, ScalingMetric, VertexEvaluation, evaluated_or_nan,
+};
+use crate::scaling::numeric::java_min;
+use crate::scaling::options::{AutoscalerOptions, millis};
+use crate::scaling::state::{DelayedScaleDown, ScalingSummary};
+use crate::scaling::topology::{Topology, VertexInfo};
 
 /// What the vertex scaler decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,60 +70,6 @@ pub(crate) struct ScalerContext<'a> {
     pub now_ms: i64,
 }
 
-/// The observed scalability coefficient of a vertex from its scaling history (anchor §4.2).
-pub fn observed_scalability_coefficient(history: &[(u32, f64)], opts: &AutoscalerOptions) -> f64 {
-    let min_obs =
-        usize::try_from(opts.observed_scalability_min_observations.max(0)).unwrap_or(usize::MAX);
-    if history.is_empty() || history.len() < min_obs {
-        return 1.0;
-    }
-    // Baseline: newest entry at parallelism 1, else the smallest parallelism (newest on ties).
-    let mut baseline = None;
-    let mut smallest: Option<(u32, f64)> = None;
-    for &(p, r) in history.iter().rev() {
-        if p == 1 {
-            baseline = Some(r);
-            break;
-        }
-        if smallest.is_none_or(|(sp, _)| p < sp) {
-            smallest = Some((p, r));
-        }
-    }
-    let baseline = match (baseline, smallest) {
-        (Some(b), _) => b,
-        (None, Some((p, r))) => r / f64::from(p),
-        (None, None) => f64::NAN,
-    };
-    if baseline.is_nan() || history.iter().any(|(_, r)| r.is_nan()) {
-        return 1.0;
-    }
-    let sum_pr: f64 = history.iter().map(|&(p, r)| f64::from(p) * r).sum();
-    let sum_p2: f64 = history
-        .iter()
-        .map(|&(p, _)| f64::from(p) * f64::from(p))
-        .sum();
-    if sum_p2 == 0.0 {
-        return 1.0;
-    }
-    let alpha = sum_pr / (sum_p2 * baseline);
-    let clamped = java_min(
-        1.0,
-        java_max(opts.observed_scalability_coefficient_min, alpha),
-    );
-    if clamped.is_nan() {
-        // The anchor fails on a NaN coefficient (0/0 with a zero baseline); keep the factor.
-        return 1.0;
-    }
-    ceil_2_decimals(clamped)
-}
-
-fn metric(m: &VertexEvaluation, name: ScalingMetric) -> EvaluatedScalingMetric {
-    m.get(&name).copied().unwrap_or(EvaluatedScalingMetric {
-        current: f64::NAN,
-        average: f64::NAN,
-    })
-}
-
 fn no_change(reason: impl Into<String>) -> VertexOutcome {
     VertexOutcome {
         change: ParallelismChange::NoChange,
@@ -146,7 +94,7 @@ pub(crate) fn compute_scale_target(
 ) -> VertexOutcome {
     let opts = ctx.opts;
     let cur = vertex.parallelism;
-    let tpr = metric(metrics, ScalingMetric::TrueProcessingRate).average;
+    let tpr = evaluated_or_nan(metrics, ScalingMetric::TrueProcessingRate).average;
     if tpr.is_nan() {
         return no_change("true processing rate is unknown (NaN)");
     }
@@ -169,7 +117,7 @@ pub(crate) fn compute_scale_target(
                     .map(|s| {
                         (
                             s.current_parallelism,
-                            metric(&s.metrics, ScalingMetric::TrueProcessingRate).average,
+                            evaluated_or_nan(&s.metrics, ScalingMetric::TrueProcessingRate).average,
                         )
                     })
                     .collect()
@@ -237,8 +185,8 @@ pub(crate) fn compute_scale_target(
         ScalingMetric::ExpectedProcessingRate,
         EvaluatedScalingMetric::of(tpr / f64::from(cur) * f64::from(new)),
     );
-    let up_threshold = metric(metrics, ScalingMetric::ScaleUpRateThreshold).current;
-    let down_threshold = metric(metrics, ScalingMetric::ScaleDownRateThreshold).current;
+    let up_threshold = evaluated_or_nan(metrics, ScalingMetric::ScaleUpRateThreshold).current;
+    let down_threshold = evaluated_or_nan(metrics, ScalingMetric::ScaleDownRateThreshold).current;
     let outside = tpr < up_threshold || tpr > down_threshold;
     out.outside = outside;
     let band = format!(
@@ -250,7 +198,7 @@ pub(crate) fn compute_scale_target(
         delayed.clear_vertex(vertex.id);
         if let Some((_, last)) = history.and_then(|h| h.last_key_value()) {
             if cur == last.new_parallelism && last.new_parallelism > last.current_parallelism {
-                if let Some(event) = ineffective_scale_up(ctx, vertex, last, tpr) {
+                if let Some(event) = ineffective_scale_up(ctx.job, ctx.opts, vertex, last, tpr) {
                     out.events.push(event);
                     if opts.scaling_effectiveness_detection_enabled {
                         out.reason = format!(
@@ -327,44 +275,6 @@ fn align(
             .params(ctx.params.clone())
             .build();
     ctx.aligner.align(&alignment_ctx)
-}
-
-/// The ineffective-scale-up check (anchor §4.5): None when the last scale-up was effective.
-fn ineffective_scale_up(
-    ctx: &ScalerContext<'_>,
-    vertex: &VertexInfo,
-    last: &ScalingSummary,
-    tpr: f64,
-) -> Option<Event> {
-    let last_tpr = metric(&last.metrics, ScalingMetric::TrueProcessingRate).average;
-    let expected = metric(&last.metrics, ScalingMetric::ExpectedProcessingRate).current;
-    let expected_increase = expected - last_tpr;
-    let actual_increase = tpr - last_tpr;
-    let ratio = actual_increase / expected_increase;
-    if ratio >= ctx.opts.scaling_effectiveness_threshold {
-        return None;
-    }
-    let message = format!(
-        "Ineffective scaling detected for {} (expected increase: {}, actual increase {}). Blocking of ineffective scaling decisions is {}",
-        vertex.id,
-        java_double_to_string(expected_increase),
-        java_double_to_string(actual_increase),
-        if ctx.opts.scaling_effectiveness_detection_enabled {
-            "enabled"
-        } else {
-            "disabled"
-        }
-    );
-    Some(
-        Event::new(EventReason::IneffectiveScaling, Severity::Normal, message)
-            .job(ctx.job)
-            .vertex(vertex.id)
-            .key(format!(
-                "ineffective{}{}",
-                vertex.id,
-                java_double_to_string(expected_increase)
-            )),
-    )
 }
 
 #[cfg(test)]
@@ -658,40 +568,6 @@ mod tests {
         let out = f.run(&v, 100.0, 700.0, None, &mut d, 110_000);
         assert!(matches!(out.change, ParallelismChange::Change { .. }));
         assert!(d.vertices.is_empty());
-    }
-
-    #[test]
-    fn observed_scalability_coefficient_examples() {
-        let opts = AutoscalerOptions {
-            observed_scalability_min_observations: 2,
-            ..AutoscalerOptions::default()
-        };
-        // P = 1 is the baseline: (100 + 2 * 120.625) / (5 * 100) = 0.6825 -> 0.69.
-        assert_eq!(
-            observed_scalability_coefficient(&[(1, 100.0), (2, 120.625)], &opts),
-            0.69
-        );
-        // No P = 1: the smallest P, newest on ties: (2, 180) -> baseline 90.
-        // (400 + 1200 + 360) / (24 * 90) = 0.9074 -> 0.91.
-        assert_eq!(
-            observed_scalability_coefficient(&[(2, 200.0), (4, 300.0), (2, 180.0)], &opts),
-            0.91
-        );
-        // Clamped to coefficient-min, and never above 1.
-        assert_eq!(
-            observed_scalability_coefficient(&[(1, 100.0), (8, 100.0)], &opts),
-            0.5
-        );
-        assert_eq!(
-            observed_scalability_coefficient(&[(1, 100.0), (2, 250.0)], &opts),
-            1.0
-        );
-        // Too few observations, or a NaN rate: 1.0.
-        assert_eq!(observed_scalability_coefficient(&[(1, 100.0)], &opts), 1.0);
-        assert_eq!(
-            observed_scalability_coefficient(&[(1, 100.0), (2, f64::NAN)], &opts),
-            1.0
-        );
     }
 
     #[test]

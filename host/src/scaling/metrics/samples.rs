@@ -8,36 +8,14 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use serde::{Deserialize, Serialize};
-
+use super::names::ScalingMetric;
+use super::statistics::average;
+use super::window::{CollectedMetrics, MetricHistory};
 use crate::engine::{AggregatedMetric, JobObservation, VertexMetrics};
-
-use super::error::CycleError;
-use super::evaluation::average;
-use super::metric::ScalingMetric;
-use super::numeric::{java_max, round_metric};
-use super::options::{AutoscalerOptions, BusyTimeAggregator, whole_seconds};
-use super::serde_double;
-use super::topology::{Topology, VertexInfo};
-use super::window::MetricHistory;
-
-/// The metrics collected in one cycle: per vertex and job-wide.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct CollectedMetrics {
-    /// Per vertex id.
-    #[serde(with = "serde_double::nested_map")]
-    pub vertices: BTreeMap<String, BTreeMap<ScalingMetric, f64>>,
-    /// Job-wide (GC pressure, heap usage, slots).
-    #[serde(with = "serde_double::map", default)]
-    pub global: BTreeMap<ScalingMetric, f64>,
-}
-
-impl CollectedMetrics {
-    /// A vertex metric, if collected.
-    pub fn vertex(&self, vertex: &str, metric: ScalingMetric) -> Option<f64> {
-        self.vertices.get(vertex)?.get(&metric).copied()
-    }
-}
+use crate::scaling::error::CycleError;
+use crate::scaling::numeric::{java_max, round_metric};
+use crate::scaling::options::{AutoscalerOptions, BusyTimeAggregator, whole_seconds};
+use crate::scaling::topology::{Topology, VertexInfo};
 
 /// The Flink metrics of one vertex that the pipeline uses (anchor §2.4's `FlinkMetric`).
 #[derive(Debug, Default, Clone, Copy)]

@@ -1,32 +1,25 @@
-//! Scaling execution (anchor §5.1 steps 1–6 and 10, §5.2, §5.3): memory pressure, the
-//! per-vertex summaries, the "at least one vertex outside its band" rule, advisor mode and
-//! excluded periods, and applying a decision.
+//! Deciding the scaling operation (the anchor's scaling execution, §5.1 steps 1–6 and 10, §5.2,
+//! §5.3): memory pressure, the per-vertex summaries, the "at least one vertex outside its band"
+//! rule, advisor mode and excluded periods, and applying a decision to the job's state.
 //!
 //! Not implemented (the anchor's steps 7–9): memory tuning, cluster-resource and quota checks,
-//! custom scaling executors. A decided operation is handed to the job's executor with cooldown
-//! as [`super::CycleOutcome::decision`].
+//! custom scaling executors. A decided operation is handed to the job's cooldown executor as
+//! [`crate::scaling::CycleOutcome::decision`].
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::events::{Event, EventReason, Severity};
+use super::memory::memory_pressure;
+use super::report::{REPORT_HEADER_DISABLED, REPORT_HEADER_ENABLED, scaling_report};
+use crate::scaling::evaluation::Evaluation;
+use crate::scaling::metrics::{EvaluatedScalingMetric, ScalingMetric};
+use crate::scaling::options::{EXCLUDED_PERIODS_KEY, SCALING_ENABLED_KEY};
+use crate::scaling::outcome::{CycleOutcome, CycleStage, VertexDecision};
+use crate::scaling::state::{JobScalingState, ScalingSummary};
+use crate::scaling::target::{ParallelismChange, ScalerContext, compute_scale_target};
+use crate::scaling::topology::Topology;
 
-use super::cycle::{CycleOutcome, CycleStage, VertexDecision};
-use super::evaluation::Evaluation;
-use super::history::ScalingSummary;
-use super::metric::{EvaluatedScalingMetric, ScalingMetric};
-use super::numeric::{java_double_to_string, java_format_fixed};
-use super::options::{EXCLUDED_PERIODS_KEY, SCALING_ENABLED_KEY};
-use super::state::JobScalingState;
-use super::topology::Topology;
-use super::vertex_scaler::{ParallelismChange, ScalerContext, compute_scale_target};
-
-/// Header of an executed operation's scaling report.
-pub const REPORT_HEADER_ENABLED: &str = "Scaling execution enabled, begin scaling vertices:";
-/// Header of a report when scaling is disabled or in an excluded period.
-pub const REPORT_HEADER_DISABLED: &str = "Scaling execution disabled by config ";
-
-/// Runs the executor part of a cycle on an evaluated, fully collected window.
-pub(crate) fn execute(
+/// Decides the cycle's scaling operation on an evaluated, fully collected window.
+pub(crate) fn decide_operation(
     ctx: &ScalerContext<'_>,
     topology: &Topology,
     evaluation: &mut Evaluation,
@@ -35,7 +28,7 @@ pub(crate) fn execute(
     outcome: &mut CycleOutcome,
 ) -> CycleStage {
     let opts = ctx.opts;
-    if let Some(event) = memory_pressure(ctx, evaluation) {
+    if let Some(event) = memory_pressure(ctx.job, opts, evaluation) {
         outcome.events.push(event);
         return CycleStage::MemoryPressure;
     }
@@ -153,65 +146,4 @@ pub(crate) fn execute(
     outcome.decision = Some(overrides);
     outcome.summaries = summaries;
     CycleStage::Scaled
-}
-
-/// GC or heap pressure above the thresholds blocks scaling (anchor §5.1 step 2).
-fn memory_pressure(ctx: &ScalerContext<'_>, evaluation: &Evaluation) -> Option<Event> {
-    let get = |m: ScalingMetric| evaluation.global.get(&m).copied();
-    let gc = get(ScalingMetric::GcPressure).map_or(f64::NAN, |m| m.current);
-    let heap = get(ScalingMetric::HeapMaxUsageRatio).map_or(f64::NAN, |m| m.average);
-    let (key, message) = if gc > ctx.opts.gc_pressure_threshold {
-        (
-            "gcPressure",
-            format!(
-                "GC Pressure {} is above the allowed limit for scaling operations. Please adjust the available memory manually.",
-                java_double_to_string(gc)
-            ),
-        )
-    } else if heap > ctx.opts.heap_usage_threshold {
-        (
-            "heapUsage",
-            format!(
-                "Heap Usage {} is above the allowed limit for scaling operations. Please adjust the available memory manually.",
-                java_double_to_string(heap)
-            ),
-        )
-    } else {
-        return None;
-    };
-    Some(
-        Event::new(EventReason::MemoryPressure, Severity::Normal, message)
-            .job(ctx.job)
-            .key(key),
-    )
-}
-
-/// The anchor's scaling report: the header followed by one entry per vertex (no separator).
-pub(crate) fn scaling_report(
-    job: &str,
-    header: &str,
-    summaries: &BTreeMap<String, ScalingSummary>,
-) -> Event {
-    let mut message = header.to_string();
-    let get = |s: &ScalingSummary, m: ScalingMetric| {
-        s.metrics
-            .get(&m)
-            .copied()
-            .unwrap_or(EvaluatedScalingMetric {
-                current: f64::NAN,
-                average: f64::NAN,
-            })
-    };
-    for (vertex, s) in summaries {
-        message.push_str(&format!(
-            "{{ Vertex ID {} | Parallelism {} -> {} | Processing capacity {} -> {} | Target data rate {}}}",
-            vertex,
-            s.current_parallelism,
-            s.new_parallelism,
-            java_format_fixed(get(s, ScalingMetric::TrueProcessingRate).average, 2),
-            java_format_fixed(get(s, ScalingMetric::ExpectedProcessingRate).current, 2),
-            java_format_fixed(get(s, ScalingMetric::TargetDataRate).average, 2),
-        ));
-    }
-    Event::new(EventReason::ScalingReport, Severity::Normal, message).job(job)
 }

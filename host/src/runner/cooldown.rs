@@ -25,7 +25,7 @@
 //! use std::collections::BTreeMap;
 //! use std::time::Duration;
 //!
-//! use flowscale::scaling::cooldown::{CooldownExecutor, CooldownState};
+//! use flowscale::runner::{CooldownExecutor, CooldownState};
 //! use flowscale::state::{InMemoryStateStore, load, save, sections};
 //!
 //! let mut store = InMemoryStateStore::new();

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use crate::config::{ConfigLookup, ConfigLookupExt, KeyError};
 
-use super::periods::ExcludedPeriods;
+use super::excluded_periods::ExcludedPeriods;
 
 /// Which aggregate of `busyTimeMsPerSecond` over subtasks is used, and how the true processing
 /// rate is derived (`metrics.busy-time.aggregator`).

@@ -1,21 +1,23 @@
-//! Evaluation of the metric window (anchor §3): rates and averages over the window, processing
-//! backlog, per-vertex target/catch-up/true-processing rates along the graph, and the
-//! utilization band as processing-rate thresholds.
+//! Evaluation of the metric window (anchor §3): processing backlog, per-vertex
+//! target/catch-up/true-processing rates along the graph, and the utilization band as
+//! processing-rate thresholds.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde::Serialize;
 
-use super::error::CycleError;
-use super::metric::{EvaluatedScalingMetric, ScalingMetric};
-use super::numeric::{java_max, round_half_up};
-use super::options::{AutoscalerOptions, BusyTimeAggregator, whole_seconds};
-use super::topology::{Topology, VertexInfo};
-use super::window::MetricHistory;
-
-/// Evaluated metrics of one vertex, by metric.
-pub type VertexEvaluation = BTreeMap<ScalingMetric, EvaluatedScalingMetric>;
+use super::capacity::capacity;
+use super::flow::{distinct_inputs, output_ratio};
+use super::global::evaluate_global;
+use crate::scaling::error::CycleError;
+use crate::scaling::metrics::{
+    EvaluatedScalingMetric, MetricHistory, ScalingMetric, Series, VertexEvaluation, latest, series,
+    series_average, series_average_or_rate, series_rate,
+};
+use crate::scaling::numeric::java_max;
+use crate::scaling::options::{AutoscalerOptions, BusyTimeAggregator, whole_seconds};
+use crate::scaling::topology::Topology;
 
 /// The result of evaluating one job's window.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -26,115 +28,6 @@ pub struct Evaluation {
     pub global: BTreeMap<ScalingMetric, EvaluatedScalingMetric>,
     /// True when some source processes a backlog (anchor §3.2).
     pub backlog: bool,
-}
-
-/// The samples of one vertex in time order (one map lookup per sample, shared by every rate
-/// and average of the vertex).
-type Series<'a> = Vec<(i64, &'a BTreeMap<ScalingMetric, f64>)>;
-
-fn series<'a>(history: &'a MetricHistory, vertex: &str) -> Series<'a> {
-    history
-        .samples
-        .iter()
-        .filter_map(|(&at, s)| s.vertices.get(vertex).map(|m| (at, m)))
-        .collect()
-}
-
-/// `1000 · (last − first) / max(Δt_ms, 1)` between the first and the last sample where the
-/// metric is present and not NaN (infinities count); NaN with fewer than two such samples.
-pub fn rate(history: &MetricHistory, vertex: &str, metric: ScalingMetric) -> f64 {
-    series_rate(&series(history, vertex), metric)
-}
-
-fn series_rate(series: &Series<'_>, metric: ScalingMetric) -> f64 {
-    let mut first: Option<(i64, f64)> = None;
-    let mut last: Option<(i64, f64)> = None;
-    for &(at, sample) in series {
-        if let Some(&v) = sample.get(&metric) {
-            if v.is_nan() {
-                continue;
-            }
-            if first.is_none() {
-                first = Some((at, v));
-            } else {
-                last = Some((at, v));
-            }
-        }
-    }
-    match (first, last) {
-        (Some((t0, v0)), Some((t1, v1))) => 1000.0 * (v1 - v0) / ((t1 - t0).max(1) as f64),
-        _ => f64::NAN,
-    }
-}
-
-/// Mean of the finite values of a metric over the window. No finite value: +∞ if an infinite
-/// one was seen, else NaN; fewer than `min_observations` finite values: NaN.
-pub fn average(
-    history: &MetricHistory,
-    vertex: &str,
-    metric: ScalingMetric,
-    min_observations: i64,
-) -> f64 {
-    series_average(&series(history, vertex), metric, min_observations)
-}
-
-fn series_average(series: &Series<'_>, metric: ScalingMetric, min_observations: i64) -> f64 {
-    average_of(
-        series.iter().filter_map(|(_, s)| s.get(&metric).copied()),
-        min_observations,
-    )
-}
-
-fn average_of(values: impl Iterator<Item = f64>, min_observations: i64) -> f64 {
-    let mut sum = 0.0;
-    let mut n: i64 = 0;
-    let mut infinite = false;
-    for v in values {
-        if v.is_nan() {
-            continue;
-        }
-        if v.is_infinite() {
-            infinite = true;
-            continue;
-        }
-        sum += v;
-        n += 1;
-    }
-    if n == 0 {
-        return if infinite { f64::INFINITY } else { f64::NAN };
-    }
-    if n < min_observations {
-        return f64::NAN;
-    }
-    sum / n as f64
-}
-
-/// `average(metric)` unless it is NaN or infinite, then `rate(fallback)`.
-pub fn average_or_rate(
-    history: &MetricHistory,
-    vertex: &str,
-    metric: ScalingMetric,
-    fallback: ScalingMetric,
-) -> f64 {
-    series_average_or_rate(&series(history, vertex), metric, fallback)
-}
-
-fn series_average_or_rate(
-    series: &Series<'_>,
-    metric: ScalingMetric,
-    fallback: ScalingMetric,
-) -> f64 {
-    let avg = series_average(series, metric, 1);
-    if avg.is_finite() {
-        avg
-    } else {
-        series_rate(series, fallback)
-    }
-}
-
-/// The metric's value in the newest sample.
-fn latest(history: &MetricHistory, vertex: &str, metric: ScalingMetric) -> Option<f64> {
-    history.latest()?.vertex(vertex, metric)
 }
 
 /// True when some source's lag, in seconds of its input rate, exceeds
@@ -170,40 +63,6 @@ fn backlog_in(
             let r = series_rate(s, ScalingMetric::NumRecordsIn);
             !r.is_nan() && lag / r > threshold
         })
-}
-
-/// The processing capacity a vertex needs at utilization `u` (anchor §3.4): catch-up rate,
-/// restart catch-up (optional) and target rate / u, rounded half up.
-pub(crate) fn capacity(
-    metrics: &VertexEvaluation,
-    utilization: f64,
-    with_restart: bool,
-    restart_time: Duration,
-    opts: &AutoscalerOptions,
-) -> f64 {
-    let catch_up = metrics
-        .get(&ScalingMetric::CatchUpDataRate)
-        .map_or(f64::NAN, |m| m.current);
-    if catch_up.is_nan() {
-        return f64::NAN;
-    }
-    let u = utilization.clamp(0.0, 1.0);
-    let target = metrics
-        .get(&ScalingMetric::TargetDataRate)
-        .map_or(f64::NAN, |m| m.average);
-    if target.is_nan() {
-        return f64::NAN;
-    }
-    if u == 0.0 {
-        return f64::INFINITY;
-    }
-    let catch_up_secs = whole_seconds(opts.catch_up_duration);
-    let restart_rate = if !with_restart || catch_up_secs == 0.0 {
-        0.0
-    } else {
-        target * whole_seconds(restart_time) / catch_up_secs
-    };
-    round_half_up(catch_up + restart_rate + target / u)
 }
 
 /// Evaluates every vertex in topological order (anchor §3.3–§3.4) and the global metrics.
@@ -361,172 +220,10 @@ pub(crate) fn evaluate(
     })
 }
 
-/// Inputs of a vertex without repetitions (an upstream vertex counts once, as in the anchor's
-/// keyed maps), in edge order.
-fn distinct_inputs(vertex: &VertexInfo) -> Vec<usize> {
-    let mut seen = Vec::with_capacity(vertex.inputs.len());
-    for &(u, _) in &vertex.inputs {
-        if !seen.contains(&u) {
-            seen.push(u);
-        }
-    }
-    seen
-}
-
-fn distinct_output_count(topology: &Topology, w: usize) -> usize {
-    let mut seen: Vec<usize> = Vec::new();
-    for &o in &topology.vertices[w].outputs {
-        if !seen.contains(&o) {
-            seen.push(o);
-        }
-    }
-    seen.len()
-}
-
-/// `ratio(u, v)`: the share of `u`'s input that reaches `v` (anchor §3.3).
-fn output_ratio(all: &[Series<'_>], topology: &Topology, u: usize, v: usize) -> f64 {
-    let input_rate = series_rate(&all[u], ScalingMetric::NumRecordsIn);
-    if input_rate > 0.0 {
-        let edge = edge_rate(all, topology, u, v);
-        if edge > 0.0 {
-            return edge / input_rate;
-        }
-    }
-    0.0
-}
-
-/// The records per second flowing along `u -> v`.
-fn edge_rate(all: &[Series<'_>], topology: &Topology, u: usize, v: usize) -> f64 {
-    let inputs = distinct_inputs(&topology.vertices[v]);
-    if inputs.len() == 1 {
-        return series_rate(&all[v], ScalingMetric::NumRecordsIn);
-    }
-    let mut other = 0.0;
-    let mut usable = true;
-    for &w in inputs.iter().filter(|&&w| w != u) {
-        if distinct_output_count(topology, w) > 1 {
-            usable = false;
-            break;
-        }
-        other += series_rate(&all[w], ScalingMetric::NumRecordsOut);
-        if other.is_nan() {
-            usable = false;
-            break;
-        }
-    }
-    if usable {
-        return series_rate(&all[v], ScalingMetric::NumRecordsIn) - other;
-    }
-    series_rate(&all[u], ScalingMetric::NumRecordsOut)
-}
-
-/// Global evaluated metrics (anchor §3.6).
-fn evaluate_global(history: &MetricHistory) -> BTreeMap<ScalingMetric, EvaluatedScalingMetric> {
-    let latest = |m: ScalingMetric| {
-        history
-            .latest()
-            .and_then(|s| s.global.get(&m).copied())
-            .unwrap_or(f64::NAN)
-    };
-    let avg = |m: ScalingMetric| {
-        average_of(
-            history
-                .samples
-                .values()
-                .filter_map(|s| s.global.get(&m).copied()),
-            1,
-        )
-    };
-    let mut out = BTreeMap::new();
-    for m in [ScalingMetric::GcPressure, ScalingMetric::NumTaskSlotsUsed] {
-        out.insert(m, EvaluatedScalingMetric::of(latest(m)));
-    }
-    for m in [
-        ScalingMetric::HeapMaxUsageRatio,
-        ScalingMetric::HeapMemoryUsed,
-        ScalingMetric::ManagedMemoryUsed,
-        ScalingMetric::MetaspaceMemoryUsed,
-    ] {
-        out.insert(m, EvaluatedScalingMetric::new(latest(m), avg(m)));
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scaling::metrics::CollectedMetrics;
     use crate::scaling::test_support::Job;
-
-    fn history(points: &[(i64, Option<f64>)], metric: ScalingMetric) -> MetricHistory {
-        let mut h = MetricHistory::default();
-        for &(at, v) in points {
-            let mut m = CollectedMetrics::default();
-            let vm = m.vertices.entry("v".into()).or_default();
-            if let Some(v) = v {
-                vm.insert(metric, v);
-            }
-            h.samples.insert(at, m);
-        }
-        h
-    }
-
-    #[test]
-    fn rate_uses_first_and_last_present_values() {
-        let m = ScalingMetric::NumRecordsIn;
-        let h = history(
-            &[
-                (0, Some(0.0)),
-                (500, Some(f64::NAN)),
-                (1000, Some(500.0)),
-                (2000, None),
-            ],
-            m,
-        );
-        assert_eq!(rate(&h, "v", m), 500.0);
-        // Fewer than two values.
-        let h = history(&[(0, Some(1.0)), (1000, None)], m);
-        assert!(rate(&h, "v", m).is_nan());
-        // Same instant twice is impossible in a map; one ms apart still divides by 1.
-        let h = history(&[(0, Some(1.0)), (1, Some(3.0))], m);
-        assert_eq!(rate(&h, "v", m), 2000.0);
-        // Infinities count.
-        let h = history(&[(0, Some(1.0)), (10, Some(f64::INFINITY))], m);
-        assert_eq!(rate(&h, "v", m), f64::INFINITY);
-        assert!(rate(&h, "other", m).is_nan());
-    }
-
-    #[test]
-    fn average_skips_nan_and_infinity() {
-        let m = ScalingMetric::Load;
-        let h = history(
-            &[
-                (0, Some(0.5)),
-                (1, Some(f64::NAN)),
-                (2, Some(f64::INFINITY)),
-                (3, Some(0.7)),
-            ],
-            m,
-        );
-        assert!((average(&h, "v", m, 1) - 0.6).abs() < 1e-12);
-        assert!(average(&h, "v", m, 3).is_nan());
-        let h = history(&[(0, Some(f64::INFINITY)), (1, Some(f64::NAN))], m);
-        assert_eq!(average(&h, "v", m, 1), f64::INFINITY);
-        let h = history(&[(0, None)], m);
-        assert!(average(&h, "v", m, 1).is_nan());
-        // avgOrRate falls back to the rate when the average is not finite.
-        let mut h = history(&[(0, Some(f64::INFINITY)), (1000, Some(f64::INFINITY))], m);
-        for (i, (_, s)) in h.samples.iter_mut().enumerate() {
-            s.vertices
-                .get_mut("v")
-                .unwrap()
-                .insert(ScalingMetric::NumRecordsIn, 100.0 * i as f64);
-        }
-        assert_eq!(
-            average_or_rate(&h, "v", m, ScalingMetric::NumRecordsIn),
-            100.0
-        );
-    }
 
     fn evaluate_two_samples(
         a: &Job,
@@ -620,31 +317,6 @@ mod tests {
             e.vertices["s"][&ScalingMetric::CatchUpDataRate].current,
             0.0
         );
-    }
-
-    #[test]
-    fn restart_term_only_in_the_scale_down_threshold_and_capacity() {
-        let opts = AutoscalerOptions::default();
-        let mut m = VertexEvaluation::new();
-        m.insert(
-            ScalingMetric::TargetDataRate,
-            EvaluatedScalingMetric::avg(700.0),
-        );
-        m.insert(
-            ScalingMetric::CatchUpDataRate,
-            EvaluatedScalingMetric::of(10.0),
-        );
-        let restart = Duration::from_secs(300);
-        // 10 + 700 * 300 / 1800 + 700 / 0.7 = 10 + 116.67 + 1000 = 1126.67 -> 1127.
-        assert_eq!(capacity(&m, 0.7, true, restart, &opts), 1127.0);
-        assert_eq!(capacity(&m, 0.7, false, restart, &opts), 1010.0);
-        assert_eq!(capacity(&m, 0.0, true, restart, &opts), f64::INFINITY);
-        assert_eq!(capacity(&m, 2.0, false, restart, &opts), 710.0);
-        m.insert(
-            ScalingMetric::TargetDataRate,
-            EvaluatedScalingMetric::avg(f64::NAN),
-        );
-        assert!(capacity(&m, 0.7, true, restart, &opts).is_nan());
     }
 
     #[test]
