@@ -142,7 +142,7 @@ mod tests {
     use super::*;
     use crate::events::EventReason;
     use crate::scaling::metrics::EvaluatedScalingMetric;
-    use crate::scaling::test_support::Job;
+    use crate::scaling::testing::Job;
     use crate::scaling::testing::{BalancedAligner, TargetAligner};
 
     /// The anchor's BacklogBasedScalingTest configuration (§8).

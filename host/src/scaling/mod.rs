@@ -27,12 +27,10 @@ pub mod numeric;
 mod operation;
 mod options;
 mod outcome;
-mod replay_run;
 mod serde_double;
 mod state;
 mod target;
-#[cfg(test)]
-mod test_support;
+#[cfg(any(test, feature = "test-support"))]
 pub mod testing;
 mod topology;
 
@@ -48,7 +46,6 @@ pub use options::{
     AutoscalerOptions, BusyTimeAggregator, DailyRange, ExcludedPeriods, PeriodError,
 };
 pub use outcome::{CycleOutcome, CycleStage, VertexDecision};
-pub use replay_run::{ReplayedCycle, run_replay};
 pub use state::{
     DelayedScaleDown, JobScalingState, RecommendedParallelism, SECTION_DELAYED_SCALE_DOWN,
     SECTION_METRIC_HISTORY, SECTION_PARALLELISM_OVERRIDES, SECTION_PENDING_SUMMARIES,

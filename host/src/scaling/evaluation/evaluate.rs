@@ -223,7 +223,7 @@ pub(crate) fn evaluate(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scaling::test_support::Job;
+    use crate::scaling::testing::Job;
 
     fn evaluate_two_samples(
         a: &Job,

@@ -1,4 +1,4 @@
-//! Small aligners for tests, replays and benchmarks of the pipeline on its own.
+//! Small aligners for tests and replays of the pipeline on its own.
 //!
 //! The production aligner (mode resolution, plugins, the result guard) lives in
 //! [`crate::alignment`]; these two only reproduce the anchor's behaviour closely enough to check
