@@ -1,6 +1,6 @@
 //! One job's alignment: the resolved mode, applied to each vertex through the guard.
 
-use flowscale_sdk::{AlignmentContext, ModeParams};
+use flowscale_sdk::AlignmentContext;
 
 use super::builtin::BuiltIn;
 use super::catalog::ModeCatalog;
@@ -9,6 +9,7 @@ use super::decision::Decision;
 use super::guard::{contain, refuse_answer};
 use super::inputs::{Inputs, narrow};
 use super::outcome::{AlignOutcome, Aligner};
+use super::request::AlignmentRequest;
 use super::resolve::{Resolved, Selection, mode_params, resolve};
 use crate::config::{ConfigLookup, KeyError};
 use crate::events::{Event, EventReason, Severity};
@@ -179,7 +180,14 @@ impl JobAlignment {
 }
 
 impl Aligner for JobAlignment {
-    fn align(&self, ctx: &AlignmentContext) -> AlignOutcome {
+    fn align(&self, request: AlignmentRequest) -> AlignOutcome {
+        self.align_context(&request.into_context(self.resolved.params.clone()))
+    }
+}
+
+impl JobAlignment {
+    /// Aligns one vertex whose context carries this job's mode parameters.
+    pub(super) fn align_context(&self, ctx: &AlignmentContext) -> AlignOutcome {
         if let Selection::Custom { name, mode } = &self.resolved.selection {
             return self.align_custom(ctx, name, mode);
         }
@@ -218,9 +226,5 @@ impl Aligner for JobAlignment {
             }
         }
         self.outcome(decision, true)
-    }
-
-    fn params(&self) -> ModeParams {
-        self.resolved.params.clone()
     }
 }

@@ -2,7 +2,9 @@
 //!
 //! A job resolves its mode once from its configuration ([`JobAlignment::resolve`]); the scaling
 //! pipeline then calls [`Aligner::align`] for each vertex whose target differs from its current
-//! parallelism. Built-in modes are bounded by construction; custom modes go through the guard.
+//! parallelism, describing the vertex's decision in an [`AlignmentRequest`]. Alignment builds the
+//! mode's context from it with the parameters it resolved, so they never leave this module.
+//! Built-in modes are bounded by construction; custom modes go through the guard.
 
 mod advanced;
 mod builtin;
@@ -14,6 +16,7 @@ mod inputs;
 mod job;
 mod legacy;
 mod outcome;
+mod request;
 mod resolve;
 pub mod search;
 
@@ -24,6 +27,7 @@ pub use custom::{CustomMode, HostMode, ModeOrigin, SdkMode};
 pub use job::JobAlignment;
 pub use legacy::{LEGACY_VALUES, Legacy};
 pub use outcome::{AlignOutcome, Aligner};
+pub use request::AlignmentRequest;
 pub use resolve::{LEGACY_KEY, RESERVED_NAMES, Selection, mode_params};
 pub use search::Rule;
 

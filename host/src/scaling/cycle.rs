@@ -105,12 +105,10 @@ pub fn run_cycle(
     }
     if collection.fully_collected {
         let sdk_topology = std::cell::OnceCell::new();
-        let params = aligner.params();
         let ctx = ScalerContext {
             job,
             opts,
             aligner,
-            params: &params,
             topology: &sdk_topology,
             graph: &topology,
             restart_time,

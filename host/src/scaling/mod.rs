@@ -52,4 +52,6 @@ pub use state::{
     SECTION_SCALING_HISTORY, SECTION_SCALING_TRACKING, ScalingHistory, ScalingRecord,
     ScalingSummary, ScalingTracking, VertexDelayedScaleDown,
 };
-pub use target::{ParallelismChange, observed_scalability_coefficient};
+pub use target::{
+    ParallelismChange, ScaledTarget, observed_scalability_coefficient, scaled_target,
+};

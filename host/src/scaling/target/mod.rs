@@ -3,8 +3,10 @@
 
 mod ineffective;
 mod scalability;
+mod scaled;
 mod vertex;
 
 pub use scalability::observed_scalability_coefficient;
+pub use scaled::{ScaledTarget, scaled_target};
 pub use vertex::ParallelismChange;
 pub(crate) use vertex::{ScalerContext, compute_scale_target};

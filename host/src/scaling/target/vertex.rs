@@ -6,17 +6,17 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use flowscale_sdk::{AlignmentContext, JobTopology, ModeParams};
+use flowscale_sdk::JobTopology;
 
 use super::ineffective::ineffective_scale_up;
 use super::scalability::observed_scalability_coefficient;
-use crate::alignment::Aligner;
+use super::scaled::{ScaledTarget, scaled_target};
+use crate::alignment::{AlignOutcome, Aligner, AlignmentRequest};
 use crate::events::Event;
 use crate::scaling::evaluation::capacity;
 use crate::scaling::metrics::{
     EvaluatedScalingMetric, ScalingMetric, VertexEvaluation, evaluated_or_nan,
 };
-use crate::scaling::numeric::java_min;
 use crate::scaling::options::{AutoscalerOptions, millis};
 use crate::scaling::state::{DelayedScaleDown, ScalingSummary};
 use crate::scaling::topology::{Topology, VertexInfo};
@@ -60,7 +60,6 @@ pub(crate) struct ScalerContext<'a> {
     pub job: &'a str,
     pub opts: &'a AutoscalerOptions,
     pub aligner: &'a dyn Aligner,
-    pub params: &'a ModeParams,
     /// The job graph as alignment contexts carry it, built on first use (most cycles of a
     /// steady job align nothing).
     pub topology: &'a OnceCell<Arc<JobTopology>>,
@@ -137,10 +136,11 @@ pub(crate) fn compute_scale_target(
     let cur_i = i64::from(cur);
     let lower = cur_i.min(opts.vertex_min_parallelism);
     let upper = cur_i.max(opts.vertex_max_parallelism);
-    let raw = java_min((factor * f64::from(cur)).ceil(), f64::from(i32::MAX)) as i32;
-    let upper_bound = i64::from(vertex.max_parallelism).min(upper);
-    let clamped = i64::from(raw).max(lower).min(upper_bound);
-    let target = u32::try_from(clamped).unwrap_or(0);
+    let ScaledTarget {
+        raw,
+        upper_bound,
+        target,
+    } = scaled_target(factor, cur, vertex.max_parallelism, lower, upper);
     let mut out = VertexOutcome {
         change: ParallelismChange::NoChange,
         target: Some(target),
@@ -247,7 +247,7 @@ pub(crate) fn compute_scale_target(
     out
 }
 
-/// Builds the alignment context (anchor §4.4) and asks the job's aligner.
+/// Describes the vertex's decision to the job's aligner (anchor §4.4) and returns its answer.
 fn align(
     ctx: &ScalerContext<'_>,
     vertex: &VertexInfo,
@@ -255,26 +255,25 @@ fn align(
     target: u32,
     lower: i64,
     upper: i64,
-) -> crate::alignment::AlignOutcome {
+) -> AlignOutcome {
     let to_u32 = |x: i64| u32::try_from(x.max(0)).unwrap_or(u32::MAX);
-    let alignment_ctx =
-        AlignmentContext::builder(vertex.parallelism, target, vertex.max_parallelism)
-            .identity(ctx.job, vertex.id, vertex.name)
-            .source_partitions(vertex.source_partitions)
-            .limits(to_u32(lower), to_u32(upper))
-            .input_ship_strategies(vertex.inputs.iter().map(|&(_, s)| s).collect())
-            .metrics(
-                metrics
-                    .iter()
-                    .map(|(k, v)| (k.as_str().to_string(), v.to_sdk()))
-                    .collect(),
-            )
-            .shared_topology(Arc::clone(
-                ctx.topology.get_or_init(|| Arc::new(ctx.graph.to_sdk())),
-            ))
-            .params(ctx.params.clone())
-            .build();
-    ctx.aligner.align(&alignment_ctx)
+    ctx.aligner.align(AlignmentRequest {
+        job: ctx.job.to_string(),
+        vertex_id: vertex.id.to_string(),
+        vertex_name: vertex.name.to_string(),
+        current: vertex.parallelism,
+        target,
+        max_parallelism: vertex.max_parallelism,
+        source_partitions: vertex.source_partitions,
+        lower_limit: to_u32(lower),
+        upper_limit: to_u32(upper),
+        input_ship_strategies: vertex.inputs.iter().map(|&(_, s)| s).collect(),
+        metrics: metrics
+            .iter()
+            .map(|(k, v)| (k.as_str().to_string(), v.to_sdk()))
+            .collect(),
+        topology: Arc::clone(ctx.topology.get_or_init(|| Arc::new(ctx.graph.to_sdk()))),
+    })
 }
 
 #[cfg(test)]
@@ -328,7 +327,6 @@ mod tests {
         opts: AutoscalerOptions,
         topology: OnceCell<Arc<JobTopology>>,
         graph: Topology<'static>,
-        params: ModeParams,
     }
 
     impl Fixture {
@@ -340,7 +338,6 @@ mod tests {
                     vertices: Vec::new(),
                     index: Default::default(),
                 },
-                params: ModeParams::default(),
             }
         }
         fn ctx<'a>(&'a self, aligner: &'a dyn Aligner, now_ms: i64) -> ScalerContext<'a> {
@@ -348,7 +345,6 @@ mod tests {
                 job: "j",
                 opts: &self.opts,
                 aligner,
-                params: &self.params,
                 topology: &self.topology,
                 graph: &self.graph,
                 restart_time: Duration::ZERO,
