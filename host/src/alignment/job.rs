@@ -181,13 +181,13 @@ impl JobAlignment {
 
 impl Aligner for JobAlignment {
     fn align(&self, request: AlignmentRequest) -> AlignOutcome {
-        self.align_context(&request.into_context(self.resolved.params.clone()))
+        self.decide(&request.into_context(self.resolved.params.clone()))
     }
 }
 
 impl JobAlignment {
     /// Aligns one vertex whose context carries this job's mode parameters.
-    pub(super) fn align_context(&self, ctx: &AlignmentContext) -> AlignOutcome {
+    pub(super) fn decide(&self, ctx: &AlignmentContext) -> AlignOutcome {
         if let Selection::Custom { name, mode } = &self.resolved.selection {
             return self.align_custom(ctx, name, mode);
         }

@@ -55,16 +55,16 @@ fn keyed(c: u32, t: u32, k: u32) -> AlignmentContext {
 #[test]
 fn worked_example_key_groups_128() {
     let c = keyed(16, 24, 128);
-    assert_eq!(mode("BALANCED").align_context(&c).parallelism, 26);
-    assert_eq!(mode("EVENLY_SPREAD").align_context(&c).parallelism, 32);
-    assert_eq!(mode("OFF").align_context(&c).parallelism, 24);
+    assert_eq!(mode("BALANCED").decide(&c).parallelism, 26);
+    assert_eq!(mode("EVENLY_SPREAD").decide(&c).parallelism, 32);
+    assert_eq!(mode("OFF").decide(&c).parallelism, 24);
 }
 
 #[test]
 fn worked_example_prime_ish_partitions_keep_the_target_without_events() {
     let c = ctx(22, 25, 128, 35, 20, 30);
     for name in ["BALANCED", "EVENLY_SPREAD"] {
-        let out = mode(name).align_context(&c);
+        let out = mode(name).decide(&c);
         assert_eq!(out.parallelism, 25, "{name}");
         assert!(out.events.is_empty(), "{name}: {:?}", out.events);
         assert!(out.applicable);
@@ -74,7 +74,7 @@ fn worked_example_prime_ish_partitions_keep_the_target_without_events() {
 #[test]
 fn worked_example_new_modes_do_not_relax_below_the_target() {
     let c = ctx(5, 7, 8, 12, 1, 200);
-    let out = mode("EVENLY_SPREAD").align_context(&c);
+    let out = mode("EVENLY_SPREAD").decide(&c);
     assert_eq!(out.parallelism, 7);
     assert!(out.events.is_empty());
 }
@@ -84,21 +84,21 @@ fn worked_example_source_never_gets_more_subtasks_than_partitions() {
     for t in [180, 50, 10] {
         let c = ctx(100, t, 180, 15, 1, 200);
         for name in ["BALANCED", "EVENLY_SPREAD"] {
-            assert_eq!(mode(name).align_context(&c).parallelism, 15, "{name} t={t}");
+            assert_eq!(mode(name).decide(&c).parallelism, 15, "{name} t={t}");
         }
     }
 }
 
 #[test]
 fn worked_examples_legacy() {
-    let out = legacy("EVENLY_SPREAD").align_context(&ctx(5, 7, 8, 12, 1, 200));
+    let out = legacy("EVENLY_SPREAD").decide(&ctx(5, 7, 8, 12, 1, 200));
     assert_eq!(out.parallelism, 6);
     assert_eq!(out.events.len(), 1);
     let e = &out.events[0];
     assert_eq!(e.reason, EventReason::ScalingLimited);
     assert_eq!((e.expected, e.actual), (Some(7), Some(6)));
 
-    let out = legacy("EVENLY_SPREAD").align_context(&ctx(22, 25, 128, 35, 20, 30));
+    let out = legacy("EVENLY_SPREAD").decide(&ctx(22, 25, 128, 35, 20, 30));
     assert_eq!(out.parallelism, 22, "blocked");
     assert_eq!(out.events.len(), 1);
     let e = &out.events[0];
@@ -117,18 +117,18 @@ fn worked_examples_legacy() {
 #[test]
 fn legacy_applies_the_cap_caused_candidate_instead_of_holding_a_source_above_its_partitions() {
     // t = 180 > UA = 15; relaxed candidate 15 <= c would invert, but the cap caused it.
-    let out = legacy("MAXIMIZE_UTILISATION").align_context(&ctx(100, 180, 180, 15, 1, 200));
+    let out = legacy("MAXIMIZE_UTILISATION").decide(&ctx(100, 180, 180, 15, 1, 200));
     assert_eq!(out.parallelism, 15);
     assert_eq!(out.events[0].actual, Some(15));
 }
 
 #[test]
 fn legacy_found_value_emits_nothing() {
-    let out = legacy("MAXIMIZE_UTILISATION").align_context(&keyed(16, 24, 128));
+    let out = legacy("MAXIMIZE_UTILISATION").decide(&keyed(16, 24, 128));
     assert_eq!(out.parallelism, 26);
     assert!(out.events.is_empty());
     assert_eq!(out.mode, "legacy:MAXIMIZE_UTILISATION");
-    let out = legacy("evenly_spread").align_context(&keyed(16, 24, 128));
+    let out = legacy("evenly_spread").decide(&keyed(16, 24, 128));
     assert_eq!(out.parallelism, 32);
 }
 
@@ -181,21 +181,21 @@ fn every_mode_matches_the_anchor_loops_over_many_n() {
                 let evenly = anchor_first_aligned(c64, t64, n64, cap, false);
                 let keep = t64.min(cap);
                 assert_eq!(
-                    u64::from(mode("BALANCED").align_context(&cx).parallelism),
+                    u64::from(mode("BALANCED").decide(&cx).parallelism),
                     if balanced > 0 { balanced } else { keep },
                     "BALANCED n={n} c={c} t={t}"
                 );
                 assert_eq!(
-                    u64::from(mode("EVENLY_SPREAD").align_context(&cx).parallelism),
+                    u64::from(mode("EVENLY_SPREAD").decide(&cx).parallelism),
                     if evenly > 0 { evenly } else { keep },
                     "EVENLY_SPREAD n={n} c={c} t={t}"
                 );
-                assert_eq!(mode("OFF").align_context(&cx).parallelism, t);
+                assert_eq!(mode("OFF").decide(&cx).parallelism, t);
                 for (name, found) in [
                     ("EVENLY_SPREAD", evenly),
                     ("MAXIMIZE_UTILISATION", balanced),
                 ] {
-                    let out = legacy(name).align_context(&cx);
+                    let out = legacy(name).decide(&cx);
                     if found > 0 {
                         assert_eq!(
                             u64::from(out.parallelism),
@@ -256,54 +256,40 @@ fn hand_checked_values_for_each_family() {
     // prime 127: only 1 and 127 divide; BALANCED takes the first load-reducing value.
     assert_eq!(
         mode("EVENLY_SPREAD")
-            .align_context(&keyed(10, 20, 127))
+            .decide(&keyed(10, 20, 127))
             .parallelism,
         127
     );
-    assert_eq!(
-        mode("BALANCED")
-            .align_context(&keyed(10, 20, 127))
-            .parallelism,
-        22
-    ); // 127/21=6, 127/22=5
+    assert_eq!(mode("BALANCED").decide(&keyed(10, 20, 127)).parallelism, 22); // 127/21=6, 127/22=5
     // semiprime 143 = 11·13, scale-down from 40 to 12: within [12, 40] the first divisor is 13.
     assert_eq!(
         mode("EVENLY_SPREAD")
-            .align_context(&keyed(40, 12, 143))
+            .decide(&keyed(40, 12, 143))
             .parallelism,
         13
     );
     // highly composite 720, t = 25: first divisor 30, first load-reducing 26 (720/26 = 27 < 28).
     assert_eq!(
         mode("EVENLY_SPREAD")
-            .align_context(&keyed(10, 25, 720))
+            .decide(&keyed(10, 25, 720))
             .parallelism,
         30
     );
-    assert_eq!(
-        mode("BALANCED")
-            .align_context(&keyed(10, 25, 720))
-            .parallelism,
-        26
-    );
+    assert_eq!(mode("BALANCED").decide(&keyed(10, 25, 720)).parallelism, 26);
     // 32768 with a target far from any divisor.
     assert_eq!(
         mode("EVENLY_SPREAD")
-            .align_context(&ctx(100, 9000, 32768, 0, 1, 32768))
+            .decide(&ctx(100, 9000, 32768, 0, 1, 32768))
             .parallelism,
         16384
     );
     // scale-down within range finds nothing: keep the target.
     assert_eq!(
-        mode("EVENLY_SPREAD")
-            .align_context(&keyed(9, 7, 128))
-            .parallelism,
+        mode("EVENLY_SPREAD").decide(&keyed(9, 7, 128)).parallelism,
         8
     );
     assert_eq!(
-        mode("EVENLY_SPREAD")
-            .align_context(&keyed(8, 7, 127))
-            .parallelism,
+        mode("EVENLY_SPREAD").decide(&keyed(8, 7, 127)).parallelism,
         7
     );
 }
@@ -317,24 +303,24 @@ fn rebalance_only_vertices_are_untouched() {
         .input_ship_strategies(vec![ShipStrategy::Rebalance, ShipStrategy::Forward])
         .build();
     for name in ["BALANCED", "EVENLY_SPREAD", "ADVANCED"] {
-        let out = mode(name).align_context(&c);
+        let out = mode(name).decide(&c);
         assert_eq!(out.parallelism, 24);
         assert!(!out.applicable);
     }
-    let out = legacy("EVENLY_SPREAD").align_context(&c);
+    let out = legacy("EVENLY_SPREAD").decide(&c);
     assert_eq!(out.parallelism, 24);
     assert!(out.events.is_empty());
 }
 
 #[test]
 fn target_equal_to_current_is_not_aligned() {
-    let out = mode("EVENLY_SPREAD").align_context(&keyed(24, 24, 128));
+    let out = mode("EVENLY_SPREAD").decide(&keyed(24, 24, 128));
     assert_eq!(out.parallelism, 24);
 }
 
 #[test]
 fn explanation_names_region_rule_and_cap() {
-    let out = mode("BALANCED").align_context(&keyed(16, 24, 128));
+    let out = mode("BALANCED").decide(&keyed(16, 24, 128));
     let text = out.explanation.join("\n");
     assert!(text.contains("cap UA"), "{text}");
     assert!(text.contains("ABOVE_TARGET [24, 128]"), "{text}");
@@ -526,7 +512,7 @@ fn run_time_resolution_falls_back_to_balanced_with_an_event() {
     assert_eq!(events.len(), 1);
     assert_eq!(events[0].reason, EventReason::ModeFallback);
     assert!(events[0].message.contains("vanished"));
-    assert_eq!(j.align_context(&keyed(16, 24, 128)).parallelism, 26);
+    assert_eq!(j.decide(&keyed(16, 24, 128)).parallelism, 26);
 }
 
 #[test]
@@ -541,7 +527,7 @@ fn the_guard_contains_panics_errors_and_out_of_range_answers() {
             "above min(max parallelism 128, upper limit 100) = 100",
         ),
     ] {
-        let out = custom("m", class, &[]).expect("resolves").align_context(&c);
+        let out = custom("m", class, &[]).expect("resolves").decide(&c);
         assert_eq!(out.parallelism, 16, "{class}");
         assert_eq!(out.events.len(), 1, "{class}");
         assert_eq!(out.events[0].reason, EventReason::PluginFault);
@@ -556,7 +542,7 @@ fn the_guard_contains_panics_errors_and_out_of_range_answers() {
     let source = ctx(4, 8, 128, 12, 1, 100);
     let out = custom("m", "fixed-20", &[])
         .expect("resolves")
-        .align_context(&source);
+        .decide(&source);
     assert_eq!(out.parallelism, 8);
     assert!(out.events[0].message.contains("12 partitions"));
 }
@@ -597,7 +583,7 @@ fn a_failing_gate_is_reported_in_place_of_the_answer() {
         ("scaling.alignment.mode.m.class", "failing-gate"),
     ]);
     let j = JobAlignment::resolve("job", &cfg, &FailingGateCatalog).expect("resolves");
-    let out = j.align_context(&keyed(10, 16, 128));
+    let out = j.decide(&keyed(10, 16, 128));
     assert_eq!(out.parallelism, 16);
     assert!(out.applicable, "a failed gate counts as applicable");
     assert_eq!(out.events.len(), 1);
@@ -608,7 +594,7 @@ fn a_failing_gate_is_reported_in_place_of_the_answer() {
         out.events[0].message
     );
     // Nothing to align: the gate's fault is not reported.
-    let out = j.align_context(&keyed(16, 16, 128));
+    let out = j.decide(&keyed(16, 16, 128));
     assert_eq!(out.parallelism, 16);
     assert!(out.applicable);
     assert!(out.events.is_empty());
@@ -639,9 +625,9 @@ fn advanced_composition_cheap_in_range_divisor_first() {
     )
     .expect("valid");
     // K=128, c=10, t=24: within range 24..11 the first divisor going down is 16.
-    assert_eq!(j.align_context(&keyed(10, 24, 128)).parallelism, 16);
+    assert_eq!(j.decide(&keyed(10, 24, 128)).parallelism, 16);
     // c=20: nothing in 24..21 divides 128, so the upward load-reducing step gives 26.
-    assert_eq!(j.align_context(&keyed(20, 24, 128)).parallelism, 26);
+    assert_eq!(j.decide(&keyed(20, 24, 128)).parallelism, 26);
 }
 
 #[test]
@@ -650,16 +636,16 @@ fn advanced_fallbacks() {
     let c = ctx(22, 25, 128, 35, 20, 30);
     let current =
         advanced("ABOVE_TARGET:DIVISOR", "WITHIN_RANGE:DIVISOR", "CURRENT").expect("valid");
-    let out = current.align_context(&c);
+    let out = current.decide(&c);
     assert_eq!(out.parallelism, 22);
     assert_eq!(out.events[0].reason, EventReason::ScalingLimited);
     let relaxed =
         advanced("ABOVE_TARGET:DIVISOR", "WITHIN_RANGE:DIVISOR", "relaxed").expect("valid");
-    let out = relaxed.align_context(&c);
+    let out = relaxed.decide(&c);
     assert_eq!(out.parallelism, 23, "relaxed gives 20, bounded above c");
     assert!(out.events.is_empty());
     let target = advanced("ABOVE_TARGET:DIVISOR", "WITHIN_RANGE:DIVISOR", "TARGET").expect("valid");
-    assert_eq!(target.align_context(&c).parallelism, 25);
+    assert_eq!(target.decide(&c).parallelism, 25);
 }
 
 #[test]
@@ -671,7 +657,7 @@ fn advanced_below_target_saves_resources() {
     )
     .expect("valid");
     // c=40, t=24 over 128 key groups: the next divisor below 24 is 16.
-    assert_eq!(j.align_context(&keyed(40, 24, 128)).parallelism, 16);
+    assert_eq!(j.decide(&keyed(40, 24, 128)).parallelism, 16);
 }
 
 #[test]
@@ -803,7 +789,7 @@ proptest! {
     #[test]
     fn builtins_stay_within_one_and_the_cap(cx in any_context()) {
         for name in ["BALANCED", "EVENLY_SPREAD"] {
-            let p = mode(name).align_context(&cx).parallelism;
+            let p = mode(name).decide(&cx).parallelism;
             if cx.target_parallelism() != cx.current_parallelism() {
                 prop_assert!(p >= 1 && p <= cx.alignment_cap(), "{name}: {p} cap {}", cx.alignment_cap());
             }
@@ -817,7 +803,7 @@ proptest! {
         // partitions); then the answer is the cap itself.
         let capped = c > cx.alignment_cap();
         for name in ["BALANCED", "EVENLY_SPREAD", "OFF"] {
-            let p = mode(name).align_context(&cx).parallelism;
+            let p = mode(name).decide(&cx).parallelism;
             if t > c && capped && name != "OFF" {
                 prop_assert_eq!(p, cx.alignment_cap(), "{} {}->{} gave {}", name, c, t, p);
             } else if t > c {
@@ -831,13 +817,13 @@ proptest! {
     fn advanced_defaults_equal_balanced(cx in any_context()) {
         let adv = JobAlignment::resolve("job", &config(&[("scaling.alignment.mode", "ADVANCED")]), &NoCustomModes)
             .expect("defaults are valid");
-        prop_assert_eq!(adv.align_context(&cx).parallelism, mode("BALANCED").align_context(&cx).parallelism);
+        prop_assert_eq!(adv.decide(&cx).parallelism, mode("BALANCED").decide(&cx).parallelism);
     }
 
     #[test]
     fn advanced_divisor_rules_equal_evenly_spread(cx in any_context()) {
         let adv = advanced("ABOVE_TARGET:DIVISOR", "WITHIN_RANGE:DIVISOR", "TARGET").expect("valid");
-        prop_assert_eq!(adv.align_context(&cx).parallelism, mode("EVENLY_SPREAD").align_context(&cx).parallelism);
+        prop_assert_eq!(adv.decide(&cx).parallelism, mode("EVENLY_SPREAD").decide(&cx).parallelism);
     }
 
     #[test]
@@ -848,7 +834,7 @@ proptest! {
         for (name, lr) in [("BALANCED", true), ("EVENLY_SPREAD", false)] {
             let reference = anchor_first_aligned(inputs.c, inputs.t, inputs.n, inputs.cap, lr);
             let expected = if reference > 0 { reference } else { keep };
-            prop_assert_eq!(u64::from(mode(name).align_context(&cx).parallelism), expected, "{}", name);
+            prop_assert_eq!(u64::from(mode(name).decide(&cx).parallelism), expected, "{}", name);
             let scanned = super::builtin::first_aligned_in_region_scan(&inputs, if lr { Rule::LoadReducing } else { Rule::Divisor });
             prop_assert_eq!(scanned.unwrap_or(0), reference);
         }
@@ -886,6 +872,6 @@ proptest! {
             }
         }
         let expected = expected.unwrap_or(t.min(cap));
-        prop_assert_eq!(u64::from(adv.align_context(&cx).parallelism), expected);
+        prop_assert_eq!(u64::from(adv.decide(&cx).parallelism), expected);
     }
 }

@@ -1,10 +1,12 @@
 //! One scaling cycle of one job: collect → evaluate → execute (anchor §1 step 3, §2.7, §3, §5).
 
+use std::cell::OnceCell;
+
 use crate::alignment::Aligner;
 use crate::engine::{JobObservation, JobStatus};
 
-use super::evaluation::evaluate;
-use super::metrics::{ScalingMetric, collect};
+use super::evaluation::{Evaluation, evaluate};
+use super::metrics::{Collection, ScalingMetric, collect};
 use super::operation::decide_operation;
 use super::options::AutoscalerOptions;
 use super::outcome::{CycleOutcome, CycleStage};
@@ -91,12 +93,33 @@ pub fn run_cycle(
     }
     let restart_time = state.scaling_tracking.restart_time(opts);
 
-    let mut evaluation = match evaluate(&state.metric_history, &topology, opts, restart_time) {
+    let evaluation = match evaluate(&state.metric_history, &topology, opts, restart_time) {
         Ok(e) => e,
         Err(e) => return CycleOutcome::fail(job, e),
     };
+    let sdk_topology = OnceCell::new();
+    let ctx = ScalerContext {
+        job,
+        opts,
+        aligner,
+        topology: &sdk_topology,
+        graph: &topology,
+        restart_time,
+        now_ms,
+    };
+    decide(&ctx, evaluation, &collection, state)
+}
+
+/// What a cycle reports on an evaluated window: the decided operation once the window is fully
+/// collected, else the evaluation alone, without recommended parallelism.
+fn decide(
+    ctx: &ScalerContext<'_>,
+    mut evaluation: Evaluation,
+    collection: &Collection,
+    state: &mut JobScalingState,
+) -> CycleOutcome {
     let mut outcome = CycleOutcome::new(CycleStage::WindowNotFull);
-    outcome.restart_time = Some(restart_time);
+    outcome.restart_time = Some(ctx.restart_time);
     outcome.backlog = evaluation.backlog;
     for metrics in evaluation.vertices.values_mut() {
         if let Some(p) = metrics.get(&ScalingMetric::Parallelism).copied() {
@@ -104,19 +127,9 @@ pub fn run_cycle(
         }
     }
     if collection.fully_collected {
-        let sdk_topology = std::cell::OnceCell::new();
-        let ctx = ScalerContext {
-            job,
-            opts,
-            aligner,
-            topology: &sdk_topology,
-            graph: &topology,
-            restart_time,
-            now_ms,
-        };
         outcome.stage = decide_operation(
-            &ctx,
-            &topology,
+            ctx,
+            ctx.graph,
             &mut evaluation,
             &collection.excluded,
             state,

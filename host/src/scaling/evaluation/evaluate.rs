@@ -8,16 +8,15 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::capacity::capacity;
-use super::flow::{distinct_inputs, output_ratio};
 use super::global::evaluate_global;
+use super::rates::{DataRates, Processing, downstream_rates, source_rates};
 use crate::scaling::error::CycleError;
 use crate::scaling::metrics::{
     EvaluatedScalingMetric, MetricHistory, ScalingMetric, Series, VertexEvaluation, latest, series,
-    series_average, series_average_or_rate, series_rate,
+    series_rate,
 };
-use crate::scaling::numeric::java_max;
-use crate::scaling::options::{AutoscalerOptions, BusyTimeAggregator, whole_seconds};
-use crate::scaling::topology::Topology;
+use crate::scaling::options::{AutoscalerOptions, whole_seconds};
+use crate::scaling::topology::{Topology, VertexInfo};
 
 /// The result of evaluating one job's window.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -78,135 +77,21 @@ pub(crate) fn evaluate(
         .map(|v| series(history, v.id))
         .collect();
     let backlog = backlog_in(history, topology, &all, opts);
-    let catch_up_secs = whole_seconds(opts.catch_up_duration);
     let mut evaluated: Vec<VertexEvaluation> = Vec::with_capacity(topology.vertices.len());
-
     for (index, vertex) in topology.vertices.iter().enumerate() {
-        let id = vertex.id;
         let own = &all[index];
-        let mut m = VertexEvaluation::new();
         let in_rate = series_rate(own, ScalingMetric::NumRecordsIn);
-        let latest_lag = latest(history, id, ScalingMetric::Lag);
-
-        if vertex.is_source() {
-            let target = java_max(0.0, in_rate + series_rate(own, ScalingMetric::Lag));
-            if target.is_nan() {
-                return Err(CycleError::NoIngestionRate { vertex: id.into() });
-            }
-            m.insert(
-                ScalingMetric::TargetDataRate,
-                EvaluatedScalingMetric::avg(target),
-            );
-            let lag = latest_lag.unwrap_or(0.0);
-            let catch_up = if catch_up_secs == 0.0 {
-                0.0
-            } else {
-                lag / catch_up_secs
-            };
-            m.insert(
-                ScalingMetric::CatchUpDataRate,
-                EvaluatedScalingMetric::of(catch_up),
-            );
+        let latest_lag = latest(history, vertex.id, ScalingMetric::Lag);
+        let rates = if vertex.is_source() {
+            source_rates(vertex, own, in_rate, latest_lag, opts)?
         } else {
-            let mut target = 0.0;
-            let mut catch_up = 0.0;
-            for u in distinct_inputs(vertex) {
-                let ratio = output_ratio(&all, topology, u, index);
-                let upstream = &evaluated[u];
-                let up_target = upstream
-                    .get(&ScalingMetric::TargetDataRate)
-                    .map_or(f64::NAN, |x| x.average);
-                let up_catch_up = upstream
-                    .get(&ScalingMetric::CatchUpDataRate)
-                    .map_or(f64::NAN, |x| x.current);
-                target += up_target * ratio;
-                catch_up += up_catch_up * ratio;
-            }
-            m.insert(
-                ScalingMetric::TargetDataRate,
-                EvaluatedScalingMetric::avg(target),
-            );
-            m.insert(
-                ScalingMetric::CatchUpDataRate,
-                EvaluatedScalingMetric::of(catch_up),
-            );
-        }
-
-        let (busy_ms, input_rate) = match opts.busy_time_aggregator {
-            BusyTimeAggregator::Avg => (
-                series_rate(own, ScalingMetric::AccumulatedBusyTime)
-                    / f64::from(vertex.parallelism),
-                in_rate,
-            ),
-            BusyTimeAggregator::Max | BusyTimeAggregator::Min => (
-                series_average(own, ScalingMetric::Load, 1) * 1000.0,
-                series_average_or_rate(
-                    own,
-                    ScalingMetric::NumRecordsInPerSecond,
-                    ScalingMetric::NumRecordsIn,
-                ),
-            ),
+            downstream_rates(&all, topology, &evaluated, index)
         };
-        let busy_tpr = if input_rate == 0.0 {
-            f64::INFINITY
-        } else {
-            input_rate / (busy_ms / 1000.0)
-        };
-        let observed = series_average(
-            own,
-            ScalingMetric::ObservedTpr,
-            opts.observed_tpr_min_observations,
-        );
-        let tpr = if !observed.is_nan()
-            && (!busy_tpr.is_finite()
-                || busy_tpr > observed * (1.0 + opts.observed_tpr_switch_threshold))
-        {
-            observed
-        } else {
-            busy_tpr
-        };
-        m.insert(
-            ScalingMetric::TrueProcessingRate,
-            EvaluatedScalingMetric::avg(tpr),
-        );
-        m.insert(
-            ScalingMetric::Load,
-            EvaluatedScalingMetric::avg(busy_ms / 1000.0),
-        );
-        if let Some(lag) = latest_lag {
-            m.insert(ScalingMetric::Lag, EvaluatedScalingMetric::of(lag));
-        }
-        m.insert(
-            ScalingMetric::Parallelism,
-            EvaluatedScalingMetric::of(f64::from(vertex.parallelism)),
-        );
-        m.insert(
-            ScalingMetric::MaxParallelism,
-            EvaluatedScalingMetric::of(f64::from(vertex.max_parallelism)),
-        );
-        m.insert(
-            ScalingMetric::NumSourcePartitions,
-            EvaluatedScalingMetric::of(f64::from(vertex.source_partitions)),
-        );
-
-        let (up_u, low_u) = if backlog {
-            (1.0, 0.0)
-        } else {
-            (opts.upper_utilization(), opts.lower_utilization())
-        };
-        let up = capacity(&m, up_u, false, restart_time, opts);
-        let down = capacity(&m, low_u, true, restart_time, opts);
-        m.insert(
-            ScalingMetric::ScaleUpRateThreshold,
-            EvaluatedScalingMetric::of(up),
-        );
-        m.insert(
-            ScalingMetric::ScaleDownRateThreshold,
-            EvaluatedScalingMetric::of(down),
-        );
+        let processing = Processing::of(vertex, own, in_rate, opts);
+        let mut m = vertex_metrics(vertex, rates, processing, latest_lag);
+        insert_thresholds(&mut m, backlog, restart_time, opts);
         evaluated.push(m);
     }
-
     let vertices = topology
         .vertices
         .iter()
@@ -220,9 +105,79 @@ pub(crate) fn evaluate(
     })
 }
 
+/// The evaluated metrics of one vertex, before its band.
+fn vertex_metrics(
+    vertex: &VertexInfo,
+    rates: DataRates,
+    processing: Processing,
+    latest_lag: Option<f64>,
+) -> VertexEvaluation {
+    let of_count = |count: u32| EvaluatedScalingMetric::of(f64::from(count));
+    let mut m: VertexEvaluation = [
+        (
+            ScalingMetric::TargetDataRate,
+            EvaluatedScalingMetric::avg(rates.target),
+        ),
+        (
+            ScalingMetric::CatchUpDataRate,
+            EvaluatedScalingMetric::of(rates.catch_up),
+        ),
+        (
+            ScalingMetric::TrueProcessingRate,
+            EvaluatedScalingMetric::avg(processing.true_processing_rate),
+        ),
+        (
+            ScalingMetric::Load,
+            EvaluatedScalingMetric::avg(processing.busy_ms / 1000.0),
+        ),
+        (ScalingMetric::Parallelism, of_count(vertex.parallelism)),
+        (
+            ScalingMetric::MaxParallelism,
+            of_count(vertex.max_parallelism),
+        ),
+        (
+            ScalingMetric::NumSourcePartitions,
+            of_count(vertex.source_partitions),
+        ),
+    ]
+    .into_iter()
+    .collect();
+    if let Some(lag) = latest_lag {
+        m.insert(ScalingMetric::Lag, EvaluatedScalingMetric::of(lag));
+    }
+    m
+}
+
+/// The utilization band as processing-rate thresholds: the capacity needed at the upper
+/// utilization (without the restart term) and at the lower one (with it); `[1, 0]` while some
+/// source processes a backlog.
+fn insert_thresholds(
+    m: &mut VertexEvaluation,
+    backlog: bool,
+    restart_time: Duration,
+    opts: &AutoscalerOptions,
+) {
+    let (up_u, low_u) = if backlog {
+        (1.0, 0.0)
+    } else {
+        (opts.upper_utilization(), opts.lower_utilization())
+    };
+    let up = capacity(m, up_u, false, restart_time, opts);
+    let down = capacity(m, low_u, true, restart_time, opts);
+    m.insert(
+        ScalingMetric::ScaleUpRateThreshold,
+        EvaluatedScalingMetric::of(up),
+    );
+    m.insert(
+        ScalingMetric::ScaleDownRateThreshold,
+        EvaluatedScalingMetric::of(down),
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scaling::options::BusyTimeAggregator;
     use crate::scaling::testing::Job;
 
     fn evaluate_two_samples(

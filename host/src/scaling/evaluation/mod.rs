@@ -5,6 +5,7 @@ mod capacity;
 mod evaluate;
 mod flow;
 mod global;
+mod rates;
 
 pub(crate) use capacity::capacity;
 pub use evaluate::Evaluation;

@@ -7,7 +7,7 @@ mod samples;
 mod statistics;
 mod window;
 
-pub(crate) use collection::collect;
+pub(crate) use collection::{Collection, collect};
 pub(crate) use names::evaluated_or_nan;
 pub use names::{EvaluatedScalingMetric, ScalingMetric, VertexEvaluation};
 #[cfg(test)]

@@ -69,16 +69,49 @@ pub(crate) struct ScalerContext<'a> {
     pub now_ms: i64,
 }
 
-fn no_change(reason: impl Into<String>) -> VertexOutcome {
-    VertexOutcome {
-        change: ParallelismChange::NoChange,
-        target: None,
-        aligned: None,
-        mode: None,
-        outside: false,
-        reason: reason.into(),
-        explanation: Vec::new(),
-        events: Vec::new(),
+impl VertexOutcome {
+    /// No decision possible, for `reason`.
+    fn no_change(reason: impl Into<String>) -> VertexOutcome {
+        VertexOutcome {
+            change: ParallelismChange::NoChange,
+            target: None,
+            aligned: None,
+            mode: None,
+            outside: false,
+            reason: reason.into(),
+            explanation: Vec::new(),
+            events: Vec::new(),
+        }
+    }
+
+    /// A clamped target, not aligned (yet) and not changing anything (yet).
+    fn target(target: u32) -> VertexOutcome {
+        VertexOutcome {
+            target: Some(target),
+            aligned: Some(target),
+            ..VertexOutcome::no_change(String::new())
+        }
+    }
+
+    /// Keeps what alignment answered and explained; returns the aligned parallelism.
+    fn aligned_by(&mut self, aligned: AlignOutcome) -> u32 {
+        self.mode = Some(aligned.mode);
+        self.explanation = aligned.explanation;
+        self.events = aligned.events;
+        aligned.parallelism
+    }
+
+    /// Decides a change to `new`, for `reason`.
+    fn change(mut self, new: u32, outside: bool, reason: String) -> VertexOutcome {
+        self.change = ParallelismChange::Change { new, outside };
+        self.reason = reason;
+        self
+    }
+
+    /// Decides nothing, for `reason`.
+    fn keep(mut self, reason: String) -> VertexOutcome {
+        self.reason = reason;
+        self
     }
 }
 
@@ -95,156 +128,233 @@ pub(crate) fn compute_scale_target(
     let cur = vertex.parallelism;
     let tpr = evaluated_or_nan(metrics, ScalingMetric::TrueProcessingRate).average;
     if tpr.is_nan() {
-        return no_change("true processing rate is unknown (NaN)");
+        return VertexOutcome::no_change("true processing rate is unknown (NaN)");
     }
-    let cap = capacity(
+    let capacity = capacity(
         metrics,
         opts.utilization_target,
         true,
         ctx.restart_time,
         opts,
     );
-    if cap.is_nan() {
-        return no_change("target capacity is unknown (NaN target or catch-up rate)");
+    if capacity.is_nan() {
+        return VertexOutcome::no_change(
+            "target capacity is unknown (NaN target or catch-up rate)",
+        );
     }
-    let mut factor = cap / tpr;
-    let mut coefficient = 1.0;
-    if opts.observed_scalability_enabled {
-        let points: Vec<(u32, f64)> = history
-            .map(|h| {
-                h.values()
-                    .map(|s| {
-                        (
-                            s.current_parallelism,
-                            evaluated_or_nan(&s.metrics, ScalingMetric::TrueProcessingRate).average,
-                        )
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
-        coefficient = observed_scalability_coefficient(&points, opts);
-        factor /= coefficient;
-    }
-    let min_factor = 1.0 - opts.scale_down_max_factor;
-    let max_factor = 1.0 + opts.scale_up_max_factor;
-    if factor < min_factor {
-        factor = min_factor;
-    } else if factor > max_factor {
-        factor = max_factor;
-    }
+    let factor = ScaleFactor::of(opts, capacity, tpr, history);
+    let (lower, upper) = limits(cur, opts);
+    let scaled = scaled_target(factor.value, cur, vertex.max_parallelism, lower, upper);
+    let scale_note = factor.describe(cur, &scaled, lower);
 
-    let cur_i = i64::from(cur);
-    let lower = cur_i.min(opts.vertex_min_parallelism);
-    let upper = cur_i.max(opts.vertex_max_parallelism);
-    let ScaledTarget {
-        raw,
-        upper_bound,
-        target,
-    } = scaled_target(factor, cur, vertex.max_parallelism, lower, upper);
-    let mut out = VertexOutcome {
-        change: ParallelismChange::NoChange,
-        target: Some(target),
-        aligned: Some(target),
-        mode: None,
-        outside: false,
-        reason: String::new(),
-        explanation: Vec::new(),
-        events: Vec::new(),
-    };
-    let scale_note = format!(
-        "capacity {cap} / TPR {tpr}{} -> factor {factor}, ceil(factor * {cur}) = {raw}, limits [{lower}, {upper_bound}] -> {target}",
-        if opts.observed_scalability_enabled {
-            format!(" / coefficient {coefficient}")
-        } else {
-            String::new()
-        }
-    );
-
-    let new = if target == cur {
+    let mut out = VertexOutcome::target(scaled.target);
+    let new = if scaled.target == cur {
         cur
     } else {
-        let aligned = align(ctx, vertex, metrics, target, lower, upper);
-        out.mode = Some(aligned.mode);
-        out.explanation = aligned.explanation;
-        out.events = aligned.events;
-        aligned.parallelism
+        out.aligned_by(align(ctx, vertex, metrics, scaled.target, lower, upper))
     };
     out.aligned = Some(new);
-    if new == 0 {
-        out.reason = format!("{scale_note}; alignment answered 0, kept {cur}");
+    if new == 0 || new == cur {
         delayed.clear_vertex(vertex.id);
-        return out;
-    }
-    if new == cur {
-        out.reason = format!("{scale_note}; no change");
-        delayed.clear_vertex(vertex.id);
-        return out;
+        return out.keep(if new == 0 {
+            format!("{scale_note}; alignment answered 0, kept {cur}")
+        } else {
+            format!("{scale_note}; no change")
+        });
     }
 
     metrics.insert(
         ScalingMetric::ExpectedProcessingRate,
         EvaluatedScalingMetric::of(tpr / f64::from(cur) * f64::from(new)),
     );
-    let up_threshold = evaluated_or_nan(metrics, ScalingMetric::ScaleUpRateThreshold).current;
-    let down_threshold = evaluated_or_nan(metrics, ScalingMetric::ScaleDownRateThreshold).current;
-    let outside = tpr < up_threshold || tpr > down_threshold;
-    out.outside = outside;
-    let band = format!(
-        "TPR {tpr} {} band [{up_threshold}, {down_threshold}]",
-        if outside { "outside" } else { "inside" }
-    );
-
+    let band = Band::of(metrics, tpr);
+    out.outside = band.outside;
+    let note = format!("{scale_note}; {}", band.describe(tpr));
     if new > cur {
         delayed.clear_vertex(vertex.id);
-        if let Some((_, last)) = history.and_then(|h| h.last_key_value()) {
-            if cur == last.new_parallelism && last.new_parallelism > last.current_parallelism {
-                if let Some(event) = ineffective_scale_up(ctx.job, ctx.opts, vertex, last, tpr) {
-                    out.events.push(event);
-                    if opts.scaling_effectiveness_detection_enabled {
-                        out.reason = format!(
-                            "{scale_note}; {band}; blocked: previous scale-up was ineffective"
-                        );
-                        return out;
-                    }
-                }
-            }
+        scale_up(ctx, vertex, history, tpr, new, note, out)
+    } else {
+        scale_down(ctx, vertex, delayed, new, note, out)
+    }
+}
+
+/// The parallelism limits of a vertex running at `current`: `[min(current,
+/// vertex.min-parallelism), max(current, vertex.max-parallelism)]`.
+fn limits(current: u32, opts: &AutoscalerOptions) -> (i64, i64) {
+    let current = i64::from(current);
+    (
+        current.min(opts.vertex_min_parallelism),
+        current.max(opts.vertex_max_parallelism),
+    )
+}
+
+/// The scale factor: target capacity over true processing rate, divided by the observed
+/// scalability coefficient when that is enabled, bounded by `1 - scale-down.max-factor` and
+/// `1 + scale-up.max-factor`.
+struct ScaleFactor {
+    capacity: f64,
+    tpr: f64,
+    /// The observed scalability coefficient, when enabled.
+    coefficient: Option<f64>,
+    value: f64,
+}
+
+impl ScaleFactor {
+    fn of(
+        opts: &AutoscalerOptions,
+        capacity: f64,
+        tpr: f64,
+        history: Option<&BTreeMap<i64, ScalingSummary>>,
+    ) -> ScaleFactor {
+        let mut value = capacity / tpr;
+        let coefficient = opts.observed_scalability_enabled.then(|| {
+            let points: Vec<(u32, f64)> = history
+                .map(|h| {
+                    h.values()
+                        .map(|s| {
+                            let rate =
+                                evaluated_or_nan(&s.metrics, ScalingMetric::TrueProcessingRate);
+                            (s.current_parallelism, rate.average)
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            observed_scalability_coefficient(&points, opts)
+        });
+        if let Some(coefficient) = coefficient {
+            value /= coefficient;
         }
-        out.change = ParallelismChange::Change { new, outside };
-        out.reason = format!("{scale_note}; {band}; scale up {cur} -> {new}");
-        return out;
+        let min_factor = 1.0 - opts.scale_down_max_factor;
+        let max_factor = 1.0 + opts.scale_up_max_factor;
+        if value < min_factor {
+            value = min_factor;
+        } else if value > max_factor {
+            value = max_factor;
+        }
+        ScaleFactor {
+            capacity,
+            tpr,
+            coefficient,
+            value,
+        }
     }
 
-    // Scale down.
-    let interval = millis(opts.scale_down_interval);
+    /// How the target was computed, for the vertex's reason.
+    fn describe(&self, current: u32, scaled: &ScaledTarget, lower: i64) -> String {
+        format!(
+            "capacity {} / TPR {}{} -> factor {}, ceil(factor * {current}) = {}, limits [{lower}, {}] -> {}",
+            self.capacity,
+            self.tpr,
+            self.coefficient
+                .map(|c| format!(" / coefficient {c}"))
+                .unwrap_or_default(),
+            self.value,
+            scaled.raw,
+            scaled.upper_bound,
+            scaled.target
+        )
+    }
+}
+
+/// The vertex's utilization band as processing-rate thresholds, and whether its true processing
+/// rate is outside.
+struct Band {
+    up_threshold: f64,
+    down_threshold: f64,
+    outside: bool,
+}
+
+impl Band {
+    fn of(metrics: &VertexEvaluation, tpr: f64) -> Band {
+        let up_threshold = evaluated_or_nan(metrics, ScalingMetric::ScaleUpRateThreshold).current;
+        let down_threshold =
+            evaluated_or_nan(metrics, ScalingMetric::ScaleDownRateThreshold).current;
+        Band {
+            up_threshold,
+            down_threshold,
+            outside: tpr < up_threshold || tpr > down_threshold,
+        }
+    }
+
+    fn describe(&self, tpr: f64) -> String {
+        format!(
+            "TPR {tpr} {} band [{}, {}]",
+            if self.outside { "outside" } else { "inside" },
+            self.up_threshold,
+            self.down_threshold
+        )
+    }
+}
+
+/// A scale-up to `new`, unless the previous scale-up was ineffective and that blocks it
+/// (anchor §4.5).
+fn scale_up(
+    ctx: &ScalerContext<'_>,
+    vertex: &VertexInfo,
+    history: Option<&BTreeMap<i64, ScalingSummary>>,
+    tpr: f64,
+    new: u32,
+    note: String,
+    mut out: VertexOutcome,
+) -> VertexOutcome {
+    let cur = vertex.parallelism;
+    let last_scaled_up = history
+        .and_then(|h| h.last_key_value())
+        .map(|(_, last)| last)
+        .filter(|last| {
+            cur == last.new_parallelism && last.new_parallelism > last.current_parallelism
+        });
+    if let Some(last) = last_scaled_up {
+        if let Some(event) = ineffective_scale_up(ctx.job, ctx.opts, vertex, last, tpr) {
+            out.events.push(event);
+            if ctx.opts.scaling_effectiveness_detection_enabled {
+                return out.keep(format!(
+                    "{note}; blocked: previous scale-up was ineffective"
+                ));
+            }
+        }
+    }
+    let outside = out.outside;
+    out.change(new, outside, format!("{note}; scale up {cur} -> {new}"))
+}
+
+/// A scale-down to `new`, delayed until it has been recommended for a whole
+/// `scale-down.interval`, then to the highest parallelism recommended within it (anchor §4.6).
+fn scale_down(
+    ctx: &ScalerContext<'_>,
+    vertex: &VertexInfo,
+    delayed: &mut DelayedScaleDown,
+    new: u32,
+    note: String,
+    mut out: VertexOutcome,
+) -> VertexOutcome {
+    let cur = vertex.parallelism;
+    let outside = out.outside;
+    let interval = millis(ctx.opts.scale_down_interval);
     if interval <= 0 {
-        out.change = ParallelismChange::Change { new, outside };
-        out.reason = format!("{scale_note}; {band}; scale down {cur} -> {new}");
-        return out;
+        return out.change(new, outside, format!("{note}; scale down {cur} -> {new}"));
     }
     delayed.trigger(vertex.id, ctx.now_ms, new, outside);
     let window_start = ctx.now_ms.saturating_sub(interval);
     match delayed.max_in_window(vertex.id, window_start) {
-        None => {
-            out.reason = format!(
-                "{scale_note}; {band}; scale down to {new} delayed (scale-down.interval not yet elapsed)"
-            );
-        }
+        None => out.keep(format!(
+            "{note}; scale down to {new} delayed (scale-down.interval not yet elapsed)"
+        )),
         Some(max) if max.parallelism == cur => {
-            out.reason = format!("{scale_note}; {band}; delayed maximum equals current");
+            out.keep(format!("{note}; delayed maximum equals current"))
         }
         Some(max) => {
-            out.change = ParallelismChange::Change {
-                new: max.parallelism,
-                outside: max.outside_utilization_bound,
-            };
             out.outside = max.outside_utilization_bound;
-            out.reason = format!(
-                "{scale_note}; {band}; scale down {cur} -> {} (maximum recommended within scale-down.interval)",
-                max.parallelism
-            );
+            out.change(
+                max.parallelism,
+                max.outside_utilization_bound,
+                format!(
+                    "{note}; scale down {cur} -> {} (maximum recommended within scale-down.interval)",
+                    max.parallelism
+                ),
+            )
         }
     }
-    out
 }
 
 /// Describes the vertex's decision to the job's aligner (anchor §4.4) and returns its answer.
