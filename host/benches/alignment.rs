@@ -6,8 +6,8 @@ use std::hint::black_box;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use flowscale::alignment::search::{Rule, Scan, first_accepted, first_accepted_scan};
-use flowscale::alignment::{Aligner, JobAlignment, NoCustomModes};
-use flowscale_sdk::{AlignmentContext, ShipStrategy};
+use flowscale::alignment::{Aligner, AlignmentRequest, JobAlignment, NoCustomModes};
+use flowscale_sdk::ShipStrategy;
 
 /// (label, N, current, target): typical targets sit near a divisor; worst cases sit just above
 /// N/2 so that EVENLY_SPREAD's scan walks to N.
@@ -52,12 +52,15 @@ fn bench(c: &mut Criterion) {
                 )
             })
         });
-        let ctx = AlignmentContext::builder(current, target, n)
-            .limits(1, n)
-            .input_ship_strategies(vec![ShipStrategy::Hash])
-            .build();
+        // What the pipeline pays per vertex: the request, the context alignment builds from
+        // it, and the mode.
+        let request = AlignmentRequest {
+            upper_limit: n,
+            input_ship_strategies: vec![ShipStrategy::Hash],
+            ..AlignmentRequest::new(current, target, n)
+        };
         group.bench_function(BenchmarkId::new("align_vertex", &id), |b| {
-            b.iter(|| evenly.align(black_box(&ctx)).parallelism)
+            b.iter(|| evenly.align(black_box(request.clone())).parallelism)
         });
     }
     group.finish();

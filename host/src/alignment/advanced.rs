@@ -12,6 +12,7 @@ use super::builtin::accepted_because;
 use super::decision::Decision;
 use super::inputs::{Inputs, scaling_limited};
 use super::search::{Rule, Scan, first_accepted, relaxed_downward};
+use crate::config::KeyError;
 
 /// Parameter with the scale-up steps.
 pub const SCALE_UP: &str = "scale-up";
@@ -126,16 +127,6 @@ impl Fallback {
     }
 }
 
-/// A configuration problem of ADVANCED, naming the key and the step.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("`{key}`: {message}")]
-pub struct AdvancedError {
-    /// The full key.
-    pub key: String,
-    /// What is wrong and what would be valid.
-    pub message: String,
-}
-
 /// A validated ADVANCED configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AdvancedSpec {
@@ -166,16 +157,16 @@ impl Default for AdvancedSpec {
 impl AdvancedSpec {
     /// Reads and validates the parameters of `scaling.alignment.mode.ADVANCED.*`, reporting
     /// every problem at once.
-    pub fn from_params(params: &ModeParams) -> Result<AdvancedSpec, Vec<AdvancedError>> {
+    pub fn from_params(params: &ModeParams) -> Result<AdvancedSpec, Vec<KeyError>> {
         let mut errors = Vec::new();
         for (name, _) in params.iter() {
             if !KNOWN_PARAMS.contains(&name) {
-                errors.push(AdvancedError {
-                    key: params.full_key(name),
-                    message: format!(
+                errors.push(KeyError::new(
+                    params.full_key(name),
+                    format!(
                         "unknown ADVANCED parameter (valid: {SCALE_UP}, {SCALE_DOWN}, {FALLBACK})"
                     ),
-                });
+                ));
             }
         }
         let up = parse_steps(
@@ -198,13 +189,13 @@ impl AdvancedSpec {
                 .into_iter()
                 .find(|f| f.name().eq_ignore_ascii_case(text.trim()))
                 .unwrap_or_else(|| {
-                    errors.push(AdvancedError {
-                        key: params.full_key(FALLBACK),
-                        message: format!(
+                    errors.push(KeyError::new(
+                        params.full_key(FALLBACK),
+                        format!(
                             "unknown fallback `{}` (valid: TARGET, CURRENT, RELAXED)",
                             text.trim()
                         ),
-                    });
+                    ));
                     Fallback::Target
                 }),
         };
@@ -275,26 +266,16 @@ impl AdvancedSpec {
     }
 }
 
+/// The step list of one direction, with every problem reported against `param`'s full key.
 fn parse_steps(
     params: &ModeParams,
     param: &str,
     text: &str,
     up: bool,
-    errors: &mut Vec<AdvancedError>,
+    errors: &mut Vec<KeyError>,
 ) -> Vec<Step> {
     let key = params.full_key(param);
-    let direction = if up { "scale-up" } else { "scale-down" };
-    let valid_regions = if up {
-        "ABOVE_TARGET, WITHIN_RANGE"
-    } else {
-        "WITHIN_RANGE, BELOW_TARGET"
-    };
-    let mut error = |message: String| {
-        errors.push(AdvancedError {
-            key: key.clone(),
-            message,
-        })
-    };
+    let mut error = |message: String| errors.push(KeyError::new(key.clone(), message));
     let mut steps: Vec<Step> = Vec::new();
     let items: Vec<&str> = text
         .split(',')
@@ -314,62 +295,86 @@ fn parse_steps(
     }
     for (index, item) in items.iter().enumerate() {
         let number = index + 1;
-        let Some((region_text, rule_text)) = item.split_once(':') else {
-            error(format!(
-                "step {number} `{item}` is not REGION:RULE (regions for {direction}: {valid_regions}; rules: DIVISOR, LOAD_REDUCING)"
-            ));
+        let Some(step) = parse_step(number, item, up, &mut error) else {
             continue;
         };
-        let region = Region::parse(region_text.trim());
-        let rule = rule_from(rule_text.trim());
-        let (Some(region), Some(rule)) = (region, rule) else {
-            if region.is_none() {
-                error(format!(
-                    "step {number} `{item}`: unknown region `{}` (valid for {direction}: {valid_regions})",
-                    region_text.trim()
-                ));
-            }
-            if rule.is_none() {
-                error(format!(
-                    "step {number} `{item}`: unknown rule `{}` (valid: DIVISOR, LOAD_REDUCING)",
-                    rule_text.trim()
-                ));
-            }
-            continue;
-        };
-        let step = Step { region, rule };
-        if !region.exists(up) {
-            error(format!(
-                "step {number} `{step}`: {} does not exist for {direction} (valid: {valid_regions})",
-                region.name()
-            ));
-            continue;
+        match refuse_step(number, step, up, &steps) {
+            Some(message) => error(message),
+            None => steps.push(step),
         }
-        if rule == Rule::LoadReducing && region.downward(up) {
-            error(format!(
-                "step {number} `{step}`: LOAD_REDUCING on a downward-scanned region can accept nothing but the target; use {}:DIVISOR",
-                region.name()
-            ));
-            continue;
-        }
-        if steps.contains(&step) {
-            error(format!(
-                "step {number} `{step}` repeats an earlier step and can never change the result"
-            ));
-            continue;
-        }
-        if rule == Rule::Divisor
-            && steps
-                .iter()
-                .any(|s| s.region == region && s.rule == Rule::LoadReducing)
-        {
-            error(format!(
-                "step {number} `{step}` comes after {}:LOAD_REDUCING: a stricter rule after a looser one on the same region can never change the result",
-                region.name()
-            ));
-            continue;
-        }
-        steps.push(step);
     }
     steps
+}
+
+/// The direction's name and the regions that exist for it, for messages.
+fn direction(up: bool) -> (&'static str, &'static str) {
+    if up {
+        ("scale-up", "ABOVE_TARGET, WITHIN_RANGE")
+    } else {
+        ("scale-down", "WITHIN_RANGE, BELOW_TARGET")
+    }
+}
+
+/// Step `number` read as `REGION:RULE`; an unknown region and an unknown rule are both reported.
+fn parse_step(number: usize, item: &str, up: bool, error: &mut impl FnMut(String)) -> Option<Step> {
+    let (direction, valid_regions) = direction(up);
+    let Some((region_text, rule_text)) = item.split_once(':') else {
+        error(format!(
+            "step {number} `{item}` is not REGION:RULE (regions for {direction}: {valid_regions}; rules: DIVISOR, LOAD_REDUCING)"
+        ));
+        return None;
+    };
+    let region = Region::parse(region_text.trim());
+    let rule = rule_from(rule_text.trim());
+    if region.is_none() {
+        error(format!(
+            "step {number} `{item}`: unknown region `{}` (valid for {direction}: {valid_regions})",
+            region_text.trim()
+        ));
+    }
+    if rule.is_none() {
+        error(format!(
+            "step {number} `{item}`: unknown rule `{}` (valid: DIVISOR, LOAD_REDUCING)",
+            rule_text.trim()
+        ));
+    }
+    Some(Step {
+        region: region?,
+        rule: rule?,
+    })
+}
+
+/// Why a well-formed step cannot be used after the `earlier` ones: its region does not exist
+/// in this direction, its rule can accept nothing there, or it can never change the result.
+fn refuse_step(number: usize, step: Step, up: bool, earlier: &[Step]) -> Option<String> {
+    let (direction, valid_regions) = direction(up);
+    let Step { region, rule } = step;
+    if !region.exists(up) {
+        return Some(format!(
+            "step {number} `{step}`: {} does not exist for {direction} (valid: {valid_regions})",
+            region.name()
+        ));
+    }
+    if rule == Rule::LoadReducing && region.downward(up) {
+        return Some(format!(
+            "step {number} `{step}`: LOAD_REDUCING on a downward-scanned region can accept nothing but the target; use {}:DIVISOR",
+            region.name()
+        ));
+    }
+    if earlier.contains(&step) {
+        return Some(format!(
+            "step {number} `{step}` repeats an earlier step and can never change the result"
+        ));
+    }
+    if rule == Rule::Divisor
+        && earlier
+            .iter()
+            .any(|s| s.region == region && s.rule == Rule::LoadReducing)
+    {
+        return Some(format!(
+            "step {number} `{step}` comes after {}:LOAD_REDUCING: a stricter rule after a looser one on the same region can never change the result",
+            region.name()
+        ));
+    }
+    None
 }

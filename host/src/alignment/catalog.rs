@@ -4,30 +4,12 @@ use std::sync::Arc;
 
 use flowscale_sdk::AlignmentMode;
 
-/// A custom mode found by implementation id.
-#[derive(Clone)]
-pub struct CatalogMode {
-    /// The implementation id (what `scaling.alignment.mode.<name>.class` names).
-    pub id: String,
-    /// Where it comes from, for messages: a plugin file, or "linked into the binary".
-    pub origin: String,
-    /// The mode.
-    pub mode: Arc<dyn AlignmentMode>,
-}
-
-impl std::fmt::Debug for CatalogMode {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CatalogMode")
-            .field("id", &self.id)
-            .field("origin", &self.origin)
-            .finish_non_exhaustive()
-    }
-}
+use super::custom::CustomMode;
 
 /// The custom modes available to resolution (plugins and modes linked into the binary).
 pub trait ModeCatalog {
     /// The mode with this implementation id.
-    fn find(&self, id: &str) -> Option<CatalogMode>;
+    fn find(&self, id: &str) -> Option<CustomMode>;
     /// Every implementation id, sorted.
     fn ids(&self) -> Vec<String>;
 }
@@ -37,7 +19,7 @@ pub trait ModeCatalog {
 pub struct NoCustomModes;
 
 impl ModeCatalog for NoCustomModes {
-    fn find(&self, _id: &str) -> Option<CatalogMode> {
+    fn find(&self, _id: &str) -> Option<CustomMode> {
         None
     }
     fn ids(&self) -> Vec<String> {
@@ -48,23 +30,19 @@ impl ModeCatalog for NoCustomModes {
 /// A fixed list of modes; used by tests and by hosts that embed their own modes.
 #[derive(Debug, Default, Clone)]
 pub struct StaticCatalog {
-    modes: Vec<CatalogMode>,
+    modes: Vec<CustomMode>,
 }
 
 impl StaticCatalog {
     /// Adds a mode.
     pub fn with(mut self, id: &str, mode: Arc<dyn AlignmentMode>) -> StaticCatalog {
-        self.modes.push(CatalogMode {
-            id: id.to_string(),
-            origin: "linked into the binary".to_string(),
-            mode,
-        });
+        self.modes.push(CustomMode::linked(id, "", mode));
         self
     }
 }
 
 impl ModeCatalog for StaticCatalog {
-    fn find(&self, id: &str) -> Option<CatalogMode> {
+    fn find(&self, id: &str) -> Option<CustomMode> {
         self.modes.iter().find(|m| m.id == id).cloned()
     }
     fn ids(&self) -> Vec<String> {

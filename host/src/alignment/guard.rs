@@ -4,15 +4,23 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use flowscale_sdk::AlignmentContext;
 
-/// Runs `f`, turning a panic into an error message instead of unwinding into the host.
-pub fn contain<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+/// A panic of a custom mode, caught before it unwinds into the host.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("panicked: {message}")]
+pub struct Panicked {
+    /// The panic's message (or a note that its payload is not text).
+    pub message: String,
+}
+
+/// Runs `f`, turning a panic into an error instead of unwinding into the host.
+pub fn contain<T>(f: impl FnOnce() -> T) -> Result<T, Panicked> {
     catch_unwind(AssertUnwindSafe(f)).map_err(|payload| {
         let message = payload
             .downcast_ref::<&str>()
             .map(|s| s.to_string())
             .or_else(|| payload.downcast_ref::<String>().cloned())
             .unwrap_or_else(|| "a panic with a non-text payload".to_string());
-        format!("panicked: {message}")
+        Panicked { message }
     })
 }
 

@@ -1,15 +1,17 @@
 //! One job's alignment: the resolved mode, applied to each vertex through the guard.
 
-use flowscale_sdk::{AlignmentContext, ModeParams};
+use flowscale_sdk::AlignmentContext;
 
 use super::builtin::BuiltIn;
 use super::catalog::ModeCatalog;
+use super::custom::CustomMode;
 use super::decision::Decision;
 use super::guard::{contain, refuse_answer};
 use super::inputs::{Inputs, narrow};
 use super::outcome::{AlignOutcome, Aligner};
-use super::resolve::{ResolveError, Resolved, Selection, mode_params, resolve};
-use crate::config::ConfigLookup;
+use super::request::AlignmentRequest;
+use super::resolve::{Resolved, Selection, mode_params, resolve};
+use crate::config::{ConfigLookup, KeyError};
 use crate::events::{Event, EventReason, Severity};
 
 /// The alignment of one job: what [`Aligner::align`] runs for each of its vertices.
@@ -25,7 +27,7 @@ impl JobAlignment {
         job: &str,
         config: &impl ConfigLookup,
         catalog: &dyn ModeCatalog,
-    ) -> Result<JobAlignment, Vec<ResolveError>> {
+    ) -> Result<JobAlignment, Vec<KeyError>> {
         resolve(config, catalog).map(|resolved| JobAlignment {
             job: job.to_string(),
             resolved,
@@ -84,13 +86,7 @@ impl JobAlignment {
         }
     }
 
-    fn fault(
-        &self,
-        ctx: &AlignmentContext,
-        name: &str,
-        mode: &super::catalog::CatalogMode,
-        reason: &str,
-    ) -> Event {
+    fn fault(&self, ctx: &AlignmentContext, name: &str, mode: &CustomMode, reason: &str) -> Event {
         let vertex = if ctx.vertex_id().is_empty() {
             ctx.vertex_name()
         } else {
@@ -111,12 +107,7 @@ impl JobAlignment {
         .parallelism(ctx.target_parallelism(), ctx.target_parallelism())
     }
 
-    fn align_custom(
-        &self,
-        ctx: &AlignmentContext,
-        name: &str,
-        mode: &super::catalog::CatalogMode,
-    ) -> AlignOutcome {
+    fn align_custom(&self, ctx: &AlignmentContext, name: &str, mode: &CustomMode) -> AlignOutcome {
         let t = u64::from(ctx.target_parallelism());
         let keep_target = |event: Event, applicable: bool, why: String| AlignOutcome {
             parallelism: ctx.target_parallelism(),
@@ -125,25 +116,28 @@ impl JobAlignment {
             events: vec![event],
             explanation: vec![why],
         };
-        let applicable = match contain(|| mode.mode.is_applicable(ctx)) {
-            Ok(applicable) => applicable,
+        // A gate that fails (a plugin call that came back as an error) counts as applicable:
+        // its error stands in for the answer, so that the fault is reported.
+        let gate_fault = match contain(|| mode.mode.is_applicable(ctx)) {
+            Ok(Ok(true)) => None,
+            Ok(Ok(false)) => {
+                return self.outcome(
+                    Decision::quiet(
+                        t,
+                        vec![format!(
+                            "mode `{name}` ({}) does not apply to this vertex: keeping the target",
+                            mode.id
+                        )],
+                    ),
+                    false,
+                );
+            }
+            Ok(Err(err)) => Some(err),
             Err(panic) => {
                 let reason = format!("is_applicable {panic}");
                 return keep_target(self.fault(ctx, name, mode, &reason), false, reason);
             }
         };
-        if !applicable {
-            return self.outcome(
-                Decision::quiet(
-                    t,
-                    vec![format!(
-                        "mode `{name}` ({}) does not apply to this vertex: keeping the target",
-                        mode.id
-                    )],
-                ),
-                false,
-            );
-        }
         if ctx.target_parallelism() == ctx.current_parallelism() {
             return self.outcome(
                 Decision::quiet(
@@ -153,14 +147,19 @@ impl JobAlignment {
                 true,
             );
         }
-        let answer = match contain(|| mode.mode.align(ctx)) {
+        let called = match gate_fault {
+            Some(err) => Ok(Err(err)),
+            None => contain(|| mode.mode.align(ctx)),
+        };
+        let answer = match called {
             Ok(Ok(answer)) => answer,
             Ok(Err(err)) => {
                 let reason = format!("failed: {err}");
                 return keep_target(self.fault(ctx, name, mode, &reason), true, reason);
             }
             Err(panic) => {
-                return keep_target(self.fault(ctx, name, mode, &panic), true, panic);
+                let reason = panic.to_string();
+                return keep_target(self.fault(ctx, name, mode, &reason), true, reason);
             }
         };
         if let Some(reason) = refuse_answer(ctx, answer) {
@@ -181,7 +180,14 @@ impl JobAlignment {
 }
 
 impl Aligner for JobAlignment {
-    fn align(&self, ctx: &AlignmentContext) -> AlignOutcome {
+    fn align(&self, request: AlignmentRequest) -> AlignOutcome {
+        self.decide(&request.into_context(self.resolved.params.clone()))
+    }
+}
+
+impl JobAlignment {
+    /// Aligns one vertex whose context carries this job's mode parameters.
+    pub(super) fn decide(&self, ctx: &AlignmentContext) -> AlignOutcome {
         if let Selection::Custom { name, mode } = &self.resolved.selection {
             return self.align_custom(ctx, name, mode);
         }
@@ -220,9 +226,5 @@ impl Aligner for JobAlignment {
             }
         }
         self.outcome(decision, true)
-    }
-
-    fn params(&self) -> ModeParams {
-        self.resolved.params.clone()
     }
 }

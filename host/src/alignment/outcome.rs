@@ -1,8 +1,8 @@
 //! What one alignment decision produced, and the seam the scaling pipeline calls.
 
-use flowscale_sdk::{AlignmentContext, ModeParams};
 use serde::Serialize;
 
+use super::request::AlignmentRequest;
 use crate::events::Event;
 
 /// The answer of the alignment step for one vertex.
@@ -23,7 +23,5 @@ pub struct AlignOutcome {
 /// Aligns computed targets for one job: what the scaling pipeline calls per vertex.
 pub trait Aligner {
     /// Aligns one vertex's target. Never fails: faults become events and the target is kept.
-    fn align(&self, ctx: &AlignmentContext) -> AlignOutcome;
-    /// The selected mode's prefix-stripped parameters, to put into each vertex's context.
-    fn params(&self) -> ModeParams;
+    fn align(&self, request: AlignmentRequest) -> AlignOutcome;
 }

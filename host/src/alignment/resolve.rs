@@ -4,9 +4,10 @@ use flowscale_sdk::{MODE_KEY, ModeParams};
 
 use super::advanced::AdvancedSpec;
 use super::builtin::BuiltIn;
-use super::catalog::{CatalogMode, ModeCatalog};
+use super::catalog::ModeCatalog;
+use super::custom::CustomMode;
 use super::legacy::{LEGACY_VALUES, Legacy};
-use crate::config::{ConfigLookup, closest};
+use crate::config::{ConfigLookup, KeyError, closest};
 
 /// The deprecated key (canonical spelling, without `job.autoscaler.`).
 pub const LEGACY_KEY: &str = "scaling.key-group.partitions.adjust.mode";
@@ -27,7 +28,7 @@ pub enum Selection {
         /// The name the job configured (`scaling.alignment.mode = <name>`).
         name: String,
         /// The implementation.
-        mode: CatalogMode,
+        mode: CustomMode,
     },
 }
 
@@ -39,25 +40,6 @@ impl Selection {
             Selection::Advanced(_) => "ADVANCED".to_string(),
             Selection::Legacy(l) => format!("legacy:{}", l.name()),
             Selection::Custom { mode, .. } => mode.id.clone(),
-        }
-    }
-}
-
-/// A configuration problem found while resolving a job's mode.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("`{key}`: {message}")]
-pub struct ResolveError {
-    /// The canonical key at fault.
-    pub key: String,
-    /// What is wrong and what would be valid.
-    pub message: String,
-}
-
-impl ResolveError {
-    fn new(key: impl Into<String>, message: impl Into<String>) -> ResolveError {
-        ResolveError {
-            key: key.into(),
-            message: message.into(),
         }
     }
 }
@@ -89,7 +71,7 @@ pub fn mode_params(config: &impl ConfigLookup, name: &str) -> ModeParams {
 pub fn resolve(
     config: &impl ConfigLookup,
     catalog: &dyn ModeCatalog,
-) -> Result<Resolved, Vec<ResolveError>> {
+) -> Result<Resolved, Vec<KeyError>> {
     if let Some(raw) = config.get(MODE_KEY) {
         let name = raw.trim();
         let params = mode_params(config, name);
@@ -100,17 +82,10 @@ pub fn resolve(
             });
         }
         if name == "ADVANCED" {
-            return AdvancedSpec::from_params(&params)
-                .map(|spec| Resolved {
-                    selection: Selection::Advanced(spec),
-                    params,
-                })
-                .map_err(|errors| {
-                    errors
-                        .into_iter()
-                        .map(|e| ResolveError::new(e.key, e.message))
-                        .collect()
-                });
+            return AdvancedSpec::from_params(&params).map(|spec| Resolved {
+                selection: Selection::Advanced(spec),
+                params,
+            });
         }
         return resolve_custom(name, params, catalog);
     }
@@ -120,7 +95,7 @@ pub fn resolve(
                 selection: Selection::Legacy(legacy),
                 params: mode_params(config, "BALANCED"),
             }),
-            None => Err(vec![ResolveError::new(
+            None => Err(vec![KeyError::new(
                 LEGACY_KEY,
                 format!(
                     "unknown value `{}` (valid: {}; this key is deprecated, prefer `{MODE_KEY}`)",
@@ -140,10 +115,10 @@ fn resolve_custom(
     name: &str,
     params: ModeParams,
     catalog: &dyn ModeCatalog,
-) -> Result<Resolved, Vec<ResolveError>> {
+) -> Result<Resolved, Vec<KeyError>> {
     let builtins = "built-in modes: BALANCED, EVENLY_SPREAD, OFF, ADVANCED (matched exactly)";
     if name.is_empty() {
-        return Err(vec![ResolveError::new(
+        return Err(vec![KeyError::new(
             MODE_KEY,
             format!("empty mode name ({builtins}, or a custom mode name)"),
         )]);
@@ -161,7 +136,7 @@ fn resolve_custom(
             Some(builtin) => format!(" (did you mean the built-in `{builtin}`? {builtins})"),
             None => format!(" ({builtins})"),
         };
-        return Err(vec![ResolveError::new(
+        return Err(vec![KeyError::new(
             MODE_KEY,
             format!(
                 "`{name}` is not a built-in mode, so it names a custom mode whose implementation must be set with `{class_key}`{hint}; {available_text}"
@@ -172,13 +147,13 @@ fn resolve_custom(
         let suggestion = closest(class, available.iter().map(String::as_str))
             .map(|c| format!(" (did you mean `{c}`?)"))
             .unwrap_or_default();
-        return Err(vec![ResolveError::new(
+        return Err(vec![KeyError::new(
             class_key,
             format!("no loaded mode has implementation id `{class}`{suggestion}; {available_text}"),
         )]);
     };
     if let Err(err) = mode.mode.validate(&params) {
-        return Err(vec![ResolveError::new(
+        return Err(vec![KeyError::new(
             class_key,
             format!("mode `{name}` ({}) refused its parameters: {err}", mode.id),
         )]);

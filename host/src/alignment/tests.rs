@@ -2,12 +2,13 @@
 //! ADVANCED validation, and property tests against plain scans of the anchor's loops.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use flowscale_sdk::{AlignmentContext, AlignmentMode, ModeError, ShipStrategy};
 use proptest::prelude::*;
 
 use super::*;
+use crate::config::KeyError;
 use crate::events::EventReason;
 
 fn config(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
@@ -54,16 +55,16 @@ fn keyed(c: u32, t: u32, k: u32) -> AlignmentContext {
 #[test]
 fn worked_example_key_groups_128() {
     let c = keyed(16, 24, 128);
-    assert_eq!(mode("BALANCED").align(&c).parallelism, 26);
-    assert_eq!(mode("EVENLY_SPREAD").align(&c).parallelism, 32);
-    assert_eq!(mode("OFF").align(&c).parallelism, 24);
+    assert_eq!(mode("BALANCED").decide(&c).parallelism, 26);
+    assert_eq!(mode("EVENLY_SPREAD").decide(&c).parallelism, 32);
+    assert_eq!(mode("OFF").decide(&c).parallelism, 24);
 }
 
 #[test]
 fn worked_example_prime_ish_partitions_keep_the_target_without_events() {
     let c = ctx(22, 25, 128, 35, 20, 30);
     for name in ["BALANCED", "EVENLY_SPREAD"] {
-        let out = mode(name).align(&c);
+        let out = mode(name).decide(&c);
         assert_eq!(out.parallelism, 25, "{name}");
         assert!(out.events.is_empty(), "{name}: {:?}", out.events);
         assert!(out.applicable);
@@ -73,7 +74,7 @@ fn worked_example_prime_ish_partitions_keep_the_target_without_events() {
 #[test]
 fn worked_example_new_modes_do_not_relax_below_the_target() {
     let c = ctx(5, 7, 8, 12, 1, 200);
-    let out = mode("EVENLY_SPREAD").align(&c);
+    let out = mode("EVENLY_SPREAD").decide(&c);
     assert_eq!(out.parallelism, 7);
     assert!(out.events.is_empty());
 }
@@ -83,21 +84,21 @@ fn worked_example_source_never_gets_more_subtasks_than_partitions() {
     for t in [180, 50, 10] {
         let c = ctx(100, t, 180, 15, 1, 200);
         for name in ["BALANCED", "EVENLY_SPREAD"] {
-            assert_eq!(mode(name).align(&c).parallelism, 15, "{name} t={t}");
+            assert_eq!(mode(name).decide(&c).parallelism, 15, "{name} t={t}");
         }
     }
 }
 
 #[test]
 fn worked_examples_legacy() {
-    let out = legacy("EVENLY_SPREAD").align(&ctx(5, 7, 8, 12, 1, 200));
+    let out = legacy("EVENLY_SPREAD").decide(&ctx(5, 7, 8, 12, 1, 200));
     assert_eq!(out.parallelism, 6);
     assert_eq!(out.events.len(), 1);
     let e = &out.events[0];
     assert_eq!(e.reason, EventReason::ScalingLimited);
     assert_eq!((e.expected, e.actual), (Some(7), Some(6)));
 
-    let out = legacy("EVENLY_SPREAD").align(&ctx(22, 25, 128, 35, 20, 30));
+    let out = legacy("EVENLY_SPREAD").decide(&ctx(22, 25, 128, 35, 20, 30));
     assert_eq!(out.parallelism, 22, "blocked");
     assert_eq!(out.events.len(), 1);
     let e = &out.events[0];
@@ -116,18 +117,18 @@ fn worked_examples_legacy() {
 #[test]
 fn legacy_applies_the_cap_caused_candidate_instead_of_holding_a_source_above_its_partitions() {
     // t = 180 > UA = 15; relaxed candidate 15 <= c would invert, but the cap caused it.
-    let out = legacy("MAXIMIZE_UTILISATION").align(&ctx(100, 180, 180, 15, 1, 200));
+    let out = legacy("MAXIMIZE_UTILISATION").decide(&ctx(100, 180, 180, 15, 1, 200));
     assert_eq!(out.parallelism, 15);
     assert_eq!(out.events[0].actual, Some(15));
 }
 
 #[test]
 fn legacy_found_value_emits_nothing() {
-    let out = legacy("MAXIMIZE_UTILISATION").align(&keyed(16, 24, 128));
+    let out = legacy("MAXIMIZE_UTILISATION").decide(&keyed(16, 24, 128));
     assert_eq!(out.parallelism, 26);
     assert!(out.events.is_empty());
     assert_eq!(out.mode, "legacy:MAXIMIZE_UTILISATION");
-    let out = legacy("evenly_spread").align(&keyed(16, 24, 128));
+    let out = legacy("evenly_spread").decide(&keyed(16, 24, 128));
     assert_eq!(out.parallelism, 32);
 }
 
@@ -180,21 +181,21 @@ fn every_mode_matches_the_anchor_loops_over_many_n() {
                 let evenly = anchor_first_aligned(c64, t64, n64, cap, false);
                 let keep = t64.min(cap);
                 assert_eq!(
-                    u64::from(mode("BALANCED").align(&cx).parallelism),
+                    u64::from(mode("BALANCED").decide(&cx).parallelism),
                     if balanced > 0 { balanced } else { keep },
                     "BALANCED n={n} c={c} t={t}"
                 );
                 assert_eq!(
-                    u64::from(mode("EVENLY_SPREAD").align(&cx).parallelism),
+                    u64::from(mode("EVENLY_SPREAD").decide(&cx).parallelism),
                     if evenly > 0 { evenly } else { keep },
                     "EVENLY_SPREAD n={n} c={c} t={t}"
                 );
-                assert_eq!(mode("OFF").align(&cx).parallelism, t);
+                assert_eq!(mode("OFF").decide(&cx).parallelism, t);
                 for (name, found) in [
                     ("EVENLY_SPREAD", evenly),
                     ("MAXIMIZE_UTILISATION", balanced),
                 ] {
-                    let out = legacy(name).align(&cx);
+                    let out = legacy(name).decide(&cx);
                     if found > 0 {
                         assert_eq!(
                             u64::from(out.parallelism),
@@ -254,35 +255,41 @@ fn interesting_pairs(n: u32) -> Vec<(u32, u32)> {
 fn hand_checked_values_for_each_family() {
     // prime 127: only 1 and 127 divide; BALANCED takes the first load-reducing value.
     assert_eq!(
-        mode("EVENLY_SPREAD").align(&keyed(10, 20, 127)).parallelism,
+        mode("EVENLY_SPREAD")
+            .decide(&keyed(10, 20, 127))
+            .parallelism,
         127
     );
-    assert_eq!(mode("BALANCED").align(&keyed(10, 20, 127)).parallelism, 22); // 127/21=6, 127/22=5
+    assert_eq!(mode("BALANCED").decide(&keyed(10, 20, 127)).parallelism, 22); // 127/21=6, 127/22=5
     // semiprime 143 = 11·13, scale-down from 40 to 12: within [12, 40] the first divisor is 13.
     assert_eq!(
-        mode("EVENLY_SPREAD").align(&keyed(40, 12, 143)).parallelism,
+        mode("EVENLY_SPREAD")
+            .decide(&keyed(40, 12, 143))
+            .parallelism,
         13
     );
     // highly composite 720, t = 25: first divisor 30, first load-reducing 26 (720/26 = 27 < 28).
     assert_eq!(
-        mode("EVENLY_SPREAD").align(&keyed(10, 25, 720)).parallelism,
+        mode("EVENLY_SPREAD")
+            .decide(&keyed(10, 25, 720))
+            .parallelism,
         30
     );
-    assert_eq!(mode("BALANCED").align(&keyed(10, 25, 720)).parallelism, 26);
+    assert_eq!(mode("BALANCED").decide(&keyed(10, 25, 720)).parallelism, 26);
     // 32768 with a target far from any divisor.
     assert_eq!(
         mode("EVENLY_SPREAD")
-            .align(&ctx(100, 9000, 32768, 0, 1, 32768))
+            .decide(&ctx(100, 9000, 32768, 0, 1, 32768))
             .parallelism,
         16384
     );
     // scale-down within range finds nothing: keep the target.
     assert_eq!(
-        mode("EVENLY_SPREAD").align(&keyed(9, 7, 128)).parallelism,
+        mode("EVENLY_SPREAD").decide(&keyed(9, 7, 128)).parallelism,
         8
     );
     assert_eq!(
-        mode("EVENLY_SPREAD").align(&keyed(8, 7, 127)).parallelism,
+        mode("EVENLY_SPREAD").decide(&keyed(8, 7, 127)).parallelism,
         7
     );
 }
@@ -296,24 +303,24 @@ fn rebalance_only_vertices_are_untouched() {
         .input_ship_strategies(vec![ShipStrategy::Rebalance, ShipStrategy::Forward])
         .build();
     for name in ["BALANCED", "EVENLY_SPREAD", "ADVANCED"] {
-        let out = mode(name).align(&c);
+        let out = mode(name).decide(&c);
         assert_eq!(out.parallelism, 24);
         assert!(!out.applicable);
     }
-    let out = legacy("EVENLY_SPREAD").align(&c);
+    let out = legacy("EVENLY_SPREAD").decide(&c);
     assert_eq!(out.parallelism, 24);
     assert!(out.events.is_empty());
 }
 
 #[test]
 fn target_equal_to_current_is_not_aligned() {
-    let out = mode("EVENLY_SPREAD").align(&keyed(24, 24, 128));
+    let out = mode("EVENLY_SPREAD").decide(&keyed(24, 24, 128));
     assert_eq!(out.parallelism, 24);
 }
 
 #[test]
 fn explanation_names_region_rule_and_cap() {
-    let out = mode("BALANCED").align(&keyed(16, 24, 128));
+    let out = mode("BALANCED").decide(&keyed(16, 24, 128));
     let text = out.explanation.join("\n");
     assert!(text.contains("cap UA"), "{text}");
     assert!(text.contains("ABOVE_TARGET [24, 128]"), "{text}");
@@ -363,11 +370,7 @@ fn catalog() -> StaticCatalog {
         .with("fails", Arc::new(Fails))
 }
 
-fn custom(
-    name: &str,
-    class: &str,
-    extra: &[(&str, &str)],
-) -> Result<JobAlignment, Vec<ResolveError>> {
+fn custom(name: &str, class: &str, extra: &[(&str, &str)]) -> Result<JobAlignment, Vec<KeyError>> {
     let mut pairs = vec![
         ("scaling.alignment.mode".to_string(), name.to_string()),
         (
@@ -397,22 +400,41 @@ fn precedence_new_key_then_deprecated_key_then_balanced() {
     assert_eq!(job(&[]).mode_id(), "BALANCED");
 }
 
+/// Answers 20 and keeps the parameters its context carried.
+#[derive(Default)]
+struct RecordsParams(Mutex<Vec<(String, String)>>);
+impl AlignmentMode for RecordsParams {
+    fn align(&self, ctx: &AlignmentContext) -> Result<u32, ModeError> {
+        let seen = ctx
+            .params()
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()));
+        self.0.lock().expect("not poisoned").extend(seen);
+        Ok(20)
+    }
+}
+
 #[test]
 fn custom_mode_by_class_gets_prefix_stripped_parameters() {
-    let j = custom(
-        "mine",
-        "fixed-20",
-        &[
-            ("scaling.alignment.mode.mine.rule", "DIVISOR"),
-            ("scaling.alignment.mode.other.rule", "x"),
-            ("utilization.target", "0.5"),
-        ],
-    )
-    .expect("resolves");
-    let params = j.params();
-    let got: Vec<(&str, &str)> = params.iter().collect();
+    let recorder = Arc::new(RecordsParams::default());
+    let catalog = StaticCatalog::default().with("fixed-20", Arc::clone(&recorder) as _);
+    let cfg = config(&[
+        ("scaling.alignment.mode", "mine"),
+        ("scaling.alignment.mode.mine.class", "fixed-20"),
+        ("scaling.alignment.mode.mine.rule", "DIVISOR"),
+        ("scaling.alignment.mode.other.rule", "x"),
+        ("utilization.target", "0.5"),
+    ]);
+    let j = JobAlignment::resolve("job", &cfg, &catalog).expect("resolves");
+    // The caller describes the vertex; alignment adds the parameters on the way to the mode.
+    let out = j.align(AlignmentRequest {
+        input_ship_strategies: vec![ShipStrategy::Hash],
+        upper_limit: 200,
+        ..AlignmentRequest::new(10, 16, 128)
+    });
+    let seen = recorder.0.lock().expect("not poisoned").clone();
+    let got: Vec<(&str, &str)> = seen.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     assert_eq!(got, vec![("class", "fixed-20"), ("rule", "DIVISOR")]);
-    let out = j.align(&keyed(10, 16, 128));
     assert_eq!(out.parallelism, 20);
     assert_eq!(out.mode, "fixed-20");
 }
@@ -490,7 +512,7 @@ fn run_time_resolution_falls_back_to_balanced_with_an_event() {
     assert_eq!(events.len(), 1);
     assert_eq!(events[0].reason, EventReason::ModeFallback);
     assert!(events[0].message.contains("vanished"));
-    assert_eq!(j.align(&keyed(16, 24, 128)).parallelism, 26);
+    assert_eq!(j.decide(&keyed(16, 24, 128)).parallelism, 26);
 }
 
 #[test]
@@ -505,7 +527,7 @@ fn the_guard_contains_panics_errors_and_out_of_range_answers() {
             "above min(max parallelism 128, upper limit 100) = 100",
         ),
     ] {
-        let out = custom("m", class, &[]).expect("resolves").align(&c);
+        let out = custom("m", class, &[]).expect("resolves").decide(&c);
         assert_eq!(out.parallelism, 16, "{class}");
         assert_eq!(out.events.len(), 1, "{class}");
         assert_eq!(out.events[0].reason, EventReason::PluginFault);
@@ -520,15 +542,68 @@ fn the_guard_contains_panics_errors_and_out_of_range_answers() {
     let source = ctx(4, 8, 128, 12, 1, 100);
     let out = custom("m", "fixed-20", &[])
         .expect("resolves")
-        .align(&source);
+        .decide(&source);
     assert_eq!(out.parallelism, 8);
     assert!(out.events[0].message.contains("12 partitions"));
+}
+
+/// A plugin-like mode whose gate comes back as an error.
+struct FailingGate;
+impl HostMode for FailingGate {
+    fn is_applicable(&self, _ctx: &AlignmentContext) -> Result<bool, ModeError> {
+        Err(ModeError::new("the gate broke"))
+    }
+    fn align(&self, _ctx: &AlignmentContext) -> Result<u32, ModeError> {
+        Ok(20)
+    }
+    fn validate(&self, _params: &flowscale_sdk::ModeParams) -> Result<(), ModeError> {
+        Ok(())
+    }
+}
+
+struct FailingGateCatalog;
+impl ModeCatalog for FailingGateCatalog {
+    fn find(&self, id: &str) -> Option<CustomMode> {
+        (id == "failing-gate").then(|| CustomMode {
+            id: id.to_string(),
+            description: String::new(),
+            origin: ModeOrigin::Linked,
+            mode: Arc::new(FailingGate),
+        })
+    }
+    fn ids(&self) -> Vec<String> {
+        vec!["failing-gate".to_string()]
+    }
+}
+
+#[test]
+fn a_failing_gate_is_reported_in_place_of_the_answer() {
+    let cfg = config(&[
+        ("scaling.alignment.mode", "m"),
+        ("scaling.alignment.mode.m.class", "failing-gate"),
+    ]);
+    let j = JobAlignment::resolve("job", &cfg, &FailingGateCatalog).expect("resolves");
+    let out = j.decide(&keyed(10, 16, 128));
+    assert_eq!(out.parallelism, 16);
+    assert!(out.applicable, "a failed gate counts as applicable");
+    assert_eq!(out.events.len(), 1);
+    assert_eq!(out.events[0].reason, EventReason::PluginFault);
+    assert!(
+        out.events[0].message.contains("failed: the gate broke"),
+        "{}",
+        out.events[0].message
+    );
+    // Nothing to align: the gate's fault is not reported.
+    let out = j.decide(&keyed(16, 16, 128));
+    assert_eq!(out.parallelism, 16);
+    assert!(out.applicable);
+    assert!(out.events.is_empty());
 }
 
 // ---------------------------------------------------------------------------------------------
 // ADVANCED.
 
-fn advanced(up: &str, down: &str, fallback: &str) -> Result<JobAlignment, Vec<ResolveError>> {
+fn advanced(up: &str, down: &str, fallback: &str) -> Result<JobAlignment, Vec<KeyError>> {
     JobAlignment::resolve(
         "job",
         &config(&[
@@ -550,9 +625,9 @@ fn advanced_composition_cheap_in_range_divisor_first() {
     )
     .expect("valid");
     // K=128, c=10, t=24: within range 24..11 the first divisor going down is 16.
-    assert_eq!(j.align(&keyed(10, 24, 128)).parallelism, 16);
+    assert_eq!(j.decide(&keyed(10, 24, 128)).parallelism, 16);
     // c=20: nothing in 24..21 divides 128, so the upward load-reducing step gives 26.
-    assert_eq!(j.align(&keyed(20, 24, 128)).parallelism, 26);
+    assert_eq!(j.decide(&keyed(20, 24, 128)).parallelism, 26);
 }
 
 #[test]
@@ -561,16 +636,16 @@ fn advanced_fallbacks() {
     let c = ctx(22, 25, 128, 35, 20, 30);
     let current =
         advanced("ABOVE_TARGET:DIVISOR", "WITHIN_RANGE:DIVISOR", "CURRENT").expect("valid");
-    let out = current.align(&c);
+    let out = current.decide(&c);
     assert_eq!(out.parallelism, 22);
     assert_eq!(out.events[0].reason, EventReason::ScalingLimited);
     let relaxed =
         advanced("ABOVE_TARGET:DIVISOR", "WITHIN_RANGE:DIVISOR", "relaxed").expect("valid");
-    let out = relaxed.align(&c);
+    let out = relaxed.decide(&c);
     assert_eq!(out.parallelism, 23, "relaxed gives 20, bounded above c");
     assert!(out.events.is_empty());
     let target = advanced("ABOVE_TARGET:DIVISOR", "WITHIN_RANGE:DIVISOR", "TARGET").expect("valid");
-    assert_eq!(target.align(&c).parallelism, 25);
+    assert_eq!(target.decide(&c).parallelism, 25);
 }
 
 #[test]
@@ -582,7 +657,7 @@ fn advanced_below_target_saves_resources() {
     )
     .expect("valid");
     // c=40, t=24 over 128 key groups: the next divisor below 24 is 16.
-    assert_eq!(j.align(&keyed(40, 24, 128)).parallelism, 16);
+    assert_eq!(j.decide(&keyed(40, 24, 128)).parallelism, 16);
 }
 
 #[test]
@@ -714,7 +789,7 @@ proptest! {
     #[test]
     fn builtins_stay_within_one_and_the_cap(cx in any_context()) {
         for name in ["BALANCED", "EVENLY_SPREAD"] {
-            let p = mode(name).align(&cx).parallelism;
+            let p = mode(name).decide(&cx).parallelism;
             if cx.target_parallelism() != cx.current_parallelism() {
                 prop_assert!(p >= 1 && p <= cx.alignment_cap(), "{name}: {p} cap {}", cx.alignment_cap());
             }
@@ -728,7 +803,7 @@ proptest! {
         // partitions); then the answer is the cap itself.
         let capped = c > cx.alignment_cap();
         for name in ["BALANCED", "EVENLY_SPREAD", "OFF"] {
-            let p = mode(name).align(&cx).parallelism;
+            let p = mode(name).decide(&cx).parallelism;
             if t > c && capped && name != "OFF" {
                 prop_assert_eq!(p, cx.alignment_cap(), "{} {}->{} gave {}", name, c, t, p);
             } else if t > c {
@@ -742,13 +817,13 @@ proptest! {
     fn advanced_defaults_equal_balanced(cx in any_context()) {
         let adv = JobAlignment::resolve("job", &config(&[("scaling.alignment.mode", "ADVANCED")]), &NoCustomModes)
             .expect("defaults are valid");
-        prop_assert_eq!(adv.align(&cx).parallelism, mode("BALANCED").align(&cx).parallelism);
+        prop_assert_eq!(adv.decide(&cx).parallelism, mode("BALANCED").decide(&cx).parallelism);
     }
 
     #[test]
     fn advanced_divisor_rules_equal_evenly_spread(cx in any_context()) {
         let adv = advanced("ABOVE_TARGET:DIVISOR", "WITHIN_RANGE:DIVISOR", "TARGET").expect("valid");
-        prop_assert_eq!(adv.align(&cx).parallelism, mode("EVENLY_SPREAD").align(&cx).parallelism);
+        prop_assert_eq!(adv.decide(&cx).parallelism, mode("EVENLY_SPREAD").decide(&cx).parallelism);
     }
 
     #[test]
@@ -759,7 +834,7 @@ proptest! {
         for (name, lr) in [("BALANCED", true), ("EVENLY_SPREAD", false)] {
             let reference = anchor_first_aligned(inputs.c, inputs.t, inputs.n, inputs.cap, lr);
             let expected = if reference > 0 { reference } else { keep };
-            prop_assert_eq!(u64::from(mode(name).align(&cx).parallelism), expected, "{}", name);
+            prop_assert_eq!(u64::from(mode(name).decide(&cx).parallelism), expected, "{}", name);
             let scanned = super::builtin::first_aligned_in_region_scan(&inputs, if lr { Rule::LoadReducing } else { Rule::Divisor });
             prop_assert_eq!(scanned.unwrap_or(0), reference);
         }
@@ -797,6 +872,6 @@ proptest! {
             }
         }
         let expected = expected.unwrap_or(t.min(cap));
-        prop_assert_eq!(u64::from(adv.align(&cx).parallelism), expected);
+        prop_assert_eq!(u64::from(adv.decide(&cx).parallelism), expected);
     }
 }

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::config::{ConfigLookup, ConfigLookupExt, OptionError, format_duration};
+use crate::config::{ConfigLookup, ConfigLookupExt, KeyError, format_duration};
 
 use super::estimator::{PidRateEstimator, RateEstimator, keys};
 
@@ -34,14 +34,14 @@ pub struct BackpressureOptions {
 
 impl BackpressureOptions {
     /// Reads `backpressure.enabled` and `backpressure.batch-interval`.
-    pub fn from_config(lookup: &impl ConfigLookup) -> Result<BackpressureOptions, OptionError> {
+    pub fn from_config(lookup: &impl ConfigLookup) -> Result<BackpressureOptions, KeyError> {
         let enabled = lookup.bool_or(ENABLED_KEY, false)?;
         let interval = lookup.duration_or(keys::BATCH_INTERVAL, DEFAULT_BATCH_INTERVAL)?;
         let batch_interval_ms = i64::try_from(interval.as_millis())
             .ok()
             .filter(|ms| *ms > 0)
             .ok_or_else(|| {
-                OptionError::new(
+                KeyError::new(
                     keys::BATCH_INTERVAL,
                     format!(
                         "`{}` is not a usable batch interval (expected a duration of at least 1 ms, e.g. 1s)",
@@ -70,7 +70,7 @@ impl EstimatorSettings {
     pub fn from_config(
         lookup: &impl ConfigLookup,
         batch_interval_ms: i64,
-    ) -> Result<EstimatorSettings, OptionError> {
+    ) -> Result<EstimatorSettings, KeyError> {
         match lookup.choice_or(keys::RATE_ESTIMATOR, RATE_ESTIMATORS, "pid")? {
             "pid" => {
                 let proportional = lookup.f64_or(keys::PROPORTIONAL, DEFAULT_PROPORTIONAL)?;
@@ -85,7 +85,7 @@ impl EstimatorSettings {
                     min_rate,
                 )
                 .map_err(|e| {
-                    OptionError::new(
+                    KeyError::new(
                         e.key,
                         format!(
                             "invalid {} `{}` for the PID rate estimator (expected {})",
@@ -95,7 +95,7 @@ impl EstimatorSettings {
                 })?;
                 Ok(EstimatorSettings::Pid(pid))
             }
-            other => Err(OptionError::new(
+            other => Err(KeyError::new(
                 keys::RATE_ESTIMATOR,
                 format!(
                     "unknown rate estimator `{other}` (valid: {})",
@@ -127,7 +127,7 @@ pub struct BackpressureSettings {
 impl BackpressureSettings {
     /// Reads every backpressure option. The estimator's are checked even when rate control is
     /// off, so that turning it on later does not reveal an old mistake.
-    pub fn from_config(lookup: &impl ConfigLookup) -> Result<BackpressureSettings, OptionError> {
+    pub fn from_config(lookup: &impl ConfigLookup) -> Result<BackpressureSettings, KeyError> {
         let options = BackpressureOptions::from_config(lookup)?;
         let estimator = EstimatorSettings::from_config(lookup, options.batch_interval_ms)?;
         Ok(BackpressureSettings { options, estimator })

@@ -4,14 +4,15 @@ use std::collections::BTreeMap;
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
 
-use flowscale_sdk::{AlignmentContext, ShipStrategy};
+use flowscale_sdk::ShipStrategy;
 use serde::{Deserialize, Serialize};
 
 use super::catalog::{load_catalog, plugins_dir};
 use super::exit_codes;
-use crate::alignment::{Aligner, JobAlignment, ModeCatalog};
-use crate::config::{JobConfig, Origin, load_fleet};
+use crate::alignment::{Aligner, AlignmentRequest, JobAlignment, ModeCatalog};
+use crate::config::{JobConfig, KeyError, Origin, load_fleet};
 use crate::events::Event;
+use crate::scaling::scaled_target;
 
 /// Arguments of `flowscale align`.
 #[derive(Debug, clap::Args)]
@@ -112,64 +113,102 @@ struct Answer {
     explanation: Vec<String>,
 }
 
-/// The anchor's target for a scale factor: `clamp(ceil(f · c), lower, min(K, upper))`, with
-/// Java's saturating double-to-int conversion (NaN gives 0).
-pub fn target_from_scale_factor(
-    factor: f64,
-    current: u32,
-    lower: u32,
-    max_parallelism: u32,
-    upper: u32,
-) -> u32 {
-    let product = (factor * f64::from(current)).ceil();
-    let raw: i64 = if product.is_nan() {
-        0
-    } else {
-        product.clamp(f64::from(i32::MIN), f64::from(i32::MAX)) as i64
-    };
-    let bound = i64::from(max_parallelism.min(upper));
-    raw.max(i64::from(lower)).min(bound).max(1) as u32
+/// Why a request cannot be answered.
+#[derive(Debug, thiserror::Error)]
+enum RequestError {
+    /// `current` is 0.
+    #[error("`current` must be at least 1")]
+    NoCurrent,
+    /// `max_parallelism` is 0.
+    #[error("`max_parallelism` must be at least 1")]
+    NoKeyGroups,
+    /// The limits are not `1 <= lower <= upper`.
+    #[error("limits must satisfy 1 <= lower <= upper (got lower {lower}, upper {upper})")]
+    Limits { lower: u32, upper: u32 },
+    /// Both `target` and `scale_factor`.
+    #[error("give either `target` or `scale_factor`, not both")]
+    TargetAndFactor,
+    /// Neither `target` nor `scale_factor`.
+    #[error("`target` or `scale_factor` is required")]
+    NoTarget,
+    /// `target` is 0.
+    #[error("`target` must be at least 1")]
+    ZeroTarget,
+    /// A target the autoscaler would have clamped.
+    #[error(
+        "target {target} is above min(max_parallelism {max_parallelism}, upper {upper}) = {bound}; the autoscaler never computes such a target (use scale_factor to have it clamped)"
+    )]
+    TargetAboveBound {
+        target: u32,
+        max_parallelism: u32,
+        upper: u32,
+        bound: u32,
+    },
+    /// A `config` value that is not a string, number or boolean.
+    #[error("config `{key}`: expected a string, number or boolean, got {value}")]
+    ConfigValue {
+        key: String,
+        value: serde_json::Value,
+    },
+    /// The mode does not resolve.
+    #[error("{}", join(.0))]
+    Resolve(Vec<KeyError>),
 }
 
-fn answer(
-    request: &Request,
-    base: &JobConfig,
-    catalog: &dyn ModeCatalog,
-) -> Result<Answer, String> {
-    if request.current == 0 {
-        return Err("`current` must be at least 1".into());
-    }
-    if request.max_parallelism == 0 {
-        return Err("`max_parallelism` must be at least 1".into());
-    }
-    if request.lower == 0 || request.lower > request.upper {
-        return Err(format!(
-            "limits must satisfy 1 <= lower <= upper (got lower {}, upper {})",
-            request.lower, request.upper
-        ));
-    }
-    let target = match (request.target, request.scale_factor) {
-        (Some(_), Some(_)) => return Err("give either `target` or `scale_factor`, not both".into()),
-        (None, None) => return Err("`target` or `scale_factor` is required".into()),
-        (Some(0), None) => return Err("`target` must be at least 1".into()),
+/// A batch line that cannot be answered.
+#[derive(Debug, thiserror::Error)]
+enum LineError {
+    /// Not a request.
+    #[error("line {line}: {source}")]
+    Json {
+        line: usize,
+        source: serde_json::Error,
+    },
+    /// A request that cannot be answered.
+    #[error("line {line}: {source}")]
+    Request { line: usize, source: RequestError },
+}
+
+fn join(errors: &[KeyError]) -> String {
+    errors
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// The request's target: as given (never above what the pipeline could compute), or computed
+/// from the scale factor the way the pipeline computes it.
+fn target(request: &Request) -> Result<u32, RequestError> {
+    match (request.target, request.scale_factor) {
+        (Some(_), Some(_)) => Err(RequestError::TargetAndFactor),
+        (None, None) => Err(RequestError::NoTarget),
+        (Some(0), None) => Err(RequestError::ZeroTarget),
         (Some(t), None) => {
             let bound = request.max_parallelism.min(request.upper);
             if t > bound {
-                return Err(format!(
-                    "target {t} is above min(max_parallelism {}, upper {}) = {bound}; the autoscaler never computes such a target (use scale_factor to have it clamped)",
-                    request.max_parallelism, request.upper
-                ));
+                return Err(RequestError::TargetAboveBound {
+                    target: t,
+                    max_parallelism: request.max_parallelism,
+                    upper: request.upper,
+                    bound,
+                });
             }
-            t
+            Ok(t)
         }
-        (None, Some(f)) => target_from_scale_factor(
-            f,
+        (None, Some(factor)) => Ok(scaled_target(
+            factor,
             request.current,
-            request.lower,
             request.max_parallelism,
-            request.upper,
-        ),
-    };
+            i64::from(request.lower),
+            i64::from(request.upper),
+        )
+        .target),
+    }
+}
+
+/// The job's configuration with the request's `config` keys on top.
+fn config_of(request: &Request, base: &JobConfig) -> Result<JobConfig, RequestError> {
     let mut config = base.clone();
     for (key, value) in &request.config {
         let text = match value {
@@ -177,38 +216,56 @@ fn answer(
             serde_json::Value::Number(n) => n.to_string(),
             serde_json::Value::Bool(b) => b.to_string(),
             other => {
-                return Err(format!(
-                    "config `{key}`: expected a string, number or boolean, got {other}"
-                ));
+                return Err(RequestError::ConfigValue {
+                    key: key.clone(),
+                    value: other.clone(),
+                });
             }
         };
         config.set(key, text, Origin::inline(key, &format!("config.\"{key}\"")));
     }
+    Ok(config)
+}
+
+fn answer(
+    request: &Request,
+    base: &JobConfig,
+    catalog: &dyn ModeCatalog,
+) -> Result<Answer, RequestError> {
+    if request.current == 0 {
+        return Err(RequestError::NoCurrent);
+    }
+    if request.max_parallelism == 0 {
+        return Err(RequestError::NoKeyGroups);
+    }
+    if request.lower == 0 || request.lower > request.upper {
+        return Err(RequestError::Limits {
+            lower: request.lower,
+            upper: request.upper,
+        });
+    }
+    let target = target(request)?;
+    let config = config_of(request, base)?;
+    let alignment =
+        JobAlignment::resolve("align", &config, catalog).map_err(RequestError::Resolve)?;
     let vertex = request
         .vertex
         .clone()
         .unwrap_or_else(|| "vertex".to_string());
-    let alignment = JobAlignment::resolve("align", &config, catalog).map_err(|errors| {
-        errors
+    let outcome = alignment.align(AlignmentRequest {
+        job: "align".to_string(),
+        vertex_id: vertex.clone(),
+        vertex_name: vertex,
+        source_partitions: request.source_partitions,
+        lower_limit: request.lower,
+        upper_limit: request.upper,
+        input_ship_strategies: request
+            .ship_strategies
             .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join("; ")
-    })?;
-    let ctx = AlignmentContext::builder(request.current, target, request.max_parallelism)
-        .identity("align", vertex.clone(), vertex)
-        .source_partitions(request.source_partitions)
-        .limits(request.lower, request.upper)
-        .input_ship_strategies(
-            request
-                .ship_strategies
-                .iter()
-                .map(|s| ShipStrategy::parse(s))
-                .collect(),
-        )
-        .params(alignment.params())
-        .build();
-    let outcome = alignment.align(&ctx);
+            .map(|s| ShipStrategy::parse(s))
+            .collect(),
+        ..AlignmentRequest::new(request.current, target, request.max_parallelism)
+    });
     Ok(Answer {
         vertex: request.vertex.clone(),
         current: request.current,
@@ -289,8 +346,8 @@ pub fn exec(args: AlignArgs) -> u8 {
             }
             exit_codes::OK
         }
-        Err(message) => {
-            eprintln!("error: {message}");
+        Err(err) => {
+            eprintln!("error: {err}");
             exit_codes::FAILED
         }
     }
@@ -333,26 +390,28 @@ fn batch(base: &JobConfig, catalog: &dyn ModeCatalog) -> u8 {
     let mut out = std::io::stdout().lock();
     let mut failed = 0usize;
     for (index, line) in stdin.lock().lines().enumerate() {
-        let line = match line {
+        let line_text = match line {
             Ok(line) => line,
             Err(err) => {
                 eprintln!("error: cannot read stdin: {err}");
                 return exit_codes::FAILED;
             }
         };
-        if line.trim().is_empty() {
+        if line_text.trim().is_empty() {
             continue;
         }
-        let result = serde_json::from_str::<Request>(&line)
-            .map_err(|err| format!("line {}: {err}", index + 1))
+        let line = index + 1;
+        let result = serde_json::from_str::<Request>(&line_text)
+            .map_err(|source| LineError::Json { line, source })
             .and_then(|request| {
-                answer(&request, base, catalog).map_err(|m| format!("line {}: {m}", index + 1))
+                answer(&request, base, catalog)
+                    .map_err(|source| LineError::Request { line, source })
             });
         let written = match result {
             Ok(answer) => serde_json::to_writer(&mut out, &answer),
-            Err(message) => {
+            Err(err) => {
                 failed += 1;
-                serde_json::to_writer(&mut out, &serde_json::json!({ "error": message }))
+                serde_json::to_writer(&mut out, &serde_json::json!({ "error": err.to_string() }))
             }
         };
         if written.is_err() || writeln!(out).is_err() {

@@ -4,7 +4,6 @@ use clap::Parser;
 use clap::error::ErrorKind;
 
 use super::App;
-use super::align::target_from_scale_factor;
 
 #[test]
 fn valid_command_lines_parse() {
@@ -50,21 +49,4 @@ fn invalid_command_lines_are_refused() {
             Err(err) => assert_eq!(err.kind(), kind, "{argv}: {err}"),
         }
     }
-}
-
-#[test]
-fn scale_factor_targets_follow_the_anchor() {
-    // ceil(1.5 · 16) = 24.
-    assert_eq!(target_from_scale_factor(1.5, 16, 1, 128, 200), 24);
-    // Clamped to min(K, upper) and to lower.
-    assert_eq!(target_from_scale_factor(100.0, 16, 1, 128, 200), 128);
-    assert_eq!(target_from_scale_factor(0.01, 16, 3, 128, 200), 3);
-    // NaN converts to 0, then lower applies; huge values saturate.
-    assert_eq!(target_from_scale_factor(f64::NAN, 16, 1, 128, 200), 1);
-    assert_eq!(
-        target_from_scale_factor(1e300, 16, 1, 32768, u32::MAX),
-        32768
-    );
-    // Negative factors clamp to lower.
-    assert_eq!(target_from_scale_factor(-2.0, 16, 2, 128, 200), 2);
 }

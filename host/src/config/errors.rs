@@ -1,4 +1,4 @@
-//! Configuration problems with where they are: file, line and key path.
+//! Configuration problems: what is wrong with a key, and where it is (file, line and key path).
 
 use std::fmt;
 
@@ -47,5 +47,27 @@ impl fmt::Display for ConfigErrors {
             writeln!(f, "  {diagnostic}")?;
         }
         Ok(())
+    }
+}
+
+/// A configuration problem of one key: an option set to a value it cannot take, a mode that
+/// cannot be resolved, a malformed ADVANCED step. Every reader of job configuration reports with
+/// it, so that callers locate and print all of them the same way.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{key}`: {message}")]
+pub struct KeyError {
+    /// The canonical key at fault (or the full key of a mode parameter).
+    pub key: String,
+    /// What is wrong and what would be valid.
+    pub message: String,
+}
+
+impl KeyError {
+    /// An error about `key`.
+    pub fn new(key: impl Into<String>, message: impl Into<String>) -> KeyError {
+        KeyError {
+            key: key.into(),
+            message: message.into(),
+        }
     }
 }

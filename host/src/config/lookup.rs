@@ -5,6 +5,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use super::duration::parse_duration;
+use super::errors::KeyError;
 
 /// One job's flat configuration, read by canonical key: without the `job.autoscaler.` /
 /// `kubernetes.operator.job.autoscaler.` prefix and with Flink's aliases already resolved
@@ -30,69 +31,49 @@ impl ConfigLookup for BTreeMap<String, String> {
     }
 }
 
-/// An option that is set to a value it cannot take.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("`{key}`: {message}")]
-pub struct OptionError {
-    /// The canonical key.
-    pub key: String,
-    /// What is wrong and what would be valid.
-    pub message: String,
-}
-
-impl OptionError {
-    /// An error about `key`.
-    pub fn new(key: &str, message: impl Into<String>) -> OptionError {
-        OptionError {
-            key: key.to_string(),
-            message: message.into(),
-        }
-    }
-}
-
 /// Typed reads with defaults; every error names the key and what would be valid.
 pub trait ConfigLookupExt: ConfigLookup {
     /// A value parsed with `FromStr`, or `default` when unset.
-    fn parsed_or<T: FromStr>(&self, key: &str, default: T, what: &str) -> Result<T, OptionError> {
+    fn parsed_or<T: FromStr>(&self, key: &str, default: T, what: &str) -> Result<T, KeyError> {
         match self.get(key) {
             None => Ok(default),
             Some(v) => v
                 .trim()
                 .parse()
-                .map_err(|_| OptionError::new(key, format!("expected {what}, got `{v}`"))),
+                .map_err(|_| KeyError::new(key, format!("expected {what}, got `{v}`"))),
         }
     }
     /// A number, or `default`.
-    fn f64_or(&self, key: &str, default: f64) -> Result<f64, OptionError> {
+    fn f64_or(&self, key: &str, default: f64) -> Result<f64, KeyError> {
         self.parsed_or(key, default, "a number")
     }
     /// An optional number.
-    fn f64_opt(&self, key: &str) -> Result<Option<f64>, OptionError> {
+    fn f64_opt(&self, key: &str) -> Result<Option<f64>, KeyError> {
         self.get(key)
             .map(|_| self.f64_or(key, f64::NAN))
             .transpose()
     }
     /// An integer, or `default`.
-    fn i64_or(&self, key: &str, default: i64) -> Result<i64, OptionError> {
+    fn i64_or(&self, key: &str, default: i64) -> Result<i64, KeyError> {
         self.parsed_or(key, default, "an integer")
     }
     /// A boolean (`true`/`false`, case-insensitive), or `default`.
-    fn bool_or(&self, key: &str, default: bool) -> Result<bool, OptionError> {
+    fn bool_or(&self, key: &str, default: bool) -> Result<bool, KeyError> {
         match self.get(key) {
             None => Ok(default),
             Some(v) if v.trim().eq_ignore_ascii_case("true") => Ok(true),
             Some(v) if v.trim().eq_ignore_ascii_case("false") => Ok(false),
-            Some(v) => Err(OptionError::new(
+            Some(v) => Err(KeyError::new(
                 key,
                 format!("expected true or false, got `{v}`"),
             )),
         }
     }
     /// A duration in Flink syntax, or `default`.
-    fn duration_or(&self, key: &str, default: Duration) -> Result<Duration, OptionError> {
+    fn duration_or(&self, key: &str, default: Duration) -> Result<Duration, KeyError> {
         match self.get(key) {
             None => Ok(default),
-            Some(v) => parse_duration(v).map_err(|e| OptionError::new(key, e.to_string())),
+            Some(v) => parse_duration(v).map_err(|e| KeyError::new(key, e.to_string())),
         }
     }
     /// A `;`-separated list (Flink's list syntax; `,` accepted too), empty when unset.
@@ -113,7 +94,7 @@ pub trait ConfigLookupExt: ConfigLookup {
         key: &str,
         choices: &[&'c str],
         default: &'c str,
-    ) -> Result<&'c str, OptionError> {
+    ) -> Result<&'c str, KeyError> {
         match self.get(key) {
             None => Ok(default),
             Some(v) => choices
@@ -121,7 +102,7 @@ pub trait ConfigLookupExt: ConfigLookup {
                 .find(|c| c.eq_ignore_ascii_case(v.trim()))
                 .copied()
                 .ok_or_else(|| {
-                    OptionError::new(
+                    KeyError::new(
                         key,
                         format!("unknown value `{v}` (valid: {})", choices.join(", ")),
                     )

@@ -12,7 +12,7 @@ mod lookup;
 
 pub use closest::closest;
 pub use duration::{DurationError, format_duration, parse_duration};
-pub use errors::{ConfigErrors, Diagnostic};
+pub use errors::{ConfigErrors, Diagnostic, KeyError};
 pub use fleet::{
     DEFAULT_INTERVAL, DEFAULT_PLUGINS_DIR, EngineSpec, FleetConfig, HostSettings, JobSpec,
     load_fleet, parse_fleet,
@@ -23,4 +23,4 @@ pub use known::{KNOWN_KEYS, unknown_key_warning};
 
 /// The key whose location stands in for a mode parameter that was not written.
 pub const MODE_KEY_FOR_LOCATION: &str = flowscale_sdk::MODE_KEY;
-pub use lookup::{ConfigLookup, ConfigLookupExt, OptionError};
+pub use lookup::{ConfigLookup, ConfigLookupExt};

@@ -1,9 +1,9 @@
 //! A fleet's jobs checked together: each resolved mode and settings, or every problem at once.
 
-use crate::alignment::{JobAlignment, ModeCatalog, ResolveError};
+use crate::alignment::{JobAlignment, ModeCatalog};
 use crate::config::{
-    ConfigErrors, Diagnostic, EngineSpec, FleetConfig, JobConfig, JobSpec, MODE_KEY_FOR_LOCATION,
-    unknown_key_warning,
+    ConfigErrors, Diagnostic, EngineSpec, FleetConfig, JobConfig, JobSpec, KeyError,
+    MODE_KEY_FOR_LOCATION, unknown_key_warning,
 };
 use crate::sim::Simulation;
 
@@ -41,7 +41,7 @@ pub fn locate(config: &JobConfig, key: &str, fallback: &str) -> String {
 }
 
 /// Located diagnostics for a job's resolution errors.
-pub fn resolve_diagnostics(spec: &JobSpec, errors: &[ResolveError]) -> Vec<Diagnostic> {
+pub fn resolve_diagnostics(spec: &JobSpec, errors: &[KeyError]) -> Vec<Diagnostic> {
     errors
         .iter()
         .map(|e| {

@@ -8,4 +8,6 @@ mod fleet;
 mod settings;
 
 pub use fleet::{FleetPlan, JobPlan, locate, plan_fleet, resolve_diagnostics};
-pub use settings::{ENABLED_KEY, JobSettings};
+pub use settings::{
+    COOLDOWN_PERIOD_KEY, DEFAULT_COOLDOWN_PERIOD, ENABLED_KEY, JobSettings, cooldown_period,
+};

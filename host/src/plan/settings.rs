@@ -4,10 +4,31 @@
 use std::time::Duration;
 
 use crate::backpressure::BackpressureSettings;
-use crate::config::{ConfigLookup, ConfigLookupExt, OptionError};
+use crate::config::{ConfigLookup, ConfigLookupExt, KeyError, format_duration};
 use crate::scaling::AutoscalerOptions;
-use crate::scaling::cooldown::CooldownExecutor;
 use crate::state::EventLog;
+
+/// The configuration key of the minimum time between two scaling operations of one job.
+pub const COOLDOWN_PERIOD_KEY: &str = "scaling-cooldown-period";
+
+/// The cooldown period when `scaling-cooldown-period` is unset.
+pub const DEFAULT_COOLDOWN_PERIOD: Duration = Duration::from_secs(300);
+
+/// Reads `scaling-cooldown-period` (Flink duration, `0` disables, default `300s`).
+pub fn cooldown_period(lookup: &impl ConfigLookup) -> Result<Duration, KeyError> {
+    let period = lookup.duration_or(COOLDOWN_PERIOD_KEY, DEFAULT_COOLDOWN_PERIOD)?;
+    if i64::try_from(period.as_millis()).is_err() {
+        return Err(KeyError::new(
+            COOLDOWN_PERIOD_KEY,
+            format!(
+                "`{}` is too long (expected at most {} ms; 0 disables the cooldown)",
+                format_duration(period),
+                i64::MAX
+            ),
+        ));
+    }
+    Ok(period)
+}
 
 /// The master switch. The anchor defaults it to false; in flowscale, listing a job in the fleet
 /// is the opt-in, so only an explicit `false` turns the autoscaler off for it.
@@ -30,7 +51,7 @@ pub struct JobSettings {
 
 impl JobSettings {
     /// Reads and checks every option of a job, collecting all problems.
-    pub fn from_config(config: &impl ConfigLookup) -> Result<JobSettings, Vec<OptionError>> {
+    pub fn from_config(config: &impl ConfigLookup) -> Result<JobSettings, Vec<KeyError>> {
         let mut errors = Vec::new();
         let enabled = config
             .bool_or(ENABLED_KEY, true)
@@ -39,9 +60,7 @@ impl JobSettings {
         let autoscaler = AutoscalerOptions::from_config(config)
             .map_err(|e| errors.extend(e))
             .ok();
-        let cooldown = CooldownExecutor::period_from_config(config)
-            .map_err(|e| errors.push(e))
-            .ok();
+        let cooldown = cooldown_period(config).map_err(|e| errors.push(e)).ok();
         let backpressure = BackpressureSettings::from_config(config)
             .map_err(|e| errors.push(e))
             .ok();
@@ -101,5 +120,27 @@ mod tests {
         assert!(settings.enabled);
         assert_eq!(settings.cooldown, Duration::from_secs(300));
         assert!(!settings.backpressure.options.enabled);
+    }
+
+    #[test]
+    fn cooldown_period_from_config() {
+        let cfg = |v: &str| -> BTreeMap<String, String> {
+            [("scaling-cooldown-period".to_string(), v.to_string())]
+                .into_iter()
+                .collect()
+        };
+        let empty: BTreeMap<String, String> = BTreeMap::new();
+        assert_eq!(cooldown_period(&empty), Ok(Duration::from_secs(300)));
+        assert_eq!(cooldown_period(&cfg("5 min")), Ok(Duration::from_secs(300)));
+        assert_eq!(cooldown_period(&cfg("0")), Ok(Duration::ZERO));
+        assert_eq!(
+            cooldown_period(&cfg("1500")),
+            Ok(Duration::from_millis(1500))
+        );
+        let err = cooldown_period(&cfg("soon")).unwrap_err();
+        assert_eq!(err.key, "scaling-cooldown-period");
+        let err = cooldown_period(&cfg("99999999999999999 d")).unwrap_err();
+        assert_eq!(err.key, "scaling-cooldown-period");
+        assert_eq!(cooldown_period(&cfg("30s")), Ok(Duration::from_secs(30)));
     }
 }

@@ -12,7 +12,8 @@ use flowscale_sdk::abi::{ManifestInfo, PluginRootRef};
 
 use super::mode::PluginMode;
 use super::report::{ModeSummary, PluginFileReport, PluginStatus, Refusal};
-use super::{ModeOrigin, ModeRegistry, RegisteredMode, logger, probe};
+use super::{ModeRegistry, logger, probe};
+use crate::alignment::{CustomMode, ModeOrigin};
 
 /// How many differences of abi_stable's layout report the one-line reason keeps.
 const ABI_SUMMARY_ITEMS: usize = 3;
@@ -159,7 +160,7 @@ pub(super) fn discover_into(registry: &mut ModeRegistry, dir: &Path) -> Vec<Plug
 }
 
 /// Maps the library for good, checks it with abi_stable and creates its modes.
-fn load(file: &Path, info: &ManifestInfo) -> Result<Vec<RegisteredMode>, Refusal> {
+fn load(file: &Path, info: &ManifestInfo) -> Result<Vec<CustomMode>, Refusal> {
     let root = lib_header_from_path(file)
         .and_then(|header| header.init_root_module::<PluginRootRef>())
         .map_err(|e| abi_refusal(&e))?;
@@ -168,7 +169,7 @@ fn load(file: &Path, info: &ManifestInfo) -> Result<Vec<RegisteredMode>, Refusal
     let mut modes = Vec::with_capacity(info.modes.len());
     for (id, description) in &info.modes {
         match new_mode(RStr::from_str(id)) {
-            RResult::ROk(inner) => modes.push(RegisteredMode {
+            RResult::ROk(inner) => modes.push(CustomMode {
                 id: id.clone(),
                 description: description.clone(),
                 origin: ModeOrigin::Plugin {

@@ -36,13 +36,17 @@ mod probe;
 mod report;
 
 use std::collections::BTreeMap;
-use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use flowscale_sdk::AlignmentMode;
 
+use crate::alignment::{CustomMode, ModeCatalog};
+
 pub use report::{ModeSummary, PluginFileReport, PluginStatus, Refusal};
+
+/// Where a registered mode comes from (the registry's entries are alignment's [`CustomMode`]s).
+pub use crate::alignment::ModeOrigin;
 
 /// The built-in names a plugin mode can never claim.
 pub use crate::alignment::RESERVED_NAMES as RESERVED_MODE_NAMES;
@@ -72,49 +76,10 @@ pub struct LinkedMode {
 
 inventory::collect!(LinkedMode);
 
-/// Where a registered mode comes from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ModeOrigin {
-    /// Linked into the binary.
-    Linked,
-    /// Exported by a plugin file.
-    Plugin {
-        /// The plugin file.
-        file: PathBuf,
-        /// The plugin's name from its manifest.
-        plugin: String,
-        /// The plugin's version from its manifest.
-        version: String,
-    },
-}
-
-/// A mode the host can select by implementation id.
-#[derive(Clone)]
-pub struct RegisteredMode {
-    /// The implementation id (`scaling.alignment.mode.<name>.class`).
-    pub id: String,
-    /// A one-line description.
-    pub description: String,
-    /// Where it comes from.
-    pub origin: ModeOrigin,
-    /// The mode. For a plugin mode, calls never unwind into the host.
-    pub mode: Arc<dyn AlignmentMode>,
-}
-
-impl fmt::Debug for RegisteredMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RegisteredMode")
-            .field("id", &self.id)
-            .field("description", &self.description)
-            .field("origin", &self.origin)
-            .finish_non_exhaustive()
-    }
-}
-
 /// The modes available by implementation id.
 #[derive(Debug, Clone, Default)]
 pub struct ModeRegistry {
-    modes: BTreeMap<String, RegisteredMode>,
+    modes: BTreeMap<String, CustomMode>,
 }
 
 /// True when `id` is a built-in mode name (case-insensitively).
@@ -137,12 +102,11 @@ impl ModeRegistry {
                 );
                 continue;
             }
-            registry.insert(RegisteredMode {
-                id: linked.id.to_string(),
-                description: linked.description.to_string(),
-                origin: ModeOrigin::Linked,
-                mode: Arc::from((linked.make)()),
-            });
+            registry.insert(CustomMode::linked(
+                linked.id,
+                linked.description,
+                Arc::from((linked.make)()),
+            ));
         }
         registry
     }
@@ -158,7 +122,7 @@ impl ModeRegistry {
     }
 
     /// The mode with implementation id `id`.
-    pub fn get(&self, id: &str) -> Option<&RegisteredMode> {
+    pub fn get(&self, id: &str) -> Option<&CustomMode> {
         self.modes.get(id)
     }
 
@@ -168,7 +132,7 @@ impl ModeRegistry {
     }
 
     /// Every registered mode, sorted by id.
-    pub fn modes(&self) -> impl Iterator<Item = &RegisteredMode> {
+    pub fn modes(&self) -> impl Iterator<Item = &CustomMode> {
         self.modes.values()
     }
 
@@ -176,26 +140,14 @@ impl ModeRegistry {
         self.modes.contains_key(id)
     }
 
-    fn insert(&mut self, mode: RegisteredMode) {
+    fn insert(&mut self, mode: CustomMode) {
         self.modes.insert(mode.id.clone(), mode);
     }
 }
 
-impl crate::alignment::ModeCatalog for ModeRegistry {
-    fn find(&self, id: &str) -> Option<crate::alignment::CatalogMode> {
-        self.get(id)
-            .map(|registered| crate::alignment::CatalogMode {
-                id: registered.id.clone(),
-                origin: match &registered.origin {
-                    ModeOrigin::Linked => "linked into the binary".to_string(),
-                    ModeOrigin::Plugin {
-                        file,
-                        plugin,
-                        version,
-                    } => format!("plugin {plugin} {version} ({})", file.display()),
-                },
-                mode: std::sync::Arc::clone(&registered.mode),
-            })
+impl ModeCatalog for ModeRegistry {
+    fn find(&self, id: &str) -> Option<CustomMode> {
+        self.get(id).cloned()
     }
 
     fn ids(&self) -> Vec<String> {

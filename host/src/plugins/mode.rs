@@ -1,16 +1,10 @@
-//! A plugin's mode object seen as an ordinary [`AlignmentMode`].
-
-use std::cell::RefCell;
+//! A plugin's mode object seen as a [`HostMode`], like any custom mode.
 
 use abi_stable::std_types::{RResult, RStr, Tuple2};
 use flowscale_sdk::abi::{ContextRef, FfiError, FfiErrorKind, FfiModeBox, ParamsRef};
-use flowscale_sdk::{AlignmentContext, AlignmentMode, ModeError, ModeParams};
+use flowscale_sdk::{AlignmentContext, ModeError, ModeParams};
 
-thread_local! {
-    /// A fault of `is_applicable`, kept for the `align` call on the same context that follows
-    /// it, so that the fault is reported instead of silently skipping the vertex.
-    static PENDING_FAULT: RefCell<Option<(usize, ModeError)>> = const { RefCell::new(None) };
-}
+use crate::alignment::HostMode;
 
 /// A mode exported by a plugin. Every call goes through the SDK's panic guard inside the plugin.
 pub(super) struct PluginMode {
@@ -38,31 +32,16 @@ impl PluginMode {
     }
 }
 
-fn key(ctx: &AlignmentContext) -> usize {
-    ctx as *const AlignmentContext as usize
-}
-
-impl AlignmentMode for PluginMode {
-    /// A fault here makes the vertex applicable and is returned by the following `align`, so
-    /// that the host's guard reports it.
-    fn is_applicable(&self, ctx: &AlignmentContext) -> bool {
-        let (applicable, fault) = match self.inner.is_applicable(ContextRef::new(ctx)) {
-            RResult::ROk(applicable) => (applicable, None),
-            RResult::RErr(err) => (true, Some((key(ctx), self.error(err)))),
-        };
-        // Always overwritten, so that a fault never outlives the decision it belongs to (a
-        // later context may live at the same address).
-        PENDING_FAULT.with(|p| *p.borrow_mut() = fault);
-        applicable
+impl HostMode for PluginMode {
+    /// A fault of the plugin's gate is returned as is: the alignment guard reports it.
+    fn is_applicable(&self, ctx: &AlignmentContext) -> Result<bool, ModeError> {
+        match self.inner.is_applicable(ContextRef::new(ctx)) {
+            RResult::ROk(applicable) => Ok(applicable),
+            RResult::RErr(err) => Err(self.error(err)),
+        }
     }
 
     fn align(&self, ctx: &AlignmentContext) -> Result<u32, ModeError> {
-        let pending = PENDING_FAULT.with(|p| p.borrow_mut().take());
-        if let Some((at, err)) = pending {
-            if at == key(ctx) {
-                return Err(err);
-            }
-        }
         match self.inner.align(ContextRef::new(ctx)) {
             RResult::ROk(p) => Ok(p),
             RResult::RErr(err) => Err(self.error(err)),

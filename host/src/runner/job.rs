@@ -11,12 +11,12 @@ use crate::backpressure::{BatchInfo, RateController};
 use crate::engine::{Engine, JobObservation};
 use crate::events::{Event, EventReason, Severity};
 use crate::plan::JobSettings;
-use crate::scaling::cooldown::{CooldownExecutor, CooldownState};
 use crate::scaling::{Autoscaler, JobScalingState};
 use crate::state::{
     DEFAULT_EVENT_CAPACITY, EventLog, EventLogState, StateError, StateStore, load, save, sections,
 };
 
+use super::cooldown::{CooldownExecutor, CooldownState};
 use super::report::CycleReport;
 
 /// Why a job's state could not be written.

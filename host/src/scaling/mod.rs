@@ -1,4 +1,4 @@
-//! The decision pipeline: metric window, evaluation, vertex targets, execution with cooldown.
+//! The decision pipeline: metric window, evaluation, vertex targets, the scaling operation.
 //!
 //! One [`run_cycle`] per job and interval reproduces the Flink autoscaler's decision (see
 //! `shared/reference/flink-autoscaler.md`): it stores a sample of the job's metrics in the
@@ -6,51 +6,52 @@
 //! each vertex's target, asks the job's [`crate::alignment::Aligner`] to align it, applies the
 //! ineffective-scale-up and delayed-scale-down rules, and decides a scaling operation only if at
 //! least one changed vertex is outside its band. The operation is returned as a complete
-//! parallelism map ([`CycleOutcome::decision`]) for the job's executor with cooldown.
+//! parallelism map ([`CycleOutcome::decision`]) for the job's cooldown executor.
 //!
 //! Invariants: every number follows Java double semantics ([`numeric`]); one `now` per cycle;
 //! all state that survives a cycle is in [`JobScalingState`], which the caller persists.
 //!
+//! Sub-modules, in the order a cycle uses them: `options`, the job graph (`topology`), `metrics`
+//! (names, samples, the window and its statistics), `evaluation`, `target` (each vertex's target
+//! and its alignment), `operation` (the cycle's decision), `state` (what survives a cycle), and
+//! the `cycle` that runs them, with its `outcome`.
+//!
 //! Not implemented: memory tuning, resource/quota checks, custom evaluators and custom scaling
 //! executors, cron expressions in `excluded.periods`.
 
-pub mod cooldown;
 mod cycle;
-mod delayed_scale_down;
 mod error;
 mod evaluation;
-mod executor;
-mod history;
-mod metric;
 mod metrics;
 pub mod numeric;
+mod operation;
 mod options;
-mod periods;
-mod replay_run;
+mod outcome;
 mod serde_double;
 mod state;
-#[cfg(test)]
-mod test_support;
+mod target;
+#[cfg(any(test, feature = "test-support"))]
 pub mod testing;
 mod topology;
-mod vertex_scaler;
-mod window;
 
-pub use cycle::{Autoscaler, CycleOutcome, CycleStage, VertexDecision, run_cycle};
-pub use delayed_scale_down::{DelayedScaleDown, RecommendedParallelism, VertexDelayedScaleDown};
+pub use cycle::{Autoscaler, run_cycle};
 pub use error::CycleError;
-pub use evaluation::{Evaluation, VertexEvaluation, average, average_or_rate, rate};
-pub use executor::{REPORT_HEADER_DISABLED, REPORT_HEADER_ENABLED};
-pub use history::{ScalingHistory, ScalingRecord, ScalingSummary, ScalingTracking};
-pub use metric::{EvaluatedScalingMetric, ScalingMetric};
-pub use metrics::CollectedMetrics;
-pub use options::{AutoscalerOptions, BusyTimeAggregator};
-pub use periods::{DailyRange, ExcludedPeriods};
-pub use replay_run::{ReplayedCycle, run_replay};
-pub use state::{
-    JobScalingState, SECTION_DELAYED_SCALE_DOWN, SECTION_METRIC_HISTORY,
-    SECTION_PARALLELISM_OVERRIDES, SECTION_PENDING_SUMMARIES, SECTION_SCALING_HISTORY,
-    SECTION_SCALING_TRACKING,
+pub use evaluation::Evaluation;
+pub use metrics::{
+    CollectedMetrics, EvaluatedScalingMetric, MetricHistory, ScalingMetric, VertexEvaluation,
+    average, average_or_rate, rate,
 };
-pub use vertex_scaler::{ParallelismChange, observed_scalability_coefficient};
-pub use window::MetricHistory;
+pub use operation::{REPORT_HEADER_DISABLED, REPORT_HEADER_ENABLED};
+pub use options::{
+    AutoscalerOptions, BusyTimeAggregator, DailyRange, ExcludedPeriods, PeriodError,
+};
+pub use outcome::{CycleOutcome, CycleStage, VertexDecision};
+pub use state::{
+    DelayedScaleDown, JobScalingState, RecommendedParallelism, SECTION_DELAYED_SCALE_DOWN,
+    SECTION_METRIC_HISTORY, SECTION_PARALLELISM_OVERRIDES, SECTION_PENDING_SUMMARIES,
+    SECTION_SCALING_HISTORY, SECTION_SCALING_TRACKING, ScalingHistory, ScalingRecord,
+    ScalingSummary, ScalingTracking, VertexDelayedScaleDown,
+};
+pub use target::{
+    ParallelismChange, ScaledTarget, observed_scalability_coefficient, scaled_target,
+};

@@ -44,64 +44,10 @@ impl<'a> Topology<'a> {
                 "No nodes found in the plan, job is not ready yet".into(),
             ));
         }
-        let mut position: HashMap<&str, usize> = HashMap::with_capacity(obs.vertices.len());
-        for (i, v) in obs.vertices.iter().enumerate() {
-            if position.insert(v.id.as_str(), i).is_some() {
-                return Err(CycleError::InvalidObservation(format!(
-                    "vertex `{}` is listed twice",
-                    v.id
-                )));
-            }
-        }
-        if let Some(v) = obs
-            .vertices
-            .iter()
-            .find(|v| v.parallelism == 0 || v.max_parallelism == 0)
-        {
-            return Err(CycleError::InvalidObservation(format!(
-                "vertex `{}` reports parallelism {} and max parallelism {}; both must be positive",
-                v.id, v.parallelism, v.max_parallelism
-            )));
-        }
-        let n = obs.vertices.len();
-        let mut inputs: Vec<Vec<(usize, ShipStrategy)>> = vec![Vec::new(); n];
-        let mut outputs: Vec<Vec<usize>> = vec![Vec::new(); n];
-        for e in &obs.edges {
-            let (Some(&from), Some(&to)) =
-                (position.get(e.from.as_str()), position.get(e.to.as_str()))
-            else {
-                return Err(CycleError::InvalidObservation(format!(
-                    "edge {} -> {} names an unknown vertex",
-                    e.from, e.to
-                )));
-            };
-            inputs[to].push((from, e.strategy()));
-            outputs[from].push(to);
-        }
-        // Kahn by levels over the observation's positions.
-        let mut indegree: Vec<usize> = inputs.iter().map(Vec::len).collect();
-        let mut order: Vec<usize> = Vec::with_capacity(n);
-        let mut level: Vec<usize> = (0..n).filter(|&i| indegree[i] == 0).collect();
-        while !level.is_empty() {
-            let mut next = Vec::new();
-            for &v in &level {
-                order.push(v);
-                for &o in &outputs[v] {
-                    indegree[o] -= 1;
-                    if indegree[o] == 0 {
-                        next.push(o);
-                    }
-                }
-            }
-            next.sort_unstable();
-            level = next;
-        }
-        if order.len() != n {
-            return Err(CycleError::InvalidObservation(
-                "the job graph has a cycle".into(),
-            ));
-        }
-        let mut new_index = vec![0usize; n];
+        let position = positions(obs)?;
+        let (inputs, outputs) = edges(obs, &position)?;
+        let order = topological_order(&inputs, &outputs)?;
+        let mut new_index = vec![0usize; order.len()];
         for (new, &old) in order.iter().enumerate() {
             new_index[old] = new;
         }
@@ -159,4 +105,82 @@ impl<'a> Topology<'a> {
                 .collect(),
         }
     }
+}
+
+/// Each vertex's position in the observation; every vertex listed once, with positive
+/// parallelism and max parallelism.
+fn positions(obs: &JobObservation) -> Result<HashMap<&str, usize>, CycleError> {
+    let mut position: HashMap<&str, usize> = HashMap::with_capacity(obs.vertices.len());
+    for (i, v) in obs.vertices.iter().enumerate() {
+        if position.insert(v.id.as_str(), i).is_some() {
+            return Err(CycleError::InvalidObservation(format!(
+                "vertex `{}` is listed twice",
+                v.id
+            )));
+        }
+    }
+    if let Some(v) = obs
+        .vertices
+        .iter()
+        .find(|v| v.parallelism == 0 || v.max_parallelism == 0)
+    {
+        return Err(CycleError::InvalidObservation(format!(
+            "vertex `{}` reports parallelism {} and max parallelism {}; both must be positive",
+            v.id, v.parallelism, v.max_parallelism
+        )));
+    }
+    Ok(position)
+}
+
+/// Inputs (with their ship strategies) and outputs per vertex, by position in the observation.
+type Edges = (Vec<Vec<(usize, ShipStrategy)>>, Vec<Vec<usize>>);
+
+fn edges(obs: &JobObservation, position: &HashMap<&str, usize>) -> Result<Edges, CycleError> {
+    let n = obs.vertices.len();
+    let mut inputs: Vec<Vec<(usize, ShipStrategy)>> = vec![Vec::new(); n];
+    let mut outputs: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for e in &obs.edges {
+        let (Some(&from), Some(&to)) = (position.get(e.from.as_str()), position.get(e.to.as_str()))
+        else {
+            return Err(CycleError::InvalidObservation(format!(
+                "edge {} -> {} names an unknown vertex",
+                e.from, e.to
+            )));
+        };
+        inputs[to].push((from, e.strategy()));
+        outputs[from].push(to);
+    }
+    Ok((inputs, outputs))
+}
+
+/// Kahn's algorithm by levels over the observation's positions; inside a level the positions
+/// are sorted, which makes the order deterministic.
+fn topological_order(
+    inputs: &[Vec<(usize, ShipStrategy)>],
+    outputs: &[Vec<usize>],
+) -> Result<Vec<usize>, CycleError> {
+    let n = inputs.len();
+    let mut indegree: Vec<usize> = inputs.iter().map(Vec::len).collect();
+    let mut order: Vec<usize> = Vec::with_capacity(n);
+    let mut level: Vec<usize> = (0..n).filter(|&i| indegree[i] == 0).collect();
+    while !level.is_empty() {
+        let mut next = Vec::new();
+        for &v in &level {
+            order.push(v);
+            for &o in &outputs[v] {
+                indegree[o] -= 1;
+                if indegree[o] == 0 {
+                    next.push(o);
+                }
+            }
+        }
+        next.sort_unstable();
+        level = next;
+    }
+    if order.len() != n {
+        return Err(CycleError::InvalidObservation(
+            "the job graph has a cycle".into(),
+        ));
+    }
+    Ok(order)
 }

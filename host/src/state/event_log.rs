@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::{ConfigLookup, ConfigLookupExt, OptionError};
+use crate::config::{ConfigLookup, ConfigLookupExt, KeyError};
 use crate::events::{Event, Severity};
 
 /// The configuration key of the dedupe interval.
@@ -71,7 +71,7 @@ impl EventLog {
     }
 
     /// A log with `scaling.event.interval` from the job's configuration and the default capacity.
-    pub fn from_config(lookup: &impl ConfigLookup) -> Result<EventLog, OptionError> {
+    pub fn from_config(lookup: &impl ConfigLookup) -> Result<EventLog, KeyError> {
         let interval = lookup.duration_or(EVENT_INTERVAL_KEY, DEFAULT_EVENT_INTERVAL)?;
         Ok(EventLog::new(interval, DEFAULT_EVENT_CAPACITY))
     }

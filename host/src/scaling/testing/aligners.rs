@@ -1,29 +1,26 @@
-//! Small aligners for tests, replays and benchmarks of the pipeline on its own.
+//! Small aligners for tests and replays of the pipeline on its own.
 //!
 //! The production aligner (mode resolution, plugins, the result guard) lives in
 //! [`crate::alignment`]; these two only reproduce the anchor's behaviour closely enough to check
 //! the pipeline's numbers.
 
-use flowscale_sdk::{AlignmentContext, ModeParams};
+use flowscale_sdk::ModeParams;
 
-use crate::alignment::{AlignOutcome, Aligner};
+use crate::alignment::{AlignOutcome, Aligner, AlignmentRequest};
 
 /// Keeps every target as is (the anchor's `OFF` mode).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct TargetAligner;
 
 impl Aligner for TargetAligner {
-    fn align(&self, ctx: &AlignmentContext) -> AlignOutcome {
+    fn align(&self, request: AlignmentRequest) -> AlignOutcome {
         AlignOutcome {
-            parallelism: ctx.target_parallelism(),
+            parallelism: request.target,
             mode: "OFF".into(),
             applicable: false,
             events: Vec::new(),
             explanation: vec!["target kept".into()],
         }
-    }
-    fn params(&self) -> ModeParams {
-        ModeParams::default()
     }
 }
 
@@ -34,7 +31,8 @@ impl Aligner for TargetAligner {
 pub struct BalancedAligner;
 
 impl Aligner for BalancedAligner {
-    fn align(&self, ctx: &AlignmentContext) -> AlignOutcome {
+    fn align(&self, request: AlignmentRequest) -> AlignOutcome {
+        let ctx = request.into_context(ModeParams::default());
         let target = ctx.target_parallelism();
         let outcome = |parallelism: u32, applicable: bool, why: String| AlignOutcome {
             parallelism,
@@ -74,9 +72,6 @@ impl Aligner for BalancedAligner {
             ),
         }
     }
-    fn params(&self) -> ModeParams {
-        ModeParams::default()
-    }
 }
 
 #[cfg(test)]
@@ -84,29 +79,36 @@ mod tests {
     use super::*;
     use flowscale_sdk::ShipStrategy;
 
+    /// A vertex scaling from `current` to `target` with the limits `[1, 200]`.
+    fn request(current: u32, target: u32, key_groups: u32) -> AlignmentRequest {
+        AlignmentRequest {
+            upper_limit: 200,
+            ..AlignmentRequest::new(current, target, key_groups)
+        }
+    }
+
     #[test]
     fn balanced_rule() {
         let hash = vec![ShipStrategy::Hash];
         // 7 -> 8 with 128 key groups (the anchor's testAdjustByMaxParallelism sink).
-        let ctx = AlignmentContext::builder(1, 7, 128)
-            .limits(1, 200)
-            .input_ship_strategies(hash.clone())
-            .build();
-        assert_eq!(BalancedAligner.align(&ctx).parallelism, 8);
+        let keyed = AlignmentRequest {
+            input_ship_strategies: hash.clone(),
+            ..request(1, 7, 128)
+        };
+        assert_eq!(BalancedAligner.align(keyed).parallelism, 8);
         // Not applicable: no HASH input, no partitions.
-        let ctx = AlignmentContext::builder(1, 7, 128).limits(1, 200).build();
-        assert_eq!(BalancedAligner.align(&ctx).parallelism, 7);
+        assert_eq!(BalancedAligner.align(request(1, 7, 128)).parallelism, 7);
         // Scale-down searches between the target and the current parallelism.
-        let ctx = AlignmentContext::builder(10, 5, 12)
-            .limits(1, 200)
-            .input_ship_strategies(hash)
-            .build();
-        assert_eq!(BalancedAligner.align(&ctx).parallelism, 6);
+        let down = AlignmentRequest {
+            input_ship_strategies: hash,
+            ..request(10, 5, 12)
+        };
+        assert_eq!(BalancedAligner.align(down).parallelism, 6);
         // A source above its partitions keeps its target (region empty).
-        let ctx = AlignmentContext::builder(2, 20, 128)
-            .source_partitions(15)
-            .limits(1, 200)
-            .build();
-        assert_eq!(BalancedAligner.align(&ctx).parallelism, 20);
+        let source = AlignmentRequest {
+            source_partitions: 15,
+            ..request(2, 20, 128)
+        };
+        assert_eq!(BalancedAligner.align(source).parallelism, 20);
     }
 }

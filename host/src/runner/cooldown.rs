@@ -25,7 +25,7 @@
 //! use std::collections::BTreeMap;
 //! use std::time::Duration;
 //!
-//! use flowscale::scaling::cooldown::{CooldownExecutor, CooldownState};
+//! use flowscale::runner::{CooldownExecutor, CooldownState};
 //! use flowscale::state::{InMemoryStateStore, load, save, sections};
 //!
 //! let mut store = InMemoryStateStore::new();
@@ -51,14 +51,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::{ConfigLookup, ConfigLookupExt, OptionError, format_duration};
 use crate::events::{Event, EventReason, Severity};
-
-/// The configuration key of the cooldown period.
-pub const COOLDOWN_PERIOD_KEY: &str = "scaling-cooldown-period";
-
-/// The cooldown period when `scaling-cooldown-period` is unset.
-pub const DEFAULT_COOLDOWN_PERIOD: Duration = Duration::from_secs(300);
+use crate::plan::COOLDOWN_PERIOD_KEY;
 
 /// A scaling event waiting for the end of a cooldown period.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -141,35 +135,6 @@ impl CooldownExecutor {
             period_ms: i64::try_from(period.as_millis()).unwrap_or(i64::MAX),
             state,
         }
-    }
-
-    /// Reads `scaling-cooldown-period` (Flink duration, `0` disables, default `300s`).
-    pub fn period_from_config(lookup: &impl ConfigLookup) -> Result<Duration, OptionError> {
-        let period = lookup.duration_or(COOLDOWN_PERIOD_KEY, DEFAULT_COOLDOWN_PERIOD)?;
-        if i64::try_from(period.as_millis()).is_err() {
-            return Err(OptionError::new(
-                COOLDOWN_PERIOD_KEY,
-                format!(
-                    "`{}` is too long (expected at most {} ms; 0 disables the cooldown)",
-                    format_duration(period),
-                    i64::MAX
-                ),
-            ));
-        }
-        Ok(period)
-    }
-
-    /// The executor a job's configuration asks for, continuing from `state`.
-    pub fn from_config(
-        job: impl Into<String>,
-        lookup: &impl ConfigLookup,
-        state: CooldownState,
-    ) -> Result<CooldownExecutor, OptionError> {
-        Ok(CooldownExecutor::restore(
-            job,
-            CooldownExecutor::period_from_config(lookup)?,
-            state,
-        ))
     }
 
     /// The state to persist after every call.
@@ -488,38 +453,6 @@ mod tests {
             apply(&mut running, &out);
         }
         assert!(ex.state().queue.is_empty());
-    }
-
-    #[test]
-    fn period_from_config() {
-        let cfg = |v: &str| -> BTreeMap<String, String> {
-            [("scaling-cooldown-period".to_string(), v.to_string())]
-                .into_iter()
-                .collect()
-        };
-        let empty: BTreeMap<String, String> = BTreeMap::new();
-        assert_eq!(
-            CooldownExecutor::period_from_config(&empty),
-            Ok(Duration::from_secs(300))
-        );
-        assert_eq!(
-            CooldownExecutor::period_from_config(&cfg("5 min")),
-            Ok(Duration::from_secs(300))
-        );
-        assert_eq!(
-            CooldownExecutor::period_from_config(&cfg("0")),
-            Ok(Duration::ZERO)
-        );
-        assert_eq!(
-            CooldownExecutor::period_from_config(&cfg("1500")),
-            Ok(Duration::from_millis(1500))
-        );
-        let err = CooldownExecutor::period_from_config(&cfg("soon")).unwrap_err();
-        assert_eq!(err.key, "scaling-cooldown-period");
-        let err = CooldownExecutor::period_from_config(&cfg("99999999999999999 d")).unwrap_err();
-        assert_eq!(err.key, "scaling-cooldown-period");
-        let ex = CooldownExecutor::from_config("j", &cfg("30s"), CooldownState::default()).unwrap();
-        assert_eq!(ex.period_ms(), 30_000);
     }
 
     #[test]

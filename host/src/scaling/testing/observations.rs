@@ -1,4 +1,4 @@
-//! Builders of observations for the pipeline's unit tests.
+//! Builders of observations: a job graph with per-cycle metrics, for tests of the pipeline.
 
 use std::collections::BTreeMap;
 
@@ -7,7 +7,8 @@ use crate::engine::{
     VertexMetrics,
 };
 
-pub(crate) fn agg(v: f64) -> AggregatedMetric {
+/// A metric with the same value in every aggregate.
+pub fn agg(v: f64) -> AggregatedMetric {
     AggregatedMetric {
         min: Some(v),
         max: Some(v),
@@ -18,11 +19,19 @@ pub(crate) fn agg(v: f64) -> AggregatedMetric {
 
 /// A job graph with per-cycle metrics set through small helpers.
 #[derive(Debug, Clone)]
-pub(crate) struct Job {
+pub struct Job {
+    /// The observation the pipeline is given.
     pub obs: JobObservation,
 }
 
+impl Default for Job {
+    fn default() -> Job {
+        Job::new()
+    }
+}
+
 impl Job {
+    /// A running job without vertices.
     pub fn new() -> Job {
         Job {
             obs: JobObservation {
@@ -36,6 +45,7 @@ impl Job {
         }
     }
 
+    /// Adds a vertex named `<id> name`.
     pub fn vertex(mut self, id: &str, parallelism: u32, max_parallelism: u32) -> Job {
         self.obs.vertices.push(ObservedVertex {
             id: id.into(),
@@ -48,6 +58,7 @@ impl Job {
         self
     }
 
+    /// Adds an edge with a ship strategy (`HASH`, `REBALANCE`, ...).
     pub fn edge(mut self, from: &str, to: &str, strategy: &str) -> Job {
         self.obs.edges.push(ObservedEdge {
             from: from.into(),

@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::evaluation::VertexEvaluation;
-use super::options::{AutoscalerOptions, millis, whole_seconds};
-use super::topology::Topology;
+use crate::scaling::metrics::VertexEvaluation;
+use crate::scaling::options::{AutoscalerOptions, millis, whole_seconds};
+use crate::scaling::topology::Topology;
 
 /// One executed change of one vertex, with the metrics it was decided on.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -10,9 +10,9 @@
 
 use std::time::Duration;
 
-use crate::config::{ConfigLookup, ConfigLookupExt, OptionError};
+use crate::config::{ConfigLookup, ConfigLookupExt, KeyError};
 
-use super::periods::ExcludedPeriods;
+use super::excluded_periods::ExcludedPeriods;
 
 /// Which aggregate of `busyTimeMsPerSecond` over subtasks is used, and how the true processing
 /// rate is derived (`metrics.busy-time.aggregator`).
@@ -149,11 +149,11 @@ pub const EXCLUDED_PERIODS_KEY: &str = "excluded.periods";
 /// Collects typed reads, keeping every error instead of stopping at the first.
 struct Reader<'a, C: ConfigLookup + ?Sized> {
     config: &'a C,
-    errors: Vec<OptionError>,
+    errors: Vec<KeyError>,
 }
 
 impl<C: ConfigLookup + ?Sized> Reader<'_, C> {
-    fn keep<T>(&mut self, result: Result<T, OptionError>, default: T) -> T {
+    fn keep<T>(&mut self, result: Result<T, KeyError>, default: T) -> T {
         match result {
             Ok(v) => v,
             Err(e) => {
@@ -191,6 +191,123 @@ impl<C: ConfigLookup + ?Sized> Reader<'_, C> {
         let r = self.config.duration_or(key, default);
         self.keep(r, default)
     }
+    /// `metrics.busy-time.aggregator`.
+    fn busy_time_aggregator(&mut self) -> BusyTimeAggregator {
+        let busy = self.config.choice_or(
+            "metrics.busy-time.aggregator",
+            &["MAX", "MIN", "AVG"],
+            "MAX",
+        );
+        match self.keep(busy, "MAX") {
+            "MIN" => BusyTimeAggregator::Min,
+            "AVG" => BusyTimeAggregator::Avg,
+            _ => BusyTimeAggregator::Max,
+        }
+    }
+    /// `excluded.periods`.
+    fn excluded_periods(&mut self) -> ExcludedPeriods {
+        match self.config.get(EXCLUDED_PERIODS_KEY) {
+            None => ExcludedPeriods::default(),
+            Some(raw) => match ExcludedPeriods::parse(raw) {
+                Ok(p) => p,
+                Err(err) => {
+                    self.errors
+                        .push(KeyError::new(EXCLUDED_PERIODS_KEY, err.to_string()));
+                    ExcludedPeriods::default()
+                }
+            },
+        }
+    }
+    /// Every option by its key (canonical first, deprecated after), defaulting what is unset.
+    fn options(
+        &mut self,
+        busy_time_aggregator: BusyTimeAggregator,
+        excluded_periods: ExcludedPeriods,
+    ) -> AutoscalerOptions {
+        let d = AutoscalerOptions::default();
+        AutoscalerOptions {
+            enabled: self.bool("enabled", d.enabled),
+            scaling_enabled: self.bool(SCALING_ENABLED_KEY, d.scaling_enabled),
+            metrics_window: self.duration(&["metrics.window"], d.metrics_window),
+            stabilization_interval: self
+                .duration(&["stabilization.interval"], d.stabilization_interval),
+            excluded_periods,
+            utilization_target: self.f64(
+                &["utilization.target", "target.utilization"],
+                d.utilization_target,
+            ),
+            target_utilization_boundary: self.f64(
+                &["target.utilization.boundary"],
+                d.target_utilization_boundary,
+            ),
+            utilization_max: self.f64_opt("utilization.max"),
+            utilization_min: self.f64_opt("utilization.min"),
+            scale_down_interval: self.duration(
+                &["scale-down.interval", "scale-up.grace-period"],
+                d.scale_down_interval,
+            ),
+            vertex_min_parallelism: self.i64("vertex.min-parallelism", d.vertex_min_parallelism),
+            vertex_max_parallelism: self.i64("vertex.max-parallelism", d.vertex_max_parallelism),
+            scale_down_max_factor: self.f64(&["scale-down.max-factor"], d.scale_down_max_factor),
+            scale_up_max_factor: self.f64(&["scale-up.max-factor"], d.scale_up_max_factor),
+            catch_up_duration: self.duration(&["catch-up.duration"], d.catch_up_duration),
+            restart_time: self.duration(&["restart.time"], d.restart_time),
+            restart_time_tracking_enabled: self.bool(
+                "restart.time-tracking.enabled",
+                d.restart_time_tracking_enabled,
+            ),
+            restart_time_tracking_limit: self.duration(
+                &["restart.time-tracking.limit"],
+                d.restart_time_tracking_limit,
+            ),
+            backlog_processing_lag_threshold: self.duration(
+                &["backlog-processing.lag-threshold"],
+                d.backlog_processing_lag_threshold,
+            ),
+            observed_tpr_lag_threshold: self.duration(
+                &["observed-true-processing-rate.lag-threshold"],
+                d.observed_tpr_lag_threshold,
+            ),
+            observed_tpr_switch_threshold: self.f64(
+                &["observed-true-processing-rate.switch-threshold"],
+                d.observed_tpr_switch_threshold,
+            ),
+            observed_tpr_min_observations: self.i64(
+                "observed-true-processing-rate.min-observations",
+                d.observed_tpr_min_observations,
+            ),
+            scaling_effectiveness_detection_enabled: self.bool(
+                "scaling.effectiveness.detection.enabled",
+                d.scaling_effectiveness_detection_enabled,
+            ),
+            scaling_effectiveness_threshold: self.f64(
+                &["scaling.effectiveness.threshold"],
+                d.scaling_effectiveness_threshold,
+            ),
+            gc_pressure_threshold: self
+                .f64(&["memory.gc-pressure.threshold"], d.gc_pressure_threshold),
+            heap_usage_threshold: self
+                .f64(&["memory.heap-usage.threshold"], d.heap_usage_threshold),
+            history_max_count: self.i64("history.max.count", d.history_max_count),
+            history_max_age: self.duration(&["history.max.age"], d.history_max_age),
+            busy_time_aggregator,
+            vertex_exclude_ids: self.config.list("vertex.exclude.ids"),
+            scaling_event_interval: self
+                .duration(&["scaling.event.interval"], d.scaling_event_interval),
+            observed_scalability_enabled: self.bool(
+                "observed-scalability.enabled",
+                d.observed_scalability_enabled,
+            ),
+            observed_scalability_min_observations: self.i64(
+                "observed-scalability.min-observations",
+                d.observed_scalability_min_observations,
+            ),
+            observed_scalability_coefficient_min: self.f64(
+                &["observed-scalability.coefficient-min"],
+                d.observed_scalability_coefficient_min,
+            ),
+        }
+    }
     fn range(&mut self, key: &str, value: f64, min: f64, max: f64) {
         if !(min..=max).contains(&value) {
             let bound = if max.is_infinite() {
@@ -199,7 +316,7 @@ impl<C: ConfigLookup + ?Sized> Reader<'_, C> {
                 format!("must be between {min} and {max}")
             };
             self.errors
-                .push(OptionError::new(key, format!("{bound}, got {value}")));
+                .push(KeyError::new(key, format!("{bound}, got {value}")));
         }
     }
 }
@@ -207,114 +324,14 @@ impl<C: ConfigLookup + ?Sized> Reader<'_, C> {
 impl AutoscalerOptions {
     /// Reads every option from a job's configuration (canonical keys) and validates the ranges
     /// the anchor's validator checks. Returns every error found, not only the first.
-    pub fn from_config<C: ConfigLookup + ?Sized>(config: &C) -> Result<Self, Vec<OptionError>> {
-        let d = AutoscalerOptions::default();
+    pub fn from_config<C: ConfigLookup + ?Sized>(config: &C) -> Result<Self, Vec<KeyError>> {
         let mut r = Reader {
             config,
             errors: Vec::new(),
         };
-        let busy = r.config.choice_or(
-            "metrics.busy-time.aggregator",
-            &["MAX", "MIN", "AVG"],
-            "MAX",
-        );
-        let busy_time_aggregator = match r.keep(busy, "MAX") {
-            "MIN" => BusyTimeAggregator::Min,
-            "AVG" => BusyTimeAggregator::Avg,
-            _ => BusyTimeAggregator::Max,
-        };
-        let excluded_periods = match config.get(EXCLUDED_PERIODS_KEY) {
-            None => ExcludedPeriods::default(),
-            Some(raw) => match ExcludedPeriods::parse(raw) {
-                Ok(p) => p,
-                Err(message) => {
-                    r.errors
-                        .push(OptionError::new(EXCLUDED_PERIODS_KEY, message));
-                    ExcludedPeriods::default()
-                }
-            },
-        };
-        let o = AutoscalerOptions {
-            enabled: r.bool("enabled", d.enabled),
-            scaling_enabled: r.bool(SCALING_ENABLED_KEY, d.scaling_enabled),
-            metrics_window: r.duration(&["metrics.window"], d.metrics_window),
-            stabilization_interval: r
-                .duration(&["stabilization.interval"], d.stabilization_interval),
-            excluded_periods,
-            utilization_target: r.f64(
-                &["utilization.target", "target.utilization"],
-                d.utilization_target,
-            ),
-            target_utilization_boundary: r.f64(
-                &["target.utilization.boundary"],
-                d.target_utilization_boundary,
-            ),
-            utilization_max: r.f64_opt("utilization.max"),
-            utilization_min: r.f64_opt("utilization.min"),
-            scale_down_interval: r.duration(
-                &["scale-down.interval", "scale-up.grace-period"],
-                d.scale_down_interval,
-            ),
-            vertex_min_parallelism: r.i64("vertex.min-parallelism", d.vertex_min_parallelism),
-            vertex_max_parallelism: r.i64("vertex.max-parallelism", d.vertex_max_parallelism),
-            scale_down_max_factor: r.f64(&["scale-down.max-factor"], d.scale_down_max_factor),
-            scale_up_max_factor: r.f64(&["scale-up.max-factor"], d.scale_up_max_factor),
-            catch_up_duration: r.duration(&["catch-up.duration"], d.catch_up_duration),
-            restart_time: r.duration(&["restart.time"], d.restart_time),
-            restart_time_tracking_enabled: r.bool(
-                "restart.time-tracking.enabled",
-                d.restart_time_tracking_enabled,
-            ),
-            restart_time_tracking_limit: r.duration(
-                &["restart.time-tracking.limit"],
-                d.restart_time_tracking_limit,
-            ),
-            backlog_processing_lag_threshold: r.duration(
-                &["backlog-processing.lag-threshold"],
-                d.backlog_processing_lag_threshold,
-            ),
-            observed_tpr_lag_threshold: r.duration(
-                &["observed-true-processing-rate.lag-threshold"],
-                d.observed_tpr_lag_threshold,
-            ),
-            observed_tpr_switch_threshold: r.f64(
-                &["observed-true-processing-rate.switch-threshold"],
-                d.observed_tpr_switch_threshold,
-            ),
-            observed_tpr_min_observations: r.i64(
-                "observed-true-processing-rate.min-observations",
-                d.observed_tpr_min_observations,
-            ),
-            scaling_effectiveness_detection_enabled: r.bool(
-                "scaling.effectiveness.detection.enabled",
-                d.scaling_effectiveness_detection_enabled,
-            ),
-            scaling_effectiveness_threshold: r.f64(
-                &["scaling.effectiveness.threshold"],
-                d.scaling_effectiveness_threshold,
-            ),
-            gc_pressure_threshold: r
-                .f64(&["memory.gc-pressure.threshold"], d.gc_pressure_threshold),
-            heap_usage_threshold: r.f64(&["memory.heap-usage.threshold"], d.heap_usage_threshold),
-            history_max_count: r.i64("history.max.count", d.history_max_count),
-            history_max_age: r.duration(&["history.max.age"], d.history_max_age),
-            busy_time_aggregator,
-            vertex_exclude_ids: config.list("vertex.exclude.ids"),
-            scaling_event_interval: r
-                .duration(&["scaling.event.interval"], d.scaling_event_interval),
-            observed_scalability_enabled: r.bool(
-                "observed-scalability.enabled",
-                d.observed_scalability_enabled,
-            ),
-            observed_scalability_min_observations: r.i64(
-                "observed-scalability.min-observations",
-                d.observed_scalability_min_observations,
-            ),
-            observed_scalability_coefficient_min: r.f64(
-                &["observed-scalability.coefficient-min"],
-                d.observed_scalability_coefficient_min,
-            ),
-        };
+        let busy_time_aggregator = r.busy_time_aggregator();
+        let excluded_periods = r.excluded_periods();
+        let o = r.options(busy_time_aggregator, excluded_periods);
         o.validate_into(&mut r);
         if r.errors.is_empty() {
             Ok(o)
@@ -382,7 +399,7 @@ impl AutoscalerOptions {
         ] {
             if value < 1 {
                 r.errors
-                    .push(OptionError::new(key, format!("must be >= 1, got {value}")));
+                    .push(KeyError::new(key, format!("must be >= 1, got {value}")));
             }
         }
     }

@@ -1,11 +1,13 @@
-//! The names of collected and evaluated scaling metrics, and an evaluated value pair.
+//! The names of collected and evaluated scaling metrics, an evaluated value pair, and the
+//! evaluated metrics of one vertex.
 
+use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use super::numeric::round_metric;
-use super::serde_double;
+use crate::scaling::numeric::round_metric;
+use crate::scaling::serde_double;
 
 /// A scaling metric, named as the anchor names it (`TRUE_PROCESSING_RATE`, `LAG`, ...).
 ///
@@ -134,6 +136,23 @@ impl EvaluatedScalingMetric {
             average: self.average,
         }
     }
+}
+
+/// Evaluated metrics of one vertex, by metric.
+pub type VertexEvaluation = BTreeMap<ScalingMetric, EvaluatedScalingMetric>;
+
+/// A vertex's evaluated metric, with NaN halves when the evaluation did not produce it.
+pub(crate) fn evaluated_or_nan(
+    metrics: &VertexEvaluation,
+    metric: ScalingMetric,
+) -> EvaluatedScalingMetric {
+    metrics
+        .get(&metric)
+        .copied()
+        .unwrap_or(EvaluatedScalingMetric {
+            current: f64::NAN,
+            average: f64::NAN,
+        })
 }
 
 #[cfg(test)]

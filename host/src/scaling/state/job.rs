@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::delayed_scale_down::DelayedScaleDown;
 use super::history::{ScalingHistory, ScalingSummary, ScalingTracking};
-use super::window::MetricHistory;
+use crate::scaling::metrics::MetricHistory;
 
 /// Section name of the metric history.
 pub const SECTION_METRIC_HISTORY: &str = "metric-history";

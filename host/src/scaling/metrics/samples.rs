@@ -8,36 +8,14 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use serde::{Deserialize, Serialize};
-
-use crate::engine::{AggregatedMetric, JobObservation, VertexMetrics};
-
-use super::error::CycleError;
-use super::evaluation::average;
-use super::metric::ScalingMetric;
-use super::numeric::{java_max, round_metric};
-use super::options::{AutoscalerOptions, BusyTimeAggregator, whole_seconds};
-use super::serde_double;
-use super::topology::{Topology, VertexInfo};
-use super::window::MetricHistory;
-
-/// The metrics collected in one cycle: per vertex and job-wide.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct CollectedMetrics {
-    /// Per vertex id.
-    #[serde(with = "serde_double::nested_map")]
-    pub vertices: BTreeMap<String, BTreeMap<ScalingMetric, f64>>,
-    /// Job-wide (GC pressure, heap usage, slots).
-    #[serde(with = "serde_double::map", default)]
-    pub global: BTreeMap<ScalingMetric, f64>,
-}
-
-impl CollectedMetrics {
-    /// A vertex metric, if collected.
-    pub fn vertex(&self, vertex: &str, metric: ScalingMetric) -> Option<f64> {
-        self.vertices.get(vertex)?.get(&metric).copied()
-    }
-}
+use super::names::ScalingMetric;
+use super::statistics::average;
+use super::window::{CollectedMetrics, MetricHistory};
+use crate::engine::{AggregatedMetric, IoMetrics, JobObservation, VertexMetrics};
+use crate::scaling::error::CycleError;
+use crate::scaling::numeric::{java_max, round_metric};
+use crate::scaling::options::{AutoscalerOptions, BusyTimeAggregator, whole_seconds};
+use crate::scaling::topology::{Topology, VertexInfo};
 
 /// The Flink metrics of one vertex that the pipeline uses (anchor §2.4's `FlinkMetric`).
 #[derive(Debug, Default, Clone, Copy)]
@@ -142,6 +120,58 @@ impl FlinkMetrics {
         }
         Ok(())
     }
+
+    /// The busy ratio (0..1) by the configured aggregator; None when the busy time is not
+    /// finite.
+    fn load(&self, opts: &AutoscalerOptions) -> Option<f64> {
+        let busy_metric = self.busy_time.unwrap_or_default();
+        let busy = match opts.busy_time_aggregator {
+            BusyTimeAggregator::Max => busy_metric.max,
+            BusyTimeAggregator::Min => busy_metric.min,
+            BusyTimeAggregator::Avg => busy_metric.avg,
+        }
+        .unwrap_or(f64::NAN);
+        busy.is_finite().then(|| java_max(0.0, busy) / 1000.0)
+    }
+
+    /// Records in: the vertex's counter, or for a source that reports 0 there, its source
+    /// task's records in, else its records out.
+    fn records_in(&self, io: IoMetrics, source: bool) -> f64 {
+        let mut records_in = io.num_records_in;
+        if source && records_in == 0.0 {
+            if let Some(sum) = self.source_in.and_then(|m| m.sum) {
+                records_in = sum;
+            }
+        }
+        if source && records_in == 0.0 {
+            if let Some(sum) = self.source_out.and_then(|m| m.sum) {
+                records_in = sum;
+            }
+        }
+        records_in
+    }
+
+    /// A source's observed true processing rate at input `rate` with `lag` pending records:
+    /// infinite when nothing comes in (so that it may scale down), the rate over the share of
+    /// time not back-pressured while it catches up a lag, else `from_history`.
+    fn observed_tpr(
+        &self,
+        rate: f64,
+        lag: f64,
+        opts: &AutoscalerOptions,
+        from_history: impl FnOnce() -> f64,
+    ) -> f64 {
+        let backpressure = self.backpressure.and_then(|b| b.avg).unwrap_or(f64::NAN);
+        let lag_threshold = whole_seconds(opts.observed_tpr_lag_threshold);
+        if rate == 0.0 {
+            // Nothing comes in: allow scaling down.
+            f64::INFINITY
+        } else if lag >= lag_threshold * rate && backpressure < 1000.0 {
+            rate / (1.0 - backpressure / 1000.0)
+        } else {
+            from_history()
+        }
+    }
 }
 
 /// One cycle's sample and the vertices that must not be scaled in this cycle (finished
@@ -162,80 +192,21 @@ pub(crate) fn compute_sample(
 ) -> Result<Sample, CycleError> {
     let mut sample = Sample::default();
     for vertex in &topology.vertices {
-        let source = vertex.is_source();
         let (fm, io) = if vertex.finished {
             sample.excluded.insert(vertex.id.to_string());
             (FlinkMetrics::finished(), Default::default())
         } else {
             let vm = obs.metrics.get(vertex.id);
-            let fm = FlinkMetrics::select(vm, source);
+            let fm = FlinkMetrics::select(vm, vertex.is_source());
             fm.require(vertex)?;
             (fm, vm.map(|m| m.io).unwrap_or_default())
         };
-        let mut out: BTreeMap<ScalingMetric, f64> = BTreeMap::new();
-
-        let lag = fm.pending_records.and_then(|p| p.sum).unwrap_or(0.0);
-        if source {
-            out.insert(ScalingMetric::Lag, lag);
-        }
-
-        let busy_metric = fm.busy_time.unwrap_or_default();
-        let busy = match opts.busy_time_aggregator {
-            BusyTimeAggregator::Max => busy_metric.max,
-            BusyTimeAggregator::Min => busy_metric.min,
-            BusyTimeAggregator::Avg => busy_metric.avg,
-        }
-        .unwrap_or(f64::NAN);
-        if busy.is_finite() {
-            out.insert(ScalingMetric::Load, java_max(0.0, busy) / 1000.0);
-        } else {
+        let load = fm.load(opts);
+        if load.is_none() {
             tracing::warn!(vertex = %vertex.id, "no finite busyTimeMsPerSecond; the vertex is not scaled in this cycle");
             sample.excluded.insert(vertex.id.to_string());
-            out.insert(ScalingMetric::Load, f64::NAN);
         }
-        out.insert(ScalingMetric::AccumulatedBusyTime, io.accumulated_busy_time);
-
-        let mut records_in = io.num_records_in;
-        if source && records_in == 0.0 {
-            if let Some(sum) = fm.source_in.and_then(|m| m.sum) {
-                records_in = sum;
-            }
-        }
-        if source && records_in == 0.0 {
-            if let Some(sum) = fm.source_out.and_then(|m| m.sum) {
-                records_in = sum;
-            }
-        }
-        out.insert(ScalingMetric::NumRecordsIn, java_max(0.0, records_in));
-        out.insert(ScalingMetric::NumRecordsOut, io.num_records_out);
-
-        if source {
-            if let Some(rate_metric) = fm.source_in_per_sec {
-                let r = rate_metric.sum.unwrap_or(f64::NAN);
-                let backpressure = fm.backpressure.and_then(|b| b.avg).unwrap_or(f64::NAN);
-                let lag_threshold = whole_seconds(opts.observed_tpr_lag_threshold);
-                let observed = if r == 0.0 {
-                    // Nothing comes in: allow scaling down.
-                    f64::INFINITY
-                } else if lag >= lag_threshold * r && backpressure < 1000.0 {
-                    r / (1.0 - backpressure / 1000.0)
-                } else {
-                    average(
-                        history,
-                        vertex.id,
-                        ScalingMetric::ObservedTpr,
-                        opts.observed_tpr_min_observations,
-                    )
-                };
-                out.insert(ScalingMetric::ObservedTpr, observed);
-            }
-        } else if let Some(m) = fm.in_per_sec {
-            out.insert(
-                ScalingMetric::NumRecordsInPerSecond,
-                m.sum.unwrap_or(f64::NAN),
-            );
-        }
-
+        let mut out = vertex_sample(vertex, &fm, io, load, opts, history);
         for value in out.values_mut() {
             *value = round_metric(*value);
         }
@@ -243,6 +214,50 @@ pub(crate) fn compute_sample(
     }
     sample.metrics.global = global_metrics(&obs.global);
     Ok(sample)
+}
+
+/// The unrounded metrics of one vertex; `load` is None without a finite busy time.
+fn vertex_sample(
+    vertex: &VertexInfo,
+    fm: &FlinkMetrics,
+    io: IoMetrics,
+    load: Option<f64>,
+    opts: &AutoscalerOptions,
+    history: &MetricHistory,
+) -> BTreeMap<ScalingMetric, f64> {
+    let source = vertex.is_source();
+    let mut out: BTreeMap<ScalingMetric, f64> = BTreeMap::new();
+    let lag = fm.pending_records.and_then(|p| p.sum).unwrap_or(0.0);
+    if source {
+        out.insert(ScalingMetric::Lag, lag);
+    }
+    out.insert(ScalingMetric::Load, load.unwrap_or(f64::NAN));
+    out.insert(ScalingMetric::AccumulatedBusyTime, io.accumulated_busy_time);
+    out.insert(
+        ScalingMetric::NumRecordsIn,
+        java_max(0.0, fm.records_in(io, source)),
+    );
+    out.insert(ScalingMetric::NumRecordsOut, io.num_records_out);
+    if source {
+        if let Some(rate_metric) = fm.source_in_per_sec {
+            let rate = rate_metric.sum.unwrap_or(f64::NAN);
+            let observed = fm.observed_tpr(rate, lag, opts, || {
+                average(
+                    history,
+                    vertex.id,
+                    ScalingMetric::ObservedTpr,
+                    opts.observed_tpr_min_observations,
+                )
+            });
+            out.insert(ScalingMetric::ObservedTpr, observed);
+        }
+    } else if let Some(m) = fm.in_per_sec {
+        out.insert(
+            ScalingMetric::NumRecordsInPerSecond,
+            m.sum.unwrap_or(f64::NAN),
+        );
+    }
+    out
 }
 
 /// Job-wide metrics (anchor §2.6, last paragraph), from the observation's global map (TaskManager

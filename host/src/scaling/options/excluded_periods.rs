@@ -57,6 +57,27 @@ fn parse_time_of_day(text: &str) -> Option<i64> {
     Some(ms)
 }
 
+/// Why an `excluded.periods` expression is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PeriodError {
+    /// More than two sub-expressions joined with `&&`.
+    #[error("`{0}` joins more than two sub-expressions with &&")]
+    TooManyJoined(String),
+    /// A Quartz cron expression, which is not supported.
+    #[error(
+        "`{0}` looks like a cron expression; cron expressions are not supported, use daily ranges HH:mm-HH:mm"
+    )]
+    Cron(String),
+    /// Neither a daily range nor a cron expression.
+    #[error(
+        "`{0}` is not a daily range HH:mm[:ss[:SSS]]-HH:mm[:ss[:SSS]] with start before end (cron expressions are not supported)"
+    )]
+    NotADailyRange(String),
+    /// Two daily ranges joined with `&&`.
+    #[error("`{0}` joins two sub-expressions of the same type (daily ranges)")]
+    SameTypeJoined(String),
+}
+
 /// The parsed `excluded.periods` list: the instant is excluded iff any range matches.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ExcludedPeriods {
@@ -66,36 +87,24 @@ pub struct ExcludedPeriods {
 
 impl ExcludedPeriods {
     /// Parses a `;`-separated list. Errors say which expression is wrong and why.
-    pub fn parse(raw: &str) -> Result<ExcludedPeriods, String> {
+    pub fn parse(raw: &str) -> Result<ExcludedPeriods, PeriodError> {
         let mut ranges = Vec::new();
         let mut expressions = Vec::new();
         for expression in raw.split(';').map(str::trim).filter(|e| !e.is_empty()) {
             let subs: Vec<&str> = expression.split("&&").map(str::trim).collect();
             if subs.len() > 2 {
-                return Err(format!(
-                    "`{expression}` joins more than two sub-expressions with &&"
-                ));
+                return Err(PeriodError::TooManyJoined(expression.to_string()));
             }
             let mut parsed = Vec::new();
             for sub in &subs {
                 match DailyRange::parse(sub) {
                     Some(r) => parsed.push(r),
-                    None if looks_like_cron(sub) => {
-                        return Err(format!(
-                            "`{sub}` looks like a cron expression; cron expressions are not supported, use daily ranges HH:mm-HH:mm"
-                        ));
-                    }
-                    None => {
-                        return Err(format!(
-                            "`{sub}` is not a daily range HH:mm[:ss[:SSS]]-HH:mm[:ss[:SSS]] with start before end (cron expressions are not supported)"
-                        ));
-                    }
+                    None if looks_like_cron(sub) => return Err(PeriodError::Cron(sub.to_string())),
+                    None => return Err(PeriodError::NotADailyRange(sub.to_string())),
                 }
             }
             if parsed.len() == 2 {
-                return Err(format!(
-                    "`{expression}` joins two sub-expressions of the same type (daily ranges)"
-                ));
+                return Err(PeriodError::SameTypeJoined(expression.to_string()));
             }
             ranges.extend(parsed);
             expressions.push(expression.to_string());
@@ -163,7 +172,10 @@ mod tests {
             assert!(ExcludedPeriods::parse(bad).is_err(), "{bad}");
         }
         let err = ExcludedPeriods::parse("* * 9-17 ? * MON-FRI").unwrap_err();
-        assert!(err.contains("cron expressions are not supported"));
+        assert!(
+            err.to_string()
+                .contains("cron expressions are not supported")
+        );
         assert!(ExcludedPeriods::parse("").unwrap().is_empty());
         let p = ExcludedPeriods::parse("09:00-10:00; 11:00-12:00").unwrap();
         assert_eq!(p.to_string(), "[09:00-10:00, 11:00-12:00]");

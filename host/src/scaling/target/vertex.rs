@@ -6,18 +6,20 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use flowscale_sdk::{AlignmentContext, JobTopology, ModeParams};
+use flowscale_sdk::JobTopology;
 
-use crate::alignment::Aligner;
-use crate::events::{Event, EventReason, Severity};
-
-use super::delayed_scale_down::DelayedScaleDown;
-use super::evaluation::{VertexEvaluation, capacity};
-use super::history::ScalingSummary;
-use super::metric::{EvaluatedScalingMetric, ScalingMetric};
-use super::numeric::{ceil_2_decimals, java_double_to_string, java_max, java_min};
-use super::options::{AutoscalerOptions, millis};
-use super::topology::{Topology, VertexInfo};
+use super::ineffective::ineffective_scale_up;
+use super::scalability::observed_scalability_coefficient;
+use super::scaled::{ScaledTarget, scaled_target};
+use crate::alignment::{AlignOutcome, Aligner, AlignmentRequest};
+use crate::events::Event;
+use crate::scaling::evaluation::capacity;
+use crate::scaling::metrics::{
+    EvaluatedScalingMetric, ScalingMetric, VertexEvaluation, evaluated_or_nan,
+};
+use crate::scaling::options::{AutoscalerOptions, millis};
+use crate::scaling::state::{DelayedScaleDown, ScalingSummary};
+use crate::scaling::topology::{Topology, VertexInfo};
 
 /// What the vertex scaler decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,7 +60,6 @@ pub(crate) struct ScalerContext<'a> {
     pub job: &'a str,
     pub opts: &'a AutoscalerOptions,
     pub aligner: &'a dyn Aligner,
-    pub params: &'a ModeParams,
     /// The job graph as alignment contexts carry it, built on first use (most cycles of a
     /// steady job align nothing).
     pub topology: &'a OnceCell<Arc<JobTopology>>,
@@ -68,70 +69,49 @@ pub(crate) struct ScalerContext<'a> {
     pub now_ms: i64,
 }
 
-/// The observed scalability coefficient of a vertex from its scaling history (anchor §4.2).
-pub fn observed_scalability_coefficient(history: &[(u32, f64)], opts: &AutoscalerOptions) -> f64 {
-    let min_obs =
-        usize::try_from(opts.observed_scalability_min_observations.max(0)).unwrap_or(usize::MAX);
-    if history.is_empty() || history.len() < min_obs {
-        return 1.0;
-    }
-    // Baseline: newest entry at parallelism 1, else the smallest parallelism (newest on ties).
-    let mut baseline = None;
-    let mut smallest: Option<(u32, f64)> = None;
-    for &(p, r) in history.iter().rev() {
-        if p == 1 {
-            baseline = Some(r);
-            break;
-        }
-        if smallest.is_none_or(|(sp, _)| p < sp) {
-            smallest = Some((p, r));
+impl VertexOutcome {
+    /// No decision possible, for `reason`.
+    fn no_change(reason: impl Into<String>) -> VertexOutcome {
+        VertexOutcome {
+            change: ParallelismChange::NoChange,
+            target: None,
+            aligned: None,
+            mode: None,
+            outside: false,
+            reason: reason.into(),
+            explanation: Vec::new(),
+            events: Vec::new(),
         }
     }
-    let baseline = match (baseline, smallest) {
-        (Some(b), _) => b,
-        (None, Some((p, r))) => r / f64::from(p),
-        (None, None) => f64::NAN,
-    };
-    if baseline.is_nan() || history.iter().any(|(_, r)| r.is_nan()) {
-        return 1.0;
-    }
-    let sum_pr: f64 = history.iter().map(|&(p, r)| f64::from(p) * r).sum();
-    let sum_p2: f64 = history
-        .iter()
-        .map(|&(p, _)| f64::from(p) * f64::from(p))
-        .sum();
-    if sum_p2 == 0.0 {
-        return 1.0;
-    }
-    let alpha = sum_pr / (sum_p2 * baseline);
-    let clamped = java_min(
-        1.0,
-        java_max(opts.observed_scalability_coefficient_min, alpha),
-    );
-    if clamped.is_nan() {
-        // The anchor fails on a NaN coefficient (0/0 with a zero baseline); keep the factor.
-        return 1.0;
-    }
-    ceil_2_decimals(clamped)
-}
 
-fn metric(m: &VertexEvaluation, name: ScalingMetric) -> EvaluatedScalingMetric {
-    m.get(&name).copied().unwrap_or(EvaluatedScalingMetric {
-        current: f64::NAN,
-        average: f64::NAN,
-    })
-}
+    /// A clamped target, not aligned (yet) and not changing anything (yet).
+    fn target(target: u32) -> VertexOutcome {
+        VertexOutcome {
+            target: Some(target),
+            aligned: Some(target),
+            ..VertexOutcome::no_change(String::new())
+        }
+    }
 
-fn no_change(reason: impl Into<String>) -> VertexOutcome {
-    VertexOutcome {
-        change: ParallelismChange::NoChange,
-        target: None,
-        aligned: None,
-        mode: None,
-        outside: false,
-        reason: reason.into(),
-        explanation: Vec::new(),
-        events: Vec::new(),
+    /// Keeps what alignment answered and explained; returns the aligned parallelism.
+    fn aligned_by(&mut self, aligned: AlignOutcome) -> u32 {
+        self.mode = Some(aligned.mode);
+        self.explanation = aligned.explanation;
+        self.events = aligned.events;
+        aligned.parallelism
+    }
+
+    /// Decides a change to `new`, for `reason`.
+    fn change(mut self, new: u32, outside: bool, reason: String) -> VertexOutcome {
+        self.change = ParallelismChange::Change { new, outside };
+        self.reason = reason;
+        self
+    }
+
+    /// Decides nothing, for `reason`.
+    fn keep(mut self, reason: String) -> VertexOutcome {
+        self.reason = reason;
+        self
     }
 }
 
@@ -146,160 +126,238 @@ pub(crate) fn compute_scale_target(
 ) -> VertexOutcome {
     let opts = ctx.opts;
     let cur = vertex.parallelism;
-    let tpr = metric(metrics, ScalingMetric::TrueProcessingRate).average;
+    let tpr = evaluated_or_nan(metrics, ScalingMetric::TrueProcessingRate).average;
     if tpr.is_nan() {
-        return no_change("true processing rate is unknown (NaN)");
+        return VertexOutcome::no_change("true processing rate is unknown (NaN)");
     }
-    let cap = capacity(
+    let capacity = capacity(
         metrics,
         opts.utilization_target,
         true,
         ctx.restart_time,
         opts,
     );
-    if cap.is_nan() {
-        return no_change("target capacity is unknown (NaN target or catch-up rate)");
+    if capacity.is_nan() {
+        return VertexOutcome::no_change(
+            "target capacity is unknown (NaN target or catch-up rate)",
+        );
     }
-    let mut factor = cap / tpr;
-    let mut coefficient = 1.0;
-    if opts.observed_scalability_enabled {
-        let points: Vec<(u32, f64)> = history
-            .map(|h| {
-                h.values()
-                    .map(|s| {
-                        (
-                            s.current_parallelism,
-                            metric(&s.metrics, ScalingMetric::TrueProcessingRate).average,
-                        )
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
-        coefficient = observed_scalability_coefficient(&points, opts);
-        factor /= coefficient;
-    }
-    let min_factor = 1.0 - opts.scale_down_max_factor;
-    let max_factor = 1.0 + opts.scale_up_max_factor;
-    if factor < min_factor {
-        factor = min_factor;
-    } else if factor > max_factor {
-        factor = max_factor;
-    }
+    let factor = ScaleFactor::of(opts, capacity, tpr, history);
+    let (lower, upper) = limits(cur, opts);
+    let scaled = scaled_target(factor.value, cur, vertex.max_parallelism, lower, upper);
+    let scale_note = factor.describe(cur, &scaled, lower);
 
-    let cur_i = i64::from(cur);
-    let lower = cur_i.min(opts.vertex_min_parallelism);
-    let upper = cur_i.max(opts.vertex_max_parallelism);
-    let raw = java_min((factor * f64::from(cur)).ceil(), f64::from(i32::MAX)) as i32;
-    let upper_bound = i64::from(vertex.max_parallelism).min(upper);
-    let clamped = i64::from(raw).max(lower).min(upper_bound);
-    let target = u32::try_from(clamped).unwrap_or(0);
-    let mut out = VertexOutcome {
-        change: ParallelismChange::NoChange,
-        target: Some(target),
-        aligned: Some(target),
-        mode: None,
-        outside: false,
-        reason: String::new(),
-        explanation: Vec::new(),
-        events: Vec::new(),
-    };
-    let scale_note = format!(
-        "capacity {cap} / TPR {tpr}{} -> factor {factor}, ceil(factor * {cur}) = {raw}, limits [{lower}, {upper_bound}] -> {target}",
-        if opts.observed_scalability_enabled {
-            format!(" / coefficient {coefficient}")
-        } else {
-            String::new()
-        }
-    );
-
-    let new = if target == cur {
+    let mut out = VertexOutcome::target(scaled.target);
+    let new = if scaled.target == cur {
         cur
     } else {
-        let aligned = align(ctx, vertex, metrics, target, lower, upper);
-        out.mode = Some(aligned.mode);
-        out.explanation = aligned.explanation;
-        out.events = aligned.events;
-        aligned.parallelism
+        out.aligned_by(align(ctx, vertex, metrics, scaled.target, lower, upper))
     };
     out.aligned = Some(new);
-    if new == 0 {
-        out.reason = format!("{scale_note}; alignment answered 0, kept {cur}");
+    if new == 0 || new == cur {
         delayed.clear_vertex(vertex.id);
-        return out;
-    }
-    if new == cur {
-        out.reason = format!("{scale_note}; no change");
-        delayed.clear_vertex(vertex.id);
-        return out;
+        return out.keep(if new == 0 {
+            format!("{scale_note}; alignment answered 0, kept {cur}")
+        } else {
+            format!("{scale_note}; no change")
+        });
     }
 
     metrics.insert(
         ScalingMetric::ExpectedProcessingRate,
         EvaluatedScalingMetric::of(tpr / f64::from(cur) * f64::from(new)),
     );
-    let up_threshold = metric(metrics, ScalingMetric::ScaleUpRateThreshold).current;
-    let down_threshold = metric(metrics, ScalingMetric::ScaleDownRateThreshold).current;
-    let outside = tpr < up_threshold || tpr > down_threshold;
-    out.outside = outside;
-    let band = format!(
-        "TPR {tpr} {} band [{up_threshold}, {down_threshold}]",
-        if outside { "outside" } else { "inside" }
-    );
-
+    let band = Band::of(metrics, tpr);
+    out.outside = band.outside;
+    let note = format!("{scale_note}; {}", band.describe(tpr));
     if new > cur {
         delayed.clear_vertex(vertex.id);
-        if let Some((_, last)) = history.and_then(|h| h.last_key_value()) {
-            if cur == last.new_parallelism && last.new_parallelism > last.current_parallelism {
-                if let Some(event) = ineffective_scale_up(ctx, vertex, last, tpr) {
-                    out.events.push(event);
-                    if opts.scaling_effectiveness_detection_enabled {
-                        out.reason = format!(
-                            "{scale_note}; {band}; blocked: previous scale-up was ineffective"
-                        );
-                        return out;
-                    }
-                }
-            }
+        scale_up(ctx, vertex, history, tpr, new, note, out)
+    } else {
+        scale_down(ctx, vertex, delayed, new, note, out)
+    }
+}
+
+/// The parallelism limits of a vertex running at `current`: `[min(current,
+/// vertex.min-parallelism), max(current, vertex.max-parallelism)]`.
+fn limits(current: u32, opts: &AutoscalerOptions) -> (i64, i64) {
+    let current = i64::from(current);
+    (
+        current.min(opts.vertex_min_parallelism),
+        current.max(opts.vertex_max_parallelism),
+    )
+}
+
+/// The scale factor: target capacity over true processing rate, divided by the observed
+/// scalability coefficient when that is enabled, bounded by `1 - scale-down.max-factor` and
+/// `1 + scale-up.max-factor`.
+struct ScaleFactor {
+    capacity: f64,
+    tpr: f64,
+    /// The observed scalability coefficient, when enabled.
+    coefficient: Option<f64>,
+    value: f64,
+}
+
+impl ScaleFactor {
+    fn of(
+        opts: &AutoscalerOptions,
+        capacity: f64,
+        tpr: f64,
+        history: Option<&BTreeMap<i64, ScalingSummary>>,
+    ) -> ScaleFactor {
+        let mut value = capacity / tpr;
+        let coefficient = opts.observed_scalability_enabled.then(|| {
+            let points: Vec<(u32, f64)> = history
+                .map(|h| {
+                    h.values()
+                        .map(|s| {
+                            let rate =
+                                evaluated_or_nan(&s.metrics, ScalingMetric::TrueProcessingRate);
+                            (s.current_parallelism, rate.average)
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            observed_scalability_coefficient(&points, opts)
+        });
+        if let Some(coefficient) = coefficient {
+            value /= coefficient;
         }
-        out.change = ParallelismChange::Change { new, outside };
-        out.reason = format!("{scale_note}; {band}; scale up {cur} -> {new}");
-        return out;
+        let min_factor = 1.0 - opts.scale_down_max_factor;
+        let max_factor = 1.0 + opts.scale_up_max_factor;
+        if value < min_factor {
+            value = min_factor;
+        } else if value > max_factor {
+            value = max_factor;
+        }
+        ScaleFactor {
+            capacity,
+            tpr,
+            coefficient,
+            value,
+        }
     }
 
-    // Scale down.
-    let interval = millis(opts.scale_down_interval);
+    /// How the target was computed, for the vertex's reason.
+    fn describe(&self, current: u32, scaled: &ScaledTarget, lower: i64) -> String {
+        format!(
+            "capacity {} / TPR {}{} -> factor {}, ceil(factor * {current}) = {}, limits [{lower}, {}] -> {}",
+            self.capacity,
+            self.tpr,
+            self.coefficient
+                .map(|c| format!(" / coefficient {c}"))
+                .unwrap_or_default(),
+            self.value,
+            scaled.raw,
+            scaled.upper_bound,
+            scaled.target
+        )
+    }
+}
+
+/// The vertex's utilization band as processing-rate thresholds, and whether its true processing
+/// rate is outside.
+struct Band {
+    up_threshold: f64,
+    down_threshold: f64,
+    outside: bool,
+}
+
+impl Band {
+    fn of(metrics: &VertexEvaluation, tpr: f64) -> Band {
+        let up_threshold = evaluated_or_nan(metrics, ScalingMetric::ScaleUpRateThreshold).current;
+        let down_threshold =
+            evaluated_or_nan(metrics, ScalingMetric::ScaleDownRateThreshold).current;
+        Band {
+            up_threshold,
+            down_threshold,
+            outside: tpr < up_threshold || tpr > down_threshold,
+        }
+    }
+
+    fn describe(&self, tpr: f64) -> String {
+        format!(
+            "TPR {tpr} {} band [{}, {}]",
+            if self.outside { "outside" } else { "inside" },
+            self.up_threshold,
+            self.down_threshold
+        )
+    }
+}
+
+/// A scale-up to `new`, unless the previous scale-up was ineffective and that blocks it
+/// (anchor §4.5).
+fn scale_up(
+    ctx: &ScalerContext<'_>,
+    vertex: &VertexInfo,
+    history: Option<&BTreeMap<i64, ScalingSummary>>,
+    tpr: f64,
+    new: u32,
+    note: String,
+    mut out: VertexOutcome,
+) -> VertexOutcome {
+    let cur = vertex.parallelism;
+    let last_scaled_up = history
+        .and_then(|h| h.last_key_value())
+        .map(|(_, last)| last)
+        .filter(|last| {
+            cur == last.new_parallelism && last.new_parallelism > last.current_parallelism
+        });
+    if let Some(last) = last_scaled_up {
+        if let Some(event) = ineffective_scale_up(ctx.job, ctx.opts, vertex, last, tpr) {
+            out.events.push(event);
+            if ctx.opts.scaling_effectiveness_detection_enabled {
+                return out.keep(format!(
+                    "{note}; blocked: previous scale-up was ineffective"
+                ));
+            }
+        }
+    }
+    let outside = out.outside;
+    out.change(new, outside, format!("{note}; scale up {cur} -> {new}"))
+}
+
+/// A scale-down to `new`, delayed until it has been recommended for a whole
+/// `scale-down.interval`, then to the highest parallelism recommended within it (anchor §4.6).
+fn scale_down(
+    ctx: &ScalerContext<'_>,
+    vertex: &VertexInfo,
+    delayed: &mut DelayedScaleDown,
+    new: u32,
+    note: String,
+    mut out: VertexOutcome,
+) -> VertexOutcome {
+    let cur = vertex.parallelism;
+    let outside = out.outside;
+    let interval = millis(ctx.opts.scale_down_interval);
     if interval <= 0 {
-        out.change = ParallelismChange::Change { new, outside };
-        out.reason = format!("{scale_note}; {band}; scale down {cur} -> {new}");
-        return out;
+        return out.change(new, outside, format!("{note}; scale down {cur} -> {new}"));
     }
     delayed.trigger(vertex.id, ctx.now_ms, new, outside);
     let window_start = ctx.now_ms.saturating_sub(interval);
     match delayed.max_in_window(vertex.id, window_start) {
-        None => {
-            out.reason = format!(
-                "{scale_note}; {band}; scale down to {new} delayed (scale-down.interval not yet elapsed)"
-            );
-        }
+        None => out.keep(format!(
+            "{note}; scale down to {new} delayed (scale-down.interval not yet elapsed)"
+        )),
         Some(max) if max.parallelism == cur => {
-            out.reason = format!("{scale_note}; {band}; delayed maximum equals current");
+            out.keep(format!("{note}; delayed maximum equals current"))
         }
         Some(max) => {
-            out.change = ParallelismChange::Change {
-                new: max.parallelism,
-                outside: max.outside_utilization_bound,
-            };
             out.outside = max.outside_utilization_bound;
-            out.reason = format!(
-                "{scale_note}; {band}; scale down {cur} -> {} (maximum recommended within scale-down.interval)",
-                max.parallelism
-            );
+            out.change(
+                max.parallelism,
+                max.outside_utilization_bound,
+                format!(
+                    "{note}; scale down {cur} -> {} (maximum recommended within scale-down.interval)",
+                    max.parallelism
+                ),
+            )
         }
     }
-    out
 }
 
-/// Builds the alignment context (anchor §4.4) and asks the job's aligner.
+/// Describes the vertex's decision to the job's aligner (anchor §4.4) and returns its answer.
 fn align(
     ctx: &ScalerContext<'_>,
     vertex: &VertexInfo,
@@ -307,64 +365,25 @@ fn align(
     target: u32,
     lower: i64,
     upper: i64,
-) -> crate::alignment::AlignOutcome {
+) -> AlignOutcome {
     let to_u32 = |x: i64| u32::try_from(x.max(0)).unwrap_or(u32::MAX);
-    let alignment_ctx =
-        AlignmentContext::builder(vertex.parallelism, target, vertex.max_parallelism)
-            .identity(ctx.job, vertex.id, vertex.name)
-            .source_partitions(vertex.source_partitions)
-            .limits(to_u32(lower), to_u32(upper))
-            .input_ship_strategies(vertex.inputs.iter().map(|&(_, s)| s).collect())
-            .metrics(
-                metrics
-                    .iter()
-                    .map(|(k, v)| (k.as_str().to_string(), v.to_sdk()))
-                    .collect(),
-            )
-            .shared_topology(Arc::clone(
-                ctx.topology.get_or_init(|| Arc::new(ctx.graph.to_sdk())),
-            ))
-            .params(ctx.params.clone())
-            .build();
-    ctx.aligner.align(&alignment_ctx)
-}
-
-/// The ineffective-scale-up check (anchor §4.5): None when the last scale-up was effective.
-fn ineffective_scale_up(
-    ctx: &ScalerContext<'_>,
-    vertex: &VertexInfo,
-    last: &ScalingSummary,
-    tpr: f64,
-) -> Option<Event> {
-    let last_tpr = metric(&last.metrics, ScalingMetric::TrueProcessingRate).average;
-    let expected = metric(&last.metrics, ScalingMetric::ExpectedProcessingRate).current;
-    let expected_increase = expected - last_tpr;
-    let actual_increase = tpr - last_tpr;
-    let ratio = actual_increase / expected_increase;
-    if ratio >= ctx.opts.scaling_effectiveness_threshold {
-        return None;
-    }
-    let message = format!(
-        "Ineffective scaling detected for {} (expected increase: {}, actual increase {}). Blocking of ineffective scaling decisions is {}",
-        vertex.id,
-        java_double_to_string(expected_increase),
-        java_double_to_string(actual_increase),
-        if ctx.opts.scaling_effectiveness_detection_enabled {
-            "enabled"
-        } else {
-            "disabled"
-        }
-    );
-    Some(
-        Event::new(EventReason::IneffectiveScaling, Severity::Normal, message)
-            .job(ctx.job)
-            .vertex(vertex.id)
-            .key(format!(
-                "ineffective{}{}",
-                vertex.id,
-                java_double_to_string(expected_increase)
-            )),
-    )
+    ctx.aligner.align(AlignmentRequest {
+        job: ctx.job.to_string(),
+        vertex_id: vertex.id.to_string(),
+        vertex_name: vertex.name.to_string(),
+        current: vertex.parallelism,
+        target,
+        max_parallelism: vertex.max_parallelism,
+        source_partitions: vertex.source_partitions,
+        lower_limit: to_u32(lower),
+        upper_limit: to_u32(upper),
+        input_ship_strategies: vertex.inputs.iter().map(|&(_, s)| s).collect(),
+        metrics: metrics
+            .iter()
+            .map(|(k, v)| (k.as_str().to_string(), v.to_sdk()))
+            .collect(),
+        topology: Arc::clone(ctx.topology.get_or_init(|| Arc::new(ctx.graph.to_sdk()))),
+    })
 }
 
 #[cfg(test)]
@@ -418,7 +437,6 @@ mod tests {
         opts: AutoscalerOptions,
         topology: OnceCell<Arc<JobTopology>>,
         graph: Topology<'static>,
-        params: ModeParams,
     }
 
     impl Fixture {
@@ -430,7 +448,6 @@ mod tests {
                     vertices: Vec::new(),
                     index: Default::default(),
                 },
-                params: ModeParams::default(),
             }
         }
         fn ctx<'a>(&'a self, aligner: &'a dyn Aligner, now_ms: i64) -> ScalerContext<'a> {
@@ -438,7 +455,6 @@ mod tests {
                 job: "j",
                 opts: &self.opts,
                 aligner,
-                params: &self.params,
                 topology: &self.topology,
                 graph: &self.graph,
                 restart_time: Duration::ZERO,
@@ -658,40 +674,6 @@ mod tests {
         let out = f.run(&v, 100.0, 700.0, None, &mut d, 110_000);
         assert!(matches!(out.change, ParallelismChange::Change { .. }));
         assert!(d.vertices.is_empty());
-    }
-
-    #[test]
-    fn observed_scalability_coefficient_examples() {
-        let opts = AutoscalerOptions {
-            observed_scalability_min_observations: 2,
-            ..AutoscalerOptions::default()
-        };
-        // P = 1 is the baseline: (100 + 2 * 120.625) / (5 * 100) = 0.6825 -> 0.69.
-        assert_eq!(
-            observed_scalability_coefficient(&[(1, 100.0), (2, 120.625)], &opts),
-            0.69
-        );
-        // No P = 1: the smallest P, newest on ties: (2, 180) -> baseline 90.
-        // (400 + 1200 + 360) / (24 * 90) = 0.9074 -> 0.91.
-        assert_eq!(
-            observed_scalability_coefficient(&[(2, 200.0), (4, 300.0), (2, 180.0)], &opts),
-            0.91
-        );
-        // Clamped to coefficient-min, and never above 1.
-        assert_eq!(
-            observed_scalability_coefficient(&[(1, 100.0), (8, 100.0)], &opts),
-            0.5
-        );
-        assert_eq!(
-            observed_scalability_coefficient(&[(1, 100.0), (2, 250.0)], &opts),
-            1.0
-        );
-        // Too few observations, or a NaN rate: 1.0.
-        assert_eq!(observed_scalability_coefficient(&[(1, 100.0)], &opts), 1.0);
-        assert_eq!(
-            observed_scalability_coefficient(&[(1, 100.0), (2, f64::NAN)], &opts),
-            1.0
-        );
     }
 
     #[test]

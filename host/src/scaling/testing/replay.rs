@@ -1,5 +1,5 @@
 //! Drives a recorded job (see [`crate::engine::replay`]) through the decision pipeline, one
-//! cycle per recorded instant: what a `replay` command shows.
+//! cycle per recorded instant, for tests that check the pipeline against recorded scenarios.
 //!
 //! Decisions are realized right away, without cooldown: the replay checks the decision
 //! pipeline, not the executor that paces operations.
@@ -12,9 +12,7 @@ use crate::alignment::Aligner;
 use crate::engine::replay::{ReplayError, RescalePolicy, open};
 use crate::engine::{Collector, Realizer};
 
-use super::cycle::{CycleOutcome, run_cycle};
-use super::options::AutoscalerOptions;
-use super::state::JobScalingState;
+use crate::scaling::{AutoscalerOptions, CycleOutcome, JobScalingState, run_cycle};
 
 /// One replayed cycle.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -1,38 +1,14 @@
-//! The metric window (anchor §2.7): restart detection, stabilization, the sample stored per
-//! cycle, and when the window counts as fully collected.
+//! Filling the metric window (anchor §2.7): restart detection, stabilization, the sample stored
+//! per cycle, and when the window counts as fully collected.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
-use serde::{Deserialize, Serialize};
-
+use super::samples::compute_sample;
+use super::window::MetricHistory;
 use crate::engine::JobObservation;
-
-use super::error::CycleError;
-use super::metrics::{CollectedMetrics, compute_sample};
-use super::options::{AutoscalerOptions, millis};
-use super::topology::Topology;
-
-/// The collected samples of a job, keyed by the cycle instant (ms). Persisted per job.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct MetricHistory {
-    /// Samples in time order.
-    pub samples: BTreeMap<i64, CollectedMetrics>,
-}
-
-impl MetricHistory {
-    /// The newest sample.
-    pub fn latest(&self) -> Option<&CollectedMetrics> {
-        self.samples.last_key_value().map(|(_, m)| m)
-    }
-    /// Number of samples.
-    pub fn len(&self) -> usize {
-        self.samples.len()
-    }
-    /// True when no sample is stored.
-    pub fn is_empty(&self) -> bool {
-        self.samples.is_empty()
-    }
-}
+use crate::scaling::error::CycleError;
+use crate::scaling::options::{AutoscalerOptions, millis};
+use crate::scaling::topology::Topology;
 
 /// What collection found out in this cycle.
 #[derive(Debug, Clone, Default)]
@@ -101,9 +77,11 @@ pub(crate) fn collect(
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+    use std::time::Duration;
+
     use super::*;
     use crate::engine::{AggregatedMetric, JobStatus, ObservedVertex, VertexMetrics};
-    use std::time::Duration;
 
     fn observation(running_since_ms: i64, with_metrics: bool) -> JobObservation {
         let mut metrics = BTreeMap::new();

@@ -1,0 +1,349 @@
+//! Evaluation of the metric window (anchor §3): processing backlog, per-vertex
+//! target/catch-up/true-processing rates along the graph, and the utilization band as
+//! processing-rate thresholds.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::capacity::capacity;
+use super::global::evaluate_global;
+use super::rates::{DataRates, Processing, downstream_rates, source_rates};
+use crate::scaling::error::CycleError;
+use crate::scaling::metrics::{
+    EvaluatedScalingMetric, MetricHistory, ScalingMetric, Series, VertexEvaluation, latest, series,
+    series_rate,
+};
+use crate::scaling::options::{AutoscalerOptions, whole_seconds};
+use crate::scaling::topology::{Topology, VertexInfo};
+
+/// The result of evaluating one job's window.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Evaluation {
+    /// Per vertex id.
+    pub vertices: BTreeMap<String, VertexEvaluation>,
+    /// Job-wide (GC pressure, heap usage, slots).
+    pub global: BTreeMap<ScalingMetric, EvaluatedScalingMetric>,
+    /// True when some source processes a backlog (anchor §3.2).
+    pub backlog: bool,
+}
+
+/// True when some source's lag, in seconds of its input rate, exceeds
+/// `backlog-processing.lag-threshold` (anchor §3.2).
+#[cfg(test)]
+pub(crate) fn is_processing_backlog(
+    history: &MetricHistory,
+    topology: &Topology,
+    opts: &AutoscalerOptions,
+) -> bool {
+    let all: Vec<Series<'_>> = topology
+        .vertices
+        .iter()
+        .map(|v| series(history, v.id))
+        .collect();
+    backlog_in(history, topology, &all, opts)
+}
+
+fn backlog_in(
+    history: &MetricHistory,
+    topology: &Topology,
+    all: &[Series<'_>],
+    opts: &AutoscalerOptions,
+) -> bool {
+    let threshold = whole_seconds(opts.backlog_processing_lag_threshold);
+    topology
+        .vertices
+        .iter()
+        .zip(all)
+        .filter(|(v, _)| v.is_source())
+        .any(|(v, s)| {
+            let lag = latest(history, v.id, ScalingMetric::Lag).unwrap_or(0.0);
+            let r = series_rate(s, ScalingMetric::NumRecordsIn);
+            !r.is_nan() && lag / r > threshold
+        })
+}
+
+/// Evaluates every vertex in topological order (anchor §3.3–§3.4) and the global metrics.
+pub(crate) fn evaluate(
+    history: &MetricHistory,
+    topology: &Topology,
+    opts: &AutoscalerOptions,
+    restart_time: Duration,
+) -> Result<Evaluation, CycleError> {
+    let all: Vec<Series<'_>> = topology
+        .vertices
+        .iter()
+        .map(|v| series(history, v.id))
+        .collect();
+    let backlog = backlog_in(history, topology, &all, opts);
+    let mut evaluated: Vec<VertexEvaluation> = Vec::with_capacity(topology.vertices.len());
+    for (index, vertex) in topology.vertices.iter().enumerate() {
+        let own = &all[index];
+        let in_rate = series_rate(own, ScalingMetric::NumRecordsIn);
+        let latest_lag = latest(history, vertex.id, ScalingMetric::Lag);
+        let rates = if vertex.is_source() {
+            source_rates(vertex, own, in_rate, latest_lag, opts)?
+        } else {
+            downstream_rates(&all, topology, &evaluated, index)
+        };
+        let processing = Processing::of(vertex, own, in_rate, opts);
+        let mut m = vertex_metrics(vertex, rates, processing, latest_lag);
+        insert_thresholds(&mut m, backlog, restart_time, opts);
+        evaluated.push(m);
+    }
+    let vertices = topology
+        .vertices
+        .iter()
+        .zip(evaluated)
+        .map(|(v, m)| (v.id.to_string(), m))
+        .collect();
+    Ok(Evaluation {
+        vertices,
+        global: evaluate_global(history),
+        backlog,
+    })
+}
+
+/// The evaluated metrics of one vertex, before its band.
+fn vertex_metrics(
+    vertex: &VertexInfo,
+    rates: DataRates,
+    processing: Processing,
+    latest_lag: Option<f64>,
+) -> VertexEvaluation {
+    let of_count = |count: u32| EvaluatedScalingMetric::of(f64::from(count));
+    let mut m: VertexEvaluation = [
+        (
+            ScalingMetric::TargetDataRate,
+            EvaluatedScalingMetric::avg(rates.target),
+        ),
+        (
+            ScalingMetric::CatchUpDataRate,
+            EvaluatedScalingMetric::of(rates.catch_up),
+        ),
+        (
+            ScalingMetric::TrueProcessingRate,
+            EvaluatedScalingMetric::avg(processing.true_processing_rate),
+        ),
+        (
+            ScalingMetric::Load,
+            EvaluatedScalingMetric::avg(processing.busy_ms / 1000.0),
+        ),
+        (ScalingMetric::Parallelism, of_count(vertex.parallelism)),
+        (
+            ScalingMetric::MaxParallelism,
+            of_count(vertex.max_parallelism),
+        ),
+        (
+            ScalingMetric::NumSourcePartitions,
+            of_count(vertex.source_partitions),
+        ),
+    ]
+    .into_iter()
+    .collect();
+    if let Some(lag) = latest_lag {
+        m.insert(ScalingMetric::Lag, EvaluatedScalingMetric::of(lag));
+    }
+    m
+}
+
+/// The utilization band as processing-rate thresholds: the capacity needed at the upper
+/// utilization (without the restart term) and at the lower one (with it); `[1, 0]` while some
+/// source processes a backlog.
+fn insert_thresholds(
+    m: &mut VertexEvaluation,
+    backlog: bool,
+    restart_time: Duration,
+    opts: &AutoscalerOptions,
+) {
+    let (up_u, low_u) = if backlog {
+        (1.0, 0.0)
+    } else {
+        (opts.upper_utilization(), opts.lower_utilization())
+    };
+    let up = capacity(m, up_u, false, restart_time, opts);
+    let down = capacity(m, low_u, true, restart_time, opts);
+    m.insert(
+        ScalingMetric::ScaleUpRateThreshold,
+        EvaluatedScalingMetric::of(up),
+    );
+    m.insert(
+        ScalingMetric::ScaleDownRateThreshold,
+        EvaluatedScalingMetric::of(down),
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scaling::options::BusyTimeAggregator;
+    use crate::scaling::testing::Job;
+
+    fn evaluate_two_samples(
+        a: &Job,
+        b: &Job,
+        opts: &AutoscalerOptions,
+    ) -> (Evaluation, MetricHistory) {
+        let t = Topology::from_observation(&a.obs).unwrap();
+        let mut h = MetricHistory::default();
+        for (at, j) in [(0, a), (1000, b)] {
+            let s = crate::scaling::metrics::compute_sample(&j.obs, &t, opts, &h).unwrap();
+            h.samples.insert(at, s.metrics);
+        }
+        (evaluate(&h, &t, opts, Duration::ZERO).unwrap(), h)
+    }
+
+    #[test]
+    fn join_splits_rates_by_output_records() {
+        // Two sources into a join: the join's input is attributed per edge with the other
+        // inputs' output rates.
+        let base = Job::new()
+            .vertex("a", 1, 128)
+            .vertex("b", 1, 128)
+            .vertex("join", 1, 128)
+            .edge("a", "join", "HASH")
+            .edge("b", "join", "HASH");
+        let mut j0 = base.clone();
+        j0.source("a", 500.0, 0.0, 0.0, 100.0);
+        j0.source("b", 500.0, 0.0, 0.0, 300.0);
+        j0.operator("join", 500.0, 0.0, 0.0, 400.0);
+        let mut j1 = base.clone();
+        j1.source("a", 500.0, 100.0, 0.0, 100.0);
+        j1.source("b", 500.0, 300.0, 0.0, 300.0);
+        j1.operator("join", 500.0, 400.0, 0.0, 400.0);
+        let opts = AutoscalerOptions::default();
+        let (e, _) = evaluate_two_samples(&j0, &j1, &opts);
+        // a -> join: 400 - out(b) = 100 => ratio 1; b -> join: 400 - 100 = 300 => ratio 1.
+        assert_eq!(
+            e.vertices["join"][&ScalingMetric::TargetDataRate].average,
+            400.0
+        );
+        assert_eq!(
+            e.vertices["a"][&ScalingMetric::TargetDataRate].average,
+            100.0
+        );
+        // TPR = 400 / 0.5.
+        assert_eq!(
+            e.vertices["join"][&ScalingMetric::TrueProcessingRate].average,
+            800.0
+        );
+        assert!(!e.backlog);
+        // Default band [target / 1.0, target / 0.4 + restart], restart 0 here.
+        assert_eq!(
+            e.vertices["join"][&ScalingMetric::ScaleUpRateThreshold].current,
+            400.0
+        );
+        assert_eq!(
+            e.vertices["join"][&ScalingMetric::ScaleDownRateThreshold].current,
+            1000.0
+        );
+    }
+
+    #[test]
+    fn backlog_and_catch_up() {
+        let base = Job::new().vertex("s", 1, 128);
+        let mut j0 = base.clone();
+        j0.source("s", 500.0, 0.0, 90_000.0, 100.0);
+        let mut j1 = base.clone();
+        j1.source("s", 500.0, 100.0, 90_000.0, 100.0);
+        let opts = AutoscalerOptions::default();
+        let (e, h) = evaluate_two_samples(&j0, &j1, &opts);
+        let t = Topology::from_observation(&j0.obs).unwrap();
+        // 90000 / 100 = 900 s > 300 s.
+        assert!(e.backlog);
+        assert!(is_processing_backlog(&h, &t, &opts));
+        let m = &e.vertices["s"];
+        assert_eq!(m[&ScalingMetric::CatchUpDataRate].current, 50.0);
+        assert_eq!(m[&ScalingMetric::Lag].current, 90_000.0);
+        // Backlog: up threshold at u = 1 without restart, down threshold +inf.
+        assert_eq!(m[&ScalingMetric::ScaleUpRateThreshold].current, 150.0);
+        assert_eq!(
+            m[&ScalingMetric::ScaleDownRateThreshold].current,
+            f64::INFINITY
+        );
+        // Catch-up disabled: no catch-up rate.
+        let opts = AutoscalerOptions {
+            catch_up_duration: Duration::ZERO,
+            ..opts
+        };
+        let (e, _) = evaluate_two_samples(&j0, &j1, &opts);
+        assert_eq!(
+            e.vertices["s"][&ScalingMetric::CatchUpDataRate].current,
+            0.0
+        );
+    }
+
+    #[test]
+    fn observed_tpr_replaces_a_much_higher_busy_time_tpr() {
+        // Source with lag (catching up): observed TPR = r / (1 - bp) each sample.
+        let base = Job::new().vertex("s", 1, 128);
+        let mut j0 = base.clone();
+        j0.source("s", 100.0, 0.0, 100_000.0, 100.0);
+        let mut j1 = base.clone();
+        j1.source("s", 100.0, 100.0, 100_000.0, 100.0);
+        let opts = AutoscalerOptions::default();
+        let (e, _) = evaluate_two_samples(&j0, &j1, &opts);
+        // busy TPR = 100 / 0.1 = 1000 > 100 * 1.15 => observed (100, backpressure 0).
+        assert_eq!(
+            e.vertices["s"][&ScalingMetric::TrueProcessingRate].average,
+            100.0
+        );
+        // Switch threshold high enough: busy-time TPR stays.
+        let opts = AutoscalerOptions {
+            observed_tpr_switch_threshold: 10.0,
+            ..opts
+        };
+        let (e, _) = evaluate_two_samples(&j0, &j1, &opts);
+        assert_eq!(
+            e.vertices["s"][&ScalingMetric::TrueProcessingRate].average,
+            1000.0
+        );
+    }
+
+    #[test]
+    fn avg_aggregator_uses_accumulated_busy_time() {
+        let base = Job::new()
+            .vertex("s", 2, 128)
+            .vertex("o", 2, 128)
+            .edge("s", "o", "REBALANCE");
+        let mut j0 = base.clone();
+        j0.source("s", 100.0, 0.0, 0.0, 100.0);
+        j0.operator("o", 100.0, 0.0, 0.0, 100.0);
+        let mut j1 = base.clone();
+        j1.source("s", 100.0, 100.0, 0.0, 100.0);
+        j1.operator("o", 100.0, 100.0, 0.0, 100.0);
+        j1.obs
+            .metrics
+            .get_mut("o")
+            .unwrap()
+            .io
+            .accumulated_busy_time = 500.0;
+        let opts = AutoscalerOptions {
+            busy_time_aggregator: BusyTimeAggregator::Avg,
+            ..AutoscalerOptions::default()
+        };
+        let (e, _) = evaluate_two_samples(&j0, &j1, &opts);
+        // B = rate(accumulated busy) / parallelism = 500 / 2 = 250 ms/s; TPR = 100 / 0.25.
+        assert_eq!(e.vertices["o"][&ScalingMetric::Load].average, 0.25);
+        assert_eq!(
+            e.vertices["o"][&ScalingMetric::TrueProcessingRate].average,
+            400.0
+        );
+    }
+
+    #[test]
+    fn backlog_threshold_is_the_default_five_minutes_anchor_note_10_12() {
+        let opts = AutoscalerOptions::default();
+        for (lag, expected) in [(37_500.0, true), (27_000.0, false)] {
+            let base = Job::new().vertex("s", 1, 128);
+            let mut j0 = base.clone();
+            j0.source("s", 500.0, 0.0, lag, 100.0);
+            let mut j1 = base.clone();
+            j1.source("s", 500.0, 100.0, lag, 100.0);
+            // 375 s and 270 s of input at 100 records/s.
+            let (e, _) = evaluate_two_samples(&j0, &j1, &opts);
+            assert_eq!(e.backlog, expected, "lag {lag}");
+        }
+    }
+}

@@ -1,0 +1,64 @@
+//! How records flow along the job graph: which share of an upstream vertex's input reaches a
+//! downstream vertex, from the records-in and records-out rates of the window.
+
+use crate::scaling::metrics::{ScalingMetric, Series, series_rate};
+use crate::scaling::topology::{Topology, VertexInfo};
+
+/// Inputs of a vertex without repetitions (an upstream vertex counts once, as in the anchor's
+/// keyed maps), in edge order.
+pub(crate) fn distinct_inputs(vertex: &VertexInfo) -> Vec<usize> {
+    let mut seen = Vec::with_capacity(vertex.inputs.len());
+    for &(u, _) in &vertex.inputs {
+        if !seen.contains(&u) {
+            seen.push(u);
+        }
+    }
+    seen
+}
+
+fn distinct_output_count(topology: &Topology, w: usize) -> usize {
+    let mut seen: Vec<usize> = Vec::new();
+    for &o in &topology.vertices[w].outputs {
+        if !seen.contains(&o) {
+            seen.push(o);
+        }
+    }
+    seen.len()
+}
+
+/// `ratio(u, v)`: the share of `u`'s input that reaches `v` (anchor §3.3).
+pub(crate) fn output_ratio(all: &[Series<'_>], topology: &Topology, u: usize, v: usize) -> f64 {
+    let input_rate = series_rate(&all[u], ScalingMetric::NumRecordsIn);
+    if input_rate > 0.0 {
+        let edge = edge_rate(all, topology, u, v);
+        if edge > 0.0 {
+            return edge / input_rate;
+        }
+    }
+    0.0
+}
+
+/// The records per second flowing along `u -> v`.
+fn edge_rate(all: &[Series<'_>], topology: &Topology, u: usize, v: usize) -> f64 {
+    let inputs = distinct_inputs(&topology.vertices[v]);
+    if inputs.len() == 1 {
+        return series_rate(&all[v], ScalingMetric::NumRecordsIn);
+    }
+    let mut other = 0.0;
+    let mut usable = true;
+    for &w in inputs.iter().filter(|&&w| w != u) {
+        if distinct_output_count(topology, w) > 1 {
+            usable = false;
+            break;
+        }
+        other += series_rate(&all[w], ScalingMetric::NumRecordsOut);
+        if other.is_nan() {
+            usable = false;
+            break;
+        }
+    }
+    if usable {
+        return series_rate(&all[v], ScalingMetric::NumRecordsIn) - other;
+    }
+    series_rate(&all[u], ScalingMetric::NumRecordsOut)
+}

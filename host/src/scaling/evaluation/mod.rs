@@ -1,0 +1,12 @@
+//! Evaluation of the metric window: rates along the job graph, the true processing rate and the
+//! utilization band of every vertex, and the job-wide metrics.
+
+mod capacity;
+mod evaluate;
+mod flow;
+mod global;
+mod rates;
+
+pub(crate) use capacity::capacity;
+pub use evaluate::Evaluation;
+pub(crate) use evaluate::evaluate;

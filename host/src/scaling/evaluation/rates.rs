@@ -1,0 +1,128 @@
+//! The rates of one vertex: the data rate it must sustain and the extra rate to catch up its
+//! lag (from its sources' input along the graph), and its true processing rate.
+
+use super::flow::{distinct_inputs, output_ratio};
+use crate::scaling::error::CycleError;
+use crate::scaling::metrics::{
+    ScalingMetric, Series, VertexEvaluation, series_average, series_average_or_rate, series_rate,
+};
+use crate::scaling::numeric::java_max;
+use crate::scaling::options::{AutoscalerOptions, BusyTimeAggregator, whole_seconds};
+use crate::scaling::topology::{Topology, VertexInfo};
+
+/// The input a vertex must sustain: the target data rate (an average) and the catch-up data
+/// rate (a current value).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct DataRates {
+    pub target: f64,
+    pub catch_up: f64,
+}
+
+/// A source's rates: what comes in plus the growth of its lag, and its latest lag spread over
+/// `catch-up.duration` (none when that is zero).
+pub(crate) fn source_rates(
+    vertex: &VertexInfo,
+    own: &Series<'_>,
+    in_rate: f64,
+    latest_lag: Option<f64>,
+    opts: &AutoscalerOptions,
+) -> Result<DataRates, CycleError> {
+    let target = java_max(0.0, in_rate + series_rate(own, ScalingMetric::Lag));
+    if target.is_nan() {
+        return Err(CycleError::NoIngestionRate {
+            vertex: vertex.id.into(),
+        });
+    }
+    let catch_up_secs = whole_seconds(opts.catch_up_duration);
+    let lag = latest_lag.unwrap_or(0.0);
+    let catch_up = if catch_up_secs == 0.0 {
+        0.0
+    } else {
+        lag / catch_up_secs
+    };
+    Ok(DataRates { target, catch_up })
+}
+
+/// A non-source's rates: the share of each upstream vertex's rates that reaches it, summed over
+/// its distinct inputs (evaluated before it, in topological order).
+pub(crate) fn downstream_rates(
+    all: &[Series<'_>],
+    topology: &Topology,
+    evaluated: &[VertexEvaluation],
+    index: usize,
+) -> DataRates {
+    let mut rates = DataRates {
+        target: 0.0,
+        catch_up: 0.0,
+    };
+    for u in distinct_inputs(&topology.vertices[index]) {
+        let ratio = output_ratio(all, topology, u, index);
+        let upstream = &evaluated[u];
+        let up_target = upstream
+            .get(&ScalingMetric::TargetDataRate)
+            .map_or(f64::NAN, |x| x.average);
+        let up_catch_up = upstream
+            .get(&ScalingMetric::CatchUpDataRate)
+            .map_or(f64::NAN, |x| x.current);
+        rates.target += up_target * ratio;
+        rates.catch_up += up_catch_up * ratio;
+    }
+    rates
+}
+
+/// How busy a vertex is and how fast it could process when fully busy.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Processing {
+    /// Busy milliseconds per second.
+    pub busy_ms: f64,
+    /// The true processing rate: input rate over busy ratio, or the observed rate of a source
+    /// when the busy-time rate is not finite or much higher than it.
+    pub true_processing_rate: f64,
+}
+
+impl Processing {
+    pub(crate) fn of(
+        vertex: &VertexInfo,
+        own: &Series<'_>,
+        in_rate: f64,
+        opts: &AutoscalerOptions,
+    ) -> Processing {
+        let (busy_ms, input_rate) = match opts.busy_time_aggregator {
+            BusyTimeAggregator::Avg => (
+                series_rate(own, ScalingMetric::AccumulatedBusyTime)
+                    / f64::from(vertex.parallelism),
+                in_rate,
+            ),
+            BusyTimeAggregator::Max | BusyTimeAggregator::Min => (
+                series_average(own, ScalingMetric::Load, 1) * 1000.0,
+                series_average_or_rate(
+                    own,
+                    ScalingMetric::NumRecordsInPerSecond,
+                    ScalingMetric::NumRecordsIn,
+                ),
+            ),
+        };
+        let busy_tpr = if input_rate == 0.0 {
+            f64::INFINITY
+        } else {
+            input_rate / (busy_ms / 1000.0)
+        };
+        let observed = series_average(
+            own,
+            ScalingMetric::ObservedTpr,
+            opts.observed_tpr_min_observations,
+        );
+        let true_processing_rate = if !observed.is_nan()
+            && (!busy_tpr.is_finite()
+                || busy_tpr > observed * (1.0 + opts.observed_tpr_switch_threshold))
+        {
+            observed
+        } else {
+            busy_tpr
+        };
+        Processing {
+            busy_ms,
+            true_processing_rate,
+        }
+    }
+}

@@ -1,0 +1,19 @@
+//! Scaling metrics: their names, the sample collected per cycle, the window of samples kept
+//! between cycles and the statistics over it.
+
+mod collection;
+mod names;
+mod samples;
+mod statistics;
+mod window;
+
+pub(crate) use collection::{Collection, collect};
+pub(crate) use names::evaluated_or_nan;
+pub use names::{EvaluatedScalingMetric, ScalingMetric, VertexEvaluation};
+#[cfg(test)]
+pub(crate) use samples::compute_sample;
+pub(crate) use statistics::{
+    Series, average_of, latest, series, series_average, series_average_or_rate, series_rate,
+};
+pub use statistics::{average, average_or_rate, rate};
+pub use window::{CollectedMetrics, MetricHistory};

@@ -1,0 +1,196 @@
+//! Statistics over the metric window, per vertex and metric: the rate between the first and the
+//! last sample, and the average of the finite values.
+
+use std::collections::BTreeMap;
+
+use super::names::ScalingMetric;
+use super::window::MetricHistory;
+
+/// The samples of one vertex in time order (one map lookup per sample, shared by every rate
+/// and average of the vertex).
+pub(crate) type Series<'a> = Vec<(i64, &'a BTreeMap<ScalingMetric, f64>)>;
+
+pub(crate) fn series<'a>(history: &'a MetricHistory, vertex: &str) -> Series<'a> {
+    history
+        .samples
+        .iter()
+        .filter_map(|(&at, s)| s.vertices.get(vertex).map(|m| (at, m)))
+        .collect()
+}
+
+/// `1000 · (last − first) / max(Δt_ms, 1)` between the first and the last sample where the
+/// metric is present and not NaN (infinities count); NaN with fewer than two such samples.
+pub fn rate(history: &MetricHistory, vertex: &str, metric: ScalingMetric) -> f64 {
+    series_rate(&series(history, vertex), metric)
+}
+
+pub(crate) fn series_rate(series: &Series<'_>, metric: ScalingMetric) -> f64 {
+    let mut first: Option<(i64, f64)> = None;
+    let mut last: Option<(i64, f64)> = None;
+    for &(at, sample) in series {
+        if let Some(&v) = sample.get(&metric) {
+            if v.is_nan() {
+                continue;
+            }
+            if first.is_none() {
+                first = Some((at, v));
+            } else {
+                last = Some((at, v));
+            }
+        }
+    }
+    match (first, last) {
+        (Some((t0, v0)), Some((t1, v1))) => 1000.0 * (v1 - v0) / ((t1 - t0).max(1) as f64),
+        _ => f64::NAN,
+    }
+}
+
+/// Mean of the finite values of a metric over the window. No finite value: +∞ if an infinite
+/// one was seen, else NaN; fewer than `min_observations` finite values: NaN.
+pub fn average(
+    history: &MetricHistory,
+    vertex: &str,
+    metric: ScalingMetric,
+    min_observations: i64,
+) -> f64 {
+    series_average(&series(history, vertex), metric, min_observations)
+}
+
+pub(crate) fn series_average(
+    series: &Series<'_>,
+    metric: ScalingMetric,
+    min_observations: i64,
+) -> f64 {
+    average_of(
+        series.iter().filter_map(|(_, s)| s.get(&metric).copied()),
+        min_observations,
+    )
+}
+
+pub(crate) fn average_of(values: impl Iterator<Item = f64>, min_observations: i64) -> f64 {
+    let mut sum = 0.0;
+    let mut n: i64 = 0;
+    let mut infinite = false;
+    for v in values {
+        if v.is_nan() {
+            continue;
+        }
+        if v.is_infinite() {
+            infinite = true;
+            continue;
+        }
+        sum += v;
+        n += 1;
+    }
+    if n == 0 {
+        return if infinite { f64::INFINITY } else { f64::NAN };
+    }
+    if n < min_observations {
+        return f64::NAN;
+    }
+    sum / n as f64
+}
+
+/// `average(metric)` unless it is NaN or infinite, then `rate(fallback)`.
+pub fn average_or_rate(
+    history: &MetricHistory,
+    vertex: &str,
+    metric: ScalingMetric,
+    fallback: ScalingMetric,
+) -> f64 {
+    series_average_or_rate(&series(history, vertex), metric, fallback)
+}
+
+pub(crate) fn series_average_or_rate(
+    series: &Series<'_>,
+    metric: ScalingMetric,
+    fallback: ScalingMetric,
+) -> f64 {
+    let avg = series_average(series, metric, 1);
+    if avg.is_finite() {
+        avg
+    } else {
+        series_rate(series, fallback)
+    }
+}
+
+/// The metric's value in the newest sample.
+pub(crate) fn latest(history: &MetricHistory, vertex: &str, metric: ScalingMetric) -> Option<f64> {
+    history.latest()?.vertex(vertex, metric)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scaling::metrics::window::CollectedMetrics;
+
+    fn history(points: &[(i64, Option<f64>)], metric: ScalingMetric) -> MetricHistory {
+        let mut h = MetricHistory::default();
+        for &(at, v) in points {
+            let mut m = CollectedMetrics::default();
+            let vm = m.vertices.entry("v".into()).or_default();
+            if let Some(v) = v {
+                vm.insert(metric, v);
+            }
+            h.samples.insert(at, m);
+        }
+        h
+    }
+
+    #[test]
+    fn rate_uses_first_and_last_present_values() {
+        let m = ScalingMetric::NumRecordsIn;
+        let h = history(
+            &[
+                (0, Some(0.0)),
+                (500, Some(f64::NAN)),
+                (1000, Some(500.0)),
+                (2000, None),
+            ],
+            m,
+        );
+        assert_eq!(rate(&h, "v", m), 500.0);
+        // Fewer than two values.
+        let h = history(&[(0, Some(1.0)), (1000, None)], m);
+        assert!(rate(&h, "v", m).is_nan());
+        // Same instant twice is impossible in a map; one ms apart still divides by 1.
+        let h = history(&[(0, Some(1.0)), (1, Some(3.0))], m);
+        assert_eq!(rate(&h, "v", m), 2000.0);
+        // Infinities count.
+        let h = history(&[(0, Some(1.0)), (10, Some(f64::INFINITY))], m);
+        assert_eq!(rate(&h, "v", m), f64::INFINITY);
+        assert!(rate(&h, "other", m).is_nan());
+    }
+
+    #[test]
+    fn average_skips_nan_and_infinity() {
+        let m = ScalingMetric::Load;
+        let h = history(
+            &[
+                (0, Some(0.5)),
+                (1, Some(f64::NAN)),
+                (2, Some(f64::INFINITY)),
+                (3, Some(0.7)),
+            ],
+            m,
+        );
+        assert!((average(&h, "v", m, 1) - 0.6).abs() < 1e-12);
+        assert!(average(&h, "v", m, 3).is_nan());
+        let h = history(&[(0, Some(f64::INFINITY)), (1, Some(f64::NAN))], m);
+        assert_eq!(average(&h, "v", m, 1), f64::INFINITY);
+        let h = history(&[(0, None)], m);
+        assert!(average(&h, "v", m, 1).is_nan());
+        // avgOrRate falls back to the rate when the average is not finite.
+        let mut h = history(&[(0, Some(f64::INFINITY)), (1000, Some(f64::INFINITY))], m);
+        for (i, (_, s)) in h.samples.iter_mut().enumerate() {
+            s.vertices
+                .get_mut("v")
+                .unwrap()
+                .insert(ScalingMetric::NumRecordsIn, 100.0 * i as f64);
+        }
+        assert_eq!(
+            average_or_rate(&h, "v", m, ScalingMetric::NumRecordsIn),
+            100.0
+        );
+    }
+}

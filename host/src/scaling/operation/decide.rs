@@ -1,0 +1,183 @@
+//! Deciding the scaling operation (the anchor's scaling execution, §5.1 steps 1–6 and 10, §5.2,
+//! §5.3): memory pressure, the per-vertex summaries, the "at least one vertex outside its band"
+//! rule, advisor mode and excluded periods, and applying a decision to the job's state.
+//!
+//! Not implemented (the anchor's steps 7–9): memory tuning, cluster-resource and quota checks,
+//! custom scaling executors. A decided operation is handed to the job's cooldown executor as
+//! [`crate::scaling::CycleOutcome::decision`].
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::memory::memory_pressure;
+use super::report::{REPORT_HEADER_DISABLED, REPORT_HEADER_ENABLED, scaling_report};
+use crate::scaling::evaluation::Evaluation;
+use crate::scaling::metrics::{EvaluatedScalingMetric, ScalingMetric, VertexEvaluation};
+use crate::scaling::options::{EXCLUDED_PERIODS_KEY, SCALING_ENABLED_KEY};
+use crate::scaling::outcome::{CycleOutcome, CycleStage, VertexDecision};
+use crate::scaling::state::{JobScalingState, ScalingSummary};
+use crate::scaling::target::{ParallelismChange, ScalerContext, compute_scale_target};
+use crate::scaling::topology::{Topology, VertexInfo};
+
+/// Decides the cycle's scaling operation on an evaluated, fully collected window.
+pub(crate) fn decide_operation(
+    ctx: &ScalerContext<'_>,
+    topology: &Topology,
+    evaluation: &mut Evaluation,
+    cycle_excluded: &BTreeSet<String>,
+    state: &mut JobScalingState,
+    outcome: &mut CycleOutcome,
+) -> CycleStage {
+    let opts = ctx.opts;
+    if let Some(event) = memory_pressure(ctx.job, opts, evaluation) {
+        outcome.events.push(event);
+        return CycleStage::MemoryPressure;
+    }
+
+    let mut summaries: BTreeMap<String, ScalingSummary> = BTreeMap::new();
+    let mut any_outside = false;
+    for vertex in &topology.vertices {
+        let Some(metrics) = evaluation.vertices.get_mut(vertex.id) else {
+            continue;
+        };
+        let (decision, change) =
+            decide_vertex(ctx, vertex, metrics, cycle_excluded, state, outcome);
+        outcome.vertices.push(decision);
+        if let Some((summary, outside)) = change {
+            any_outside |= outside;
+            summaries.insert(vertex.id.to_string(), summary);
+        }
+    }
+    if !any_outside {
+        // All changed vertices are within their band: nothing to do ("all within target").
+        return CycleStage::WithinBounds;
+    }
+
+    for (vertex, summary) in &summaries {
+        if let Some(m) = evaluation.vertices.get_mut(vertex) {
+            m.insert(
+                ScalingMetric::RecommendedParallelism,
+                EvaluatedScalingMetric::of(f64::from(summary.new_parallelism)),
+            );
+        }
+    }
+    if let Some(reason) = blocked_by(ctx) {
+        let header = format!("{REPORT_HEADER_DISABLED}{reason}, recommended parallelism change:");
+        outcome
+            .events
+            .push(scaling_report(ctx.job, &header, &summaries));
+        return CycleStage::Blocked(reason);
+    }
+    outcome
+        .events
+        .push(scaling_report(ctx.job, REPORT_HEADER_ENABLED, &summaries));
+    apply(ctx.now_ms, topology, evaluation, summaries, state, outcome);
+    CycleStage::Scaled
+}
+
+/// One vertex's decision, and its summary with whether it is outside its band when it asks for
+/// a change. Excluded vertices (`vertex.exclude.ids`, finished, no finite busy time) keep their
+/// parallelism.
+fn decide_vertex(
+    ctx: &ScalerContext<'_>,
+    vertex: &VertexInfo,
+    metrics: &mut VertexEvaluation,
+    cycle_excluded: &BTreeSet<String>,
+    state: &mut JobScalingState,
+    outcome: &mut CycleOutcome,
+) -> (VertexDecision, Option<(ScalingSummary, bool)>) {
+    let excluded = ctx.opts.vertex_exclude_ids.iter().any(|e| e == vertex.id)
+        || cycle_excluded.contains(vertex.id);
+    let mut decision = VertexDecision {
+        vertex: vertex.id.to_string(),
+        name: vertex.name.to_string(),
+        current: vertex.parallelism,
+        target: None,
+        aligned: None,
+        proposed: None,
+        mode: None,
+        outside_band: false,
+        excluded,
+        reason: String::new(),
+        explanation: Vec::new(),
+    };
+    if excluded {
+        decision.reason = if vertex.finished {
+            "finished; not scaled".into()
+        } else if cycle_excluded.contains(vertex.id) {
+            "no finite busy time; not scaled in this cycle".into()
+        } else {
+            "listed in vertex.exclude.ids; not scaled".into()
+        };
+        return (decision, None);
+    }
+    let result = compute_scale_target(
+        ctx,
+        vertex,
+        metrics,
+        state.scaling_history.of(vertex.id),
+        &mut state.delayed_scale_down,
+    );
+    decision.target = result.target;
+    decision.aligned = result.aligned;
+    decision.mode = result.mode;
+    decision.outside_band = result.outside;
+    decision.reason = result.reason;
+    decision.explanation = result.explanation;
+    outcome.events.extend(result.events);
+    let ParallelismChange::Change { new, outside } = result.change else {
+        return (decision, None);
+    };
+    decision.proposed = Some(new);
+    let summary = ScalingSummary {
+        current_parallelism: vertex.parallelism,
+        new_parallelism: new,
+        metrics: metrics.clone(),
+    };
+    (decision, Some((summary, outside)))
+}
+
+/// Why a decided operation is not executed, in the anchor's words: advisor mode
+/// (`scaling.enabled` false) or an excluded period.
+fn blocked_by(ctx: &ScalerContext<'_>) -> Option<String> {
+    let opts = ctx.opts;
+    if !opts.scaling_enabled {
+        Some(format!("job.autoscaler.{SCALING_ENABLED_KEY}:false"))
+    } else if opts.excluded_periods.is_excluded(ctx.now_ms) {
+        Some(format!(
+            "job.autoscaler.{EXCLUDED_PERIODS_KEY}:{}",
+            opts.excluded_periods
+        ))
+    } else {
+        None
+    }
+}
+
+/// Applies an executed operation to the job's state (history, tracking, overrides, pending
+/// scale-downs) and hands it over as the cycle's decision: every evaluated vertex, changed ones
+/// at their new parallelism.
+fn apply(
+    now_ms: i64,
+    topology: &Topology,
+    evaluation: &Evaluation,
+    summaries: BTreeMap<String, ScalingSummary>,
+    state: &mut JobScalingState,
+    outcome: &mut CycleOutcome,
+) {
+    state.scaling_history.add(now_ms, &summaries);
+    state.scaling_tracking.add(now_ms);
+    let overrides: BTreeMap<String, u32> = topology
+        .vertices
+        .iter()
+        .filter(|v| evaluation.vertices.contains_key(v.id))
+        .map(|v| {
+            let p = summaries
+                .get(v.id)
+                .map_or(v.parallelism, |s| s.new_parallelism);
+            (v.id.to_string(), p)
+        })
+        .collect();
+    state.parallelism_overrides = overrides.clone();
+    state.delayed_scale_down.clear_all();
+    outcome.decision = Some(overrides);
+    outcome.summaries = summaries;
+}

@@ -1,0 +1,9 @@
+//! The cycle's scaling operation: whether the vertices' changes are applied, blocked (memory
+//! pressure, advisor mode, an excluded period) or not needed, and the scaling report.
+
+mod decide;
+mod memory;
+mod report;
+
+pub(crate) use decide::decide_operation;
+pub use report::{REPORT_HEADER_DISABLED, REPORT_HEADER_ENABLED};

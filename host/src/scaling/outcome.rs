@@ -1,0 +1,137 @@
+//! What one cycle produced: where it ended, the decided operation, and every vertex's decision
+//! with its reasons.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::error::CycleError;
+use super::metrics::{EvaluatedScalingMetric, ScalingMetric, VertexEvaluation};
+use super::state::ScalingSummary;
+use crate::events::{Event, EventReason, Severity};
+
+/// Where a cycle ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub enum CycleStage {
+    /// The job is not RUNNING: nothing collected, state kept.
+    NotRunning,
+    /// The job is not ready yet (empty plan, metrics missing while stabilizing); nothing stored.
+    NotReady(String),
+    /// The cycle failed; an `AutoscalerError` event says why.
+    Failed(String),
+    /// Fewer than two samples: no evaluation yet.
+    CollectingMetrics {
+        /// Samples in the window.
+        samples: usize,
+    },
+    /// Evaluated for reporting, but the window is not fully collected yet.
+    WindowNotFull,
+    /// GC or heap pressure above the thresholds: nothing scaled.
+    MemoryPressure,
+    /// No changed vertex is outside its utilization band (the anchor's "balanced").
+    WithinBounds,
+    /// A decision was computed but not executed: advisor mode or an excluded period.
+    Blocked(String),
+    /// A scaling operation was decided (`CycleOutcome::decision`).
+    Scaled,
+}
+
+/// What happened to one vertex when the cycle decided its operation.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct VertexDecision {
+    /// Vertex id (the observation's).
+    pub vertex: String,
+    /// Vertex name.
+    pub name: String,
+    /// Current parallelism.
+    pub current: u32,
+    /// Target after scale factor, rounding and limits, before alignment (None: no decision
+    /// possible, e.g. NaN processing rate).
+    pub target: Option<u32>,
+    /// Target after alignment (equal to `target` when alignment was skipped).
+    pub aligned: Option<u32>,
+    /// The change the vertex asked for after ineffective-scaling and delayed-scale-down rules
+    /// (None: keep the current parallelism). Applied only if some changed vertex is outside its band.
+    pub proposed: Option<u32>,
+    /// The alignment mode that decided, when alignment ran.
+    pub mode: Option<String>,
+    /// Outside its utilization band.
+    pub outside_band: bool,
+    /// Not scaled: `vertex.exclude.ids`, finished, or no finite busy time.
+    pub excluded: bool,
+    /// Why, in words, with the numbers.
+    pub reason: String,
+    /// The alignment's explanation.
+    pub explanation: Vec<String>,
+}
+
+/// The result of one cycle.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CycleOutcome {
+    /// Where the cycle ended.
+    pub stage: CycleStage,
+    /// The complete parallelism map (every evaluated vertex; unchanged ones at their current
+    /// parallelism) when a scaling operation was decided: the scaling event for the executor
+    /// with cooldown.
+    pub decision: Option<BTreeMap<String, u32>>,
+    /// Per-vertex decisions, in topological order (empty before the operation is decided).
+    pub vertices: Vec<VertexDecision>,
+    /// Events of the cycle.
+    pub events: Vec<Event>,
+    /// Evaluated metrics per vertex id, for reporting (empty before evaluation).
+    pub evaluated: BTreeMap<String, VertexEvaluation>,
+    /// Evaluated global metrics.
+    pub global: BTreeMap<ScalingMetric, EvaluatedScalingMetric>,
+    /// Some source is processing a backlog.
+    pub backlog: bool,
+    /// The restart time used by this cycle's capacity computations.
+    pub restart_time: Option<Duration>,
+    /// The per-vertex summaries of the decided operation (recorded in the scaling history at
+    /// the cycle's instant); empty unless the stage is `Scaled`.
+    pub summaries: BTreeMap<String, ScalingSummary>,
+}
+
+impl CycleOutcome {
+    pub(crate) fn new(stage: CycleStage) -> CycleOutcome {
+        CycleOutcome {
+            stage,
+            decision: None,
+            vertices: Vec::new(),
+            events: Vec::new(),
+            evaluated: BTreeMap::new(),
+            global: BTreeMap::new(),
+            backlog: false,
+            restart_time: None,
+            summaries: BTreeMap::new(),
+        }
+    }
+
+    /// The outcome of a cycle whose job could not be observed.
+    pub fn not_observed() -> CycleOutcome {
+        CycleOutcome::new(CycleStage::NotReady("the job could not be observed".into()))
+    }
+
+    /// True when a scaling operation was decided (the anchor's `scalings` counter).
+    pub fn scaled(&self) -> bool {
+        self.stage == CycleStage::Scaled
+    }
+
+    pub(crate) fn fail(job: &str, error: CycleError) -> CycleOutcome {
+        match error {
+            CycleError::NotReady(why) => {
+                tracing::debug!(job, %why, "job not ready for scaling");
+                CycleOutcome::new(CycleStage::NotReady(why))
+            }
+            other => {
+                let message = other.to_string();
+                tracing::warn!(job, %message, "scaling cycle failed");
+                let mut out = CycleOutcome::new(CycleStage::Failed(message.clone()));
+                out.events.push(
+                    Event::new(EventReason::AutoscalerError, Severity::Warning, message).job(job),
+                );
+                out
+            }
+        }
+    }
+}
