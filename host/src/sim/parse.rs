@@ -1,4 +1,4 @@
-//! Reading a job file (TOML) into a validated [`JobSpec`], with every error naming the file, the
+//! Reading a job file (TOML) into a validated [`SimulatedJobSpec`], with every error naming the file, the
 //! line, the key and what would be valid.
 //!
 //! Two passes: serde turns the text into raw tables that remember where each value came from
@@ -16,7 +16,7 @@ use toml::Spanned;
 
 use super::error::{JobFileProblem, SimError};
 use super::spec::{
-    EdgeSpec, FeedbackSpec, JobSpec, RestartSpec, SourceWorkload, VertexKind, VertexSpec,
+    EdgeSpec, FeedbackSpec, RestartSpec, SimulatedJobSpec, SourceWorkload, VertexKind, VertexSpec,
 };
 use super::workload::{Distribution, RateProfile};
 use crate::config::parse_duration;
@@ -250,7 +250,11 @@ const SHIP_VALID: &str = "HASH, REBALANCE, RESCALE, FORWARD, BROADCAST, GLOBAL, 
 
 /// Parses and validates a job file's text. `file` names it in errors; `base_dir` resolves trace
 /// paths.
-pub(crate) fn parse_job(src: &str, file: &str, base_dir: &Path) -> Result<JobSpec, SimError> {
+pub(crate) fn parse_job(
+    src: &str,
+    file: &str,
+    base_dir: &Path,
+) -> Result<SimulatedJobSpec, SimError> {
     let ctx = Ctx { file, src };
     let raw: RawJob = toml::from_str(src).map_err(|e| ctx.toml_problem(&e))?;
     if raw.vertices.is_empty() {
@@ -557,7 +561,7 @@ pub(crate) fn parse_job(src: &str, file: &str, base_dir: &Path) -> Result<JobSpe
             ..f
         })
         .collect();
-    Ok(JobSpec {
+    Ok(SimulatedJobSpec {
         name: raw.job.name.clone().unwrap_or_else(|| "job".to_string()),
         seed: raw.job.seed.unwrap_or(0),
         tick_ms,

@@ -15,7 +15,7 @@ use flowscale_sdk::ShipStrategy;
 use super::queue::{Queue, Token};
 use super::rng::SplitMix64;
 use super::routing::{Route, apportion, route};
-use super::spec::{JobSpec, VertexKind};
+use super::spec::{SimulatedJobSpec, VertexKind};
 use super::timeline::{Timeline, TimelineRow, VertexRow};
 use crate::engine::{EngineError, JobStatus};
 
@@ -132,7 +132,7 @@ struct PendingRestart {
 /// any engine.
 #[derive(Debug, Clone)]
 pub struct Simulation {
-    pub(crate) spec: JobSpec,
+    pub(crate) spec: SimulatedJobSpec,
     pub(crate) now_ms: i64,
     pub(crate) tick: u64,
     pub(crate) running_since_ms: i64,
@@ -176,7 +176,7 @@ struct Scratch {
 
 impl Simulation {
     /// A simulation of `spec` at time 0, recording a timeline.
-    pub fn new(spec: JobSpec) -> Simulation {
+    pub fn new(spec: SimulatedJobSpec) -> Simulation {
         let rng = SplitMix64::derive(spec.seed, 0);
         let n = spec.vertices.len();
         let mut vertices: Vec<VertexState> = spec
@@ -297,7 +297,7 @@ impl Simulation {
     }
 
     /// The job description.
-    pub fn spec(&self) -> &JobSpec {
+    pub fn spec(&self) -> &SimulatedJobSpec {
         &self.spec
     }
 
