@@ -25,4 +25,4 @@ mod termination;
 mod tick;
 
 pub use state::Simulation;
-pub(crate) use state::Subtask;
+pub(crate) use state::{Subtask, VertexState};
