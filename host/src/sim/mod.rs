@@ -110,7 +110,7 @@ pub use plot::{plot_svg, render_svg};
 pub use routing::{key_group_range, operator_index_for_key_group};
 pub use simulation::Simulation;
 pub use spec::{
-    EdgeSpec, FeedbackSpec, JobSpec, RestartSpec, SourceWorkload, VertexKind, VertexSpec,
+    EdgeSpec, FeedbackSpec, RestartSpec, SimulatedJobSpec, SourceWorkload, VertexKind, VertexSpec,
 };
 pub use summary::{Summary, render_comparison_table};
 pub use timeline::{Timeline, TimelineRow, VertexRow};

@@ -6,8 +6,8 @@ use std::path::Path;
 
 use super::error::SimError;
 use super::parse::parse_job;
-use super::simulation::Simulation;
-use super::spec::VertexKind;
+use super::simulation::{Simulation, Subtask, VertexState};
+use super::spec::{VertexKind, VertexSpec};
 use crate::engine::{
     AggregatedMetric, Collector, EngineError, IoMetrics, JobObservation, JobStatus, ObservedEdge,
     ObservedVertex, Realizer, VertexMetrics,
@@ -83,55 +83,7 @@ impl Simulation {
         let mut metrics = BTreeMap::new();
         if status != JobStatus::Restarting {
             for (s, v) in self.spec.vertices.iter().zip(&self.vertices) {
-                let per = |f: &dyn Fn(&super::simulation::Subtask) -> f64| {
-                    AggregatedMetric::from_subtasks(&v.subtasks.iter().map(f).collect::<Vec<_>>())
-                };
-                let mut m = BTreeMap::new();
-                m.insert("busyTimeMsPerSecond".to_string(), per(&|t| t.busy_ms));
-                m.insert(
-                    "backPressuredTimeMsPerSecond".to_string(),
-                    per(&|t| t.backpressured_ms),
-                );
-                m.insert("idleTimeMsPerSecond".to_string(), per(&|t| t.idle_ms));
-                m.insert(
-                    "numRecordsInPerSecond".to_string(),
-                    per(&|t| t.records_in as f64 / tick_s),
-                );
-                m.insert(
-                    "numRecordsOutPerSecond".to_string(),
-                    per(&|t| t.records_out as f64 / tick_s),
-                );
-                if s.kind == VertexKind::Source {
-                    let prefix = Simulation::source_metric_prefix(&s.name);
-                    m.insert(
-                        format!("{prefix}.numRecordsInPerSecond"),
-                        per(&|t| t.records_in as f64 / tick_s),
-                    );
-                    m.insert(
-                        format!("{prefix}.numRecordsOutPerSecond"),
-                        per(&|t| t.records_out as f64 / tick_s),
-                    );
-                    m.insert(format!("{prefix}.numRecordsIn"), per(&|t| t.cum_in as f64));
-                    m.insert(
-                        format!("{prefix}.numRecordsOut"),
-                        per(&|t| t.cum_out as f64),
-                    );
-                    m.insert(
-                        format!("{prefix}.pendingRecords"),
-                        per(&|t| {
-                            t.partitions
-                                .iter()
-                                .map(|&k| v.partitions[k].pending as f64)
-                                .sum()
-                        }),
-                    );
-                }
-                let io = IoMetrics {
-                    num_records_in: v.subtasks.iter().map(|t| t.cum_in as f64).sum(),
-                    num_records_out: v.subtasks.iter().map(|t| t.cum_out as f64).sum(),
-                    accumulated_busy_time: v.subtasks.iter().map(|t| t.cum_busy_ms).sum(),
-                };
-                metrics.insert(s.id.clone(), VertexMetrics { aggregated: m, io });
+                metrics.insert(s.id.clone(), vertex_metrics(s, v, tick_s));
             }
         }
         // One slot-sharing group: a job needs as many slots as its widest vertex.
@@ -154,6 +106,61 @@ impl Simulation {
             global,
         }
     }
+}
+
+/// A vertex's metrics under Flink's names: the per-second rates and time shares of the last
+/// tick aggregated over subtasks, a source's `Source__<name>.*` metrics, and the counters since
+/// the last (re)start.
+fn vertex_metrics(s: &VertexSpec, v: &VertexState, tick_s: f64) -> VertexMetrics {
+    let per = |f: &dyn Fn(&Subtask) -> f64| {
+        AggregatedMetric::from_subtasks(&v.subtasks.iter().map(f).collect::<Vec<_>>())
+    };
+    let mut m = BTreeMap::new();
+    m.insert("busyTimeMsPerSecond".to_string(), per(&|t| t.busy_ms));
+    m.insert(
+        "backPressuredTimeMsPerSecond".to_string(),
+        per(&|t| t.backpressured_ms),
+    );
+    m.insert("idleTimeMsPerSecond".to_string(), per(&|t| t.idle_ms));
+    m.insert(
+        "numRecordsInPerSecond".to_string(),
+        per(&|t| t.records_in as f64 / tick_s),
+    );
+    m.insert(
+        "numRecordsOutPerSecond".to_string(),
+        per(&|t| t.records_out as f64 / tick_s),
+    );
+    if s.kind == VertexKind::Source {
+        let prefix = Simulation::source_metric_prefix(&s.name);
+        m.insert(
+            format!("{prefix}.numRecordsInPerSecond"),
+            per(&|t| t.records_in as f64 / tick_s),
+        );
+        m.insert(
+            format!("{prefix}.numRecordsOutPerSecond"),
+            per(&|t| t.records_out as f64 / tick_s),
+        );
+        m.insert(format!("{prefix}.numRecordsIn"), per(&|t| t.cum_in as f64));
+        m.insert(
+            format!("{prefix}.numRecordsOut"),
+            per(&|t| t.cum_out as f64),
+        );
+        m.insert(
+            format!("{prefix}.pendingRecords"),
+            per(&|t| {
+                t.partitions
+                    .iter()
+                    .map(|&k| v.partitions[k].pending as f64)
+                    .sum()
+            }),
+        );
+    }
+    let io = IoMetrics {
+        num_records_in: v.subtasks.iter().map(|t| t.cum_in as f64).sum(),
+        num_records_out: v.subtasks.iter().map(|t| t.cum_out as f64).sum(),
+        accumulated_busy_time: v.subtasks.iter().map(|t| t.cum_busy_ms).sum(),
+    };
+    VertexMetrics { aggregated: m, io }
 }
 
 impl Collector for Simulation {

@@ -170,19 +170,7 @@ pub fn render_svg(runs: &[(String, Timeline)]) -> String {
         .first()
         .map(|(_, t)| t.vertex_ids.clone())
         .unwrap_or_default();
-    // Vertices whose parallelism moves in some run first, then the others, up to MAX_PANELS.
-    let mut panels: Vec<usize> = (0..vertex_ids.len()).collect();
-    let moves = |v: usize| {
-        runs.iter().any(|(_, t)| {
-            t.rows.windows(2).any(|w| {
-                w[0].vertices.get(v).map(|x| x.parallelism)
-                    != w[1].vertices.get(v).map(|x| x.parallelism)
-            })
-        })
-    };
-    panels.sort_by_key(|&v| (!moves(v), v));
-    panels.truncate(MAX_PANELS);
-    panels.sort_unstable();
+    let panels = panel_vertices(runs, vertex_ids.len());
 
     let legend_height = 22.0;
     let height = 40.0
@@ -203,7 +191,38 @@ pub fn render_svg(runs: &[(String, Timeline)]) -> String {
         r#"<text x="{LEFT}" y="22" font-size="16" font-weight="bold">{}</text>"#,
         escape(&format!("{job}: load and parallelism over time"))
     );
-    // Legend.
+    legend(&mut out, runs);
+
+    let top = 40.0 + legend_height + 20.0;
+    load_panel(&mut out, runs, top, t_max);
+    for (n, &v) in panels.iter().enumerate() {
+        let ptop = top + LOAD_HEIGHT + GAP + n as f64 * (PANEL_HEIGHT + GAP);
+        parallelism_panel(&mut out, runs, v, &vertex_ids[v], ptop, t_max);
+    }
+    out.push_str("</svg>\n");
+    out
+}
+
+/// The vertices that get a parallelism panel, in index order: those whose parallelism moves in
+/// some run first, then the others, up to `MAX_PANELS`.
+fn panel_vertices(runs: &[(String, Timeline)], vertices: usize) -> Vec<usize> {
+    let mut panels: Vec<usize> = (0..vertices).collect();
+    let moves = |v: usize| {
+        runs.iter().any(|(_, t)| {
+            t.rows.windows(2).any(|w| {
+                w[0].vertices.get(v).map(|x| x.parallelism)
+                    != w[1].vertices.get(v).map(|x| x.parallelism)
+            })
+        })
+    };
+    panels.sort_by_key(|&v| (!moves(v), v));
+    panels.truncate(MAX_PANELS);
+    panels.sort_unstable();
+    panels
+}
+
+/// The legend line: the load, then one colour per mode.
+fn legend(out: &mut String, runs: &[(String, Timeline)]) {
     let mut x = LEFT;
     let ly = 44.0;
     let _ = writeln!(
@@ -226,8 +245,10 @@ pub fn render_svg(runs: &[(String, Timeline)]) -> String {
         );
         x += 40.0 + 7.5 * mode.len() as f64;
     }
+}
 
-    let top = 40.0 + legend_height + 20.0;
+/// The load panel at `top`: the first run's load, and what each mode read.
+fn load_panel(out: &mut String, runs: &[(String, Timeline)], top: f64, t_max: f64) {
     let load_max = runs
         .iter()
         .flat_map(|(_, t)| t.rows.iter().map(|r| r.source_rate.max(r.read_per_s)))
@@ -239,7 +260,7 @@ pub fn render_svg(runs: &[(String, Timeline)]) -> String {
         t_max,
     };
     load.frame(
-        &mut out,
+        out,
         "load (black) and records read per second (dashed, per mode)",
         false,
     );
@@ -248,54 +269,59 @@ pub fn render_svg(runs: &[(String, Timeline)]) -> String {
             .into_iter()
             .map(|i| (t.rows[i].t_ms as f64 / 1000.0, t.rows[i].source_rate))
             .collect();
-        load.line(&mut out, &pts, "#000", false, false);
+        load.line(out, &pts, "#000", false, false);
     }
     for (i, (_, t)) in runs.iter().enumerate() {
         let pts: Vec<(f64, f64)> = sample(t.rows.len())
             .into_iter()
             .map(|k| (t.rows[k].t_ms as f64 / 1000.0, t.rows[k].read_per_s))
             .collect();
-        load.line(&mut out, &pts, COLORS[i % COLORS.len()], true, false);
+        load.line(out, &pts, COLORS[i % COLORS.len()], true, false);
     }
+}
 
-    for (n, &v) in panels.iter().enumerate() {
-        let ptop = top + LOAD_HEIGHT + GAP + n as f64 * (PANEL_HEIGHT + GAP);
-        let p_max = runs
-            .iter()
-            .flat_map(|(_, t)| {
-                t.rows
-                    .iter()
-                    .filter_map(|r| r.vertices.get(v).map(|x| f64::from(x.parallelism)))
+/// The parallelism panel of vertex `v` (named `id`) at `top`, one step line per mode.
+fn parallelism_panel(
+    out: &mut String,
+    runs: &[(String, Timeline)],
+    v: usize,
+    id: &str,
+    top: f64,
+    t_max: f64,
+) {
+    let p_max = runs
+        .iter()
+        .flat_map(|(_, t)| {
+            t.rows
+                .iter()
+                .filter_map(|r| r.vertices.get(v).map(|x| f64::from(x.parallelism)))
+        })
+        .fold(1.0, f64::max);
+    // Headroom above the highest value, rounded so that the middle tick is an integer.
+    let step = if p_max * 1.1 > 20.0 { 10.0 } else { 2.0 };
+    let y_max = (p_max * 1.1 / step).ceil() * step;
+    let panel = Panel {
+        top,
+        height: PANEL_HEIGHT,
+        y_max,
+        t_max,
+    };
+    panel.frame(out, &format!("parallelism of {id}"), true);
+    for (i, (_, t)) in runs.iter().enumerate() {
+        let pts: Vec<(f64, f64)> = sample(t.rows.len())
+            .into_iter()
+            .filter_map(|k| {
+                t.rows[k]
+                    .vertices
+                    .get(v)
+                    .map(|x| (t.rows[k].t_ms as f64 / 1000.0, f64::from(x.parallelism)))
             })
-            .fold(1.0, f64::max);
-        // Headroom above the highest value, rounded so that the middle tick is an integer.
-        let step = if p_max * 1.1 > 20.0 { 10.0 } else { 2.0 };
-        let y_max = (p_max * 1.1 / step).ceil() * step;
-        let panel = Panel {
-            top: ptop,
-            height: PANEL_HEIGHT,
-            y_max,
-            t_max,
-        };
-        panel.frame(&mut out, &format!("parallelism of {}", vertex_ids[v]), true);
-        for (i, (_, t)) in runs.iter().enumerate() {
-            let pts: Vec<(f64, f64)> = sample(t.rows.len())
-                .into_iter()
-                .filter_map(|k| {
-                    t.rows[k]
-                        .vertices
-                        .get(v)
-                        .map(|x| (t.rows[k].t_ms as f64 / 1000.0, f64::from(x.parallelism)))
-                })
-                .collect();
-            // Nudge each mode by a pixel or two so equal parallelisms do not hide each other.
-            let nudge = 1.5 * i as f64 * panel.y_max / PANEL_HEIGHT;
-            let pts: Vec<(f64, f64)> = pts.into_iter().map(|(t, p)| (t, p - nudge)).collect();
-            panel.line(&mut out, &pts, COLORS[i % COLORS.len()], false, true);
-        }
+            .collect();
+        // Nudge each mode by a pixel or two so equal parallelisms do not hide each other.
+        let nudge = 1.5 * i as f64 * panel.y_max / PANEL_HEIGHT;
+        let pts: Vec<(f64, f64)> = pts.into_iter().map(|(t, p)| (t, p - nudge)).collect();
+        panel.line(out, &pts, COLORS[i % COLORS.len()], false, true);
     }
-    out.push_str("</svg>\n");
-    out
 }
 
 /// Writes the chart of `runs` (mode name, timeline) to `path`.

@@ -108,9 +108,9 @@ pub struct RestartSpec {
     pub per_gib_ms: i64,
 }
 
-/// A validated job.
+/// A validated simulated job: everything a job file describes, ready to run.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct JobSpec {
+pub struct SimulatedJobSpec {
     /// Job name.
     pub name: String,
     /// Seed of every random choice.
@@ -127,7 +127,7 @@ pub struct JobSpec {
     pub restart: RestartSpec,
 }
 
-impl JobSpec {
+impl SimulatedJobSpec {
     /// Index of the vertex with `id`.
     pub fn vertex_index(&self, id: &str) -> Option<usize> {
         self.vertices.iter().position(|v| v.id == id)

@@ -71,46 +71,8 @@ impl Summary {
         let pending: Vec<f64> = running.iter().map(|r| r.pending as f64).collect();
         let lags: Vec<f64> = running.iter().map(|r| r.lag_s()).collect();
 
-        let mut changes: Vec<usize> = Vec::new();
-        let mut level = rows.first().map_or(0.0, |r| r.source_rate);
-        for (i, r) in rows.iter().enumerate().skip(1) {
-            if (r.source_rate - level).abs() > LOAD_CHANGE * level.max(1.0) {
-                changes.push(i);
-                level = r.source_rate;
-            }
-        }
-        let convergence = changes
-            .iter()
-            .enumerate()
-            .map(|(n, &c)| {
-                let end = changes.get(n + 1).copied().unwrap_or(rows.len());
-                let last_unsettled = (c..end)
-                    .rev()
-                    .find(|&k| !settled(k.checked_sub(1).map(|p| &rows[p]), &rows[k]));
-                let converged = match last_unsettled {
-                    None => Some(0.0),
-                    Some(k) if k + 1 < end => Some((k + 1 - c) as f64 * tick_s),
-                    Some(_) => None,
-                };
-                (rows[c].t_ms as f64 / 1000.0, converged)
-            })
-            .collect();
-
-        let skew = (0..timeline.vertex_ids.len())
-            .map(|v| {
-                let busy: Vec<f64> = running
-                    .iter()
-                    .filter(|r| !r.restarting && r.vertices[v].records_in_per_s > 0.0)
-                    .map(|r| r.vertices[v].skew)
-                    .collect();
-                if busy.is_empty() {
-                    1.0
-                } else {
-                    busy.iter().sum::<f64>() / busy.len() as f64
-                }
-            })
-            .fold(1.0, f64::max);
-
+        let convergence = convergence(rows, &load_changes(rows), tick_s);
+        let skew = skew(timeline.vertex_ids.len(), &running);
         Summary {
             duration_s: rows.len() as f64 * tick_s,
             records_processed: rows
@@ -147,74 +109,66 @@ impl Summary {
     }
 }
 
+/// The rows at which the load changed: the source rate moved by more than [`LOAD_CHANGE`] from
+/// its level at the previous change.
+fn load_changes(rows: &[TimelineRow]) -> Vec<usize> {
+    let mut changes: Vec<usize> = Vec::new();
+    let mut level = rows.first().map_or(0.0, |r| r.source_rate);
+    for (i, r) in rows.iter().enumerate().skip(1) {
+        if (r.source_rate - level).abs() > LOAD_CHANGE * level.max(1.0) {
+            changes.push(i);
+            level = r.source_rate;
+        }
+    }
+    changes
+}
+
+/// For each load change (row index in `changes`): its time in seconds, and how long the run
+/// took to settle after it, or `None` if it had not settled by the next change or the end.
+fn convergence(rows: &[TimelineRow], changes: &[usize], tick_s: f64) -> Vec<(f64, Option<f64>)> {
+    changes
+        .iter()
+        .enumerate()
+        .map(|(n, &c)| {
+            let end = changes.get(n + 1).copied().unwrap_or(rows.len());
+            let last_unsettled = (c..end)
+                .rev()
+                .find(|&k| !settled(k.checked_sub(1).map(|p| &rows[p]), &rows[k]));
+            let converged = match last_unsettled {
+                None => Some(0.0),
+                Some(k) if k + 1 < end => Some((k + 1 - c) as f64 * tick_s),
+                Some(_) => None,
+            };
+            (rows[c].t_ms as f64 / 1000.0, converged)
+        })
+        .collect()
+}
+
+/// The skew of the most skewed of `vertices` vertices: per vertex, the mean of its per-tick skew
+/// over the running ticks in which it took records (1 when it never did).
+fn skew(vertices: usize, running: &[&TimelineRow]) -> f64 {
+    (0..vertices)
+        .map(|v| {
+            let busy: Vec<f64> = running
+                .iter()
+                .filter(|r| !r.restarting && r.vertices[v].records_in_per_s > 0.0)
+                .map(|r| r.vertices[v].skew)
+                .collect();
+            if busy.is_empty() {
+                1.0
+            } else {
+                busy.iter().sum::<f64>() / busy.len() as f64
+            }
+        })
+        .fold(1.0, f64::max)
+}
+
 /// Formats one metric of a summary for the comparison table.
 type Cell = Box<dyn Fn(&Summary) -> String>;
 
 /// The summaries of several runs (one per mode) side by side, one metric per line.
 pub fn render_comparison_table(summaries: &[(String, Summary)]) -> String {
-    // A few load changes are listed one by one; many (a diurnal day) are condensed so that
-    // the table stays readable: the median time to converge and how often it never did.
-    let fmt_conv = |s: &Summary| {
-        if s.convergence.is_empty() {
-            return "-".to_string();
-        }
-        if s.convergence.len() <= 4 {
-            return s
-                .convergence
-                .iter()
-                .map(|(_, c)| c.map_or("never".to_string(), |c| format!("{c:.0}s")))
-                .collect::<Vec<_>>()
-                .join(" ");
-        }
-        let mut settled: Vec<f64> = s.convergence.iter().filter_map(|(_, c)| *c).collect();
-        settled.sort_by(f64::total_cmp);
-        let never = s.convergence.len() - settled.len();
-        let median = settled
-            .get(settled.len() / 2)
-            .map_or("-".to_string(), |m| format!("{m:.0}s"));
-        format!(
-            "{} changes, median {median}, {never} never",
-            s.convergence.len()
-        )
-    };
-    let metrics: Vec<(&str, Cell)> = vec![
-        (
-            "records processed",
-            Box::new(|s| s.records_processed.to_string()),
-        ),
-        (
-            "max pending records",
-            Box::new(|s| s.max_pending.to_string()),
-        ),
-        (
-            "p99 pending records",
-            Box::new(|s| s.p99_pending.to_string()),
-        ),
-        ("max lag (s)", Box::new(|s| format!("{:.1}", s.max_lag_s))),
-        ("p99 lag (s)", Box::new(|s| format!("{:.1}", s.p99_lag_s))),
-        (
-            "subtask-seconds (cost)",
-            // `+ 0.0` turns the -0 of an empty run into 0.
-            Box::new(|s| format!("{:.0}", s.subtask_seconds + 0.0)),
-        ),
-        ("rescales", Box::new(|s| s.rescales.to_string())),
-        (
-            "time restarting (s)",
-            Box::new(|s| format!("{:.0}", s.restarting_s)),
-        ),
-        ("convergence after load changes", Box::new(fmt_conv)),
-        (
-            "skew (max/mean load)",
-            Box::new(|s| format!("{:.3}", s.skew)),
-        ),
-        (
-            "finished at (s)",
-            Box::new(|s| {
-                s.finished_at_s
-                    .map_or("-".to_string(), |t| format!("{t:.0}"))
-            }),
-        ),
-    ];
+    let metrics = comparison_metrics();
     let cells: Vec<Vec<String>> = metrics
         .iter()
         .map(|(_, f)| summaries.iter().map(|(_, s)| f(s)).collect())
@@ -256,4 +210,73 @@ pub fn render_comparison_table(summaries: &[(String, Summary)]) -> String {
         out.push('\n');
     }
     out
+}
+
+/// The convergence line of the comparison table. A few load changes are listed one by one;
+/// many (a diurnal day) are condensed so that the table stays readable: the median time to
+/// converge and how often it never did.
+fn convergence_cell(s: &Summary) -> String {
+    if s.convergence.is_empty() {
+        return "-".to_string();
+    }
+    if s.convergence.len() <= 4 {
+        return s
+            .convergence
+            .iter()
+            .map(|(_, c)| c.map_or("never".to_string(), |c| format!("{c:.0}s")))
+            .collect::<Vec<_>>()
+            .join(" ");
+    }
+    let mut settled: Vec<f64> = s.convergence.iter().filter_map(|(_, c)| *c).collect();
+    settled.sort_by(f64::total_cmp);
+    let never = s.convergence.len() - settled.len();
+    let median = settled
+        .get(settled.len() / 2)
+        .map_or("-".to_string(), |m| format!("{m:.0}s"));
+    format!(
+        "{} changes, median {median}, {never} never",
+        s.convergence.len()
+    )
+}
+
+/// The rows of the comparison table: a label and how to format that metric of a run.
+fn comparison_metrics() -> Vec<(&'static str, Cell)> {
+    vec![
+        (
+            "records processed",
+            Box::new(|s| s.records_processed.to_string()),
+        ),
+        (
+            "max pending records",
+            Box::new(|s| s.max_pending.to_string()),
+        ),
+        (
+            "p99 pending records",
+            Box::new(|s| s.p99_pending.to_string()),
+        ),
+        ("max lag (s)", Box::new(|s| format!("{:.1}", s.max_lag_s))),
+        ("p99 lag (s)", Box::new(|s| format!("{:.1}", s.p99_lag_s))),
+        (
+            "subtask-seconds (cost)",
+            // `+ 0.0` turns the -0 of an empty run into 0.
+            Box::new(|s| format!("{:.0}", s.subtask_seconds + 0.0)),
+        ),
+        ("rescales", Box::new(|s| s.rescales.to_string())),
+        (
+            "time restarting (s)",
+            Box::new(|s| format!("{:.0}", s.restarting_s)),
+        ),
+        ("convergence after load changes", Box::new(convergence_cell)),
+        (
+            "skew (max/mean load)",
+            Box::new(|s| format!("{:.3}", s.skew)),
+        ),
+        (
+            "finished at (s)",
+            Box::new(|s| {
+                s.finished_at_s
+                    .map_or("-".to_string(), |t| format!("{t:.0}"))
+            }),
+        ),
+    ]
 }

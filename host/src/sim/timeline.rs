@@ -6,7 +6,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use super::error::SimError;
-use super::spec::{JobSpec, VertexKind};
+use super::spec::{SimulatedJobSpec, VertexKind};
 
 /// One vertex in one tick.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -73,7 +73,7 @@ pub struct Timeline {
 
 impl Timeline {
     /// An empty timeline for `spec`.
-    pub fn new(spec: &JobSpec) -> Timeline {
+    pub fn new(spec: &SimulatedJobSpec) -> Timeline {
         Timeline {
             job: spec.name.clone(),
             tick_ms: spec.tick_ms,
