@@ -284,6 +284,58 @@ fn the_realizer_refuses_a_job_that_is_not_running() {
     );
 }
 
+/// A realizer on a job whose details are `details`, asked to rescale COST to 4 (a change): the
+/// error, after checking that no PUT was sent.
+fn rescale_refused(details: &str) -> EngineError {
+    let fake = FakeFlink::start();
+    fake.json(&format!("GET /jobs/{JOB}"), details);
+    let current = requirements_json(&[(SRC, 1), (COST, 1), (COUNT, 1), (SINK, 1)]);
+    fake.json(&format!("GET /jobs/{JOB}/resource-requirements"), &current);
+    fake.json(&format!("PUT /jobs/{JOB}/resource-requirements"), "{}");
+    let err = FlinkRealizer::new(client(&fake), JOB)
+        .rescale(&[(COST.to_string(), 4)].into())
+        .unwrap_err();
+    assert_eq!(
+        fake.count("PUT", &format!("/jobs/{JOB}/resource-requirements")),
+        0,
+        "nothing is sent to a job that may not run the adaptive scheduler"
+    );
+    err
+}
+
+#[test]
+fn the_realizer_refuses_a_job_on_another_scheduler() {
+    let default = DETAILS.replacen(
+        "\"schedulerType\": \"Adaptive\"",
+        "\"schedulerType\": \"Default\"",
+        1,
+    );
+    assert_ne!(default, DETAILS, "fixture changed");
+    let err = rescale_refused(&default);
+    assert!(
+        matches!(err, EngineError::Unsupported(ref m) if m.contains("adaptive scheduler") && m.contains("Default")),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_realizer_refuses_a_job_whose_scheduler_is_not_reported() {
+    let mut details: serde_json::Value = serde_json::from_str(DETAILS).unwrap();
+    assert!(
+        details
+            .as_object_mut()
+            .unwrap()
+            .remove("schedulerType")
+            .is_some(),
+        "fixture changed"
+    );
+    let err = rescale_refused(&details.to_string());
+    assert!(
+        matches!(err, EngineError::Unsupported(ref m) if m.contains("no schedulerType")),
+        "{err}"
+    );
+}
+
 #[test]
 fn discovery_lists_running_jobs_or_the_given_one() {
     let fake = FakeFlink::start();
