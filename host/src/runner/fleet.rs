@@ -35,6 +35,17 @@ pub struct RunOptions<'a> {
     pub store: &'a Mutex<Box<dyn StateStore + Send>>,
 }
 
+/// A job on a virtual clock (a simulation or a recording) that was stopped, by Ctrl-C, before
+/// the end of its time: its results cover only the time up to `at_ms`, which a reader of the
+/// summary has to be told.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Interrupted {
+    /// The last instant that was stepped (engine time, ms).
+    pub at_ms: i64,
+    /// The instant the run would have ended at (engine time, ms).
+    pub end_ms: i64,
+}
+
 /// How one job's run went.
 #[derive(Debug, Clone)]
 pub struct JobRun {
@@ -50,6 +61,9 @@ pub struct JobRun {
     pub error: Option<String>,
     /// A simulated job's timeline and summary.
     pub simulation: Option<(Timeline, Summary)>,
+    /// Set when the job's virtual time was cut short by a stop (Ctrl-C). Wall-clock jobs run
+    /// until stopped, so a stop is their normal end and never sets it.
+    pub interrupted: Option<Interrupted>,
 }
 
 /// Why a job's run has no result when its thread panicked.
@@ -65,6 +79,7 @@ impl JobRun {
             failed_steps: 1,
             error: Some(error.into()),
             simulation: None,
+            interrupted: None,
         }
     }
 }
@@ -147,16 +162,17 @@ fn run_simulation(
         &job.settings,
         interval_ms,
     );
-    let (steps, failed_steps) = drive(&mut runner, Some(duration), options, sink);
+    let driven = drive(&mut runner, Some(duration), options, sink);
     let timeline = runner.engine().timeline();
     let summary = Summary::from_timeline(&timeline);
     JobRun {
         name: name.clone(),
         mode: job.alignment.mode_id(),
-        steps,
-        failed_steps,
+        steps: driven.steps,
+        failed_steps: driven.failed,
         error: None,
         simulation: Some((timeline, summary)),
+        interrupted: driven.interrupted,
     }
 }
 
@@ -186,14 +202,15 @@ fn run_engines(
                     if let Ok(store) = options.store.lock() {
                         runner.restore(store.as_ref(), wall_ms());
                     }
-                    let (steps, failed_steps) = drive(&mut runner, None, options, sink);
+                    let driven = drive(&mut runner, None, options, sink);
                     JobRun {
                         name: label,
                         mode: job.alignment.mode_id(),
-                        steps,
-                        failed_steps,
+                        steps: driven.steps,
+                        failed_steps: driven.failed,
                         error: None,
                         simulation: None,
+                        interrupted: driven.interrupted,
                     }
                 });
                 (name, handle)
@@ -210,27 +227,43 @@ fn run_engines(
     })
 }
 
-/// Steps a runner until its time is up, it finishes, or the fleet is stopped. Returns how many
-/// steps ran and how many of them failed.
+/// What driving one runner came to.
+struct Driven {
+    /// Steps that ran.
+    steps: usize,
+    /// Steps that failed.
+    failed: usize,
+    /// A virtual clock stopped before its end.
+    interrupted: Option<Interrupted>,
+}
+
+/// Steps a runner until its time is up, it finishes, or the fleet is stopped.
 fn drive<E: Engine>(
     runner: &mut JobRunner<E>,
     simulated: Option<Duration>,
     options: &RunOptions<'_>,
     sink: &(dyn Fn(&CycleReport) + Sync),
-) -> (usize, usize) {
+) -> Driven {
     let mut tally = Tally {
         steps: 0,
         failed: 0,
         sink,
     };
-    match runner.engine().clock() {
+    let interrupted = match runner.engine().clock() {
         Clock::Virtual { start_ms, end_ms } => {
             let end = virtual_end(start_ms, end_ms, simulated);
-            drive_virtual(runner, start_ms, end, options, &mut tally);
+            drive_virtual(runner, start_ms, end, options, &mut tally)
         }
-        Clock::Wall => drive_wall(runner, options, &mut tally),
+        Clock::Wall => {
+            drive_wall(runner, options, &mut tally);
+            None
+        }
+    };
+    Driven {
+        steps: tally.steps,
+        failed: tally.failed,
+        interrupted,
     }
-    (tally.steps, tally.failed)
 }
 
 /// Counts one runner's steps, and those that failed, while passing its reports on.
@@ -269,25 +302,33 @@ fn virtual_end(start_ms: i64, end_ms: Option<i64>, simulated: Option<Duration>) 
 }
 
 /// Steps back to back from `start_ms` to `end` in engine time: nothing waits for real time.
+/// Returns where it stopped when the fleet was stopped with time left to run.
 fn drive_virtual<E: Engine>(
     runner: &mut JobRunner<E>,
     start_ms: i64,
     end: i64,
     options: &RunOptions<'_>,
     tally: &mut Tally<'_>,
-) {
+) -> Option<Interrupted> {
     let step_ms = runner.step_ms();
     let mut now = start_ms;
+    let mut reached = start_ms;
     while now <= end && !runner.is_finished() && !options.stop.load(Ordering::Relaxed) {
         if let Some(mut report) = runner.step(now, Vec::new()) {
             report.virtual_clock = true;
             tally.account(&report);
         }
+        reached = now;
         if options.once {
-            break;
+            return None;
         }
         now += step_ms;
     }
+    let cut_short = now <= end && !runner.is_finished() && options.stop.load(Ordering::Relaxed);
+    cut_short.then_some(Interrupted {
+        at_ms: reached,
+        end_ms: end,
+    })
 }
 
 /// Steps on the wall clock, persisting the job's state after every step, until the run's
@@ -409,6 +450,58 @@ mod tests {
         fn clock(&self) -> Clock {
             Clock::Wall
         }
+    }
+
+    /// A fleet of one simulated job (the diurnal example) with a 1 min interval.
+    fn simulated_plan() -> FleetPlan {
+        let job = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/jobs/diurnal.toml");
+        let text = format!(
+            "[host]\ninterval = \"1min\"\n[[jobs]]\nname = \"sim\"\njob = {:?}\n",
+            job.display().to_string()
+        );
+        let fleet = parse_fleet(Path::new("fleet.toml"), &text).expect("a valid fleet");
+        plan_fleet(fleet, &NoCustomModes).expect("a valid plan")
+    }
+
+    #[test]
+    fn a_stopped_simulation_says_where_it_stopped() {
+        let plan = simulated_plan();
+        let stop = AtomicBool::new(false);
+        let store: Mutex<Box<dyn StateStore + Send>> =
+            Mutex::new(Box::new(InMemoryStateStore::new()));
+        let options = RunOptions {
+            once: false,
+            wall_duration: None,
+            simulated_duration: Some(Duration::from_secs(3600)),
+            stop: &stop,
+            store: &store,
+        };
+        // Ctrl-C arrives while the step at 10 min is being reported.
+        let runs = run_fleet(&plan, &options, &|report| {
+            if report.at_ms == 600_000 {
+                stop.store(true, Ordering::Relaxed);
+            }
+        });
+        assert_eq!(
+            runs[0].interrupted,
+            Some(Interrupted {
+                at_ms: 600_000,
+                end_ms: 3_600_000
+            })
+        );
+        // Steps at 0, 1, ..., 10 min ran; the summary covers them.
+        assert_eq!(runs[0].steps, 11);
+        assert!(runs[0].simulation.is_some());
+
+        // Run to its end, the same job is not interrupted.
+        let stop = AtomicBool::new(false);
+        let options = RunOptions {
+            stop: &stop,
+            ..options
+        };
+        let runs = run_fleet(&plan, &options, &|_| {});
+        assert_eq!(runs[0].interrupted, None);
+        assert_eq!(runs[0].steps, 61, "0 to 60 min, both ends included");
     }
 
     #[test]
