@@ -59,6 +59,9 @@ struct JobSummary<'a> {
     /// The simulated time a job stopped at when Ctrl-C cut its run short.
     #[serde(skip_serializing_if = "Option::is_none")]
     interrupted_at_ms: Option<i64>,
+    /// The engine no longer knew the job when its run ended.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    gone: bool,
 }
 
 /// Runs `flowscale run`.
@@ -216,13 +219,14 @@ fn run_printing(
     runs
 }
 
-/// Prints the end-of-run summary; true if a job could not run or (with `--once`) a step failed.
-/// Over a long run a failed step is an event, counted in the summary, not a failure of the run.
+/// Prints the end-of-run summary; true if a job could not run or (with `--once`, a check) a
+/// step failed or a job is gone. Over a long run a failed step is an event, counted in the
+/// summary, not a failure of the run, and a job deleted from its cluster is a `JobGone` event.
 fn report_runs(runs: &[JobRun], json: bool, once: bool) -> bool {
     let mut out = std::io::stdout().lock();
     let mut failed = false;
     for run in runs {
-        failed |= run.error.is_some() || (once && run.failed_steps > 0);
+        failed |= run.error.is_some() || (once && (run.failed_steps > 0 || run.gone));
         if json {
             let summary = JobSummary {
                 job: &run.name,
@@ -232,6 +236,7 @@ fn report_runs(runs: &[JobRun], json: bool, once: bool) -> bool {
                 error: run.error.as_deref(),
                 summary: run.simulation.as_ref().map(|(_, s)| s),
                 interrupted_at_ms: run.interrupted.map(|i| i.at_ms),
+                gone: run.gone,
             };
             let _ = serde_json::to_writer(
                 &mut out,
@@ -260,8 +265,16 @@ fn report_runs(runs: &[JobRun], json: bool, once: bool) -> bool {
         {
             let _ = writeln!(
                 out,
-                "{} [{}]: {} step(s), {} failed",
-                run.name, run.mode, run.steps, run.failed_steps
+                "{} [{}]: {} step(s), {} failed{}",
+                run.name,
+                run.mode,
+                run.steps,
+                run.failed_steps,
+                if run.gone {
+                    ", gone from the cluster"
+                } else {
+                    ""
+                }
             );
         }
     }
