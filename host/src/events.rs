@@ -25,6 +25,9 @@ pub enum EventReason {
     MemoryPressure,
     /// An engine could not be reached or refused a request.
     EngineError,
+    /// The engine no longer knows the job (deleted from the cluster): its loop stops, or, when
+    /// the fleet names the job by id, waits for a job with that id to come back.
+    JobGone,
     /// Any other error of a cycle.
     AutoscalerError,
 }
@@ -42,6 +45,7 @@ impl EventReason {
             EventReason::ModeFallback => "ModeFallback",
             EventReason::MemoryPressure => "MemoryPressure",
             EventReason::EngineError => "EngineError",
+            EventReason::JobGone => "JobGone",
             EventReason::AutoscalerError => "AutoscalerError",
         }
     }

@@ -118,6 +118,10 @@ fn backlog_scale_up_then_delayed_scale_down() {
     assert_eq!(out.stage, CycleStage::Scaled);
     assert_eq!(out.decision, Some(map(3)));
     assert_eq!(value(out, SINK, ScalingMetric::TargetDataRate).1, 600.0);
+    // Thresholds, rounded half up, with no lag (catch-up rate 0): scale-up at utilization.max
+    // without the restart term, 600 / 0.9 = 666.7 -> 667; scale-down at utilization.min with
+    // it, 600 / 0.7 + 600 * restart 1 s / catch-up 2 s = 857.1 + 300 = 1157.1 -> 1157. The
+    // expected processing rate at 3 of 4 subtasks is TPR 2000 * 3 / 4 = 1500.
     assert_eq!(
         value(out, SINK, ScalingMetric::ScaleUpRateThreshold).0,
         667.0

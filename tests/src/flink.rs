@@ -12,9 +12,25 @@ pub fn flink_dir() -> PathBuf {
     workspace_root().join("flink")
 }
 
-/// True when the tests against a real cluster are asked for (`FLOWSCALE_FLINK_E2E=1`).
-pub fn enabled() -> bool {
-    std::env::var("FLOWSCALE_FLINK_E2E").is_ok_and(|v| v == "1")
+/// Panics unless the tests against a real cluster are asked for with `FLOWSCALE_FLINK_E2E=1`.
+///
+/// Those tests are `#[ignore]`d, so they only run when asked for (`--ignored`, or by name); the
+/// variable is the second key, because they fetch about 330 MB and start two JVMs. Without it
+/// they fail, saying what is missing: a test that returns early would be counted as passed
+/// without having tested anything.
+pub fn require_enabled() {
+    let value = std::env::var("FLOWSCALE_FLINK_E2E");
+    if value.as_deref() != Ok("1") {
+        panic!(
+            "this test drives a real Flink cluster and needs FLOWSCALE_FLINK_E2E=1 (found {}); \
+             it fetches about 330 MB once and needs Java 17, pip, unzip and curl (see \
+             flink/README.md)",
+            match &value {
+                Ok(v) => format!("FLOWSCALE_FLINK_E2E={v:?}"),
+                Err(_) => "it unset".to_string(),
+            }
+        );
+    }
 }
 
 /// Runs a script of `flink/` and returns the last line of its output; panics with its output

@@ -518,11 +518,51 @@ mod tests {
             }
         }
         let settled_at = settled_at.expect("the limit settles at the capacity");
-        // Measured: the backpressured batch drops the limit to 866.6 (ki * 2/3 of the
-        // processing rate below it), the 2000 buffered records drain at the 13% headroom, and
-        // the limit is within 5% of the capacity after batch 18 and exactly at it from 19 on.
-        assert_eq!(settled_at, 18, "settled after {settled_at} batches");
+        let expected = buffered_settling_batch(capacity, buffer, offered, 0.2);
+        assert_eq!(settled_at, expected, "settled after {settled_at} batches");
         assert_eq!(rc.rate_limit(), Some(capacity));
         assert_eq!(queued, 0.0);
+    }
+
+    /// The batch after which the limit of [`closed_loop_with_an_internal_buffer_settles_and_drains`]
+    /// is within 5% of `capacity` with the buffer empty, derived from the PID formula
+    /// `new = latest - kp * (latest - processing) - ki * scheduling * processing / interval`
+    /// (kp = 1, kd = 0, interval 1 s, so each batch is one second and rates are per batch):
+    ///
+    /// 1. Batch 1: the empty buffer takes `capacity + buffer` (= `offered` here, no wait); the
+    ///    first valid batch only records its processing rate, `offered`: no limit yet.
+    /// 2. Batch 2: the buffer is full, so the sources get in only what the bottleneck drained,
+    ///    `capacity`, and wait `1 - capacity / offered` of the batch (scheduling delay
+    ///    `round(1000 * (1 - 1000 / 3000)) = 667` ms). Processing rate `capacity`, so
+    ///    `limit = offered - (offered - capacity) - ki * 667 * capacity / 1000`
+    ///    `= 1000 - 0.2 * 667 = 866.6`.
+    /// 3. From batch 3 on the queue is not empty: the bottleneck is busy the whole batch and the
+    ///    processing rate is what the sources admitted, `round(866.6) = 867` records per second.
+    ///    kp = 1 sets the limit to it: 867. Batch 3 drains `capacity - 866.6 = 133.4` of the
+    ///    queue (left: `buffer - 133.4 = 1866.6`), each later batch `capacity - 867 = 133`.
+    /// 4. A batch drains a full 133 while the queue at its start is at least 133: that is
+    ///    `floor(1866.6 / 133) = 14` batches (4 to 17), leaving `1866.6 - 14 * 133 = 4.6`.
+    /// 5. The next batch (18) processes `4.6 + 867 = 871.6` records in `round(871.6) = 872` ms:
+    ///    processing rate `867 / 0.872 = 994.3`, the new limit, within 5% of 1000, and the queue
+    ///    is empty. (Batch 19 then admits 994 records in 994 ms: the limit is exactly 1000.)
+    fn buffered_settling_batch(capacity: f64, buffer: f64, offered: f64, ki: f64) -> i64 {
+        assert_eq!(
+            capacity + buffer,
+            offered,
+            "batch 1 fills the buffer exactly"
+        );
+        let waited_ms = (1000.0 * (1.0 - capacity / offered)).round();
+        let first_limit = capacity - ki * waited_ms * capacity / 1000.0;
+        let held = first_limit.round();
+        let left_after_3 = buffer - (capacity - first_limit);
+        let full_drains = (left_after_3 / (capacity - held)).floor();
+        let remainder = left_after_3 - full_drains * (capacity - held);
+        let draining_ms = (1000.0 * (remainder + held) / capacity).round();
+        let limit = held / draining_ms * 1000.0;
+        assert!(
+            (limit - capacity).abs() <= 0.05 * capacity,
+            "the draining batch already brings the limit within 5%: {limit}"
+        );
+        3 + full_drains as i64 + 1
     }
 }

@@ -7,3 +7,9 @@ pub const OK: u8 = 0;
 pub const FAILED: u8 = 1;
 /// The command line was wrong (clap's own code for usage errors).
 pub const USAGE: u8 = 2;
+/// A simulated run (`run` on simulated or replayed jobs, `simulate`) was stopped by Ctrl-C
+/// before its simulated time was over: 128 + 2 (SIGINT), what a shell reports for a command
+/// that Ctrl-C ended. The partial summary is still printed, and stderr says at which simulated
+/// time each job stopped, so the numbers are not mistaken for a full run. Stopping wall-clock
+/// jobs (Flink) with Ctrl-C is their normal end and exits with `OK`.
+pub const INTERRUPTED: u8 = 130;

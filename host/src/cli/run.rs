@@ -12,7 +12,9 @@ use super::catalog::{load_catalog, plugins_dir};
 use super::exit_codes;
 use crate::config::{DurationError, load_fleet, parse_duration};
 use crate::plan::{FleetPlan, plan_fleet};
-use crate::runner::{CycleReport, JobRun, Printer, RunOptions, run_fleet};
+use crate::runner::{
+    CycleReport, Interrupted, JobRun, Printer, RunOptions, format_time, run_fleet,
+};
 use crate::sim::{Summary, render_comparison_table};
 use crate::state::{FileStateStore, InMemoryStateStore, StateStore};
 
@@ -54,6 +56,12 @@ struct JobSummary<'a> {
     failed_steps: usize,
     error: Option<&'a str>,
     summary: Option<&'a Summary>,
+    /// The simulated time a job stopped at when Ctrl-C cut its run short.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    interrupted_at_ms: Option<i64>,
+    /// The engine no longer knew the job when its run ended.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    gone: bool,
 }
 
 /// Runs `flowscale run`.
@@ -87,11 +95,38 @@ pub fn exec(args: RunArgs) -> u8 {
     };
     let runs = run_printing(&plan, &options, args.json, args.verbose);
     let failed = report_runs(&runs, args.json, args.once);
-    if failed {
+    if report_interrupted("flowscale run", &runs) {
+        exit_codes::INTERRUPTED
+    } else if failed {
         exit_codes::FAILED
     } else {
         exit_codes::OK
     }
+}
+
+/// Says on stderr, after the summary, which simulated jobs Ctrl-C stopped and at what
+/// simulated time, so the partial summary is not taken for a full run; true if any was.
+pub(super) fn report_interrupted(command: &str, runs: &[JobRun]) -> bool {
+    let stopped: Vec<(&str, Interrupted)> = runs
+        .iter()
+        .filter_map(|r| r.interrupted.map(|i| (r.name.as_str(), i)))
+        .collect();
+    if stopped.is_empty() {
+        return false;
+    }
+    for (job, at) in &stopped {
+        eprintln!(
+            "interrupted: {job} stopped at simulated time {} of {}; its summary covers only \
+             the time simulated so far",
+            format_time(at.at_ms),
+            format_time(at.end_ms)
+        );
+    }
+    eprintln!(
+        "{command} was interrupted (Ctrl-C) before the end of its simulated time; exit status {}",
+        exit_codes::INTERRUPTED
+    );
+    true
 }
 
 /// The fleet file, checked and planned with its plugins; every error and warning printed.
@@ -139,7 +174,7 @@ fn open_store(state_dir: Option<&Path>) -> Option<Box<dyn StateStore + Send>> {
 }
 
 /// A flag that Ctrl-C sets, so that every job stops at its next step.
-fn stop_on_ctrl_c() -> Arc<AtomicBool> {
+pub(super) fn stop_on_ctrl_c() -> Arc<AtomicBool> {
     let stop = Arc::new(AtomicBool::new(false));
     let handler_flag = Arc::clone(&stop);
     if let Err(err) = ctrlc::set_handler(move || {
@@ -184,13 +219,14 @@ fn run_printing(
     runs
 }
 
-/// Prints the end-of-run summary; true if a job could not run or (with `--once`) a step failed.
-/// Over a long run a failed step is an event, counted in the summary, not a failure of the run.
+/// Prints the end-of-run summary; true if a job could not run or (with `--once`, a check) a
+/// step failed or a job is gone. Over a long run a failed step is an event, counted in the
+/// summary, not a failure of the run, and a job deleted from its cluster is a `JobGone` event.
 fn report_runs(runs: &[JobRun], json: bool, once: bool) -> bool {
     let mut out = std::io::stdout().lock();
     let mut failed = false;
     for run in runs {
-        failed |= run.error.is_some() || (once && run.failed_steps > 0);
+        failed |= run.error.is_some() || (once && (run.failed_steps > 0 || run.gone));
         if json {
             let summary = JobSummary {
                 job: &run.name,
@@ -199,6 +235,8 @@ fn report_runs(runs: &[JobRun], json: bool, once: bool) -> bool {
                 failed_steps: run.failed_steps,
                 error: run.error.as_deref(),
                 summary: run.simulation.as_ref().map(|(_, s)| s),
+                interrupted_at_ms: run.interrupted.map(|i| i.at_ms),
+                gone: run.gone,
             };
             let _ = serde_json::to_writer(
                 &mut out,
@@ -227,8 +265,16 @@ fn report_runs(runs: &[JobRun], json: bool, once: bool) -> bool {
         {
             let _ = writeln!(
                 out,
-                "{} [{}]: {} step(s), {} failed",
-                run.name, run.mode, run.steps, run.failed_steps
+                "{} [{}]: {} step(s), {} failed{}",
+                run.name,
+                run.mode,
+                run.steps,
+                run.failed_steps,
+                if run.gone {
+                    ", gone from the cluster"
+                } else {
+                    ""
+                }
             );
         }
     }

@@ -4,7 +4,6 @@
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::sync::Mutex;
-use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -12,13 +11,15 @@ use serde::Serialize;
 
 use super::catalog::{load_catalog, plugins_dir};
 use super::exit_codes;
-use super::run::parse_duration_arg;
+use super::run::{parse_duration_arg, report_interrupted, stop_on_ctrl_c};
 use crate::alignment::{BuiltIn, ModeCatalog};
 use crate::config::{
     DEFAULT_INTERVAL, EngineSpec, FleetConfig, HostSettings, JobConfig, JobSpec, Origin,
 };
 use crate::plan::plan_fleet;
-use crate::runner::{CycleReport, DEFAULT_SIMULATED_DURATION, JobRun, RunOptions, run_fleet};
+use crate::runner::{
+    CycleReport, DEFAULT_SIMULATED_DURATION, JobRun, RunOptions, format_time, run_fleet,
+};
 use crate::sim::{Summary, plot_svg, render_comparison_table};
 use crate::state::{InMemoryStateStore, StateStore};
 
@@ -65,6 +66,9 @@ struct RunResult<'a> {
     resolved_mode: &'a str,
     error: Option<&'a str>,
     summary: Option<&'a Summary>,
+    /// The simulated time the run stopped at when Ctrl-C cut it short.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    interrupted_at_ms: Option<i64>,
 }
 
 /// The configuration that selects `mode`: a built-in name as is; anything else is taken as a
@@ -140,6 +144,15 @@ pub fn exec(args: SimulateArgs) -> u8 {
             return exit_codes::FAILED;
         }
     };
+    // Ctrl-C stops every run at its next step; what ran is still summarised, and said to be
+    // partial (see `report`).
+    let stop = stop_on_ctrl_c();
+    eprintln!(
+        "simulating {} for {} under {} (Ctrl-C stops early and reports what ran)",
+        args.job.display(),
+        format_time(i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)),
+        modes.join(", ")
+    );
     let progress = Progress::new(&modes, duration);
     let printer = Mutex::new(crate::runner::Printer::new(std::io::stderr(), false, false));
     let sink = |report: &CycleReport| {
@@ -152,7 +165,6 @@ pub fn exec(args: SimulateArgs) -> u8 {
             });
         }
     };
-    let stop = AtomicBool::new(false);
     let store: Mutex<Box<dyn StateStore + Send>> = Mutex::new(Box::new(InMemoryStateStore::new()));
     let options = RunOptions {
         once: false,
@@ -202,6 +214,7 @@ fn report(args: &SimulateArgs, runs: &[JobRun]) -> u8 {
                 resolved_mode: &r.mode,
                 error: r.error.as_deref(),
                 summary: r.simulation.as_ref().map(|(_, s)| s),
+                interrupted_at_ms: r.interrupted.map(|i| i.at_ms),
             })
             .collect();
         let written = serde_json::to_writer_pretty(
@@ -223,6 +236,9 @@ fn report(args: &SimulateArgs, runs: &[JobRun]) -> u8 {
         if writeln!(out, "{}", render_comparison_table(&summaries)).is_err() {
             return exit_codes::FAILED;
         }
+    }
+    if report_interrupted("flowscale simulate", runs) {
+        return exit_codes::INTERRUPTED;
     }
     status
 }

@@ -144,6 +144,11 @@ pub enum EngineError {
     /// The job is not in a state that allows the request (not running, restarting, ...).
     #[error("job not ready: {0}")]
     NotReady(String),
+    /// The engine no longer knows the job (Flink: HTTP 404 "Job ... not found", after it was
+    /// canceled and expired, or deleted). Unlike `NotReady` it will not pass by waiting, so the
+    /// loop reports it once and stops asking.
+    #[error("job gone: {0}")]
+    JobGone(String),
     /// The engine refused a request.
     #[error("engine refused the request: {0}")]
     Refused(String),

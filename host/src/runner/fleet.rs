@@ -5,6 +5,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use crate::config::EngineSpec;
 use crate::engine::{Clock, Engine};
 use crate::events::{Event, EventReason, Severity};
 use crate::plan::{FleetPlan, JobPlan};
@@ -35,6 +36,17 @@ pub struct RunOptions<'a> {
     pub store: &'a Mutex<Box<dyn StateStore + Send>>,
 }
 
+/// A job on a virtual clock (a simulation or a recording) that was stopped, by Ctrl-C, before
+/// the end of its time: its results cover only the time up to `at_ms`, which a reader of the
+/// summary has to be told.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Interrupted {
+    /// The last instant that was stepped (engine time, ms).
+    pub at_ms: i64,
+    /// The instant the run would have ended at (engine time, ms).
+    pub end_ms: i64,
+}
+
 /// How one job's run went.
 #[derive(Debug, Clone)]
 pub struct JobRun {
@@ -50,6 +62,11 @@ pub struct JobRun {
     pub error: Option<String>,
     /// A simulated job's timeline and summary.
     pub simulation: Option<(Timeline, Summary)>,
+    /// Set when the job's virtual time was cut short by a stop (Ctrl-C). Wall-clock jobs run
+    /// until stopped, so a stop is their normal end and never sets it.
+    pub interrupted: Option<Interrupted>,
+    /// The engine no longer knew the job when its run ended (a `JobGone` event said so).
+    pub gone: bool,
 }
 
 /// Why a job's run has no result when its thread panicked.
@@ -65,6 +82,8 @@ impl JobRun {
             failed_steps: 1,
             error: Some(error.into()),
             simulation: None,
+            interrupted: None,
+            gone: false,
         }
     }
 }
@@ -147,22 +166,27 @@ fn run_simulation(
         &job.settings,
         interval_ms,
     );
-    let (steps, failed_steps) = drive(&mut runner, Some(duration), options, sink);
+    let driven = drive(&mut runner, Some(duration), false, options, sink);
     let timeline = runner.engine().timeline();
     let summary = Summary::from_timeline(&timeline);
     JobRun {
         name: name.clone(),
         mode: job.alignment.mode_id(),
-        steps,
-        failed_steps,
+        steps: driven.steps,
+        failed_steps: driven.failed,
         error: None,
         simulation: Some((timeline, summary)),
+        interrupted: driven.interrupted,
+        gone: driven.gone,
     }
 }
 
 /// Drives every engine of one fleet entry, each on its own thread. A Flink entry without
 /// `job-id` covers every RUNNING job of the cluster, and a wall-clock job runs until the whole
 /// run ends: driven one after the other, the second job would wait for the first to stop.
+///
+/// A job the engine no longer knows stops its loop, unless the entry names it by `job-id`:
+/// the fleet asks for that job, so its loop waits for a job with that id to come back.
 fn run_engines(
     job: &JobPlan,
     engines: Vec<NamedEngine>,
@@ -170,6 +194,13 @@ fn run_engines(
     options: &RunOptions<'_>,
     sink: &(dyn Fn(&CycleReport) + Sync),
 ) -> Vec<JobRun> {
+    let named = matches!(
+        job.spec.engine,
+        EngineSpec::Flink {
+            job_id: Some(_),
+            ..
+        }
+    );
     std::thread::scope(|scope| {
         let handles: Vec<_> = engines
             .into_iter()
@@ -186,14 +217,16 @@ fn run_engines(
                     if let Ok(store) = options.store.lock() {
                         runner.restore(store.as_ref(), wall_ms());
                     }
-                    let (steps, failed_steps) = drive(&mut runner, None, options, sink);
+                    let driven = drive(&mut runner, None, named, options, sink);
                     JobRun {
                         name: label,
                         mode: job.alignment.mode_id(),
-                        steps,
-                        failed_steps,
+                        steps: driven.steps,
+                        failed_steps: driven.failed,
                         error: None,
                         simulation: None,
+                        interrupted: driven.interrupted,
+                        gone: driven.gone,
                     }
                 });
                 (name, handle)
@@ -210,27 +243,45 @@ fn run_engines(
     })
 }
 
-/// Steps a runner until its time is up, it finishes, or the fleet is stopped. Returns how many
-/// steps ran and how many of them failed.
+/// What driving one runner came to.
+struct Driven {
+    /// Steps that ran.
+    steps: usize,
+    /// Steps that failed.
+    failed: usize,
+    /// A virtual clock stopped before its end.
+    interrupted: Option<Interrupted>,
+    /// The engine no longer knew the job at the end.
+    gone: bool,
+}
+
+/// Steps a runner until its time is up, it finishes, the fleet is stopped, or its job is gone
+/// from the engine (unless `await_return`).
 fn drive<E: Engine>(
     runner: &mut JobRunner<E>,
     simulated: Option<Duration>,
+    await_return: bool,
     options: &RunOptions<'_>,
     sink: &(dyn Fn(&CycleReport) + Sync),
-) -> (usize, usize) {
+) -> Driven {
     let mut tally = Tally {
         steps: 0,
         failed: 0,
         sink,
     };
-    match runner.engine().clock() {
+    let (interrupted, gone) = match runner.engine().clock() {
         Clock::Virtual { start_ms, end_ms } => {
             let end = virtual_end(start_ms, end_ms, simulated);
-            drive_virtual(runner, start_ms, end, options, &mut tally);
+            drive_virtual(runner, start_ms, end, options, &mut tally)
         }
-        Clock::Wall => drive_wall(runner, options, &mut tally),
+        Clock::Wall => (None, drive_wall(runner, await_return, options, &mut tally)),
+    };
+    Driven {
+        steps: tally.steps,
+        failed: tally.failed,
+        interrupted,
+        gone,
     }
-    (tally.steps, tally.failed)
 }
 
 /// Counts one runner's steps, and those that failed, while passing its reports on.
@@ -269,44 +320,64 @@ fn virtual_end(start_ms: i64, end_ms: Option<i64>, simulated: Option<Duration>) 
 }
 
 /// Steps back to back from `start_ms` to `end` in engine time: nothing waits for real time.
+/// Returns where it stopped when the fleet was stopped with time left to run, and whether the
+/// engine lost the job (which ends the run: a virtual clock has nothing to wait for).
 fn drive_virtual<E: Engine>(
     runner: &mut JobRunner<E>,
     start_ms: i64,
     end: i64,
     options: &RunOptions<'_>,
     tally: &mut Tally<'_>,
-) {
+) -> (Option<Interrupted>, bool) {
     let step_ms = runner.step_ms();
     let mut now = start_ms;
+    let mut reached = start_ms;
     while now <= end && !runner.is_finished() && !options.stop.load(Ordering::Relaxed) {
         if let Some(mut report) = runner.step(now, Vec::new()) {
             report.virtual_clock = true;
             tally.account(&report);
+            if report.job_gone {
+                return (None, true);
+            }
         }
+        reached = now;
         if options.once {
-            break;
+            return (None, false);
         }
         now += step_ms;
     }
+    let cut_short = now <= end && !runner.is_finished() && options.stop.load(Ordering::Relaxed);
+    let interrupted = cut_short.then_some(Interrupted {
+        at_ms: reached,
+        end_ms: end,
+    });
+    (interrupted, false)
 }
 
 /// Steps on the wall clock, persisting the job's state after every step, until the run's
-/// duration is over, the job finishes or the fleet is stopped.
+/// duration is over, the job finishes, the fleet is stopped, or the engine lost the job.
+/// With `await_return` a lost job is asked for at every step until it is back (its `JobGone`
+/// event is repeated once per event interval only). Returns whether the job was gone at the
+/// end.
 fn drive_wall<E: Engine>(
     runner: &mut JobRunner<E>,
+    await_return: bool,
     options: &RunOptions<'_>,
     tally: &mut Tally<'_>,
-) {
+) -> bool {
     let step_ms = runner.step_ms();
     let started = Instant::now();
+    let mut gone = false;
     loop {
         let now = wall_ms();
         if let Some(report) = runner.step(now, Vec::new()) {
+            gone = report.job_gone;
             tally.account(&report);
         }
         persist(runner, options.store, now, tally);
         if options.once
             || runner.is_finished()
+            || (gone && !await_return)
             || options
                 .wall_duration
                 .is_some_and(|d| started.elapsed() >= d)
@@ -317,6 +388,7 @@ fn drive_wall<E: Engine>(
             break;
         }
     }
+    gone
 }
 
 /// Writes the runner's state into `store` and flushes it. A failure does not stop the job: it
@@ -408,6 +480,256 @@ mod tests {
     impl Engine for Unreachable {
         fn clock(&self) -> Clock {
             Clock::Wall
+        }
+    }
+
+    /// A fleet of one simulated job (the diurnal example) with a 1 min interval.
+    fn simulated_plan() -> FleetPlan {
+        let job = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/jobs/diurnal.toml");
+        let text = format!(
+            "[host]\ninterval = \"1min\"\n[[jobs]]\nname = \"sim\"\njob = {:?}\n",
+            job.display().to_string()
+        );
+        let fleet = parse_fleet(Path::new("fleet.toml"), &text).expect("a valid fleet");
+        plan_fleet(fleet, &NoCustomModes).expect("a valid plan")
+    }
+
+    #[test]
+    fn a_stopped_simulation_says_where_it_stopped() {
+        let plan = simulated_plan();
+        let stop = AtomicBool::new(false);
+        let store: Mutex<Box<dyn StateStore + Send>> =
+            Mutex::new(Box::new(InMemoryStateStore::new()));
+        let options = RunOptions {
+            once: false,
+            wall_duration: None,
+            simulated_duration: Some(Duration::from_secs(3600)),
+            stop: &stop,
+            store: &store,
+        };
+        // Ctrl-C arrives while the step at 10 min is being reported.
+        let runs = run_fleet(&plan, &options, &|report| {
+            if report.at_ms == 600_000 {
+                stop.store(true, Ordering::Relaxed);
+            }
+        });
+        assert_eq!(
+            runs[0].interrupted,
+            Some(Interrupted {
+                at_ms: 600_000,
+                end_ms: 3_600_000
+            })
+        );
+        // Steps at 0, 1, ..., 10 min ran; the summary covers them.
+        assert_eq!(runs[0].steps, 11);
+        assert!(runs[0].simulation.is_some());
+
+        // Run to its end, the same job is not interrupted.
+        let stop = AtomicBool::new(false);
+        let options = RunOptions {
+            stop: &stop,
+            ..options
+        };
+        let runs = run_fleet(&plan, &options, &|_| {});
+        assert_eq!(runs[0].interrupted, None);
+        assert_eq!(runs[0].steps, 61, "0 to 60 min, both ends included");
+    }
+
+    mod flink {
+        //! The loop on Flink jobs that restart or disappear, against the fake REST server.
+
+        use super::*;
+        use crate::alignment::JobAlignment;
+        use crate::config::JobConfig;
+        use crate::engine::flink::fake_server::{FakeFlink, Reply};
+        use crate::engine::flink::{FlinkClient, FlinkEngine, FlinkOptions};
+        use crate::plan::JobSettings;
+        use crate::scaling::CycleStage;
+        use crate::scaling::cooldown::{CooldownState, QueuedScalingEvent};
+        use crate::state::{save, sections};
+
+        const JOB: &str = "8930b1fd94e042463a80e45360195d7e";
+        const COST: &str = "cfb31ddc17acace6f3c9cb0d6be81b38";
+        const DETAILS: &str = include_str!("../engine/flink/testdata/job_details.json");
+
+        fn client(fake: &FakeFlink) -> FlinkClient {
+            FlinkClient::new(FlinkOptions {
+                request_timeout: Duration::from_millis(400),
+                connect_timeout: Duration::from_millis(400),
+                backoff: Duration::from_millis(10),
+                max_backoff: Duration::from_millis(20),
+                ..FlinkOptions::new(fake.url())
+            })
+        }
+
+        /// The fixture job restarting: state RESTARTING, no plan nodes yet.
+        fn restarting() -> String {
+            let mut details: serde_json::Value = serde_json::from_str(DETAILS).expect("fixture");
+            details["state"] = "RESTARTING".into();
+            details["plan"]["nodes"] = serde_json::json!([]);
+            details.to_string()
+        }
+
+        fn serve_restarting(fake: &FakeFlink) {
+            fake.json(&format!("GET /jobs/{JOB}"), &restarting());
+            fake.json(
+                &format!("GET /jobs/{JOB}/plan"),
+                &format!(r#"{{"plan":{{"jid":"{JOB}","nodes":[]}}}}"#),
+            );
+        }
+
+        /// Flink's answer about a job it does not know.
+        fn not_found() -> Reply {
+            let error =
+                format!("org.apache.flink.runtime.rest.NotFoundException: Job {JOB} not found");
+            Reply::Json(404, serde_json::json!({ "errors": [error] }).to_string())
+        }
+
+        fn plan(job_id: Option<&str>, rest: &str) -> FleetPlan {
+            let id = job_id.map_or(String::new(), |id| format!("job-id = \"{id}\"\n"));
+            let text = format!(
+                "[[jobs]]\nname = \"cluster\"\nengine = \"flink\"\nrest = \"{rest}\"\n{id}"
+            );
+            let fleet = parse_fleet(Path::new("fleet.toml"), &text).expect("a valid fleet");
+            plan_fleet(fleet, &NoCustomModes).expect("a valid plan")
+        }
+
+        /// Runs the entry's one engine for at most `limit` (100 ms steps); the runs and every
+        /// report the sink saw.
+        fn run(
+            plan: &FleetPlan,
+            fake: &FakeFlink,
+            limit: Duration,
+        ) -> (Vec<JobRun>, Vec<CycleReport>) {
+            let engine: Box<dyn Engine> = Box::new(FlinkEngine::new(client(fake), JOB));
+            let stop = AtomicBool::new(false);
+            let store: Mutex<Box<dyn StateStore + Send>> =
+                Mutex::new(Box::new(InMemoryStateStore::new()));
+            let options = RunOptions {
+                once: false,
+                wall_duration: Some(limit),
+                simulated_duration: None,
+                stop: &stop,
+                store: &store,
+            };
+            let reports = Mutex::new(Vec::new());
+            let runs = run_engines(
+                &plan.jobs[0],
+                vec![("cluster".to_string(), engine)],
+                100,
+                &options,
+                &|r| reports.lock().expect("reports").push(r.clone()),
+            );
+            (runs, reports.into_inner().expect("reports"))
+        }
+
+        fn events(reports: &[CycleReport], reason: EventReason) -> usize {
+            reports
+                .iter()
+                .flat_map(|r| &r.events)
+                .filter(|e| e.reason == reason)
+                .count()
+        }
+
+        #[test]
+        fn a_restarting_job_is_waiting_and_keeps_its_queued_decision() {
+            let fake = FakeFlink::start();
+            serve_restarting(&fake);
+            let config = JobConfig::new();
+            let settings = JobSettings::from_config(&config).expect("valid settings");
+            let alignment =
+                JobAlignment::resolve("job", &config, &NoCustomModes).expect("resolves");
+            let engine = FlinkEngine::new(client(&fake), JOB);
+            let mut runner = JobRunner::new("job", engine, alignment, &settings, 10_000);
+            // A decision queued by the cooldown, whose period ended long ago: due now.
+            let mut store = InMemoryStateStore::new();
+            let queued = CooldownState {
+                period_start_ms: Some(0),
+                queue: vec![QueuedScalingEvent {
+                    at_ms: 1,
+                    parallelism: [(COST.to_string(), 4)].into(),
+                }],
+                last_operation: None,
+            };
+            save(&mut store, "job", sections::COOLDOWN, &queued).expect("save");
+            let now = wall_ms();
+            runner.restore(&store, now);
+
+            let report = runner.step(now, Vec::new()).expect("a step");
+            assert_eq!(report.stage, Some(CycleStage::NotRunning));
+            assert!(report.events.is_empty(), "{:?}", report.events);
+            assert!(!report.engine_failed && !report.job_gone);
+            // The queue waits for the job to run: nothing was asked of the realizer.
+            assert_eq!(runner.cooldown_state().queue, queued.queue);
+            assert_eq!(
+                fake.count("GET", &format!("/jobs/{JOB}/resource-requirements")),
+                0
+            );
+            assert_eq!(
+                fake.requests().iter().filter(|r| r.method == "PUT").count(),
+                0
+            );
+        }
+
+        #[test]
+        fn restarting_steps_are_not_failed_steps() {
+            let fake = FakeFlink::start();
+            serve_restarting(&fake);
+            let (runs, reports) = run(&plan(None, &fake.url()), &fake, Duration::from_millis(500));
+            assert!(runs[0].steps >= 3, "{:?}", runs[0]);
+            assert_eq!(runs[0].failed_steps, 0, "{:?}", runs[0]);
+            assert_eq!(events(&reports, EventReason::EngineError), 0, "{reports:?}");
+            assert!(!runs[0].gone);
+        }
+
+        #[test]
+        fn a_job_gone_from_the_cluster_is_an_event_and_its_loop_stops() {
+            let fake = FakeFlink::start();
+            fake.route(&format!("GET /jobs/{JOB}"), not_found());
+            let started = Instant::now();
+            let (runs, reports) = run(&plan(None, &fake.url()), &fake, Duration::from_secs(5));
+            assert!(
+                started.elapsed() < Duration::from_secs(2),
+                "the loop went on for {:?}",
+                started.elapsed()
+            );
+            assert!(runs[0].gone, "{:?}", runs[0]);
+            assert_eq!(
+                (runs[0].steps, runs[0].failed_steps),
+                (1, 0),
+                "{:?}",
+                runs[0]
+            );
+            assert_eq!(events(&reports, EventReason::JobGone), 1, "{reports:?}");
+            assert_eq!(events(&reports, EventReason::EngineError), 0, "{reports:?}");
+            assert_eq!(fake.count("GET", &format!("/jobs/{JOB}")), 1);
+        }
+
+        #[test]
+        fn a_job_the_fleet_names_is_awaited_and_resumes_when_it_is_back() {
+            let fake = FakeFlink::start();
+            // Gone for two steps, then back (restarting), from then on.
+            fake.route(&format!("GET /jobs/{JOB}"), not_found());
+            fake.route(&format!("GET /jobs/{JOB}"), not_found());
+            serve_restarting(&fake);
+            let (runs, reports) = run(
+                &plan(Some(JOB), &fake.url()),
+                &fake,
+                Duration::from_millis(700),
+            );
+            assert!(!runs[0].gone, "back at the end: {:?}", runs[0]);
+            assert!(runs[0].steps >= 4, "{:?}", runs[0]);
+            assert_eq!(runs[0].failed_steps, 0, "{:?}", runs[0]);
+            // Reported once (the repeat is within the event interval), then the loop resumed.
+            assert_eq!(events(&reports, EventReason::JobGone), 1, "{reports:?}");
+            let gone: Vec<bool> = reports.iter().map(|r| r.job_gone).collect();
+            assert_eq!(&gone[..3], [true, true, false], "{gone:?}");
+            assert!(
+                reports[2..]
+                    .iter()
+                    .all(|r| r.stage == Some(CycleStage::NotRunning)),
+                "{reports:?}"
+            );
         }
     }
 

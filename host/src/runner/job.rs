@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use crate::alignment::JobAlignment;
 use crate::backpressure::{BatchInfo, RateController};
-use crate::engine::{Engine, JobObservation};
+use crate::engine::{Engine, EngineError, JobObservation, JobStatus};
 use crate::events::{Event, EventReason, Severity};
 use crate::plan::JobSettings;
 use crate::scaling::{Autoscaler, JobScalingState};
@@ -215,6 +215,18 @@ impl<E: Engine> JobRunner<E> {
                         self.decide(now_ms, &observation, &mut report, &mut events);
                     }
                 }
+                // Not an engine failure: the job was deleted; waiting will not bring it back.
+                Err(EngineError::JobGone(why)) => {
+                    report.job_gone = true;
+                    events.push(
+                        Event::new(
+                            EventReason::JobGone,
+                            Severity::Warning,
+                            format!("the job is gone from the cluster: {why}"),
+                        )
+                        .job(&self.name),
+                    );
+                }
                 Err(err) => {
                     report.engine_failed = true;
                     events.push(
@@ -329,7 +341,12 @@ impl<E: Engine> JobRunner<E> {
                 }
                 cooled
             }
-            None => self.cooldown.poll(now_ms, &running),
+            // A queue released while the job is not running (restarting) could not be realized
+            // and would be lost: it waits for the job to run again.
+            None if observation.status == JobStatus::Running => {
+                self.cooldown.poll(now_ms, &running)
+            }
+            None => Default::default(),
         };
         events.extend(cooled.events);
         if let Some(operation) = cooled.operation {

@@ -10,7 +10,7 @@ pub use cooldown::{
     CooldownExecutor, CooldownOutcome, CooldownState, QueuedScalingEvent, ScalingOperation,
 };
 pub use engines::{NamedEngine, OpenError, OpenedEngines, open_engines};
-pub use fleet::{DEFAULT_SIMULATED_DURATION, JobRun, RunOptions, run_fleet, wall_ms};
+pub use fleet::{DEFAULT_SIMULATED_DURATION, Interrupted, JobRun, RunOptions, run_fleet, wall_ms};
 pub use job::{JobRunner, PersistError};
 pub use report::{CycleReport, Printer, format_time};
 

@@ -31,6 +31,11 @@ pub struct CycleReport {
     /// (`events` is rate-limited), so the run's count of failed steps reads this instead.
     #[serde(skip)]
     pub engine_failed: bool,
+    /// The engine no longer knows the job (a `JobGone` event says so, once per event
+    /// interval): the job's loop stops or waits for it to come back, instead of polling it
+    /// as if it were about to be ready.
+    #[serde(skip)]
+    pub job_gone: bool,
     /// The job runs on a virtual clock (a simulation or a recording): its steps come much
     /// faster than real time, so a readable log orders them by time across jobs.
     #[serde(skip)]
@@ -50,6 +55,7 @@ impl CycleReport {
             rate_limit: None,
             events: Vec::new(),
             engine_failed: false,
+            job_gone: false,
             virtual_clock: false,
         }
     }

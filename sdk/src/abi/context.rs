@@ -573,4 +573,89 @@ mod tests {
         assert_eq!(c.topology(), changed.topology());
         assert_eq!(c.topology().vertices[0].parallelism, 3);
     }
+
+    /// The graph the cache tests start from: two vertices, each field distinct from what the
+    /// variants below set, and a custom edge (whose bucket count is part of the strategy).
+    fn base_graph() -> JobTopology {
+        JobTopology {
+            vertices: vec![
+                TopologyVertex {
+                    id: "a".into(),
+                    name: "source".into(),
+                    parallelism: 2,
+                    max_parallelism: 128,
+                    source_partitions: 8,
+                },
+                TopologyVertex {
+                    id: "b".into(),
+                    name: "router".into(),
+                    parallelism: 4,
+                    max_parallelism: 128,
+                    source_partitions: 0,
+                },
+            ],
+            edges: vec![TopologyEdge {
+                from: "a".into(),
+                to: "b".into(),
+                ship_strategy: ShipStrategy::Custom { buckets: 48 },
+            }],
+        }
+    }
+
+    /// Each field the cache compares, changed alone. A cache that skipped any one comparison
+    /// would hand the plugin the previous graph for that variant.
+    #[test]
+    fn a_job_graph_that_differs_in_any_compared_field_is_copied_not_reused() {
+        type Change = fn(&mut JobTopology);
+        let variants: [(&str, Change); 11] = [
+            ("vertex id", |g| g.vertices[1].id = "c".into()),
+            ("vertex name", |g| g.vertices[1].name = "keyed".into()),
+            ("parallelism", |g| g.vertices[1].parallelism = 5),
+            ("max parallelism", |g| g.vertices[1].max_parallelism = 256),
+            ("source partitions", |g| g.vertices[0].source_partitions = 9),
+            ("one more vertex", |g| {
+                let mut extra = g.vertices[1].clone();
+                extra.id = "c".into();
+                g.vertices.push(extra);
+            }),
+            ("edge source", |g| g.edges[0].from = "c".into()),
+            ("edge target", |g| g.edges[0].to = "c".into()),
+            ("ship strategy", |g| {
+                g.edges[0].ship_strategy = ShipStrategy::Hash
+            }),
+            ("custom buckets", |g| {
+                g.edges[0].ship_strategy = ShipStrategy::Custom { buckets: 24 }
+            }),
+            ("one more edge", |g| {
+                let mut extra = g.edges[0].clone();
+                extra.ship_strategy = ShipStrategy::Forward;
+                g.edges.push(extra);
+            }),
+        ];
+        let ctx = |g: JobTopology| AlignmentContext::builder(4, 6, 128).topology(g).build();
+        for (what, change) in variants {
+            let mut graph = base_graph();
+            change(&mut graph);
+            assert_ne!(graph, base_graph(), "{what}: the variant changes nothing");
+            let (base, again, changed) = (ctx(base_graph()), ctx(base_graph()), ctx(graph));
+            // SAFETY: each context outlives its rebuild, as in the host's calls.
+            let (first, second, copy) = unsafe {
+                (
+                    rebuild(ContextRef::new(&base)),
+                    rebuild(ContextRef::new(&again)),
+                    rebuild(ContextRef::new(&changed)),
+                )
+            };
+            // The base graph is what the cache holds when the variant comes.
+            assert!(
+                std::ptr::eq(first.topology(), second.topology()),
+                "{what}: the base graph was not cached"
+            );
+            assert_eq!(
+                copy.topology(),
+                changed.topology(),
+                "{what}: the cached graph was reused for a different one"
+            );
+        }
+    }
 }

@@ -53,6 +53,17 @@ fn batch_answers_every_worked_example() {
         .iter()
         .map(|a| a["parallelism"].as_u64().expect("parallelism"))
         .collect();
+    // The walk-throughs of docs/alignment.md, "Examples" (N: key groups or partitions):
+    // - N = 128, t = 24: N/24 = N/25 = 5, N/26 = 4 < 5 -> BALANCED 26; the first divisor of 128
+    //   from 24 up -> EVENLY_SPREAD 32; OFF keeps 24.
+    // - N = 35 partitions, limits [20, 30]: no divisor of 35 in [25, 30] and 35/p = 1 = 35/25
+    //   throughout -> both built-ins keep 25.
+    // - N = 12 partitions, K = 8, t = 7: no divisor of 12 in [7, 8], 12/8 = 12/7 -> 7; legacy
+    //   EVENLY_SPREAD takes 12/2 = 6, a divisor above c = 5 -> 6 with ScalingLimited.
+    // - legacy on N = 35: 35/2 = 17, not a divisor -> 18 -> max(18, lower 20) = 20 <= c = 22
+    //   would invert the scale-up -> blocked at c = 22.
+    // - N = 15 partitions, K = 180: the cap is 15; t = 180 and t = 50 leave an empty region and
+    //   give min(t, 15) = 15; t = 10 scans [10, 15] and accepts the divisor 15.
     assert_eq!(&got[..8], &[26, 32, 24, 25, 25, 7, 6, 22]);
     assert!(got[8..].iter().all(|&p| p == 15), "{got:?}");
     // No events for the never-blocking modes; SCALING_LIMITED with all fields for the legacy ones.
@@ -93,6 +104,7 @@ fn malformed_lines_get_an_error_and_the_batch_goes_on() {
     );
     let lines = out.json_lines();
     assert_eq!(lines.len(), 5);
+    // BALANCED on 128 key groups from 24: 128/26 = 4 < 128/24 = 5.
     assert_eq!(lines[0]["parallelism"], 26);
     assert!(
         lines[1]["error"]

@@ -1,8 +1,9 @@
 //! `flowscale run` against a real Apache Flink 2.3 session cluster, on real metrics.
 //!
-//! Gated on `FLOWSCALE_FLINK_E2E=1`: it needs Java 17, `pip`, `unzip` and `curl`, fetches about
-//! 330 MB once (into `${FLOWSCALE_CACHE:-$HOME/.cache/flowscale}`, never into the repository),
-//! starts two JVMs and takes about two minutes. Without the variable it prints a note and passes.
+//! `#[ignore]`d, and gated on `FLOWSCALE_FLINK_E2E=1`: it needs Java 17, `pip`, `unzip` and
+//! `curl`, fetches about 330 MB once (into `${FLOWSCALE_CACHE:-$HOME/.cache/flowscale}`, never
+//! into the repository), starts two JVMs and takes about two minutes. A plain `cargo test` lists
+//! it as ignored; `--ignored` without the variable fails, saying what is missing.
 //!
 //! One cluster (16 slots), two copies of the load job, each with its keyed `count` vertex (the
 //! one behind the HASH edge, whose key groups alignment is about) overloaded, and one fleet file
@@ -250,13 +251,9 @@ fn run_flowscale(fleet: &Path, mut done: impl FnMut(&[(Duration, Value)]) -> boo
 }
 
 #[test]
+#[ignore = "needs FLOWSCALE_FLINK_E2E=1 and a local Flink (see flink/README.md)"]
 fn scales_real_flink_jobs_to_aligned_parallelism() {
-    if !flink::enabled() {
-        eprintln!(
-            "skipped: set FLOWSCALE_FLINK_E2E=1 to run flowscale against a real Flink cluster"
-        );
-        return;
-    }
+    flink::require_enabled();
     let t0 = Instant::now();
     run_script("setup.sh", &[], &[]);
     run_script("job.sh", &["build"], &[]);

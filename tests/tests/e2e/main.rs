@@ -2,8 +2,8 @@
 //!
 //! Where things go: `align` for the alignment command, `validate` for configuration checking,
 //! `plugin_loading` for the plugins directory, `run` for `run` and `simulate`, `flink` for
-//! `flowscale run` against a real Flink cluster (opt-in: `FLOWSCALE_FLINK_E2E=1`). Shared
-//! helpers live in `harness`.
+//! `flowscale run` against a real Flink cluster (`#[ignore]`d: it runs with `--ignored` and
+//! `FLOWSCALE_FLINK_E2E=1`). Shared helpers live in `harness`.
 
 mod align;
 mod flink;

@@ -42,3 +42,32 @@ fn readme_plugin_code_is_the_template_crate() {
         );
     }
 }
+
+/// A shell text with its line continuations joined and its whitespace collapsed.
+fn one_line(shell: &str) -> String {
+    shell
+        .replace("\\\n", " ")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[test]
+fn readme_test_commands_are_what_ci_runs() {
+    let readme = std::fs::read_to_string(repo_root().join("README.md")).expect("README");
+    let ci = one_line(&std::fs::read_to_string(repo_root().join(".ci/run")).expect(".ci/run"));
+    let section = &readme[readme.find("## Running the tests").expect("the section")..];
+    let plain = block_after(section, "## Running the tests", "sh");
+    let flink = block_after(section, "lists as ignored:", "sh");
+    for command in [one_line(&plain), one_line(&flink)] {
+        assert!(!command.is_empty());
+        assert!(
+            ci.contains(&command),
+            "the README's `{command}` is not what .ci/run runs"
+        );
+    }
+    assert!(
+        one_line(&flink).contains("-- --ignored"),
+        "the Flink tests are #[ignore]d: {flink}"
+    );
+}

@@ -336,3 +336,206 @@ fn align_uses_a_jobs_keys_and_plugins_from_the_fleet() {
         out.stderr
     );
 }
+
+/// Which output stream a line came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stream {
+    Stdout,
+    Stderr,
+}
+
+/// What an interrupted invocation printed and how it ended.
+struct Interrupted {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+/// Runs `flowscale args`, sends it SIGINT (what Ctrl-C sends) once `ready` accepts a line of
+/// its output, and collects everything it printed until it exits.
+fn interrupt_when(args: &[&str], ready: impl Fn(Stream, &str) -> bool) -> Interrupted {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    use std::sync::mpsc;
+    use std::time::{Duration, Instant};
+
+    let mut child = Command::new(crate::harness::flowscale_bin())
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .env_remove("FLOWSCALE_PLUGINS_DIR")
+        .env_remove("FLOWSCALE_LOG")
+        .spawn()
+        .expect("run flowscale");
+    let (tx, rx) = mpsc::channel();
+    let stdout = child.stdout.take().expect("piped stdout");
+    let stderr = child.stderr.take().expect("piped stderr");
+    let readers = [
+        (
+            Stream::Stdout,
+            Box::new(stdout) as Box<dyn std::io::Read + Send>,
+        ),
+        (Stream::Stderr, Box::new(stderr)),
+    ]
+    .map(|(stream, pipe)| {
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(pipe).lines() {
+                let Ok(line) = line else { break };
+                if tx.send((stream, line)).is_err() {
+                    break;
+                }
+            }
+        })
+    });
+    drop(tx);
+    let (mut out, mut err) = (String::new(), String::new());
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut sent = false;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let Ok((stream, line)) = rx.recv_timeout(left) else {
+            break;
+        };
+        if !sent && ready(stream, &line) {
+            let status = Command::new("kill")
+                .args(["-INT", &child.id().to_string()])
+                .status()
+                .expect("kill runs");
+            assert!(status.success(), "SIGINT was not delivered");
+            sent = true;
+        }
+        let text = if stream == Stream::Stdout {
+            &mut out
+        } else {
+            &mut err
+        };
+        text.push_str(&line);
+        text.push('\n');
+    }
+    if Instant::now() >= deadline {
+        let _ = child.kill();
+    }
+    let status = child.wait().expect("wait for flowscale");
+    for reader in readers {
+        let _ = reader.join();
+    }
+    assert!(
+        sent,
+        "never ready to interrupt; stdout:\n{out}\nstderr:\n{err}"
+    );
+    Interrupted {
+        code: status.code(),
+        stdout: out,
+        stderr: err,
+    }
+}
+
+/// `HH:MM:SS` of a simulated instant, as flowscale prints it.
+fn clock(ms: u64) -> String {
+    let s = ms / 1000;
+    format!("{:02}:{:02}:{:02}", s / 3600, (s / 60) % 60, s % 60)
+}
+
+#[test]
+fn ctrl_c_during_a_simulated_run_says_so_and_exits_130() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let fleet = dir.path().join("fleet.toml");
+    let job = repo_root().join("examples/jobs/diurnal.toml");
+    std::fs::write(
+        &fleet,
+        format!("[[jobs]]\nname = \"diurnal\"\njob = {:?}\n", path(&job)),
+    )
+    .expect("write the fleet");
+    // 30 days of simulated time take minutes: the run is still going when SIGINT arrives, right
+    // after its first cycle was printed.
+    let run = interrupt_when(
+        &["run", &path(&fleet), "--json", "--simulated", "30d"],
+        |stream, line| stream == Stream::Stdout && line.contains("\"type\":\"cycle\""),
+    );
+    assert_eq!(run.code, Some(130), "stderr:\n{}", run.stderr);
+    let lines: Vec<Value> = run
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    let last_cycle = lines
+        .iter()
+        .filter(|l| l["type"] == "cycle")
+        .filter_map(|l| l["data"]["at_ms"].as_u64())
+        .next_back()
+        .expect("cycles before the interrupt");
+    // The partial summary is kept, and says where the run stopped: at its last cycle.
+    let summary = lines
+        .iter()
+        .find(|l| l["type"] == "summary")
+        .map(|l| &l["data"])
+        .expect("a summary");
+    assert_eq!(summary["job"], "diurnal");
+    assert!(summary["summary"].is_object(), "{summary}");
+    assert_eq!(summary["interrupted_at_ms"].as_u64(), Some(last_cycle));
+    let steps = summary["steps"].as_u64().expect("steps");
+    // A full run would step every 10 s for 30 days.
+    assert!(steps < 30 * 86_400 / 10, "{summary}");
+    let said = format!(
+        "interrupted: diurnal stopped at simulated time {} of 720:00:00",
+        clock(last_cycle)
+    );
+    assert!(
+        run.stderr.contains(&said),
+        "{said:?} not in:\n{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr
+            .contains("flowscale run was interrupted (Ctrl-C)"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn ctrl_c_during_simulate_says_so_and_exits_130() {
+    let job = repo_root().join("examples/jobs/diurnal.toml");
+    let run = interrupt_when(
+        &[
+            "simulate",
+            &path(&job),
+            "--compare",
+            "BALANCED,EVENLY_SPREAD",
+            "--duration",
+            "30d",
+            "--json",
+        ],
+        |stream, line| stream == Stream::Stderr && line.starts_with("simulating "),
+    );
+    assert_eq!(run.code, Some(130), "stderr:\n{}", run.stderr);
+    let result: Value = serde_json::from_str(&run.stdout)
+        .unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{}", run.stdout));
+    let runs = result["runs"].as_array().expect("runs");
+    assert_eq!(runs.len(), 2, "{result}");
+    for r in runs {
+        let mode = r["mode"].as_str().expect("mode");
+        assert!(r["summary"].is_object(), "the partial summary is kept: {r}");
+        let at = r["interrupted_at_ms"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{mode} does not say where it stopped: {r}"));
+        assert!(at < 30 * 86_400_000, "{r}");
+        let said = format!(
+            "interrupted: {mode} stopped at simulated time {} of 720:00:00",
+            clock(at)
+        );
+        assert!(
+            run.stderr.contains(&said),
+            "{said:?} not in:\n{}",
+            run.stderr
+        );
+    }
+    assert!(
+        run.stderr
+            .contains("flowscale simulate was interrupted (Ctrl-C)"),
+        "{}",
+        run.stderr
+    );
+}

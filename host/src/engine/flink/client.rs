@@ -222,14 +222,37 @@ fn truncate(text: &str, max: usize) -> String {
     }
 }
 
+/// The job id of a request about one job (`/jobs/<id>` or below it), when `path` is one.
+fn job_of(path: &str) -> Option<&str> {
+    let rest = path.strip_prefix("/jobs/")?;
+    let id = rest.split(['/', '?']).next()?;
+    (!id.is_empty() && id.bytes().all(|b| b.is_ascii_hexdigit())).then_some(id)
+}
+
+/// Whether a 404 answer to `path` is Flink saying that the job itself does not exist (its
+/// handlers answer `NotFoundException: Job <id> not found`, or `Could not find Flink job (<id>)`
+/// from the dispatcher). Any other 404 (an unknown route, a proxy in front, a vertex the job
+/// lacks) says nothing about the job, so it stays "not ready".
+fn says_job_is_gone(path: &str, message: &str) -> bool {
+    let Some(id) = job_of(path) else {
+        return false;
+    };
+    let message = message.to_ascii_lowercase();
+    let id = id.to_ascii_lowercase();
+    message.contains(&format!("job {id} not found"))
+        || message.contains(&format!("could not find flink job ({id})"))
+}
+
 fn to_engine_error(method: &str, path: &str, failure: Failure) -> EngineError {
     match failure {
         Failure::Transport(message) => {
             EngineError::Unreachable(format!("{method} {path}: {message}"))
         }
         Failure::Status { code, body } => {
-            let message = format!("{method} {path}: HTTP {code}: {}", error_message(&body));
+            let flink_says = error_message(&body);
+            let message = format!("{method} {path}: HTTP {code}: {flink_says}");
             match code {
+                404 if says_job_is_gone(path, &flink_says) => EngineError::JobGone(message),
                 404 => EngineError::NotReady(message),
                 503 => EngineError::Unreachable(message),
                 _ => EngineError::Refused(message),
@@ -274,6 +297,49 @@ mod tests {
         assert!(!status(400).retryable());
         assert!(status(503).retryable());
         assert!(Failure::Transport(String::new()).retryable());
+    }
+
+    #[test]
+    fn only_flinks_job_not_found_means_the_job_is_gone() {
+        let id = "8930b1fd94e042463a80e45360195d7e";
+        let not_found = |path: &str, error: &str| {
+            let failure = Failure::Status {
+                code: 404,
+                body: serde_json::json!({ "errors": [error] }).to_string(),
+            };
+            to_engine_error("GET", path, failure)
+        };
+        let flink =
+            format!("org.apache.flink.runtime.rest.NotFoundException: Job {id} not found\n\tat x");
+        for path in [format!("/jobs/{id}"), format!("/jobs/{id}/plan")] {
+            assert!(
+                matches!(not_found(&path, &flink), EngineError::JobGone(ref m) if m.contains(id)),
+                "{path}"
+            );
+        }
+        let dispatcher = format!(
+            "org.apache.flink.runtime.messages.FlinkJobNotFoundException: Could not find Flink job ({id})"
+        );
+        assert!(matches!(
+            not_found(&format!("/jobs/{id}"), &dispatcher),
+            EngineError::JobGone(_)
+        ));
+        // Another job's id, an unknown route, or a 404 that does not name the job: not gone.
+        let other = "00000000000000000000000000000000";
+        assert!(matches!(
+            not_found(&format!("/jobs/{other}"), &flink),
+            EngineError::NotReady(_)
+        ));
+        assert!(matches!(
+            not_found(&format!("/jobs/{id}"), "Not found: /jobs/x"),
+            EngineError::NotReady(_)
+        ));
+        assert!(matches!(
+            not_found("/overview", &flink),
+            EngineError::NotReady(_)
+        ));
+        assert_eq!(job_of("/jobs/overview"), None);
+        assert_eq!(job_of(&format!("/jobs/{id}?x=1")), Some(id));
     }
 
     #[test]

@@ -5,8 +5,8 @@ use std::time::Instant;
 
 use super::client::FlinkClient;
 use super::metrics::{FlinkMetric, count_source_partitions, select_metric_names};
-use super::rest::{AggregatedEntry, JobDetails, PlanAnswer, ValueEntry};
-use super::topology::{all_tasks_up, build_topology, map_status};
+use super::rest::{AggregatedEntry, JobDetails, Plan, PlanAnswer, ValueEntry};
+use super::topology::{Topology, all_tasks_up, build_topology, map_status};
 use crate::engine::{
     AggregatedMetric, Collector, EngineError, JobObservation, JobStatus, VertexMetrics,
 };
@@ -211,24 +211,65 @@ impl FlinkCollector {
         }
         global
     }
+
+    /// The job's plan: the one embedded in the details, else `GET /jobs/:id/plan`.
+    fn plan(&self, details: &JobDetails) -> Result<Plan, EngineError> {
+        match &details.plan {
+            Some(plan) if !plan.nodes.is_empty() => Ok(plan.clone()),
+            _ => Ok(self
+                .client
+                .get::<PlanAnswer>(&format!("/jobs/{}/plan", self.job_id))?
+                .plan),
+        }
+    }
+
+    /// The topology of a job that is not running, as far as Flink can tell it: while a job
+    /// restarts (after a TaskManager loss, or a rescale) its plan may be empty and its vertices
+    /// may lack a parallelism. That is a state to wait out, not an error, so what cannot be read
+    /// yet is left empty. A job Flink no longer knows is still reported as gone.
+    fn waiting_topology(&self, details: &JobDetails) -> Result<Topology, EngineError> {
+        let plan = match self.plan(details) {
+            Ok(plan) => plan,
+            Err(gone @ EngineError::JobGone(_)) => return Err(gone),
+            Err(err) => {
+                tracing::debug!(job = %self.job_id, error = %err, "no plan while the job is not running");
+                Plan::default()
+            }
+        };
+        Ok(build_topology(details, &plan).unwrap_or_else(|err| {
+            tracing::debug!(job = %self.job_id, error = %err, "no topology while the job is not running");
+            Topology::default()
+        }))
+    }
 }
 
 impl Collector for FlinkCollector {
+    /// Reads the status first: only a running job's topology has to be complete, and only a
+    /// running job's metrics are read. A job that is not running, or whose plan is still empty,
+    /// is reported as waiting (its status, with what topology there is) so the loop waits
+    /// instead of counting an error.
     fn observe(&mut self, _now_ms: i64) -> Result<JobObservation, EngineError> {
         let details = self.details()?;
-        let plan = match &details.plan {
-            Some(plan) if !plan.nodes.is_empty() => plan.clone(),
-            _ => {
-                self.client
-                    .get::<PlanAnswer>(&format!("/jobs/{}/plan", self.job_id))?
-                    .plan
-            }
-        };
-        let mut topology = build_topology(&details, &plan)?;
-        let status = map_status(
+        let mut status = map_status(
             &details.state,
             all_tasks_up(details.vertices.iter().map(|v| &v.tasks)),
         );
+        let mut topology = if status == JobStatus::Running {
+            let plan = self.plan(&details)?;
+            match build_topology(&details, &plan) {
+                Ok(topology) => topology,
+                // RUNNING by its state, but the graph is not there yet (an empty plan, a
+                // vertex without parallelism): not running as far as scaling goes.
+                Err(EngineError::NotReady(why)) => {
+                    tracing::debug!(job = %self.job_id, why, "RUNNING without a complete plan; waiting");
+                    status = JobStatus::Created;
+                    Topology::default()
+                }
+                Err(err) => return Err(err),
+            }
+        } else {
+            self.waiting_topology(&details)?
+        };
         let running_since = details
             .timestamps
             .get("RUNNING")

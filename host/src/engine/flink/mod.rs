@@ -20,7 +20,7 @@ mod rest;
 mod topology;
 
 #[cfg(test)]
-mod fake_server;
+pub(crate) mod fake_server;
 #[cfg(test)]
 mod rest_tests;
 

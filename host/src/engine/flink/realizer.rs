@@ -79,6 +79,30 @@ pub fn validate_requirements(
     Ok(())
 }
 
+/// Refuses a job that is not proven to run under the adaptive scheduler.
+///
+/// Only the adaptive scheduler acts on changed resource requirements; under another scheduler a
+/// PUT is either refused or accepted and ignored, and the loop would believe a rescale happened.
+/// A job whose details carry no `schedulerType` (older Flink versions, or a proxy that trims
+/// the answer) cannot be proven adaptive, so it is refused too, with a reason that says so.
+pub(crate) fn require_adaptive(
+    job_id: &str,
+    scheduler_type: Option<&str>,
+) -> Result<(), EngineError> {
+    match scheduler_type.map(str::trim) {
+        Some(scheduler) if scheduler.eq_ignore_ascii_case("adaptive") => Ok(()),
+        Some(scheduler) => Err(EngineError::Unsupported(format!(
+            "in-place rescaling needs the adaptive scheduler (jobmanager.scheduler: adaptive); \
+             job {job_id} runs on {scheduler:?}"
+        ))),
+        None => Err(EngineError::Unsupported(format!(
+            "in-place rescaling needs the adaptive scheduler (jobmanager.scheduler: adaptive), \
+             and the details of job {job_id} do not say which scheduler runs it \
+             (no schedulerType); nothing is sent"
+        ))),
+    }
+}
+
 /// The requirements after applying `parallelism`: listed vertices get `(1, p)`, the others keep
 /// what they had. Vertices the job does not have are refused.
 pub fn apply_parallelism(
@@ -130,14 +154,7 @@ impl FlinkRealizer {
     /// Validates `requirements` against the job as it is now and, only if valid, PUTs them.
     pub fn put_requirements(&self, requirements: &ResourceRequirements) -> Result<(), EngineError> {
         let details: JobDetails = self.client.get(&format!("/jobs/{}", self.job_id))?;
-        if let Some(scheduler) = &details.scheduler_type
-            && !scheduler.eq_ignore_ascii_case("adaptive")
-        {
-            return Err(EngineError::Unsupported(format!(
-                "in-place rescaling needs the adaptive scheduler; job {} runs on {scheduler}",
-                self.job_id
-            )));
-        }
+        require_adaptive(&self.job_id, details.scheduler_type.as_deref())?;
         let mut limits = BTreeMap::new();
         for vertex in &details.vertices {
             let max_parallelism = vertex.max_parallelism.ok_or_else(|| {
@@ -288,6 +305,26 @@ mod tests {
             validate_requirements("RUNNING", &limits(&[]), &requirements(&[])),
             "no vertices",
         );
+    }
+
+    #[test]
+    fn only_the_adaptive_scheduler_is_accepted() {
+        assert!(require_adaptive("j", Some("Adaptive")).is_ok());
+        assert!(require_adaptive("j", Some("adaptive")).is_ok());
+        for other in ["Default", "AdaptiveBatch", "", "ng"] {
+            match require_adaptive("j", Some(other)) {
+                Err(EngineError::Unsupported(message)) => {
+                    assert!(message.contains(&format!("{other:?}")), "{message}")
+                }
+                result => panic!("{other:?} was not refused: {result:?}"),
+            }
+        }
+        match require_adaptive("j", None) {
+            Err(EngineError::Unsupported(message)) => {
+                assert!(message.contains("no schedulerType"), "{message}")
+            }
+            result => panic!("a missing schedulerType was not refused: {result:?}"),
+        }
     }
 
     #[test]

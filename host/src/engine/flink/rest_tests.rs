@@ -284,6 +284,58 @@ fn the_realizer_refuses_a_job_that_is_not_running() {
     );
 }
 
+/// A realizer on a job whose details are `details`, asked to rescale COST to 4 (a change): the
+/// error, after checking that no PUT was sent.
+fn rescale_refused(details: &str) -> EngineError {
+    let fake = FakeFlink::start();
+    fake.json(&format!("GET /jobs/{JOB}"), details);
+    let current = requirements_json(&[(SRC, 1), (COST, 1), (COUNT, 1), (SINK, 1)]);
+    fake.json(&format!("GET /jobs/{JOB}/resource-requirements"), &current);
+    fake.json(&format!("PUT /jobs/{JOB}/resource-requirements"), "{}");
+    let err = FlinkRealizer::new(client(&fake), JOB)
+        .rescale(&[(COST.to_string(), 4)].into())
+        .unwrap_err();
+    assert_eq!(
+        fake.count("PUT", &format!("/jobs/{JOB}/resource-requirements")),
+        0,
+        "nothing is sent to a job that may not run the adaptive scheduler"
+    );
+    err
+}
+
+#[test]
+fn the_realizer_refuses_a_job_on_another_scheduler() {
+    let default = DETAILS.replacen(
+        "\"schedulerType\": \"Adaptive\"",
+        "\"schedulerType\": \"Default\"",
+        1,
+    );
+    assert_ne!(default, DETAILS, "fixture changed");
+    let err = rescale_refused(&default);
+    assert!(
+        matches!(err, EngineError::Unsupported(ref m) if m.contains("adaptive scheduler") && m.contains("Default")),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_realizer_refuses_a_job_whose_scheduler_is_not_reported() {
+    let mut details: serde_json::Value = serde_json::from_str(DETAILS).unwrap();
+    assert!(
+        details
+            .as_object_mut()
+            .unwrap()
+            .remove("schedulerType")
+            .is_some(),
+        "fixture changed"
+    );
+    let err = rescale_refused(&details.to_string());
+    assert!(
+        matches!(err, EngineError::Unsupported(ref m) if m.contains("no schedulerType")),
+        "{err}"
+    );
+}
+
 #[test]
 fn discovery_lists_running_jobs_or_the_given_one() {
     let fake = FakeFlink::start();
@@ -450,6 +502,119 @@ fn a_running_job_without_a_running_timestamp_is_not_ready() {
     assert_ne!(details, DETAILS, "fixture changed");
     fake.json(&format!("GET /jobs/{JOB}"), &details);
     let err = FlinkCollector::new(client(&fake), JOB)
+        .observe(0)
+        .unwrap_err();
+    assert!(matches!(err, EngineError::NotReady(_)), "{err}");
+}
+
+/// The fixture job's details in `state` during a restart: the plan has no nodes yet, and the
+/// plan endpoint answers an empty one (as Flink does while it rebuilds the graph).
+fn serve_restarting_job(fake: &FakeFlink, state: &str) {
+    let mut details: serde_json::Value = serde_json::from_str(DETAILS).unwrap();
+    details["state"] = state.into();
+    details["plan"]["nodes"] = serde_json::json!([]);
+    fake.json(&format!("GET /jobs/{JOB}"), &details.to_string());
+    fake.json(
+        &format!("GET /jobs/{JOB}/plan"),
+        &format!(r#"{{"plan":{{"jid":"{JOB}","name":"flowscale-load","nodes":[]}}}}"#),
+    );
+}
+
+/// Flink's answer to a request about a job it does not know.
+fn job_not_found() -> Reply {
+    let error = format!(
+        "org.apache.flink.runtime.rest.NotFoundException: Job {JOB} not found\n\tat org.apache.flink.runtime.rest.handler.job.AbstractExecutionGraphHandler"
+    );
+    Reply::Json(404, serde_json::json!({ "errors": [error] }).to_string())
+}
+
+#[test]
+fn a_restarting_job_with_an_empty_plan_is_waiting_not_an_error() {
+    for (state, status) in [
+        ("RESTARTING", JobStatus::Restarting),
+        ("CREATED", JobStatus::Created),
+        ("INITIALIZING", JobStatus::Created),
+    ] {
+        let fake = FakeFlink::start();
+        serve_restarting_job(&fake, state);
+        let observation = FlinkCollector::new(client(&fake), JOB)
+            .observe(0)
+            .unwrap_or_else(|e| panic!("{state}: {e}"));
+        assert_eq!(observation.status, status, "{state}");
+        assert!(observation.vertices.is_empty(), "{state}: {observation:?}");
+        assert!(observation.edges.is_empty(), "{state}: {observation:?}");
+        assert!(
+            fake.requests()
+                .iter()
+                .all(|r| !r.target.contains("/vertices/")),
+            "{state}: metrics are not read while the job restarts"
+        );
+    }
+}
+
+#[test]
+fn a_restarting_job_whose_plan_cannot_be_read_is_waiting() {
+    let fake = FakeFlink::start();
+    let mut details: serde_json::Value = serde_json::from_str(DETAILS).unwrap();
+    details["state"] = "RESTARTING".into();
+    details.as_object_mut().unwrap().remove("plan");
+    fake.json(&format!("GET /jobs/{JOB}"), &details.to_string());
+    fake.route(
+        &format!("GET /jobs/{JOB}/plan"),
+        Reply::Json(
+            503,
+            r#"{"errors":["Service temporarily unavailable"]}"#.into(),
+        ),
+    );
+    let observation = FlinkCollector::new(client(&fake), JOB).observe(0).unwrap();
+    assert_eq!(observation.status, JobStatus::Restarting);
+}
+
+#[test]
+fn a_running_job_whose_plan_is_still_empty_is_waiting() {
+    let fake = FakeFlink::start();
+    serve_restarting_job(&fake, "RUNNING");
+    let observation = FlinkCollector::new(client(&fake), JOB).observe(0).unwrap();
+    assert_eq!(observation.status, JobStatus::Created);
+    assert!(observation.vertices.is_empty());
+    assert!(
+        fake.requests()
+            .iter()
+            .all(|r| !r.target.contains("/vertices/"))
+    );
+}
+
+#[test]
+fn a_job_deleted_from_the_cluster_is_gone() {
+    let fake = FakeFlink::start();
+    fake.route(&format!("GET /jobs/{JOB}"), job_not_found());
+    fake.route(
+        &format!("GET /jobs/{JOB}/resource-requirements"),
+        job_not_found(),
+    );
+    let err = FlinkCollector::new(client(&fake), JOB)
+        .observe(0)
+        .unwrap_err();
+    assert!(
+        matches!(err, EngineError::JobGone(ref m) if m.contains(JOB) && m.contains("HTTP 404")),
+        "{err}"
+    );
+    assert_eq!(
+        fake.count("GET", &format!("/jobs/{JOB}")),
+        1,
+        "a 404 is not retried"
+    );
+    let err = FlinkRealizer::new(client(&fake), JOB)
+        .rescale(&[(COST.to_string(), 2)].into())
+        .unwrap_err();
+    assert!(matches!(err, EngineError::JobGone(_)), "{err}");
+    // A 404 that does not say the job is unknown (a wrong path behind a proxy) is no proof.
+    let other = FakeFlink::start();
+    other.route(
+        &format!("GET /jobs/{JOB}"),
+        Reply::Json(404, r#"{"errors":["Not found: /jobs"]}"#.into()),
+    );
+    let err = FlinkCollector::new(client(&other), JOB)
         .observe(0)
         .unwrap_err();
     assert!(matches!(err, EngineError::NotReady(_)), "{err}");

@@ -9,7 +9,7 @@ use super::rest::{JobDetails, JobVertexDetails, Plan, PlanNode};
 use crate::engine::{EngineError, IoMetrics, JobStatus, ObservedEdge, ObservedVertex};
 
 /// The topology of a job as read from the REST API.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct Topology {
     /// Vertices, inputs before outputs.
     pub vertices: Vec<ObservedVertex>,
