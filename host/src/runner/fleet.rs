@@ -544,8 +544,8 @@ mod tests {
         use crate::engine::flink::fake_server::{FakeFlink, Reply};
         use crate::engine::flink::{FlinkClient, FlinkEngine, FlinkOptions};
         use crate::plan::JobSettings;
+        use crate::runner::{CooldownState, QueuedScalingEvent};
         use crate::scaling::CycleStage;
-        use crate::scaling::cooldown::{CooldownState, QueuedScalingEvent};
         use crate::state::{save, sections};
 
         const JOB: &str = "8930b1fd94e042463a80e45360195d7e";
