@@ -1,4 +1,4 @@
-//! One scaling cycle of one job: collect → evaluate → execute (anchor §1 step 3, §2.7, §3, §5).
+//! One scaling cycle of one job: collect → evaluate → execute (see docs/decision-pipeline.md#cycle-order).
 
 use std::cell::OnceCell;
 
@@ -156,7 +156,7 @@ mod tests {
     use crate::scaling::testing::Job;
     use crate::scaling::testing::{BalancedAligner, TargetAligner};
 
-    /// The anchor's BacklogBasedScalingTest configuration (§8).
+    /// The anchor's BacklogBasedScalingTest configuration (docs/decision-pipeline.md#worked-example).
     fn backlog_opts() -> AutoscalerOptions {
         AutoscalerOptions {
             utilization_target: 0.8,

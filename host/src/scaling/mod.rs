@@ -1,9 +1,9 @@
 //! The decision pipeline: metric window, evaluation, vertex targets, the scaling operation.
 //!
-//! One [`run_cycle`] per job and interval reproduces the Flink autoscaler's decision (see
-//! `shared/reference/flink-autoscaler.md`): it stores a sample of the job's metrics in the
-//! window, evaluates rates and the utilization band per vertex in topological order, computes
-//! each vertex's target, asks the job's [`crate::alignment::Aligner`] to align it, applies the
+//! One [`run_cycle`] per job and interval reproduces the Flink autoscaler's decision (each
+//! step is written down in `docs/decision-pipeline.md`): it stores a sample of the job's
+//! metrics in the window, evaluates rates and the utilization band per vertex in topological
+//! order, computes each vertex's target, asks the job's [`crate::alignment::Aligner`] to align it, applies the
 //! ineffective-scale-up and delayed-scale-down rules, and decides a scaling operation only if at
 //! least one changed vertex is outside its band. The operation is returned as a complete
 //! parallelism map ([`CycleOutcome::decision`]) for the job's cooldown executor.

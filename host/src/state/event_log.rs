@@ -1,7 +1,7 @@
 //! A job's recent events, with the anchor's rate limit on repeated identical events.
 //!
 //! An event is identical to an earlier one when it has the same reason and the same key, or,
-//! when it has no key, the same message (§5.8 of the anchor). An identical event within
+//! when it has no key, the same message (docs/control-loop.md#dedupe). An identical event within
 //! `scaling.event.interval` (default 30 min) of the last one that was recorded is suppressed;
 //! suppressed events do not move that instant, so a condition that persists is reported once
 //! per interval. The anchor's keys, for callers: `ScalingLimited<vertex>`,

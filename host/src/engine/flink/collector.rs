@@ -28,7 +28,7 @@ const TM_METRICS: [&str; 5] = [
 ///
 /// Per observation: the job details (status, `timestamps.RUNNING`, vertices with max parallelism
 /// and IO counters) and the plan (edges and ship strategies), then, when the job runs, the
-/// aggregated subtask metrics the anchor queries (§2.4 of the reference) and the slot and memory
+/// aggregated subtask metrics the Flink autoscaler queries (see docs/decision-pipeline.md#metric-collection) and the slot and memory
 /// metrics of the cluster. Metric names are cached per job like the anchor does: sources are
 /// re-listed every time (`pendingRecords` appears lazily), everything is re-listed when the set of
 /// vertices changes, and the cache is dropped when the job restarts.

@@ -6,7 +6,7 @@
 //! JSON Lines: one record per line, `{"at_ms": <ms>, "observation": <JobObservation>}`, with
 //! `at_ms` non-decreasing. Blank lines and lines starting with `#` are skipped.
 //!
-//! [`ReplayCollector::observe`] answers with the newest record at or before `now_ms`.
+//! `ReplayCollector`'s `observe` answers with the newest record at or before `now_ms`.
 //! [`ReplayRealizer`] records every rescale and rate limit. With [`RescalePolicy::Apply`] a
 //! rescale that changes some vertex's parallelism is treated as a restart that completes at the
 //! next observation: from then on the observations report the new parallelism and

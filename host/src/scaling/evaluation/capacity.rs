@@ -7,7 +7,7 @@ use crate::scaling::metrics::{ScalingMetric, VertexEvaluation};
 use crate::scaling::numeric::round_half_up;
 use crate::scaling::options::{AutoscalerOptions, whole_seconds};
 
-/// The processing capacity a vertex needs at utilization `u` (anchor §3.4): catch-up rate,
+/// The processing capacity a vertex needs at utilization `u` (docs/decision-pipeline.md#capacity): catch-up rate,
 /// restart catch-up (optional) and target rate / u, rounded half up.
 pub(crate) fn capacity(
     metrics: &VertexEvaluation,

@@ -1,4 +1,4 @@
-//! Evaluation of the metric window (anchor §3): processing backlog, per-vertex
+//! Evaluation of the metric window (docs/decision-pipeline.md#evaluation): processing backlog, per-vertex
 //! target/catch-up/true-processing rates along the graph, and the utilization band as
 //! processing-rate thresholds.
 
@@ -25,12 +25,12 @@ pub struct Evaluation {
     pub vertices: BTreeMap<String, VertexEvaluation>,
     /// Job-wide (GC pressure, heap usage, slots).
     pub global: BTreeMap<ScalingMetric, EvaluatedScalingMetric>,
-    /// True when some source processes a backlog (anchor §3.2).
+    /// True when some source processes a backlog (docs/decision-pipeline.md#backlog).
     pub backlog: bool,
 }
 
 /// True when some source's lag, in seconds of its input rate, exceeds
-/// `backlog-processing.lag-threshold` (anchor §3.2).
+/// `backlog-processing.lag-threshold` (docs/decision-pipeline.md#backlog).
 #[cfg(test)]
 pub(crate) fn is_processing_backlog(
     history: &MetricHistory,
@@ -64,7 +64,7 @@ fn backlog_in(
         })
 }
 
-/// Evaluates every vertex in topological order (anchor §3.3–§3.4) and the global metrics.
+/// Evaluates every vertex in topological order (docs/decision-pipeline.md#evaluation) and the global metrics.
 pub(crate) fn evaluate(
     history: &MetricHistory,
     topology: &Topology,

@@ -26,7 +26,7 @@ fn distinct_output_count(topology: &Topology, w: usize) -> usize {
     seen.len()
 }
 
-/// `ratio(u, v)`: the share of `u`'s input that reaches `v` (anchor §3.3).
+/// `ratio(u, v)`: the share of `u`'s input that reaches `v` (docs/decision-pipeline.md#output-ratios).
 pub(crate) fn output_ratio(all: &[Series<'_>], topology: &Topology, u: usize, v: usize) -> f64 {
     let input_rate = series_rate(&all[u], ScalingMetric::NumRecordsIn);
     if input_rate > 0.0 {

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use crate::scaling::metrics::{EvaluatedScalingMetric, MetricHistory, ScalingMetric, average_of};
 
-/// Global evaluated metrics (anchor §3.6).
+/// Global evaluated metrics (docs/decision-pipeline.md#global-metrics).
 pub(crate) fn evaluate_global(
     history: &MetricHistory,
 ) -> BTreeMap<ScalingMetric, EvaluatedScalingMetric> {

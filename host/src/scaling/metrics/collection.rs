@@ -1,4 +1,4 @@
-//! Filling the metric window (anchor §2.7): restart detection, stabilization, the sample stored
+//! Filling the metric window (docs/decision-pipeline.md#metric-window): restart detection, stabilization, the sample stored
 //! per cycle, and when the window counts as fully collected.
 
 use std::collections::BTreeSet;
@@ -21,7 +21,7 @@ pub(crate) struct Collection {
     pub excluded: BTreeSet<String>,
 }
 
-/// Collects this cycle's sample into `history` (steps 1–5 of anchor §2.7).
+/// Collects this cycle's sample into `history` (steps 1–5 of docs/decision-pipeline.md#metric-window).
 ///
 /// A required metric missing during stabilization ends the cycle as not ready, with nothing
 /// stored; after stabilization it is an error.

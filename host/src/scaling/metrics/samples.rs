@@ -1,5 +1,5 @@
 //! One sample of scaling metrics per cycle, derived from an observation's Flink-named metrics
-//! (anchor §2.4–§2.6).
+//! (docs/decision-pipeline.md#sample).
 //!
 //! Differences from the REST collector, both because an observation is already a snapshot:
 //! TaskManager/JobManager metrics are optional (missing ones are simply absent, so memory
@@ -17,7 +17,7 @@ use crate::scaling::numeric::{java_max, round_metric};
 use crate::scaling::options::{AutoscalerOptions, BusyTimeAggregator, whole_seconds};
 use crate::scaling::topology::{Topology, VertexInfo};
 
-/// The Flink metrics of one vertex that the pipeline uses (anchor §2.4's `FlinkMetric`).
+/// The Flink metrics of one vertex that the pipeline uses (docs/decision-pipeline.md#metric-collection).
 #[derive(Debug, Default, Clone, Copy)]
 struct FlinkMetrics {
     busy_time: Option<AggregatedMetric>,
@@ -182,7 +182,7 @@ pub(crate) struct Sample {
     pub excluded: BTreeSet<String>,
 }
 
-/// Derives the sample of this cycle (anchor §2.6). `history` holds the previously stored
+/// Derives the sample of this cycle (docs/decision-pipeline.md#sample). `history` holds the previously stored
 /// samples (the current one is not in it yet).
 pub(crate) fn compute_sample(
     obs: &JobObservation,
@@ -260,7 +260,7 @@ fn vertex_sample(
     out
 }
 
-/// Job-wide metrics (anchor §2.6, last paragraph), from the observation's global map (TaskManager
+/// Job-wide metrics (docs/decision-pipeline.md#sample), from the observation's global map (TaskManager
 /// values are the maximum over TaskManagers).
 fn global_metrics(global: &BTreeMap<String, f64>) -> BTreeMap<ScalingMetric, f64> {
     let mut out = BTreeMap::new();

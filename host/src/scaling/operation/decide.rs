@@ -1,5 +1,4 @@
-//! Deciding the scaling operation (the anchor's scaling execution, §5.1 steps 1–6 and 10, §5.2,
-//! §5.3): memory pressure, the per-vertex summaries, the "at least one vertex outside its band"
+//! Deciding the scaling operation (see docs/decision-pipeline.md#execution): memory pressure, the per-vertex summaries, the "at least one vertex outside its band"
 //! rule, advisor mode and excluded periods, and applying a decision to the job's state.
 //!
 //! Not implemented (the anchor's steps 7–9): memory tuning, cluster-resource and quota checks,

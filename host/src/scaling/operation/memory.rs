@@ -7,7 +7,7 @@ use crate::scaling::metrics::ScalingMetric;
 use crate::scaling::numeric::java_double_to_string;
 use crate::scaling::options::AutoscalerOptions;
 
-/// GC or heap pressure above the thresholds blocks scaling (anchor §5.1 step 2).
+/// GC or heap pressure above the thresholds blocks scaling (docs/decision-pipeline.md#memory-pressure).
 pub(crate) fn memory_pressure(
     job: &str,
     opts: &AutoscalerOptions,

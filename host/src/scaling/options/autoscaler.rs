@@ -1,4 +1,4 @@
-//! The decision pipeline's options (anchor §7.2), their defaults and their validation (§6).
+//! The decision pipeline's options, their defaults and their validation (docs/decision-pipeline.md#configuration).
 //!
 //! Keys are canonical (no `job.autoscaler.` prefix). Where the anchor still honours a
 //! deprecated key, it is read after the canonical one: `target.utilization` for

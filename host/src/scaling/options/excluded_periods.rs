@@ -1,4 +1,4 @@
-//! Excluded periods (`excluded.periods`, anchor §5.4): times of day during which scaling
+//! Excluded periods (`excluded.periods`, see docs/decision-pipeline.md#excluded-periods): times of day during which scaling
 //! decisions are computed and reported but not executed.
 //!
 //! Supported: the anchor's daily ranges `HH:mm[:ss[:SSS]]-HH:mm[:ss[:SSS]]`, inclusive at both

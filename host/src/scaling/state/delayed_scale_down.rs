@@ -1,4 +1,4 @@
-//! Delayed scale-down (anchor §4.6): a scale-down is only executed once it has been recommended
+//! Delayed scale-down (docs/decision-pipeline.md#delayed-scale-down): a scale-down is only executed once it has been recommended
 //! for a whole `scale-down.interval`, and then to the highest parallelism recommended within
 //! that interval.
 

@@ -1,4 +1,4 @@
-//! Scaling history, scaling tracking and the restart time (anchor §5.9, §2.7 step 6).
+//! Scaling history, scaling tracking and the restart time (docs/decision-pipeline.md#scaling-history).
 
 use std::collections::BTreeMap;
 use std::time::Duration;

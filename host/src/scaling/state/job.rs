@@ -22,7 +22,7 @@ pub const SECTION_PARALLELISM_OVERRIDES: &str = "parallelism-overrides";
 /// Section of the decisions waiting in the cooldown queue.
 pub const SECTION_PENDING_SUMMARIES: &str = "pending-summaries";
 
-/// The persisted state of one job (anchor §1, "Persisted per-job state"), minus memory-tuning
+/// The persisted state of one job (docs/decision-pipeline.md#persisted-state), minus memory-tuning
 /// config changes, which are not implemented.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct JobScalingState {

@@ -8,7 +8,7 @@ use crate::scaling::options::AutoscalerOptions;
 use crate::scaling::state::ScalingSummary;
 use crate::scaling::topology::VertexInfo;
 
-/// The ineffective-scale-up check (anchor §4.5): None when the last scale-up was effective.
+/// The ineffective-scale-up check (docs/decision-pipeline.md#ineffective-scale-up): None when the last scale-up was effective.
 pub(crate) fn ineffective_scale_up(
     job: &str,
     opts: &AutoscalerOptions,

@@ -1,5 +1,5 @@
-//! The target parallelism of one vertex (anchor §4.1–§4.3, §4.5, §4.6 and the observed
-//! scalability coefficient of §4.2), including the call to the job's aligner.
+//! The target parallelism of one vertex (see docs/decision-pipeline.md#target-parallelism
+//! and #observed-scalability), including the call to the job's aligner.
 
 use std::cell::OnceCell;
 use std::collections::BTreeMap;
@@ -115,7 +115,7 @@ impl VertexOutcome {
     }
 }
 
-/// `computeScaleTargetParallelism` (anchor §4.1). Writes `EXPECTED_PROCESSING_RATE` into
+/// `computeScaleTargetParallelism` (docs/decision-pipeline.md#target-parallelism). Writes `EXPECTED_PROCESSING_RATE` into
 /// `metrics` when the parallelism changes.
 pub(crate) fn compute_scale_target(
     ctx: &ScalerContext<'_>,
@@ -287,7 +287,7 @@ impl Band {
 }
 
 /// A scale-up to `new`, unless the previous scale-up was ineffective and that blocks it
-/// (anchor §4.5).
+/// (docs/decision-pipeline.md#ineffective-scale-up).
 fn scale_up(
     ctx: &ScalerContext<'_>,
     vertex: &VertexInfo,
@@ -319,7 +319,7 @@ fn scale_up(
 }
 
 /// A scale-down to `new`, delayed until it has been recommended for a whole
-/// `scale-down.interval`, then to the highest parallelism recommended within it (anchor §4.6).
+/// `scale-down.interval`, then to the highest parallelism recommended within it (docs/decision-pipeline.md#delayed-scale-down).
 fn scale_down(
     ctx: &ScalerContext<'_>,
     vertex: &VertexInfo,
@@ -357,7 +357,7 @@ fn scale_down(
     }
 }
 
-/// Describes the vertex's decision to the job's aligner (anchor §4.4) and returns its answer.
+/// Describes the vertex's decision to the job's aligner (docs/alignment.md#context) and returns its answer.
 fn align(
     ctx: &ScalerContext<'_>,
     vertex: &VertexInfo,
@@ -490,7 +490,7 @@ mod tests {
 
     #[test]
     fn scale_factor_bounds_are_one_minus_and_one_plus_the_max_factors() {
-        // §10.11: down 0.6 => at least ceil(0.4 * cur); up 2.0 => at most ceil(3 * cur).
+        // docs/decision-pipeline.md#scale-factor: down 0.6 => at least ceil(0.4 * cur); up 2.0 => at most ceil(3 * cur).
         let f = Fixture::new(AutoscalerOptions {
             scale_up_max_factor: 2.0,
             ..no_delay()
