@@ -478,21 +478,22 @@ fn ctrl_c_during_a_simulated_run_says_so_and_exits_130() {
     let steps = summary["steps"].as_u64().expect("steps");
     // A full run would step every 10 s for 30 days.
     assert!(steps < 30 * 86_400 / 10, "{summary}");
-    let said = format!(
-        "interrupted: diurnal stopped at simulated time {} of 720:00:00",
-        clock(last_cycle)
-    );
-    assert!(
-        run.stderr.contains(&said),
-        "{said:?} not in:\n{}",
-        run.stderr
-    );
+    assert_says_where_it_stopped(&run.stderr, "diurnal", last_cycle);
     assert!(
         run.stderr
             .contains("flowscale run was interrupted (Ctrl-C)"),
         "{}",
         run.stderr
     );
+}
+
+/// Asserts that stderr names where `job` stopped, in simulated time of the 30-day run.
+fn assert_says_where_it_stopped(stderr: &str, job: &str, at_ms: u64) {
+    let said = format!(
+        "interrupted: {job} stopped at simulated time {} of 720:00:00",
+        clock(at_ms)
+    );
+    assert!(stderr.contains(&said), "{said:?} not in:\n{stderr}");
 }
 
 #[test]
@@ -522,15 +523,7 @@ fn ctrl_c_during_simulate_says_so_and_exits_130() {
             .as_u64()
             .unwrap_or_else(|| panic!("{mode} does not say where it stopped: {r}"));
         assert!(at < 30 * 86_400_000, "{r}");
-        let said = format!(
-            "interrupted: {mode} stopped at simulated time {} of 720:00:00",
-            clock(at)
-        );
-        assert!(
-            run.stderr.contains(&said),
-            "{said:?} not in:\n{}",
-            run.stderr
-        );
+        assert_says_where_it_stopped(&run.stderr, mode, at);
     }
     assert!(
         run.stderr
