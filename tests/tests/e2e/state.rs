@@ -10,7 +10,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use serde_json::Value;
 
 use crate::fake_flink::{FakeFlink, JOB_ID};
-use crate::harness::{Cli, flowscale_bin};
+use crate::harness::{Cli, flowscale_bin, repo_root};
 
 /// A fleet of one Flink job at `rest` whose state lives in `state/` beside the file. The short
 /// window and cooldown make it decide, rescale and queue within a few seconds.
@@ -313,4 +313,71 @@ fn a_second_host_on_the_same_state_directory_exits_at_once_naming_the_holder() {
         second.stderr
     );
     assert!(second.stdout.is_empty(), "nothing ran: {}", second.stdout);
+}
+
+#[test]
+fn a_broken_file_of_a_job_not_in_the_fleet_is_reported_and_left_alone() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let job = repo_root().join("examples/jobs/keyed-step-spike.toml");
+    let fleet = dir.path().join("fleet.toml");
+    std::fs::write(
+        &fleet,
+        format!(
+            "[host]\nstate-dir = \"state\"\n\n[[jobs]]\nname = \"simulated\"\njob = \"{}\"\n",
+            job.display()
+        ),
+    )
+    .expect("write the fleet");
+    let state_dir = dir.path().join("state");
+    std::fs::create_dir(&state_dir).expect("state dir");
+    let gone = state_dir.join("gone.json");
+    std::fs::write(&gone, "{not json").expect("a broken file");
+
+    // Before: "cannot use the state directory", exit 1, even for a simulated-only fleet.
+    let out = Cli::new([
+        "run",
+        &fleet.display().to_string(),
+        "--json",
+        "--simulated",
+        "10min",
+    ])
+    .run();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let lines = out.json_lines();
+    let reported: Vec<&Value> = lines.iter().filter(|l| l["type"] == "event").collect();
+    assert_eq!(reported.len(), 1, "{}", out.stdout);
+    let event = &reported[0]["data"]["event"];
+    assert_eq!(event["reason"], "StateFileIgnored");
+    assert_eq!(event["job"], "gone");
+    let message = event["message"].as_str().unwrap_or_default();
+    assert!(message.contains("gone.json"), "{message}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["type"] == "summary" && l["data"]["job"] == "simulated"),
+        "the fleet ran: {}",
+        out.stdout
+    );
+    assert_eq!(
+        std::fs::read_to_string(&gone).expect("left alone"),
+        "{not json"
+    );
+
+    // The readable log says it too, and `validate` warns about it without failing.
+    let out = Cli::new(["run", &fleet.display().to_string(), "--simulated", "10min"]).run();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stdout.contains("gone StateFileIgnored: state file")
+            && out.stdout.contains("gone.json"),
+        "{}",
+        out.stdout
+    );
+    let checked = Cli::new(["validate", &fleet.display().to_string()]).run();
+    assert_eq!(checked.code, 0, "{}", checked.stdout);
+    assert!(
+        checked.stdout.contains("warning: ")
+            && checked.stdout.contains("gone.json: not flowscale state"),
+        "{}",
+        checked.stdout
+    );
 }
