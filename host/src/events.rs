@@ -30,6 +30,13 @@ pub enum EventReason {
     JobGone,
     /// Any other error of a cycle.
     AutoscalerError,
+    /// Part of a job's stored state (a section, or its whole file) could not be read: the file
+    /// as it was is kept in the state directory's `quarantine/` folder and only that part
+    /// starts empty. Look at the kept file; delete it once it is of no use.
+    StateQuarantined,
+    /// A file of the state directory cannot be used (it is not state, or several files name
+    /// one job) and it is left as it is. Repair, move or delete it.
+    StateFileIgnored,
 }
 
 impl EventReason {
@@ -47,6 +54,8 @@ impl EventReason {
             EventReason::EngineError => "EngineError",
             EventReason::JobGone => "JobGone",
             EventReason::AutoscalerError => "AutoscalerError",
+            EventReason::StateQuarantined => "StateQuarantined",
+            EventReason::StateFileIgnored => "StateFileIgnored",
         }
     }
 }

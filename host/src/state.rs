@@ -4,10 +4,17 @@
 //! Components own their section's type and read/write it with [`load`] and [`save`]; the store
 //! only knows JSON values, so adding a section needs no change here. [`FileStateStore`] keeps one
 //! JSON file per job and replaces it atomically on [`StateStore::flush`], which the loop calls once
-//! per cycle (as the anchor flushes its state store after every cycle).
+//! per cycle (as the anchor flushes its state store after every cycle). It holds the directory's
+//! lock ([`StateDirLock`]) while it lives, reads a directory through [`scan_dir`] (which
+//! `validate` uses too), and keeps what cannot be read in [`QUARANTINE_DIR`] instead of
+//! overwriting it.
 
 mod event_log;
 mod file;
+mod lock;
+mod names;
+mod quarantine;
+mod scan;
 mod store;
 
 pub use event_log::{
@@ -15,4 +22,7 @@ pub use event_log::{
     LoggedEvent,
 };
 pub use file::FileStateStore;
-pub use store::{InMemoryStateStore, StateError, StateStore, load, save, sections};
+pub use lock::{LOCK_FILE, StateDirLock};
+pub use quarantine::QUARANTINE_DIR;
+pub use scan::{DirScan, StateFinding, StoredJob, scan_dir};
+pub use store::{InMemoryStateStore, StateError, StateStore, StoredProblem, load, save, sections};

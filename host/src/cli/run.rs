@@ -1,7 +1,7 @@
 //! `flowscale run`: the control loop over every job of a fleet configuration.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -10,13 +10,15 @@ use serde::Serialize;
 
 use super::catalog::{load_catalog, plugins_dir};
 use super::exit_codes;
-use crate::config::{DurationError, load_fleet, parse_duration};
+use crate::config::{DurationError, EngineSpec, load_fleet, parse_duration};
+use crate::events::Event;
 use crate::plan::{FleetPlan, plan_fleet};
 use crate::runner::{
-    CycleReport, Interrupted, JobRun, Printer, RunOptions, format_time, run_fleet,
+    CycleReport, Interrupted, JobRun, Printer, RunOptions, format_time, ignored_state, run_fleet,
+    wall_ms,
 };
 use crate::sim::{Summary, render_comparison_table};
-use crate::state::{FileStateStore, InMemoryStateStore, StateStore};
+use crate::state::{FileStateStore, InMemoryStateStore, StateError, StateStore};
 
 /// Arguments of `flowscale run`.
 #[derive(Debug, clap::Args)]
@@ -26,7 +28,8 @@ pub struct RunArgs {
     /// Plugins directory (default: the one the file names, else plugins/ beside it).
     #[arg(long, env = "FLOWSCALE_PLUGINS_DIR")]
     plugins: Option<PathBuf>,
-    /// Print JSON Lines (`{"type": "cycle" | "summary", "data": ...}`) instead of a readable log.
+    /// Print JSON Lines (`{"type": "cycle" | "event" | "summary", "data": ...}`) instead of a
+    /// readable log.
     #[arg(long)]
     json: bool,
     /// Print every cycle and every vertex, not only changes and events.
@@ -69,7 +72,7 @@ pub fn exec(args: RunArgs) -> u8 {
     let Some(plan) = load_plan(&args) else {
         return exit_codes::FAILED;
     };
-    let Some(store) = open_store(plan.fleet.host.state_dir.as_deref()) else {
+    let Some((store, ignored)) = open_store(&plan) else {
         return exit_codes::FAILED;
     };
     let store = Mutex::new(store);
@@ -93,7 +96,7 @@ pub fn exec(args: RunArgs) -> u8 {
         stop: &stop,
         store: &store,
     };
-    let runs = run_printing(&plan, &options, args.json, args.verbose);
+    let runs = run_printing(&plan, &options, &ignored, args.json, args.verbose);
     let failed = report_runs(&runs, args.json, args.once);
     if report_interrupted("flowscale run", &runs) {
         exit_codes::INTERRUPTED
@@ -155,14 +158,31 @@ fn load_plan(args: &RunArgs) -> Option<FleetPlan> {
     Some(plan)
 }
 
-/// Where wall-clock jobs keep their state: the fleet's state directory, else memory. `None`
-/// (with the error printed) when the directory cannot be used.
-fn open_store(state_dir: Option<&Path>) -> Option<Box<dyn StateStore + Send>> {
-    let Some(dir) = state_dir else {
-        return Some(Box::new(InMemoryStateStore::new()));
+/// A store, and what in its directory no job of the fleet uses and cannot be read.
+type OpenedStore = (Box<dyn StateStore + Send>, Vec<Event>);
+
+/// Where wall-clock jobs keep their state: the fleet's state directory (locked for as long as
+/// the store lives, that is, the whole run), else memory. `None` (with the error printed) when
+/// the directory cannot be used or another host holds it.
+fn open_store(plan: &FleetPlan) -> Option<OpenedStore> {
+    let Some(dir) = plan.fleet.host.state_dir.as_deref() else {
+        return Some((Box::new(InMemoryStateStore::new()), Vec::new()));
     };
     match FileStateStore::open(dir) {
-        Ok(store) => Some(Box::new(store)),
+        Ok(store) => {
+            let jobs: Vec<(&str, &EngineSpec)> = plan
+                .jobs
+                .iter()
+                .map(|j| (j.spec.name.as_str(), &j.spec.engine))
+                .collect();
+            let ignored = ignored_state(&store, &jobs);
+            Some((Box::new(store), ignored))
+        }
+        // The message names the directory and the holder.
+        Err(err @ StateError::Locked { .. }) => {
+            eprintln!("error: {err}");
+            None
+        }
         Err(err) => {
             eprintln!(
                 "error: cannot use the state directory {}: {err}",
@@ -190,10 +210,16 @@ pub(super) fn stop_on_ctrl_c() -> Arc<AtomicBool> {
 fn run_printing(
     plan: &FleetPlan,
     options: &RunOptions<'_>,
+    start_events: &[Event],
     json: bool,
     verbose: bool,
 ) -> Vec<JobRun> {
-    let printer = Mutex::new(Printer::new(std::io::stdout(), json, verbose));
+    let mut start = Printer::new(std::io::stdout(), json, verbose);
+    let now = wall_ms();
+    for event in start_events {
+        let _ = start.print_event(now, event);
+    }
+    let printer = Mutex::new(start);
     // Simulated jobs run far faster than real time on threads of their own; their readable log
     // is printed once they are done, ordered by simulated time across jobs. Wall-clock jobs and
     // JSON Lines are printed as they happen.

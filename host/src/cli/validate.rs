@@ -1,4 +1,5 @@
-//! `flowscale validate`: check a fleet configuration and report every problem at once.
+//! `flowscale validate`: check a fleet configuration, and the state directory it names, and
+//! report every problem at once.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -7,8 +8,9 @@ use serde::Serialize;
 
 use super::catalog::{load_catalog, plugins_dir};
 use super::exit_codes;
-use crate::config::{Diagnostic, load_fleet};
+use crate::config::{Diagnostic, EngineSpec, load_fleet};
 use crate::plan::plan_fleet;
+use crate::runner::{StateCheck, check_state_dir};
 
 /// Arguments of `flowscale validate`.
 #[derive(Debug, clap::Args)]
@@ -40,9 +42,18 @@ struct JobReport {
 
 /// Runs `flowscale validate`.
 pub fn exec(args: ValidateArgs) -> u8 {
-    let (jobs, errors, warnings) = match load_fleet(&args.file) {
+    let mut state = StateCheck::default();
+    let (jobs, mut errors, mut warnings) = match load_fleet(&args.file) {
         Err(errors) => (Vec::new(), errors.0, Vec::new()),
         Ok(fleet) => {
+            if let Some(dir) = &fleet.host.state_dir {
+                let entries: Vec<(&str, &EngineSpec)> = fleet
+                    .jobs
+                    .iter()
+                    .map(|j| (j.name.as_str(), &j.engine))
+                    .collect();
+                state = check_state_dir(dir, &entries);
+            }
             let dir = plugins_dir(args.plugins.as_deref(), Some(&fleet.host.plugins_dir));
             let catalog = load_catalog(&dir);
             let warnings = fleet.warnings.clone();
@@ -62,6 +73,8 @@ pub fn exec(args: ValidateArgs) -> u8 {
             }
         }
     };
+    errors.extend(state.errors);
+    warnings.extend(state.warnings);
     let text = |d: &[Diagnostic]| d.iter().map(ToString::to_string).collect::<Vec<_>>();
     let report = Report {
         file: args.file.display().to_string(),

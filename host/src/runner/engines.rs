@@ -68,6 +68,25 @@ pub fn open_engines(name: &str, spec: &EngineSpec) -> Result<OpenedEngines, Open
     }
 }
 
+/// True when the fleet entry `entry` may open a job named `job` that restores its state from
+/// the store: what [`open_engines`] names the jobs of a Flink or replay entry (simulated jobs
+/// keep no state).
+pub fn may_restore(entry: &str, spec: &EngineSpec, job: &str) -> bool {
+    match spec {
+        EngineSpec::Sim { .. } => false,
+        EngineSpec::Replay { .. }
+        | EngineSpec::Flink {
+            job_id: Some(_), ..
+        } => job == entry,
+        EngineSpec::Flink { job_id: None, .. } => {
+            job == entry
+                || job
+                    .strip_prefix(entry)
+                    .is_some_and(|rest| rest.starts_with('/'))
+        }
+    }
+}
+
 fn open_flink(name: &str, rest: &str, job_id: Option<&str>) -> Result<Vec<NamedEngine>, OpenError> {
     let client = FlinkClient::new(FlinkOptions::new(rest));
     if let Some(id) = job_id {

@@ -166,7 +166,14 @@ fn run_simulation(
         &job.settings,
         interval_ms,
     );
-    let driven = drive(&mut runner, Some(duration), false, options, sink);
+    let driven = drive(
+        &mut runner,
+        Some(duration),
+        false,
+        Vec::new(),
+        options,
+        sink,
+    );
     let timeline = runner.engine().timeline();
     let summary = Summary::from_timeline(&timeline);
     JobRun {
@@ -214,10 +221,18 @@ fn run_engines(
                         &job.settings,
                         interval_ms,
                     );
-                    if let Ok(store) = options.store.lock() {
-                        runner.restore(store.as_ref(), wall_ms());
-                    }
-                    let driven = drive(&mut runner, None, named, options, sink);
+                    let restored = match options.store.lock() {
+                        Ok(mut store) => runner.restore(store.as_mut()),
+                        Err(_) => Ok(Vec::new()),
+                    };
+                    let first_events = match restored {
+                        Ok(events) => events,
+                        // Its state is ambiguous: the job does not run, the others do.
+                        Err(err) => {
+                            return JobRun::failed(label, job.alignment.mode_id(), err.to_string());
+                        }
+                    };
+                    let driven = drive(&mut runner, None, named, first_events, options, sink);
                     JobRun {
                         name: label,
                         mode: job.alignment.mode_id(),
@@ -256,11 +271,13 @@ struct Driven {
 }
 
 /// Steps a runner until its time is up, it finishes, the fleet is stopped, or its job is gone
-/// from the engine (unless `await_return`).
+/// from the engine (unless `await_return`); its first step reports `first_events` (what
+/// restoring its state found).
 fn drive<E: Engine>(
     runner: &mut JobRunner<E>,
     simulated: Option<Duration>,
     await_return: bool,
+    first_events: Vec<Event>,
     options: &RunOptions<'_>,
     sink: &(dyn Fn(&CycleReport) + Sync),
 ) -> Driven {
@@ -272,9 +289,12 @@ fn drive<E: Engine>(
     let (interrupted, gone) = match runner.engine().clock() {
         Clock::Virtual { start_ms, end_ms } => {
             let end = virtual_end(start_ms, end_ms, simulated);
-            drive_virtual(runner, start_ms, end, options, &mut tally)
+            drive_virtual(runner, start_ms, end, first_events, options, &mut tally)
         }
-        Clock::Wall => (None, drive_wall(runner, await_return, options, &mut tally)),
+        Clock::Wall => (
+            None,
+            drive_wall(runner, await_return, first_events, options, &mut tally),
+        ),
     };
     Driven {
         steps: tally.steps,
@@ -326,6 +346,7 @@ fn drive_virtual<E: Engine>(
     runner: &mut JobRunner<E>,
     start_ms: i64,
     end: i64,
+    mut first_events: Vec<Event>,
     options: &RunOptions<'_>,
     tally: &mut Tally<'_>,
 ) -> (Option<Interrupted>, bool) {
@@ -333,7 +354,7 @@ fn drive_virtual<E: Engine>(
     let mut now = start_ms;
     let mut reached = start_ms;
     while now <= end && !runner.is_finished() && !options.stop.load(Ordering::Relaxed) {
-        if let Some(mut report) = runner.step(now, Vec::new()) {
+        if let Some(mut report) = runner.step(now, std::mem::take(&mut first_events)) {
             report.virtual_clock = true;
             tally.account(&report);
             if report.job_gone {
@@ -362,6 +383,7 @@ fn drive_virtual<E: Engine>(
 fn drive_wall<E: Engine>(
     runner: &mut JobRunner<E>,
     await_return: bool,
+    mut first_events: Vec<Event>,
     options: &RunOptions<'_>,
     tally: &mut Tally<'_>,
 ) -> bool {
@@ -370,7 +392,7 @@ fn drive_wall<E: Engine>(
     let mut gone = false;
     loop {
         let now = wall_ms();
-        if let Some(report) = runner.step(now, Vec::new()) {
+        if let Some(report) = runner.step(now, std::mem::take(&mut first_events)) {
             gone = report.job_gone;
             tally.account(&report);
         }
@@ -653,7 +675,8 @@ mod tests {
             };
             save(&mut store, "job", sections::COOLDOWN, &queued).expect("save");
             let now = wall_ms();
-            runner.restore(&store, now);
+            let restored = runner.restore(&mut store).expect("the saved queue decodes");
+            assert!(restored.is_empty(), "{restored:?}");
 
             let report = runner.step(now, Vec::new()).expect("a step");
             assert_eq!(report.stage, Some(CycleStage::NotRunning));
@@ -787,5 +810,87 @@ rest = "http://127.0.0.1:9"
         }
         // One after the other they would take two durations.
         assert!(elapsed < Duration::from_millis(1100), "{elapsed:?}");
+    }
+
+    #[test]
+    fn state_that_cannot_be_read_is_reported_at_the_first_step_and_stops_no_other_job() {
+        use crate::state::FileStateStore;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let write = |name: &str, text: &str| {
+            std::fs::write(dir.path().join(name), text).expect("write a state file")
+        };
+        // Two files name job0; job1's cooldown section has the wrong type.
+        write(
+            "cluster%2Fjob0.json",
+            r#"{"job": "cluster/job0", "sections": {}}"#,
+        );
+        write(
+            "job0-backup.json",
+            r#"{"job": "cluster/job0", "sections": {}}"#,
+        );
+        write(
+            "cluster%2Fjob1.json",
+            r#"{"job": "cluster/job1", "sections": {"cooldown": [1, 2]}}"#,
+        );
+        let text = "[host]\ninterval = \"100ms\"\n[[jobs]]\nname = \"cluster\"\nengine = \"flink\"\nrest = \"http://127.0.0.1:9\"\n";
+        let fleet = parse_fleet(Path::new("fleet.toml"), text).expect("a valid fleet");
+        let plan = plan_fleet(fleet, &NoCustomModes).expect("a valid plan");
+        let engines: Vec<NamedEngine> = (0..2)
+            .map(|i| {
+                let engine: Box<dyn Engine> = Box::new(Unreachable {
+                    first: Arc::default(),
+                });
+                (format!("cluster/job{i}"), engine)
+            })
+            .collect();
+        let stop = AtomicBool::new(false);
+        let store: Mutex<Box<dyn StateStore + Send>> = Mutex::new(Box::new(
+            FileStateStore::open(dir.path()).expect("the store opens"),
+        ));
+        let options = RunOptions {
+            once: true,
+            wall_duration: None,
+            simulated_duration: None,
+            stop: &stop,
+            store: &store,
+        };
+        let reports = Mutex::new(Vec::new());
+        let runs = run_engines(&plan.jobs[0], engines, 100, &options, &|report| {
+            reports.lock().expect("lock").push(report.clone());
+        });
+
+        // Before: the later-sorted file silently won and job0 ran on it.
+        let error = runs[0].error.as_deref().expect("job0 does not start");
+        assert!(
+            error.contains("cluster%2Fjob0.json") && error.contains("job0-backup.json"),
+            "{error}"
+        );
+        assert_eq!(runs[1].error, None, "job1 runs");
+        let reports = reports.into_inner().expect("lock");
+        let first = reports
+            .iter()
+            .find(|r| r.job == "cluster/job1")
+            .expect("job1 stepped");
+        let quarantined: Vec<&Event> = first
+            .events
+            .iter()
+            .filter(|e| e.reason == EventReason::StateQuarantined)
+            .collect();
+        assert_eq!(quarantined.len(), 1, "{:?}", first.events);
+        assert!(
+            quarantined[0].message.contains("`cooldown`"),
+            "{}",
+            quarantined[0].message
+        );
+        assert!(
+            quarantined[0].message.contains("quarantine"),
+            "{}",
+            quarantined[0].message
+        );
+        // Both files of job0 are untouched.
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("job0-backup.json")).expect("kept"),
+            r#"{"job": "cluster/job0", "sections": {}}"#
+        );
     }
 }

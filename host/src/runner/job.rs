@@ -12,12 +12,11 @@ use crate::engine::{Engine, EngineError, JobObservation, JobStatus};
 use crate::events::{Event, EventReason, Severity};
 use crate::plan::JobSettings;
 use crate::scaling::{Autoscaler, JobScalingState};
-use crate::state::{
-    DEFAULT_EVENT_CAPACITY, EventLog, EventLogState, StateError, StateStore, load, save, sections,
-};
+use crate::state::{DEFAULT_EVENT_CAPACITY, EventLog, StateError, StateStore, save, sections};
 
 use super::cooldown::{CooldownExecutor, CooldownState};
 use super::report::CycleReport;
+use super::restore::{RestoreError, restore};
 
 /// Why a job's state could not be written.
 #[derive(Debug, thiserror::Error)]
@@ -129,40 +128,24 @@ impl<E: Engine> JobRunner<E> {
     }
 
     /// Continues from persisted state (scaling history, metric window, cooldown queue and timer,
-    /// events). Unreadable sections are reported and start empty.
-    pub fn restore(&mut self, store: &dyn StateStore, now_ms: i64) {
-        match JobScalingState::from_sections(|section| store.get(&self.name, section)) {
-            Ok(state) => self.scaling = state,
-            Err(err) => self.note(
-                now_ms,
-                format!("stored scaling state unreadable, starting empty: {err}"),
-            ),
+    /// events). A section that cannot be read is kept aside in the store and starts empty, the
+    /// others resume; the returned events say so, for the job's first step to report (pass them
+    /// to [`JobRunner::step`]). A job whose state is in several files cannot start.
+    pub fn restore(&mut self, store: &mut dyn StateStore) -> Result<Vec<Event>, RestoreError> {
+        let restored = restore(store, &self.name)?;
+        self.scaling = restored.scaling;
+        if let Some(state) = restored.cooldown {
+            self.cooldown = CooldownExecutor::restore(
+                self.name.clone(),
+                Duration::from_millis(u64::try_from(self.cooldown.period_ms()).unwrap_or(0)),
+                state,
+            );
         }
-        match load::<CooldownState>(store, &self.name, sections::COOLDOWN) {
-            Ok(Some(state)) => {
-                self.cooldown = CooldownExecutor::restore(
-                    self.name.clone(),
-                    Duration::from_millis(u64::try_from(self.cooldown.period_ms()).unwrap_or(0)),
-                    state,
-                );
-            }
-            Ok(None) => {}
-            Err(err) => self.note(
-                now_ms,
-                format!("stored cooldown state unreadable, starting empty: {err}"),
-            ),
+        if let Some(state) = restored.events {
+            let log = std::mem::replace(&mut self.events, EventLog::new(Duration::ZERO, 1));
+            self.events = log.restore(state);
         }
-        match load::<EventLogState>(store, &self.name, sections::EVENTS) {
-            Ok(Some(state)) => {
-                let log = std::mem::replace(&mut self.events, EventLog::new(Duration::ZERO, 1));
-                self.events = log.restore(state);
-            }
-            Ok(None) => {}
-            Err(err) => self.note(
-                now_ms,
-                format!("stored events unreadable, starting empty: {err}"),
-            ),
-        }
+        Ok(restored.report)
     }
 
     /// Writes the job's state into `store` (the caller flushes).
@@ -173,12 +156,6 @@ impl<E: Engine> JobRunner<E> {
         save(store, &self.name, sections::COOLDOWN, self.cooldown.state())?;
         save(store, &self.name, sections::EVENTS, &self.events.state())?;
         Ok(())
-    }
-
-    fn note(&mut self, now_ms: i64, message: String) {
-        let event =
-            Event::new(EventReason::AutoscalerError, Severity::Warning, message).job(&self.name);
-        self.events.record_always(now_ms, event);
     }
 
     /// True when nothing remains to do: the engine's job has finished.
@@ -385,11 +362,18 @@ enum Dedupe {
 
 /// The anchor's rules: scaling reports and errors are always recorded; an event with a message
 /// key is the same as an earlier one with that key; rate limits change every batch and are
-/// reported once per interval; anything else is the same when its message is.
+/// reported once per interval; anything else is the same when its message is. State kept aside
+/// is always recorded too: each one names another kept file.
 fn dedupe_key(event: &Event) -> Dedupe {
     let vertex = event.vertex.as_deref().unwrap_or_default();
     match (event.reason, &event.key) {
-        (EventReason::ScalingReport | EventReason::AutoscalerError, _) => Dedupe::Never,
+        (
+            EventReason::ScalingReport
+            | EventReason::AutoscalerError
+            | EventReason::StateQuarantined
+            | EventReason::StateFileIgnored,
+            _,
+        ) => Dedupe::Never,
         (_, Some(key)) => Dedupe::Key(key.clone()),
         (EventReason::RateLimit, None) => Dedupe::Key("RateLimit".to_string()),
         (EventReason::PluginFault, None) => Dedupe::Key(format!("PluginFault{vertex}")),

@@ -5,14 +5,18 @@ mod engines;
 mod fleet;
 mod job;
 mod report;
+mod restore;
+mod state_check;
 
 pub use cooldown::{
     CooldownExecutor, CooldownOutcome, CooldownState, QueuedScalingEvent, ScalingOperation,
 };
-pub use engines::{NamedEngine, OpenError, OpenedEngines, open_engines};
+pub use engines::{NamedEngine, OpenError, OpenedEngines, may_restore, open_engines};
 pub use fleet::{DEFAULT_SIMULATED_DURATION, Interrupted, JobRun, RunOptions, run_fleet, wall_ms};
 pub use job::{JobRunner, PersistError};
 pub use report::{CycleReport, Printer, format_time};
+pub use restore::{BadSection, RestoreError, check_sections, ignored_state};
+pub use state_check::{StateCheck, check_state_dir};
 
 #[cfg(test)]
 mod tests;

@@ -7,6 +7,7 @@ use serde::Serialize;
 
 use crate::events::Event;
 use crate::scaling::{CycleStage, VertexDecision};
+use crate::state::LoggedEvent;
 
 /// One step of one job: a decision cycle, a rate-control batch, or both.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -146,6 +147,31 @@ impl<W: Write> Printer<W> {
             )?;
         }
         Ok(())
+    }
+
+    /// Prints an event that belongs to no step of a job (what the host found in its state
+    /// directory when it started): a readable line, or JSON Lines of
+    /// `{"type": "event", "data": {"at_ms": ..., "event": ...}}`.
+    pub fn print_event(&mut self, at_ms: i64, event: &Event) -> io::Result<()> {
+        if self.json {
+            let logged = LoggedEvent {
+                at_ms,
+                event: event.clone(),
+            };
+            serde_json::to_writer(
+                &mut self.out,
+                &serde_json::json!({ "type": "event", "data": logged }),
+            )?;
+            return writeln!(self.out);
+        }
+        writeln!(
+            self.out,
+            "{} {} {}: {}",
+            format_time(at_ms),
+            event.job.as_deref().unwrap_or("-"),
+            event.reason.as_str(),
+            event.message
+        )
     }
 
     /// The writer back.

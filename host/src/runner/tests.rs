@@ -283,22 +283,15 @@ fn a_queued_decision_enters_the_history_when_it_is_executed() {
 fn a_restarted_host_resumes_the_window_history_and_cooldown() {
     use crate::state::{InMemoryStateStore, StateStore};
     let config: &[(&str, &str)] = &[FAST, &[("scaling-cooldown-period", "45 min")]].concat();
-    let mut first = runner(example("diurnal.toml"), config);
     // Run until a decision is queued by the cooldown, then "restart the host".
-    let mut now = 0;
-    let queued_at = loop {
-        assert!(now <= 30 * 3_600_000, "no decision was queued");
-        if first.step(now, Vec::new()).is_some_and(|r| r.queued) {
-            break now;
-        }
-        now += first.step_ms();
-    };
+    let (first, _) = queued_runner(config);
     let mut store = InMemoryStateStore::new();
     first.persist(&mut store).expect("persisted");
     store.flush().expect("flushed");
 
     let mut second = runner(example("diurnal.toml"), config);
-    second.restore(&store, queued_at);
+    let reported = second.restore(&mut store).expect("restored");
+    assert!(reported.is_empty(), "{reported:?}");
     // Compared as persisted JSON: the state holds NaN halves of metrics, which never compare equal.
     let sections = |r: &JobRunner<Simulation>| {
         serde_json::to_string(&r.scaling_state().to_sections().expect("serializable"))
@@ -319,5 +312,128 @@ fn a_restarted_host_resumes_the_window_history_and_cooldown() {
         second.events().events().count(),
         first.events().events().count(),
         "the recent events survived"
+    );
+}
+
+/// A runner of the diurnal job with a cooldown, stepped until a decision is queued; returns it
+/// and the instant of the queued decision.
+fn queued_runner(config: &[(&str, &str)]) -> (JobRunner<Simulation>, i64) {
+    let mut r = runner(example("diurnal.toml"), config);
+    let mut now = 0;
+    loop {
+        assert!(now <= 30 * 3_600_000, "no decision was queued");
+        if r.step(now, Vec::new()).is_some_and(|report| report.queued) {
+            return (r, now);
+        }
+        now += r.step_ms();
+    }
+}
+
+#[test]
+fn one_unreadable_section_starts_empty_and_every_other_one_resumes() {
+    use crate::scaling::SECTION_SCALING_HISTORY;
+    use crate::state::{InMemoryStateStore, StateStore, sections};
+    let config: &[(&str, &str)] = &[FAST, &[("scaling-cooldown-period", "45 min")]].concat();
+    let (first, queued_at) = queued_runner(config);
+    let mut store = InMemoryStateStore::new();
+    first.persist(&mut store).expect("persisted");
+    let as_stored = store.sections("job").expect("stored").clone();
+    // Valid JSON of the wrong type in one section.
+    store.put("job", SECTION_SCALING_HISTORY, serde_json::json!("garbage"));
+
+    let mut second = runner(example("diurnal.toml"), config);
+    let reported = second.restore(&mut store).expect("restored");
+    assert_eq!(reported.len(), 1, "{reported:?}");
+    assert_eq!(reported[0].reason, EventReason::StateQuarantined);
+    assert!(
+        reported[0].message.contains(SECTION_SCALING_HISTORY),
+        "{}",
+        reported[0].message
+    );
+    // What it held is kept.
+    let (job, kept) = &store.quarantined()[0];
+    assert_eq!(job, "job");
+    assert_eq!(kept[SECTION_SCALING_HISTORY], serde_json::json!("garbage"));
+
+    // Only that section starts empty. Before, all six of the pipeline did.
+    assert!(second.scaling_state().scaling_history.vertices.is_empty());
+    assert!(!first.scaling_state().scaling_history.vertices.is_empty());
+    let mut persisted = InMemoryStateStore::new();
+    second.persist(&mut persisted).expect("persisted");
+    let resumed = persisted.sections("job").expect("stored");
+    for (section, value) in &as_stored {
+        // The event log resumes its events; its dedupe memory starts afresh at every start.
+        let (resumed, value) = if section == sections::EVENTS {
+            (&resumed[section]["events"], &value["events"])
+        } else {
+            (&resumed[section], value)
+        };
+        if section != SECTION_SCALING_HISTORY {
+            // Compared as text: metric samples hold NaN, which never compares equal.
+            assert_eq!(
+                resumed.to_string(),
+                value.to_string(),
+                "section `{section}` resumed"
+            );
+        }
+    }
+    assert!(
+        !second.cooldown_state().queue.is_empty(),
+        "the queued operation survived"
+    );
+    assert!(resumed.contains_key(sections::EVENTS));
+
+    // The first step reports it, in the step's events (the readable log and the JSON stream).
+    let step = second.step(queued_at + 10_000, reported).expect("a step");
+    assert!(
+        step.events
+            .iter()
+            .any(|e| e.reason == EventReason::StateQuarantined),
+        "{:?}",
+        step.events
+    );
+}
+
+#[test]
+fn an_engine_still_unreachable_after_a_restart_is_reported_at_its_first_step() {
+    use crate::state::{InMemoryStateStore, StateStore};
+    let config = JobConfig::from_pairs(FAST.iter().copied());
+    let settings = JobSettings::from_config(&config).expect("valid");
+    let unreachable = || {
+        let alignment = JobAlignment::resolve("job", &config, &NoCustomModes).expect("resolves");
+        let flaky = Flaky {
+            inner: example("keyed-step-spike.toml"),
+            failures: usize::MAX,
+        };
+        JobRunner::new("job", flaky, alignment, &settings, 10_000)
+    };
+    let engine_errors = |report: &super::CycleReport| {
+        report
+            .events
+            .iter()
+            .filter(|e| e.reason == EventReason::EngineError)
+            .count()
+    };
+    let mut before = unreachable();
+    assert_eq!(
+        engine_errors(&before.step(0, Vec::new()).expect("a step")),
+        1
+    );
+    assert_eq!(
+        engine_errors(&before.step(10_000, Vec::new()).expect("a step")),
+        0
+    );
+    let mut store = InMemoryStateStore::new();
+    before.persist(&mut store).expect("persisted");
+    store.flush().expect("flushed");
+
+    // Restarted a minute later, well within the 30 min event interval.
+    let mut after = unreachable();
+    let reported = after.restore(&mut store).expect("restored");
+    let first = after.step(60_000, reported).expect("a step");
+    assert_eq!(engine_errors(&first), 1, "{:?}", first.events);
+    assert_eq!(
+        engine_errors(&after.step(70_000, Vec::new()).expect("a step")),
+        0
     );
 }

@@ -10,6 +10,10 @@
 //!
 //! Recorded events are logged through `tracing` (warnings at `warn`, the rest at `info`) and kept
 //! in a bounded ring, oldest dropped first.
+//!
+//! A restarted host reports every condition again the first time it sees it: whoever reads the
+//! new process's output did not see what the old one printed, so the dedupe memory starts empty
+//! at every start (the ring of recent events is restored).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
@@ -44,7 +48,8 @@ pub struct EventLogState {
     /// (a reason added by a newer version) is dropped alone instead of failing the whole log.
     #[serde(default)]
     pub events: Vec<serde_json::Value>,
-    /// Identity (reason + key or message) -> when it was last recorded, in ms.
+    /// Identity (reason + key or message) -> when it was last recorded, in ms. Persisted for
+    /// the file format's sake; [`EventLog::restore`] does not read it back.
     #[serde(default)]
     pub last_recorded: BTreeMap<String, i64>,
 }
@@ -76,8 +81,10 @@ impl EventLog {
         Ok(EventLog::new(interval, DEFAULT_EVENT_CAPACITY))
     }
 
-    /// Continues from a persisted state. Events this host cannot read are dropped with a
-    /// warning; their dedupe instants are kept.
+    /// Continues from a persisted state: its recent events. Events this host cannot read are
+    /// dropped with a warning. The dedupe instants are not restored, so a condition that still
+    /// holds after a restart (an engine that is still unreachable) is reported at once, not up
+    /// to `scaling.event.interval` later.
     pub fn restore(mut self, state: EventLogState) -> EventLog {
         self.events = state
             .events
@@ -95,7 +102,7 @@ impl EventLog {
         while self.events.len() > self.capacity {
             self.events.pop_front();
         }
-        self.last_recorded = state.last_recorded;
+        self.last_recorded.clear();
         self
     }
 
@@ -307,8 +314,30 @@ mod tests {
             restored.events().cloned().collect::<Vec<_>>(),
             log.events().cloned().collect::<Vec<_>>()
         );
-        assert!(!restored.record(MIN, limited("v1", "again"), Some("ScalingLimitedv1")));
-        assert!(restored.record(30 * MIN, limited("v1", "again"), Some("ScalingLimitedv1")));
+        // The restarted host reports the condition once, then suppresses repeats as before.
+        assert!(restored.record(MIN, limited("v1", "again"), Some("ScalingLimitedv1")));
+        assert!(!restored.record(2 * MIN, limited("v1", "again"), Some("ScalingLimitedv1")));
+        assert!(restored.record(31 * MIN, limited("v1", "again"), Some("ScalingLimitedv1")));
+    }
+
+    #[test]
+    fn an_engine_error_still_failing_after_a_restart_is_reported_at_once() {
+        let unreachable = || {
+            Event::new(
+                EventReason::EngineError,
+                Severity::Warning,
+                "cannot observe the job: connection refused",
+            )
+            .job("orders")
+        };
+        let mut before = log();
+        assert!(before.record(0, unreachable(), None));
+        assert!(!before.record(MIN, unreachable(), None));
+        // Restarted one minute later against the same unreachable cluster: before, the saved
+        // dedupe memory kept it quiet for the rest of the 30 minutes.
+        let mut after = log().restore(before.state());
+        assert!(after.record(2 * MIN, unreachable(), None));
+        assert_eq!(after.len(), 2, "the old report and the new one");
     }
 
     #[test]
@@ -325,7 +354,7 @@ mod tests {
         let log = EventLog::new(DEFAULT_EVENT_INTERVAL, 5).restore(state);
         assert_eq!(log.len(), 1);
         assert_eq!(log.events().next().unwrap().event.message, "ok");
-        assert_eq!(log.state().last_recorded.get("x"), Some(&1));
+        assert!(log.state().last_recorded.is_empty());
     }
 
     #[test]

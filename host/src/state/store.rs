@@ -28,10 +28,43 @@ pub trait StateStore {
     fn remove_job(&mut self, job: &str);
     /// The jobs that have state, sorted.
     fn jobs(&self) -> Vec<String>;
+    /// What was found wrong with `job`'s stored state when the store read it: a file that is not
+    /// state at all, or several files naming the job. `None` when its state, if any, was read.
+    fn problem(&self, _job: &str) -> Option<StoredProblem> {
+        None
+    }
+    /// Keeps `job`'s stored state as it is now where nothing overwrites it, then forgets
+    /// `section` (with `None`, everything of the job) so that it starts empty and the next flush
+    /// writes the rest. Called when the owner of a section cannot read it: the host goes on
+    /// without that section, and a person can still look at what it held. Returns where the
+    /// state was kept, when the store keeps it somewhere a person can look.
+    fn quarantine(
+        &mut self,
+        job: &str,
+        section: Option<&str>,
+    ) -> Result<Option<PathBuf>, StateError>;
     /// Makes every change since the last flush durable. Call once per cycle.
     fn flush(&mut self) -> Result<(), StateError> {
         Ok(())
     }
+}
+
+/// What a store found wrong with a job's stored state when it read it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StoredProblem {
+    /// The job's file is not flowscale state (not JSON, not the expected shape) or could not be
+    /// read at all. It is kept as it is until the job quarantines it.
+    Unreadable {
+        /// The file.
+        path: PathBuf,
+        /// Why it could not be read.
+        reason: String,
+    },
+    /// Several files name the job, so which one is current cannot be told; none is used.
+    Ambiguous {
+        /// The files, sorted.
+        paths: Vec<PathBuf>,
+    },
 }
 
 /// Why state could not be read or written.
@@ -63,6 +96,41 @@ pub enum StateError {
         /// What the parser said.
         #[source]
         source: serde_json::Error,
+    },
+    /// Another process holds the state directory's lock.
+    #[error(
+        "the state directory {} is in use by another flowscale host ({}); stop that host, or give this one another `state-dir`",
+        dir.display(),
+        holder.map_or_else(|| "an unknown process".to_string(), |pid| format!("process {pid}"))
+    )]
+    Locked {
+        /// The state directory.
+        dir: PathBuf,
+        /// The holder's process id, as written in the lock file, when it could be read.
+        holder: Option<u32>,
+    },
+    /// The state directory's lock file could not be created or locked.
+    #[error("cannot lock the state directory through {}: {source}", path.display())]
+    Lock {
+        /// The lock file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Writing a job's state would replace a file that holds something else: a file that could
+    /// not be read as state (and was not kept aside), or the state of another job.
+    #[error(
+        "the state of job `{job}` is not written to {}: that file holds {holds}; it is kept as it is (move it away to let the job persist its state)",
+        path.display()
+    )]
+    Occupied {
+        /// The job.
+        job: String,
+        /// The file.
+        path: PathBuf,
+        /// What the file holds instead.
+        holds: String,
     },
     /// A stored section does not have the shape its owner expects.
     #[error("state section `{section}` of job `{job}` cannot be decoded: {source}")]
@@ -122,10 +190,14 @@ pub fn save<T: Serialize + ?Sized>(
     Ok(())
 }
 
+/// A job's sections, by name.
+type Sections = BTreeMap<String, serde_json::Value>;
+
 /// State kept in memory only (the anchor's `MEMORY` store): lost when the host exits.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct InMemoryStateStore {
-    jobs: BTreeMap<String, BTreeMap<String, serde_json::Value>>,
+    jobs: BTreeMap<String, Sections>,
+    quarantined: Vec<(String, Sections)>,
 }
 
 impl InMemoryStateStore {
@@ -137,6 +209,11 @@ impl InMemoryStateStore {
     /// Every section of `job`.
     pub fn sections(&self, job: &str) -> Option<&BTreeMap<String, serde_json::Value>> {
         self.jobs.get(job)
+    }
+
+    /// What [`StateStore::quarantine`] kept, oldest first: the job and its sections as they were.
+    pub fn quarantined(&self) -> &[(String, BTreeMap<String, serde_json::Value>)] {
+        &self.quarantined
     }
 }
 
@@ -158,6 +235,27 @@ impl StateStore for InMemoryStateStore {
 
     fn jobs(&self) -> Vec<String> {
         self.jobs.keys().cloned().collect()
+    }
+
+    /// Keeps the job's sections as they were in memory (there is no file to keep).
+    fn quarantine(
+        &mut self,
+        job: &str,
+        section: Option<&str>,
+    ) -> Result<Option<PathBuf>, StateError> {
+        let kept = self.jobs.get(job).cloned().unwrap_or_default();
+        self.quarantined.push((job.to_string(), kept));
+        match section {
+            Some(section) => {
+                if let Some(sections) = self.jobs.get_mut(job) {
+                    sections.remove(section);
+                }
+            }
+            None => {
+                self.jobs.remove(job);
+            }
+        }
+        Ok(None)
     }
 }
 

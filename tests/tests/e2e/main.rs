@@ -1,14 +1,18 @@
 //! End-to-end tests: build what a user builds, run the `flowscale` command line as a user does.
 //!
 //! Where things go: `align` for the alignment command, `validate` for configuration checking,
-//! `plugin_loading` for the plugins directory, `run` for `run` and `simulate`, `flink` for
-//! `flowscale run` against a real Flink cluster (`#[ignore]`d: it runs with `--ignored` and
-//! `FLOWSCALE_FLINK_E2E=1`). Shared helpers live in `harness`.
+//! `plugin_loading` for the plugins directory, `run` for `run` and `simulate`, `state` for
+//! `run` with a state directory (killed, corrupted, locked), `flink` for `flowscale run` against
+//! a real Flink cluster (`#[ignore]`d: it runs with `--ignored` and `FLOWSCALE_FLINK_E2E=1`).
+//! Shared helpers live in `harness`; `fake_flink` serves a Flink REST API for wall-clock jobs
+//! without a cluster.
 
 mod align;
+mod fake_flink;
 mod flink;
 mod harness;
 mod plugin_loading;
 mod readme;
 mod run;
+mod state;
 mod validate;
