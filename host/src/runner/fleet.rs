@@ -392,6 +392,7 @@ fn drive_wall<E: Engine>(
     let mut gone = false;
     loop {
         let now = wall_ms();
+        let step_started = Instant::now();
         if let Some(report) = runner.step(now, std::mem::take(&mut first_events)) {
             gone = report.job_gone;
             tally.account(&report);
@@ -406,7 +407,7 @@ fn drive_wall<E: Engine>(
         {
             break;
         }
-        if !sleep_unless_stopped(step_ms, options.stop) {
+        if !sleep_until_next_step(now, step_started, step_ms, options.stop) {
             break;
         }
     }
@@ -440,15 +441,34 @@ fn persist<E: Engine>(
     }
 }
 
-/// Waits `step_ms`, looking at `stop` every 100 ms; false when the fleet was stopped.
-fn sleep_unless_stopped(step_ms: i64, stop: &AtomicBool) -> bool {
-    let wake = Instant::now() + Duration::from_millis(u64::try_from(step_ms).unwrap_or(1000));
-    while Instant::now() < wake && !stop.load(Ordering::Relaxed) {
-        std::thread::sleep(
-            Duration::from_millis(100).min(wake.saturating_duration_since(Instant::now())),
-        );
+/// Waits until `step_ms` after the start of the step that began at wall time `started_ms`
+/// (`started` on the monotonic clock), looking at `stop` every 100 ms; false when the fleet was
+/// stopped.
+///
+/// The interval is measured from step start to step start: time the step itself took (an
+/// engine's metric-priming wait, a slow REST answer) is not added to it. The step starts once
+/// the wall clock reached `started_ms + step_ms`, so the runner finds its next cycle due; the
+/// monotonic bound (twice the step) keeps a wall clock set back from stalling the loop.
+fn sleep_until_next_step(
+    started_ms: i64,
+    started: Instant,
+    step_ms: i64,
+    stop: &AtomicBool,
+) -> bool {
+    let step = Duration::from_millis(u64::try_from(step_ms).unwrap_or(1000));
+    let due_ms = started_ms.saturating_add(step_ms);
+    let latest = started + step * 2;
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            return false;
+        }
+        let left_ms = due_ms.saturating_sub(wall_ms());
+        if left_ms <= 0 || Instant::now() >= latest {
+            return true;
+        }
+        let left = Duration::from_millis(u64::try_from(left_ms).unwrap_or(0));
+        std::thread::sleep(Duration::from_millis(100).min(left));
     }
-    !stop.load(Ordering::Relaxed)
 }
 
 fn duration_ms(d: Duration) -> i64 {
@@ -623,6 +643,16 @@ mod tests {
             fake: &FakeFlink,
             limit: Duration,
         ) -> (Vec<JobRun>, Vec<CycleReport>) {
+            run_every(plan, fake, 100, limit)
+        }
+
+        /// Runs the entry's one engine with steps every `interval_ms` for at most `limit`.
+        fn run_every(
+            plan: &FleetPlan,
+            fake: &FakeFlink,
+            interval_ms: i64,
+            limit: Duration,
+        ) -> (Vec<JobRun>, Vec<CycleReport>) {
             let engine: Box<dyn Engine> = Box::new(FlinkEngine::new(client(fake), JOB));
             let stop = AtomicBool::new(false);
             let store: Mutex<Box<dyn StateStore + Send>> =
@@ -638,7 +668,7 @@ mod tests {
             let runs = run_engines(
                 &plan.jobs[0],
                 vec![("cluster".to_string(), engine)],
-                100,
+                interval_ms,
                 &options,
                 &|r| reports.lock().expect("reports").push(r.clone()),
             );
@@ -692,6 +722,44 @@ mod tests {
                 fake.requests().iter().filter(|r| r.method == "PUT").count(),
                 0
             );
+        }
+
+        #[test]
+        fn the_interval_runs_from_step_start_to_step_start() {
+            const INTERVAL_MS: i64 = 500;
+            const SLOW_MS: i64 = 250;
+            let fake = FakeFlink::start();
+            fake.route(
+                &format!("GET /jobs/{JOB}"),
+                Reply::Slow(
+                    Duration::from_millis(SLOW_MS as u64),
+                    200,
+                    restarting().to_string(),
+                ),
+            );
+            fake.json(
+                &format!("GET /jobs/{JOB}/plan"),
+                &format!(r#"{{"plan":{{"jid":"{JOB}","nodes":[]}}}}"#),
+            );
+            // Steps start at 0, 500, 1000 and 1500 ms, each taking 250 ms; the run ends after
+            // the step that ends past 1600 ms. Counting the step's own time into the interval
+            // would start them at 0, 750 and 1500 ms: three steps.
+            let (runs, reports) = run_every(
+                &plan(None, &fake.url()),
+                &fake,
+                INTERVAL_MS,
+                Duration::from_millis(1600),
+            );
+            assert!(runs[0].steps >= 4, "{:?}", runs[0]);
+            let starts: Vec<i64> = reports.iter().map(|r| r.at_ms).collect();
+            for pair in starts.windows(2) {
+                let gap = pair[1] - pair[0];
+                // Never early; late only by scheduling noise, far less than the slow answer.
+                assert!(
+                    (INTERVAL_MS..INTERVAL_MS + SLOW_MS - 50).contains(&gap),
+                    "steps started at {starts:?}"
+                );
+            }
         }
 
         #[test]

@@ -10,12 +10,12 @@ use crate::alignment::JobAlignment;
 use crate::backpressure::{BatchInfo, RateController};
 use crate::engine::{Engine, EngineError, JobObservation, JobStatus};
 use crate::events::{Event, EventReason, Severity};
-use crate::plan::JobSettings;
-use crate::scaling::{Autoscaler, JobScalingState};
+use crate::plan::{COOLDOWN_PERIOD_KEY, JobSettings};
+use crate::scaling::{Autoscaler, JobScalingState, REPORT_HEADER_ENABLED};
 use crate::state::{DEFAULT_EVENT_CAPACITY, EventLog, StateError, StateStore, save, sections};
 
 use super::cooldown::{CooldownExecutor, CooldownState};
-use super::report::CycleReport;
+use super::report::{CycleReport, format_time};
 use super::restore::{RestoreError, restore};
 
 /// Why a job's state could not be written.
@@ -294,7 +294,7 @@ impl<E: Engine> JobRunner<E> {
         );
         report.stage = Some(outcome.stage.clone());
         report.vertices = outcome.vertices;
-        events.extend(outcome.events);
+        let mut decided = outcome.events;
         let running: BTreeMap<String, u32> = observation
             .vertices
             .iter()
@@ -325,6 +325,12 @@ impl<E: Engine> JobRunner<E> {
             }
             None => Default::default(),
         };
+        if report.queued
+            && let Some(end_ms) = self.cooldown.period_end_ms()
+        {
+            mark_queued(&mut decided, now_ms, end_ms);
+        }
+        events.extend(decided);
         events.extend(cooled.events);
         if let Some(operation) = cooled.operation {
             let full = operation.full_parallelism(&running);
@@ -349,6 +355,27 @@ impl<E: Engine> JobRunner<E> {
         }
     }
 }
+
+/// Rewrites the header of the scaling report of a decision the cooldown queued: nothing is sent
+/// to the engine now, and the report must not say it begins scaling.
+fn mark_queued(events: &mut [Event], now_ms: i64, end_ms: i64) {
+    for event in events
+        .iter_mut()
+        .filter(|e| e.reason == EventReason::ScalingReport)
+    {
+        if let Some(vertices) = event.message.strip_prefix(REPORT_HEADER_ENABLED) {
+            event.message = format!(
+                "{} {}, {} s from now (`{COOLDOWN_PERIOD_KEY}`), then scaling vertices:{vertices}",
+                REPORT_HEADER_QUEUED,
+                format_time(end_ms),
+                ((end_ms - now_ms).max(0) + 999) / 1000,
+            );
+        }
+    }
+}
+
+/// Header of the scaling report of a decision queued by the cooldown, followed by when it runs.
+pub const REPORT_HEADER_QUEUED: &str = "Scaling decision queued by the cooldown until";
 
 /// How an event is rate-limited (`scaling.event.interval`).
 enum Dedupe {

@@ -2,11 +2,13 @@
 
 use std::collections::BTreeMap;
 
-use super::JobRunner;
+use super::job::REPORT_HEADER_QUEUED;
+use super::{JobRunner, format_time};
 use crate::alignment::{JobAlignment, NoCustomModes};
 use crate::config::JobConfig;
 use crate::events::EventReason;
 use crate::plan::JobSettings;
+use crate::scaling::REPORT_HEADER_ENABLED;
 use crate::sim::Simulation;
 
 fn example(name: &str) -> Simulation {
@@ -88,6 +90,53 @@ fn rescales_are_never_closer_than_the_cooldown_period() {
     assert!(
         queued > 0,
         "some scaling events waited for the end of a period"
+    );
+}
+
+#[test]
+fn a_queued_decision_reports_that_the_cooldown_queued_it_and_until_when() {
+    const PERIOD_MS: i64 = 45 * 60_000;
+    let mut runner = runner(
+        example("diurnal.toml"),
+        &[FAST, &[("scaling-cooldown-period", "45 min")]].concat(),
+    );
+    let mut last_operation_ms = None;
+    let (mut queued, mut executed) = (0, 0);
+    let mut now = 0;
+    while now <= 30 * 3_600_000 {
+        if let Some(report) = runner.step(now, Vec::new()) {
+            let scaling_reports: Vec<&str> = report
+                .events
+                .iter()
+                .filter(|e| e.reason == EventReason::ScalingReport)
+                .map(|e| e.message.as_str())
+                .collect();
+            if report.operation.is_some() {
+                last_operation_ms = Some(now);
+            }
+            for message in scaling_reports {
+                if report.queued {
+                    queued += 1;
+                    // The period started by the last operation ends one period later.
+                    let end_ms = last_operation_ms.expect("a period runs") + PERIOD_MS;
+                    let expected = format!(
+                        "{REPORT_HEADER_QUEUED} {}, {} s from now (`scaling-cooldown-period`), \
+                         then scaling vertices:{{ Vertex ID ",
+                        format_time(end_ms),
+                        (end_ms - now + 999) / 1000
+                    );
+                    assert!(message.starts_with(&expected), "{message}\n{expected}");
+                } else if report.operation.is_some() {
+                    executed += 1;
+                    assert!(message.starts_with(REPORT_HEADER_ENABLED), "{message}");
+                }
+            }
+        }
+        now += runner.step_ms();
+    }
+    assert!(
+        queued > 0 && executed > 0,
+        "{queued} queued, {executed} executed"
     );
 }
 

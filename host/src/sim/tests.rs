@@ -623,11 +623,22 @@ fn restart_downtime_grows_with_state() {
     assert_eq!(s.summary().restarting_s, 20.0);
     let obs = s.observation();
     assert_eq!(obs.running_since_ms, 20_000);
-    // 80 s at 1000 records/s added 80k * 1 KiB of state: about 0.076 GiB more.
     s.rescale(&BTreeMap::from([("agg".to_string(), 8)]))
         .expect("rescale");
     s.advance_to(200_000);
-    assert_eq!(s.summary().restarting_s, 20.0 + 21.0);
+    // Between the restarts the operator processed the 80 s of input that arrived while it ran
+    // and at most the 20 s of backlog the first restart left: 80k to 100k records of 1 KiB each
+    // on top of the 2 GiB. A restart of `d` seconds spans `ceil(d)` one-second ticks.
+    let gib = f64::from(1u32 << 30);
+    let restart_ticks = |records: f64| (10.0 + 5.0 * (2.0 * gib + records * 1024.0) / gib).ceil();
+    let second = restart_ticks(80_000.0);
+    assert_eq!(
+        second,
+        restart_ticks(100_000.0),
+        "both bounds give one count"
+    );
+    assert!(second > 20.0, "the state grew, so did the restart");
+    assert_eq!(s.summary().restarting_s, 20.0 + second);
 }
 
 #[test]

@@ -19,6 +19,8 @@ pub(crate) enum Reply {
     Stall(Duration),
     /// Close the connection without answering.
     HangUp,
+    /// Wait this long, then answer with status and JSON body (a slow but healthy cluster).
+    Slow(Duration, u16, String),
 }
 
 /// A request the fake received.
@@ -170,6 +172,10 @@ fn serve(stream: TcpStream, routes: &Routes, requests: &Mutex<Vec<Recorded>>) {
             (200, "{}".to_string())
         }
         Reply::Json(status, body) => (status, body),
+        Reply::Slow(wait, status, body) => {
+            std::thread::sleep(wait);
+            (status, body)
+        }
     };
     let answer = format!(
         "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
