@@ -37,6 +37,12 @@ pub enum EventReason {
     /// A file of the state directory cannot be used (it is not state, or several files name
     /// one job) and it is left as it is. Repair, move or delete it.
     StateFileIgnored,
+    /// The fleet configuration was read again (SIGHUP, or its file changed) and applied: which
+    /// jobs were added, removed, changed or restarted.
+    ConfigReloaded,
+    /// A changed fleet configuration is invalid: the host runs on with the one it had, and the
+    /// message says every problem of the new one.
+    ConfigRefused,
 }
 
 impl EventReason {
@@ -56,6 +62,8 @@ impl EventReason {
             EventReason::AutoscalerError => "AutoscalerError",
             EventReason::StateQuarantined => "StateQuarantined",
             EventReason::StateFileIgnored => "StateFileIgnored",
+            EventReason::ConfigReloaded => "ConfigReloaded",
+            EventReason::ConfigRefused => "ConfigRefused",
         }
     }
 }

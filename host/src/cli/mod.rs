@@ -7,7 +7,9 @@ mod align;
 mod catalog;
 pub mod exit_codes;
 pub mod plugins;
+mod reload;
 mod run;
+mod signals;
 mod simulate;
 mod validate;
 

@@ -10,12 +10,15 @@ use serde::Serialize;
 
 use super::catalog::{load_catalog, plugins_dir};
 use super::exit_codes;
+use super::reload::FleetWatcher;
+use super::signals::Signals;
+use crate::alignment::ModeCatalog;
 use crate::config::{DurationError, EngineSpec, load_fleet, parse_duration};
 use crate::events::Event;
 use crate::plan::{FleetPlan, plan_fleet};
 use crate::runner::{
     CycleReport, Interrupted, JobRun, Printer, RunOptions, format_time, ignored_state, run_fleet,
-    wall_ms,
+    run_fleet_reloading, wall_ms,
 };
 use crate::sim::{Summary, render_comparison_table};
 use crate::state::{FileStateStore, InMemoryStateStore, StateError, StateStore};
@@ -69,14 +72,15 @@ struct JobSummary<'a> {
 
 /// Runs `flowscale run`.
 pub fn exec(args: RunArgs) -> u8 {
-    let Some(plan) = load_plan(&args) else {
+    let Some((plan, catalog)) = load_plan(&args) else {
         return exit_codes::FAILED;
     };
     let Some((store, ignored)) = open_store(&plan) else {
         return exit_codes::FAILED;
     };
     let store = Mutex::new(store);
-    let stop = stop_on_ctrl_c();
+    let signals = Signals::install();
+    let stop = Arc::clone(&signals.stop);
     if !args.json {
         eprintln!(
             "running {} job(s) from {}: {}",
@@ -96,7 +100,13 @@ pub fn exec(args: RunArgs) -> u8 {
         stop: &stop,
         store: &store,
     };
-    let runs = run_printing(&plan, &options, &ignored, args.json, args.verbose);
+    // A run of one step has nothing to reload.
+    let watch = (!args.once).then(|| Watch {
+        path: args.config.clone(),
+        catalog: catalog.as_ref(),
+        signals,
+    });
+    let runs = run_printing(&plan, &options, &ignored, watch, (args.json, args.verbose));
     let failed = report_runs(&runs, args.json, args.once);
     if report_interrupted("flowscale run", &runs) {
         exit_codes::INTERRUPTED
@@ -133,7 +143,7 @@ pub(super) fn report_interrupted(command: &str, runs: &[JobRun]) -> bool {
 }
 
 /// The fleet file, checked and planned with its plugins; every error and warning printed.
-fn load_plan(args: &RunArgs) -> Option<FleetPlan> {
+fn load_plan(args: &RunArgs) -> Option<(FleetPlan, Catalog)> {
     let fleet = match load_fleet(&args.config) {
         Ok(fleet) => fleet,
         Err(errors) => {
@@ -155,7 +165,18 @@ fn load_plan(args: &RunArgs) -> Option<FleetPlan> {
     for warning in &plan.warnings {
         eprintln!("warning: {warning}");
     }
-    Some(plan)
+    Some((plan, catalog))
+}
+
+/// The custom modes the plugins directory offered at start; a reloaded file is planned with
+/// them too.
+type Catalog = Box<dyn ModeCatalog + Send + Sync>;
+
+/// What a running `flowscale run` watches for a new configuration.
+struct Watch<'c> {
+    path: PathBuf,
+    catalog: &'c dyn ModeCatalog,
+    signals: Signals,
 }
 
 /// A store, and what in its directory no job of the fleet uses and cannot be read.
@@ -193,16 +214,9 @@ fn open_store(plan: &FleetPlan) -> Option<OpenedStore> {
     }
 }
 
-/// A flag that Ctrl-C sets, so that every job stops at its next step.
+/// A flag that Ctrl-C (and SIGTERM) sets, so that every job stops at its next step.
 pub(super) fn stop_on_ctrl_c() -> Arc<AtomicBool> {
-    let stop = Arc::new(AtomicBool::new(false));
-    let handler_flag = Arc::clone(&stop);
-    if let Err(err) = ctrlc::set_handler(move || {
-        handler_flag.store(true, std::sync::atomic::Ordering::Relaxed);
-    }) {
-        eprintln!("warning: Ctrl-C will not stop the loop cleanly: {err}");
-    }
-    stop
+    Signals::install().stop
 }
 
 /// Runs the fleet, printing its steps to stdout as a readable log (with `verbose`, every step)
@@ -211,8 +225,8 @@ fn run_printing(
     plan: &FleetPlan,
     options: &RunOptions<'_>,
     start_events: &[Event],
-    json: bool,
-    verbose: bool,
+    watch: Option<Watch<'_>>,
+    (json, verbose): (bool, bool),
 ) -> Vec<JobRun> {
     let mut start = Printer::new(std::io::stdout(), json, verbose);
     let now = wall_ms();
@@ -235,7 +249,13 @@ fn run_printing(
             let _ = printer.print(report);
         }
     };
-    let runs = run_fleet(plan, options, &sink);
+    let runs = match watch {
+        Some(watch) => {
+            let mut watcher = FleetWatcher::new(watch.path, watch.catalog, watch.signals, &printer);
+            run_fleet_reloading(plan.clone(), options, &sink, Some(&mut watcher))
+        }
+        None => run_fleet(plan, options, &sink),
+    };
     if let (Ok(mut held), Ok(mut printer)) = (simulated.lock(), printer.lock()) {
         held.sort_by(|a, b| (a.at_ms, &a.job).cmp(&(b.at_ms, &b.job)));
         for report in held.iter() {

@@ -8,13 +8,14 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use crate::config::EngineSpec;
 use crate::engine::{Clock, Engine};
 use crate::events::{Event, EventReason, Severity};
-use crate::plan::{FleetPlan, JobPlan};
+use crate::plan::JobPlan;
 use crate::scaling::CycleStage;
 use crate::sim::{Simulation, Summary, Timeline};
 use crate::state::StateStore;
 
 use super::engines::{NamedEngine, OpenedEngines, open_engines};
 use super::job::{JobRunner, PersistError};
+use super::live::{Follower, LiveEntry};
 use super::report::CycleReport;
 
 /// Simulated time a simulated job runs for when neither the fleet nor the command says.
@@ -74,7 +75,7 @@ const PANICKED: &str = "the job's control loop panicked; the other jobs went on"
 
 impl JobRun {
     /// A job that could not run at all: one failed step and why.
-    fn failed(name: String, mode: String, error: impl Into<String>) -> JobRun {
+    pub(super) fn failed(name: String, mode: String, error: impl Into<String>) -> JobRun {
         JobRun {
             name,
             mode,
@@ -88,39 +89,16 @@ impl JobRun {
     }
 }
 
-/// Runs every job of `plan`, passing each step's report to `sink` as it happens.
-pub fn run_fleet(
-    plan: &FleetPlan,
+/// Runs one fleet entry until it ends or leaves the fleet. With `fresh`, wall-clock jobs do not
+/// resume from the store: their engine changed, so what was learned about the old one is wrong.
+pub(super) fn run_job(
+    live: &LiveEntry,
+    fresh: bool,
     options: &RunOptions<'_>,
     sink: &(dyn Fn(&CycleReport) + Sync),
 ) -> Vec<JobRun> {
-    let interval_ms = i64::try_from(plan.fleet.host.interval.as_millis()).unwrap_or(i64::MAX);
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = plan
-            .jobs
-            .iter()
-            .map(|job| {
-                let handle = scope.spawn(move || run_job(job, interval_ms, options, sink));
-                (job.spec.name.clone(), job.alignment.mode_id(), handle)
-            })
-            .collect();
-        let mut runs = Vec::new();
-        for (name, mode, handle) in handles {
-            match handle.join() {
-                Ok(job_runs) => runs.extend(job_runs),
-                Err(_) => runs.push(JobRun::failed(name, mode, PANICKED)),
-            }
-        }
-        runs
-    })
-}
-
-fn run_job(
-    job: &JobPlan,
-    interval_ms: i64,
-    options: &RunOptions<'_>,
-    sink: &(dyn Fn(&CycleReport) + Sync),
-) -> Vec<JobRun> {
+    let (job, interval_ms) = live.current();
+    let job = job.as_ref();
     match open_engines(&job.spec.name, &job.spec.engine) {
         Ok(OpenedEngines::Simulated {
             simulation,
@@ -134,12 +112,14 @@ fn run_job(
                 job,
                 *simulation,
                 duration,
-                interval_ms,
+                (interval_ms, live),
                 options,
                 sink,
             )]
         }
-        Ok(OpenedEngines::Jobs(engines)) => run_engines(job, engines, interval_ms, options, sink),
+        Ok(OpenedEngines::Jobs(engines)) => {
+            run_engines(job, engines, (interval_ms, live), fresh, options, sink)
+        }
         Err(err) => vec![JobRun::failed(
             job.spec.name.clone(),
             job.alignment.mode_id(),
@@ -154,7 +134,7 @@ fn run_simulation(
     job: &JobPlan,
     simulation: Simulation,
     duration: Duration,
-    interval_ms: i64,
+    (interval_ms, live): (i64, &LiveEntry),
     options: &RunOptions<'_>,
     sink: &(dyn Fn(&CycleReport) + Sync),
 ) -> JobRun {
@@ -171,14 +151,14 @@ fn run_simulation(
         Some(duration),
         false,
         Vec::new(),
-        options,
+        Steering { options, live },
         sink,
     );
     let timeline = runner.engine().timeline();
     let summary = Summary::from_timeline(&timeline);
     JobRun {
         name: name.clone(),
-        mode: job.alignment.mode_id(),
+        mode: runner.alignment().mode_id(),
         steps: driven.steps,
         failed_steps: driven.failed,
         error: None,
@@ -197,7 +177,8 @@ fn run_simulation(
 fn run_engines(
     job: &JobPlan,
     engines: Vec<NamedEngine>,
-    interval_ms: i64,
+    (interval_ms, live): (i64, &LiveEntry),
+    fresh: bool,
     options: &RunOptions<'_>,
     sink: &(dyn Fn(&CycleReport) + Sync),
 ) -> Vec<JobRun> {
@@ -222,6 +203,7 @@ fn run_engines(
                         interval_ms,
                     );
                     let restored = match options.store.lock() {
+                        Ok(_) if fresh => Ok(Vec::new()),
                         Ok(mut store) => runner.restore(store.as_mut()),
                         Err(_) => Ok(Vec::new()),
                     };
@@ -232,10 +214,11 @@ fn run_engines(
                             return JobRun::failed(label, job.alignment.mode_id(), err.to_string());
                         }
                     };
-                    let driven = drive(&mut runner, None, named, first_events, options, sink);
+                    let steering = Steering { options, live };
+                    let driven = drive(&mut runner, None, named, first_events, steering, sink);
                     JobRun {
                         name: label,
-                        mode: job.alignment.mode_id(),
+                        mode: runner.alignment().mode_id(),
                         steps: driven.steps,
                         failed_steps: driven.failed,
                         error: None,
@@ -278,7 +261,7 @@ fn drive<E: Engine>(
     simulated: Option<Duration>,
     await_return: bool,
     first_events: Vec<Event>,
-    options: &RunOptions<'_>,
+    steering: Steering<'_, '_>,
     sink: &(dyn Fn(&CycleReport) + Sync),
 ) -> Driven {
     let mut tally = Tally {
@@ -286,14 +269,30 @@ fn drive<E: Engine>(
         failed: 0,
         sink,
     };
+    let mut follower = steering.live.follow();
     let (interrupted, gone) = match runner.engine().clock() {
         Clock::Virtual { start_ms, end_ms } => {
             let end = virtual_end(start_ms, end_ms, simulated);
-            drive_virtual(runner, start_ms, end, first_events, options, &mut tally)
+            let follower = &mut follower;
+            drive_virtual(
+                runner,
+                (start_ms, end),
+                first_events,
+                steering,
+                follower,
+                &mut tally,
+            )
         }
         Clock::Wall => (
             None,
-            drive_wall(runner, await_return, first_events, options, &mut tally),
+            drive_wall(
+                runner,
+                await_return,
+                first_events,
+                steering,
+                &mut follower,
+                &mut tally,
+            ),
         ),
     };
     Driven {
@@ -301,6 +300,28 @@ fn drive<E: Engine>(
         failed: tally.failed,
         interrupted,
         gone,
+    }
+}
+
+/// What steers a job thread besides its runner: the fleet's options and stop, and its entry's
+/// live plan (a reload's changes, or its removal from the fleet).
+#[derive(Clone, Copy)]
+struct Steering<'o, 'l> {
+    options: &'o RunOptions<'o>,
+    live: &'l LiveEntry,
+}
+
+impl Steering<'_, '_> {
+    /// True once the fleet was stopped or the entry left it.
+    fn stopped(&self) -> bool {
+        self.options.stop.load(Ordering::Relaxed) || self.live.is_removed()
+    }
+}
+
+/// Gives `runner` its entry's new plan, if a reload changed it since the last step.
+fn take_changes<E: Engine>(runner: &mut JobRunner<E>, follower: &mut Follower<'_>) {
+    if let Some((plan, interval_ms)) = follower.changed() {
+        runner.reconfigure(plan.alignment.clone(), &plan.settings, interval_ms);
     }
 }
 
@@ -344,16 +365,17 @@ fn virtual_end(start_ms: i64, end_ms: Option<i64>, simulated: Option<Duration>) 
 /// engine lost the job (which ends the run: a virtual clock has nothing to wait for).
 fn drive_virtual<E: Engine>(
     runner: &mut JobRunner<E>,
-    start_ms: i64,
-    end: i64,
+    (start_ms, end): (i64, i64),
     mut first_events: Vec<Event>,
-    options: &RunOptions<'_>,
+    steering: Steering<'_, '_>,
+    follower: &mut Follower<'_>,
     tally: &mut Tally<'_>,
 ) -> (Option<Interrupted>, bool) {
-    let step_ms = runner.step_ms();
+    let options = steering.options;
     let mut now = start_ms;
     let mut reached = start_ms;
-    while now <= end && !runner.is_finished() && !options.stop.load(Ordering::Relaxed) {
+    while now <= end && !runner.is_finished() && !steering.stopped() {
+        take_changes(runner, follower);
         if let Some(mut report) = runner.step(now, std::mem::take(&mut first_events)) {
             report.virtual_clock = true;
             tally.account(&report);
@@ -365,8 +387,9 @@ fn drive_virtual<E: Engine>(
         if options.once {
             return (None, false);
         }
-        now += step_ms;
+        now += runner.step_ms();
     }
+    // A job that left the fleet by a reload was not interrupted: it ended as asked.
     let cut_short = now <= end && !runner.is_finished() && options.stop.load(Ordering::Relaxed);
     let interrupted = cut_short.then_some(Interrupted {
         at_ms: reached,
@@ -384,13 +407,15 @@ fn drive_wall<E: Engine>(
     runner: &mut JobRunner<E>,
     await_return: bool,
     mut first_events: Vec<Event>,
-    options: &RunOptions<'_>,
+    steering: Steering<'_, '_>,
+    follower: &mut Follower<'_>,
     tally: &mut Tally<'_>,
 ) -> bool {
-    let step_ms = runner.step_ms();
+    let options = steering.options;
     let started = Instant::now();
     let mut gone = false;
     loop {
+        take_changes(runner, follower);
         let now = wall_ms();
         let step_started = Instant::now();
         if let Some(report) = runner.step(now, std::mem::take(&mut first_events)) {
@@ -407,7 +432,8 @@ fn drive_wall<E: Engine>(
         {
             break;
         }
-        if !sleep_until_next_step(now, step_started, step_ms, options.stop) {
+        let stopped = || steering.stopped();
+        if !sleep_until_next_step(now, step_started, runner.step_ms(), &stopped) {
             break;
         }
     }
@@ -453,13 +479,13 @@ fn sleep_until_next_step(
     started_ms: i64,
     started: Instant,
     step_ms: i64,
-    stop: &AtomicBool,
+    stopped: &dyn Fn() -> bool,
 ) -> bool {
     let step = Duration::from_millis(u64::try_from(step_ms).unwrap_or(1000));
     let due_ms = started_ms.saturating_add(step_ms);
     let latest = started + step * 2;
     loop {
-        if stop.load(Ordering::Relaxed) {
+        if stopped() {
             return false;
         }
         let left_ms = due_ms.saturating_sub(wall_ms());
@@ -493,8 +519,20 @@ mod tests {
     use crate::alignment::NoCustomModes;
     use crate::config::parse_fleet;
     use crate::engine::{Collector, EngineError, JobObservation, Realizer};
-    use crate::plan::plan_fleet;
+    use crate::plan::{FleetPlan, plan_fleet};
     use crate::state::InMemoryStateStore;
+
+    /// Runs one entry's engines as the supervisor would, with a plan no reload changes.
+    fn run_entry(
+        job: &JobPlan,
+        engines: Vec<NamedEngine>,
+        interval_ms: i64,
+        options: &RunOptions<'_>,
+        sink: &(dyn Fn(&CycleReport) + Sync),
+    ) -> Vec<JobRun> {
+        let live = LiveEntry::new(job.clone(), interval_ms);
+        run_engines(job, engines, (interval_ms, &live), false, options, sink)
+    }
 
     /// A wall-clock engine that records when it was first observed and answers nothing.
     struct Unreachable {
@@ -523,58 +561,6 @@ mod tests {
         fn clock(&self) -> Clock {
             Clock::Wall
         }
-    }
-
-    /// A fleet of one simulated job (the diurnal example) with a 1 min interval.
-    fn simulated_plan() -> FleetPlan {
-        let job = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/jobs/diurnal.toml");
-        let text = format!(
-            "[host]\ninterval = \"1min\"\n[[jobs]]\nname = \"sim\"\njob = {:?}\n",
-            job.display().to_string()
-        );
-        let fleet = parse_fleet(Path::new("fleet.toml"), &text).expect("a valid fleet");
-        plan_fleet(fleet, &NoCustomModes).expect("a valid plan")
-    }
-
-    #[test]
-    fn a_stopped_simulation_says_where_it_stopped() {
-        let plan = simulated_plan();
-        let stop = AtomicBool::new(false);
-        let store: Mutex<Box<dyn StateStore + Send>> =
-            Mutex::new(Box::new(InMemoryStateStore::new()));
-        let options = RunOptions {
-            once: false,
-            wall_duration: None,
-            simulated_duration: Some(Duration::from_secs(3600)),
-            stop: &stop,
-            store: &store,
-        };
-        // Ctrl-C arrives while the step at 10 min is being reported.
-        let runs = run_fleet(&plan, &options, &|report| {
-            if report.at_ms == 600_000 {
-                stop.store(true, Ordering::Relaxed);
-            }
-        });
-        assert_eq!(
-            runs[0].interrupted,
-            Some(Interrupted {
-                at_ms: 600_000,
-                end_ms: 3_600_000
-            })
-        );
-        // Steps at 0, 1, ..., 10 min ran; the summary covers them.
-        assert_eq!(runs[0].steps, 11);
-        assert!(runs[0].simulation.is_some());
-
-        // Run to its end, the same job is not interrupted.
-        let stop = AtomicBool::new(false);
-        let options = RunOptions {
-            stop: &stop,
-            ..options
-        };
-        let runs = run_fleet(&plan, &options, &|_| {});
-        assert_eq!(runs[0].interrupted, None);
-        assert_eq!(runs[0].steps, 61, "0 to 60 min, both ends included");
     }
 
     mod flink {
@@ -665,7 +651,7 @@ mod tests {
                 store: &store,
             };
             let reports = Mutex::new(Vec::new());
-            let runs = run_engines(
+            let runs = run_entry(
                 &plan.jobs[0],
                 vec![("cluster".to_string(), engine)],
                 interval_ms,
@@ -859,7 +845,7 @@ rest = "http://127.0.0.1:9"
             store: &store,
         };
         let started = Instant::now();
-        let runs = run_engines(&plan.jobs[0], engines, 100, &options, &|_| {});
+        let runs = run_entry(&plan.jobs[0], engines, 100, &options, &|_| {});
         let elapsed = started.elapsed();
 
         let names: Vec<&str> = runs.iter().map(|r| r.name.as_str()).collect();
@@ -923,7 +909,7 @@ rest = "http://127.0.0.1:9"
             store: &store,
         };
         let reports = Mutex::new(Vec::new());
-        let runs = run_engines(&plan.jobs[0], engines, 100, &options, &|report| {
+        let runs = run_entry(&plan.jobs[0], engines, 100, &options, &|report| {
             reports.lock().expect("lock").push(report.clone());
         });
 

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::alignment::JobAlignment;
-use crate::backpressure::{BatchInfo, RateController};
+use crate::backpressure::{BackpressureSettings, BatchInfo, RateController};
 use crate::engine::{Engine, EngineError, JobObservation, JobStatus};
 use crate::events::{Event, EventReason, Severity};
 use crate::plan::{COOLDOWN_PERIOD_KEY, JobSettings};
@@ -46,6 +46,8 @@ pub struct JobRunner<E: Engine> {
     next_cycle_ms: Option<i64>,
     cooldown: CooldownExecutor,
     rate: Option<RateControl>,
+    /// What `rate` was built from, to tell whether a new configuration changes it.
+    rate_settings: Option<BackpressureSettings>,
     scaling: JobScalingState,
     events: EventLog,
 }
@@ -60,13 +62,7 @@ impl<E: Engine> JobRunner<E> {
         settings: &JobSettings,
         interval_ms: i64,
     ) -> JobRunner<E> {
-        let rate = RateController::from_settings(name, &settings.backpressure).map(|controller| {
-            RateControl {
-                controller,
-                interval_ms: settings.backpressure.options.batch_interval_ms,
-                next_ms: None,
-            }
-        });
+        let rate = rate_control(name, &settings.backpressure);
         JobRunner {
             name: name.to_string(),
             engine,
@@ -77,6 +73,7 @@ impl<E: Engine> JobRunner<E> {
             next_cycle_ms: None,
             cooldown: CooldownExecutor::new(name, settings.cooldown),
             rate,
+            rate_settings: Some(settings.backpressure.clone()),
             scaling: JobScalingState::default(),
             events: EventLog::new(
                 Duration::from_millis(u64::try_from(settings.event_interval_ms).unwrap_or(0)),
@@ -146,6 +143,32 @@ impl<E: Engine> JobRunner<E> {
             self.events = log.restore(state);
         }
         Ok(restored.report)
+    }
+
+    /// Takes a changed configuration from the next cycle on, keeping what the job has learned:
+    /// the metric window, scaling history, cooldown queue and period, and the event log. The
+    /// rate controller starts over only when its own settings changed (its PID state belongs
+    /// to the old gains), and the next cycle stays when it was planned.
+    pub fn reconfigure(
+        &mut self,
+        alignment: JobAlignment,
+        settings: &JobSettings,
+        interval_ms: i64,
+    ) {
+        self.alignment = alignment;
+        self.autoscaler = Autoscaler::new(settings.autoscaler.clone());
+        self.enabled = settings.enabled;
+        self.interval_ms = interval_ms.max(1);
+        self.cooldown = CooldownExecutor::restore(
+            self.name.clone(),
+            settings.cooldown,
+            self.cooldown.state().clone(),
+        );
+        if self.rate_settings.as_ref() != Some(&settings.backpressure) {
+            self.rate = rate_control(&self.name, &settings.backpressure);
+            self.rate_settings = Some(settings.backpressure.clone());
+        }
+        self.events.set_interval_ms(settings.event_interval_ms);
     }
 
     /// Writes the job's state into `store` (the caller flushes).
@@ -354,6 +377,15 @@ impl<E: Engine> JobRunner<E> {
             }
         }
     }
+}
+
+/// Rate control for a job, when its settings turn it on.
+fn rate_control(job: &str, settings: &BackpressureSettings) -> Option<RateControl> {
+    RateController::from_settings(job, settings).map(|controller| RateControl {
+        controller,
+        interval_ms: settings.options.batch_interval_ms,
+        next_ms: None,
+    })
 }
 
 /// Rewrites the header of the scaling report of a decision the cooldown queued: nothing is sent

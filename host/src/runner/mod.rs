@@ -4,19 +4,22 @@ mod cooldown;
 mod engines;
 mod fleet;
 mod job;
+mod live;
 mod report;
 mod restore;
 mod state_check;
+mod supervisor;
 
 pub use cooldown::{
     CooldownExecutor, CooldownOutcome, CooldownState, QueuedScalingEvent, ScalingOperation,
 };
 pub use engines::{NamedEngine, OpenError, OpenedEngines, may_restore, open_engines};
-pub use fleet::{DEFAULT_SIMULATED_DURATION, Interrupted, JobRun, RunOptions, run_fleet, wall_ms};
+pub use fleet::{DEFAULT_SIMULATED_DURATION, Interrupted, JobRun, RunOptions, wall_ms};
 pub use job::{JobRunner, PersistError};
 pub use report::{CycleReport, Printer, format_time};
 pub use restore::{BadSection, RestoreError, check_sections, ignored_state};
 pub use state_check::{StateCheck, check_state_dir};
+pub use supervisor::{FleetSource, run_fleet, run_fleet_reloading};
 
 #[cfg(test)]
 mod tests;

@@ -140,6 +140,50 @@ fn a_queued_decision_reports_that_the_cooldown_queued_it_and_until_when() {
     );
 }
 
+#[test]
+fn a_reconfigured_job_keeps_what_it_learned_and_decides_with_the_new_mode() {
+    let mut runner = runner(
+        example("diurnal.toml"),
+        &[FAST, &[("scaling-cooldown-period", "45 min")]].concat(),
+    );
+    let mut now = 0;
+    while now <= 6 * 3_600_000 {
+        runner.step(now, Vec::new());
+        now += runner.step_ms();
+    }
+    let learned = runner.scaling_state().clone();
+    let cooldown = runner.cooldown_state().clone();
+    let events = runner.events().len();
+    assert!(
+        !learned.scaling_history.vertices.is_empty(),
+        "it scaled before"
+    );
+
+    let config =
+        JobConfig::from_pairs([FAST, &[("scaling.alignment.mode", "EVENLY_SPREAD")]].concat());
+    let settings = JobSettings::from_config(&config).expect("valid settings");
+    let alignment = JobAlignment::resolve("job", &config, &NoCustomModes).expect("resolves");
+    runner.reconfigure(alignment, &settings, 10_000);
+    // Compared as text: the metric window holds NaNs, which never compare equal.
+    assert!(
+        format!("{:?}", runner.scaling_state()) == format!("{learned:?}"),
+        "the window and history are kept"
+    );
+    assert_eq!(runner.cooldown_state(), &cooldown);
+    assert_eq!(runner.events().len(), events);
+    assert_eq!(runner.alignment().mode_id(), "EVENLY_SPREAD");
+
+    let mut modes = Vec::new();
+    while now <= 30 * 3_600_000 {
+        if let Some(report) = runner.step(now, Vec::new()) {
+            modes.extend(report.vertices.iter().filter_map(|v| v.mode.clone()));
+        }
+        now += runner.step_ms();
+    }
+    assert!(!modes.is_empty(), "it decided again");
+    assert!(modes.iter().all(|m| m == "EVENLY_SPREAD"), "{modes:?}");
+}
+
 /// A keyed job whose operator (8 × 300 records/s) cannot keep up with 5,000 records/s, with
 /// deep input buffers: without rate control the source fills them.
 const OVERLOADED: &str = r#"

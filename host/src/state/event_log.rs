@@ -197,6 +197,12 @@ impl EventLog {
     pub fn interval_ms(&self) -> i64 {
         self.interval_ms
     }
+
+    /// Changes the dedupe interval (a reloaded configuration), keeping the events and what was
+    /// last reported when: a condition reported a moment ago stays quiet.
+    pub fn set_interval_ms(&mut self, interval_ms: i64) {
+        self.interval_ms = interval_ms.max(0);
+    }
 }
 
 #[cfg(test)]

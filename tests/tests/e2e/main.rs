@@ -2,7 +2,8 @@
 //!
 //! Where things go: `align` for the alignment command, `validate` for configuration checking,
 //! `plugin_loading` for the plugins directory, `run` for `run` and `simulate`, `state` for
-//! `run` with a state directory (killed, corrupted, locked), `flink` for `flowscale run` against
+//! `run` with a state directory (killed, corrupted, locked), `reload` for a fleet file edited
+//! while `run` runs, `flink` for `flowscale run` against
 //! a real Flink cluster (`#[ignore]`d: it runs with `--ignored` and `FLOWSCALE_FLINK_E2E=1`).
 //! Shared helpers live in `harness`; `fake_flink` serves a Flink REST API for wall-clock jobs
 //! without a cluster.
@@ -13,6 +14,7 @@ mod flink;
 mod harness;
 mod plugin_loading;
 mod readme;
+mod reload;
 mod run;
 mod state;
 mod validate;

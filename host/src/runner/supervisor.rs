@@ -1,0 +1,552 @@
+//! The fleet's supervisor: starts a thread per fleet entry and, while the fleet runs, applies
+//! each new plan a [`FleetSource`] offers (a reloaded configuration file).
+//!
+//! Applying a plan compares it with the running one entry by entry, by name:
+//! - an entry no longer in the plan leaves the fleet: its jobs stop at their next step;
+//! - a new entry starts;
+//! - an entry whose engine changed (another simulated job, another cluster or job id) restarts
+//!   without its saved state, since what was learned belongs to the old engine; the new thread
+//!   starts once the old one has ended, so the two never write the same state;
+//! - an entry whose configuration changed takes the new one at its next cycle and keeps its
+//!   metric window, scaling history, cooldown queue and events ([`JobRunner::reconfigure`]);
+//! - anything else goes on untouched.
+//!
+//! [`JobRunner::reconfigure`]: super::JobRunner::reconfigure
+
+use std::sync::Arc;
+use std::thread::{Scope, ScopedJoinHandle};
+use std::time::Duration;
+
+use crate::config::{HostSettings, JobSpec};
+use crate::events::{Event, EventReason, Severity};
+use crate::plan::{FleetPlan, JobPlan};
+
+use super::fleet::{JobRun, RunOptions, run_job};
+use super::live::LiveEntry;
+use super::report::CycleReport;
+
+/// How often a serving supervisor reaps ended threads and asks its source for a new plan.
+const POLL: Duration = Duration::from_millis(200);
+
+/// Why a job's run has no result when its thread panicked.
+const PANICKED: &str = "the job's control loop panicked; the other jobs went on";
+
+/// Where a running fleet learns of a new configuration.
+pub trait FleetSource {
+    /// A new, valid plan when the configuration changed since the last call. An invalid change
+    /// is the source's to report: the fleet runs on with what it has.
+    fn poll(&mut self) -> Option<FleetPlan>;
+
+    /// Reports what applying the last plan did (a `ConfigReloaded` event).
+    fn applied(&mut self, event: Event);
+}
+
+/// Runs every job of `plan`, passing each step's report to `sink` as it happens.
+pub fn run_fleet(
+    plan: &FleetPlan,
+    options: &RunOptions<'_>,
+    sink: &(dyn Fn(&CycleReport) + Sync),
+) -> Vec<JobRun> {
+    run_fleet_reloading(plan.clone(), options, sink, None)
+}
+
+/// Runs every job of `plan` like [`run_fleet`], and, with a `source`, takes every new plan it
+/// offers while running (see [`Supervisor`]). With no job left after a reload, the fleet waits
+/// for the next reload or for the stop.
+pub fn run_fleet_reloading(
+    plan: FleetPlan,
+    options: &RunOptions<'_>,
+    sink: &(dyn Fn(&CycleReport) + Sync),
+    source: Option<&mut dyn FleetSource>,
+) -> Vec<JobRun> {
+    std::thread::scope(|scope| {
+        let supervisor = Supervisor::start(scope, plan, options, sink);
+        match source {
+            None => supervisor.join_all(),
+            Some(source) => supervisor.serve(source),
+        }
+    })
+}
+
+/// One entry's thread.
+struct Running<'scope> {
+    /// Start order, to report runs in the order the fleet lists its jobs.
+    seq: usize,
+    spec: JobSpec,
+    mode: String,
+    live: Arc<LiveEntry>,
+    handle: ScopedJoinHandle<'scope, Vec<JobRun>>,
+}
+
+/// The threads of a fleet's entries and what they came to.
+pub struct Supervisor<'scope, 'env> {
+    scope: &'scope Scope<'scope, 'env>,
+    options: &'env RunOptions<'env>,
+    sink: &'env (dyn Fn(&CycleReport) + Sync),
+    host: HostSettings,
+    /// Entries in the plan now.
+    planned: usize,
+    running: Vec<Running<'scope>>,
+    /// Entries to start once the thread of the same name has ended (`true`: without state).
+    waiting: Vec<(JobPlan, bool)>,
+    runs: Vec<(usize, Vec<JobRun>)>,
+    started: usize,
+}
+
+impl<'scope, 'env> Supervisor<'scope, 'env> {
+    /// Starts a thread for every entry of `plan`.
+    pub fn start(
+        scope: &'scope Scope<'scope, 'env>,
+        plan: FleetPlan,
+        options: &'env RunOptions<'env>,
+        sink: &'env (dyn Fn(&CycleReport) + Sync),
+    ) -> Supervisor<'scope, 'env> {
+        let mut supervisor = Supervisor {
+            scope,
+            options,
+            sink,
+            host: plan.fleet.host.clone(),
+            planned: plan.jobs.len(),
+            running: Vec::new(),
+            waiting: Vec::new(),
+            runs: Vec::new(),
+            started: 0,
+        };
+        let interval_ms = interval_ms(&supervisor.host);
+        for job in plan.jobs {
+            supervisor.spawn(job, interval_ms, false);
+        }
+        supervisor
+    }
+
+    /// Waits for every thread; the runs in fleet order.
+    pub fn join_all(mut self) -> Vec<JobRun> {
+        for running in std::mem::take(&mut self.running) {
+            self.join(running);
+        }
+        self.finish()
+    }
+
+    /// Runs until every job has ended by itself (or, with no job planned, until the stop),
+    /// applying each plan `source` offers meanwhile.
+    pub fn serve(mut self, source: &mut dyn FleetSource) -> Vec<JobRun> {
+        loop {
+            self.reap();
+            if self.running.is_empty()
+                && self.waiting.is_empty()
+                && (self.planned > 0 || self.stopped())
+            {
+                break;
+            }
+            std::thread::sleep(POLL);
+            if self.stopped() {
+                continue;
+            }
+            if let Some(plan) = source.poll() {
+                let event = self.apply(plan);
+                source.applied(event);
+            }
+        }
+        self.finish()
+    }
+
+    fn stopped(&self) -> bool {
+        self.options.stop.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn spawn(&mut self, job: JobPlan, interval_ms: i64, fresh: bool) {
+        let spec = job.spec.clone();
+        let mode = job.alignment.mode_id();
+        let live = Arc::new(LiveEntry::new(job, interval_ms));
+        let thread_live = Arc::clone(&live);
+        let (options, sink) = (self.options, self.sink);
+        let handle = self
+            .scope
+            .spawn(move || run_job(&thread_live, fresh, options, sink));
+        self.running.push(Running {
+            seq: self.started,
+            spec,
+            mode,
+            live,
+            handle,
+        });
+        self.started += 1;
+    }
+
+    fn join(&mut self, running: Running<'scope>) {
+        let name = running.spec.name.clone();
+        let runs = running
+            .handle
+            .join()
+            .unwrap_or_else(|_| vec![JobRun::failed(name, running.mode, PANICKED)]);
+        self.runs.push((running.seq, runs));
+    }
+
+    /// Collects the threads that ended, then starts what waited for them.
+    fn reap(&mut self) {
+        let (ended, alive): (Vec<_>, Vec<_>) = std::mem::take(&mut self.running)
+            .into_iter()
+            .partition(|r| r.handle.is_finished());
+        self.running = alive;
+        for running in ended {
+            self.join(running);
+        }
+        let interval_ms = interval_ms(&self.host);
+        for (job, fresh) in std::mem::take(&mut self.waiting) {
+            if self.running.iter().any(|r| r.spec.name == job.spec.name) {
+                self.waiting.push((job, fresh));
+            } else {
+                self.spawn(job, interval_ms, fresh);
+            }
+        }
+    }
+
+    /// Applies a new plan; the event says what changed.
+    fn apply(&mut self, plan: FleetPlan) -> Event {
+        let new_interval = interval_ms(&plan.fleet.host);
+        let interval_changed = new_interval != interval_ms(&self.host);
+        let mut changes = Changes::default();
+        for running in self.running.iter().filter(|r| !r.live.is_removed()) {
+            if !plan.jobs.iter().any(|j| j.spec.name == running.spec.name) {
+                running.live.remove();
+                changes.removed.push(running.spec.name.clone());
+            }
+        }
+        self.waiting
+            .retain(|(waiting, _)| plan.jobs.iter().any(|j| j.spec.name == waiting.spec.name));
+        self.planned = plan.jobs.len();
+        for job in plan.jobs {
+            let name = job.spec.name.clone();
+            let active = self
+                .running
+                .iter_mut()
+                .find(|r| r.spec.name == name && !r.live.is_removed());
+            match active {
+                Some(running) if running.spec.engine != job.spec.engine => {
+                    running.live.remove();
+                    self.waiting.retain(|(w, _)| w.spec.name != name);
+                    self.waiting.push((job, true));
+                    changes.restarted.push(name);
+                }
+                Some(running) => {
+                    let changed = config_of(&running.spec) != config_of(&job.spec);
+                    if changed || interval_changed {
+                        running.spec = job.spec.clone();
+                        running.mode = job.alignment.mode_id();
+                        running.live.update(job, new_interval);
+                    }
+                    if changed {
+                        changes.changed.push(name);
+                    }
+                }
+                None => {
+                    let waiting = self.waiting.iter_mut().find(|(w, _)| w.spec.name == name);
+                    match waiting {
+                        // A restart or a return still waiting for its old thread.
+                        Some(slot) => slot.0 = job,
+                        None if self.running.iter().any(|r| r.spec.name == name) => {
+                            self.waiting.push((job, false));
+                        }
+                        None => self.spawn(job, new_interval, false),
+                    }
+                    if !changes.restarted.contains(&name) {
+                        changes.added.push(name);
+                    }
+                }
+            }
+        }
+        let message = changes.describe(&self.host, &plan.fleet.host);
+        self.host.interval = plan.fleet.host.interval;
+        Event::new(EventReason::ConfigReloaded, Severity::Normal, message)
+    }
+
+    fn finish(mut self) -> Vec<JobRun> {
+        self.runs.sort_by_key(|(seq, _)| *seq);
+        self.runs.into_iter().flat_map(|(_, runs)| runs).collect()
+    }
+}
+
+/// A job's configuration as values, without where each was written: moving an entry in the
+/// file is not a change.
+fn config_of(spec: &JobSpec) -> Vec<(&str, &str)> {
+    spec.config.iter().collect()
+}
+
+fn interval_ms(host: &HostSettings) -> i64 {
+    i64::try_from(host.interval.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// What a reload did, by entry name.
+#[derive(Debug, Default)]
+struct Changes {
+    added: Vec<String>,
+    removed: Vec<String>,
+    changed: Vec<String>,
+    restarted: Vec<String>,
+}
+
+impl Changes {
+    fn describe(&self, old: &HostSettings, new: &HostSettings) -> String {
+        let mut parts = Vec::new();
+        let mut list = |what: &str, names: &[String]| {
+            if !names.is_empty() {
+                parts.push(format!("{what} {}", names.join(", ")));
+            }
+        };
+        list("added", &self.added);
+        list("removed", &self.removed);
+        list("changed", &self.changed);
+        list(
+            "restarted without saved state (engine changed)",
+            &self.restarted,
+        );
+        if old.interval != new.interval {
+            parts.push(format!(
+                "`[host] interval` now {} ms",
+                new.interval.as_millis()
+            ));
+        }
+        if parts.is_empty() {
+            parts.push("no job changed".to_string());
+        }
+        let mut message = format!("configuration reloaded: {}", parts.join("; "));
+        if old.state_dir != new.state_dir || old.plugins_dir != new.plugins_dir {
+            message.push_str(
+                "; `[host] state-dir` and `[host] plugins-dir` take effect at the next start, \
+                 the running host keeps its own",
+            );
+        }
+        message
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use crate::runner::Interrupted;
+
+    use super::*;
+    use crate::alignment::NoCustomModes;
+    use crate::config::parse_fleet;
+    use crate::engine::flink::fake_server::FakeFlink;
+    use crate::plan::plan_fleet;
+    use crate::runner::wall_ms;
+    use crate::state::{InMemoryStateStore, StateStore};
+
+    const JOB: &str = "8930b1fd94e042463a80e45360195d7e";
+    const OTHER_JOB: &str = "0000000000000000000000000000beef";
+    const DETAILS: &str = include_str!("../engine/flink/testdata/job_details.json");
+
+    /// Serves `id` as a job that is restarting: every step is a quick "waiting" step.
+    fn serve_restarting(fake: &FakeFlink, id: &str) {
+        let mut details: serde_json::Value = serde_json::from_str(DETAILS).expect("fixture");
+        details["jid"] = id.into();
+        details["state"] = "RESTARTING".into();
+        details["plan"]["nodes"] = serde_json::json!([]);
+        fake.json(&format!("GET /jobs/{id}"), &details.to_string());
+        fake.json(
+            &format!("GET /jobs/{id}/plan"),
+            &format!(r#"{{"plan":{{"jid":"{id}","nodes":[]}}}}"#),
+        );
+    }
+
+    /// A fleet of Flink entries `(name, job id, mode)` against `rest`, every 100 ms.
+    fn plan(rest: &str, entries: &[(&str, &str, &str)]) -> FleetPlan {
+        let mut text = "[host]\ninterval = \"100ms\"\n".to_string();
+        for (name, id, mode) in entries {
+            text.push_str(&format!(
+                "[[jobs]]\nname = \"{name}\"\nengine = \"flink\"\nrest = \"{rest}\"\n\
+                 job-id = \"{id}\"\n[jobs.config]\n\"scaling.alignment.mode\" = \"{mode}\"\n"
+            ));
+        }
+        let fleet = parse_fleet(Path::new("fleet.toml"), &text).expect("a valid fleet");
+        plan_fleet(fleet, &NoCustomModes).expect("a valid plan")
+    }
+
+    /// Offers its plans one after the other, a few polls apart, then stops the fleet.
+    struct Script<'a> {
+        plans: Vec<FleetPlan>,
+        polls: usize,
+        /// When each plan was handed over (wall ms).
+        offered_at: Vec<i64>,
+        applied: Vec<Event>,
+        stop: &'a AtomicBool,
+    }
+
+    impl FleetSource for Script<'_> {
+        fn poll(&mut self) -> Option<FleetPlan> {
+            self.polls += 1;
+            if self.polls % 3 != 0 {
+                return None;
+            }
+            if self.plans.is_empty() {
+                self.stop.store(true, Ordering::Relaxed);
+                return None;
+            }
+            self.offered_at.push(wall_ms());
+            Some(self.plans.remove(0))
+        }
+
+        fn applied(&mut self, event: Event) {
+            self.applied.push(event);
+        }
+    }
+
+    #[test]
+    fn a_reload_adds_removes_changes_and_restarts_entries() {
+        let fake = FakeFlink::start();
+        serve_restarting(&fake, JOB);
+        serve_restarting(&fake, OTHER_JOB);
+        let url = fake.url();
+        let stop = AtomicBool::new(false);
+        let store: Mutex<Box<dyn StateStore + Send>> =
+            Mutex::new(Box::new(InMemoryStateStore::new()));
+        let options = RunOptions {
+            once: false,
+            wall_duration: None,
+            simulated_duration: None,
+            stop: &stop,
+            store: &store,
+        };
+        let mut script = Script {
+            plans: vec![
+                // `a` changes mode, `b` leaves, `c` joins.
+                plan(&url, &[("a", JOB, "EVENLY_SPREAD"), ("c", JOB, "BALANCED")]),
+                // `a` is pointed at another job: a new engine.
+                plan(
+                    &url,
+                    &[("a", OTHER_JOB, "EVENLY_SPREAD"), ("c", JOB, "BALANCED")],
+                ),
+                // The same again: nothing to do.
+                plan(
+                    &url,
+                    &[("a", OTHER_JOB, "EVENLY_SPREAD"), ("c", JOB, "BALANCED")],
+                ),
+            ],
+            polls: 0,
+            offered_at: Vec::new(),
+            applied: Vec::new(),
+            stop: &stop,
+        };
+        let reports = Mutex::new(Vec::new());
+        let sink = |r: &CycleReport| {
+            reports
+                .lock()
+                .expect("reports")
+                .push((r.job.clone(), r.at_ms))
+        };
+        let initial = plan(&url, &[("a", JOB, "BALANCED"), ("b", JOB, "BALANCED")]);
+        let runs = crate::runner::run_fleet_reloading(initial, &options, &sink, Some(&mut script));
+
+        let messages: Vec<&str> = script.applied.iter().map(|e| e.message.as_str()).collect();
+        assert_eq!(
+            messages,
+            [
+                "configuration reloaded: added c; removed b; changed a",
+                "configuration reloaded: restarted without saved state (engine changed) a",
+                "configuration reloaded: no job changed",
+            ]
+        );
+        assert!(
+            script
+                .applied
+                .iter()
+                .all(|e| e.reason == EventReason::ConfigReloaded)
+        );
+        let first_reload = script.offered_at[0];
+        let reports = reports.into_inner().expect("reports");
+        let steps_of = |job: &str| -> Vec<i64> {
+            reports
+                .iter()
+                .filter(|(j, _)| j == job)
+                .map(|(_, at)| *at)
+                .collect()
+        };
+        // `b` stopped by its next step (100 ms, with room for a slow machine) after leaving; `c`
+        // ran from the reload on.
+        assert!(
+            steps_of("b").iter().all(|&at| at <= first_reload + 300),
+            "{reports:?}"
+        );
+        assert!(steps_of("c").len() >= 2, "{reports:?}");
+        assert!(
+            steps_of("c").iter().all(|&at| at >= first_reload),
+            "{reports:?}"
+        );
+        // The old `a` took the new mode before it was replaced; the new `a` observes the new job.
+        let summary: Vec<(&str, &str)> = runs
+            .iter()
+            .map(|r| (r.name.as_str(), r.mode.as_str()))
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                ("a", "EVENLY_SPREAD"),
+                ("b", "BALANCED"),
+                ("c", "BALANCED"),
+                ("a", "EVENLY_SPREAD"),
+            ]
+        );
+        let asked_other = fake
+            .requests()
+            .iter()
+            .filter(|r| r.target == format!("/jobs/{OTHER_JOB}"))
+            .count();
+        assert!(asked_other >= 2, "the restarted entry observes its new job");
+    }
+
+    /// A fleet of one simulated job (the diurnal example) with a 1 min interval.
+    fn simulated_plan() -> FleetPlan {
+        let job = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/jobs/diurnal.toml");
+        let text = format!(
+            "[host]\ninterval = \"1min\"\n[[jobs]]\nname = \"sim\"\njob = {:?}\n",
+            job.display().to_string()
+        );
+        let fleet = parse_fleet(Path::new("fleet.toml"), &text).expect("a valid fleet");
+        plan_fleet(fleet, &NoCustomModes).expect("a valid plan")
+    }
+
+    #[test]
+    fn a_stopped_simulation_says_where_it_stopped() {
+        let plan = simulated_plan();
+        let stop = AtomicBool::new(false);
+        let store: Mutex<Box<dyn StateStore + Send>> =
+            Mutex::new(Box::new(InMemoryStateStore::new()));
+        let options = RunOptions {
+            once: false,
+            wall_duration: None,
+            simulated_duration: Some(Duration::from_secs(3600)),
+            stop: &stop,
+            store: &store,
+        };
+        // Ctrl-C arrives while the step at 10 min is being reported.
+        let runs = run_fleet(&plan, &options, &|report| {
+            if report.at_ms == 600_000 {
+                stop.store(true, Ordering::Relaxed);
+            }
+        });
+        assert_eq!(
+            runs[0].interrupted,
+            Some(Interrupted {
+                at_ms: 600_000,
+                end_ms: 3_600_000
+            })
+        );
+        // Steps at 0, 1, ..., 10 min ran; the summary covers them.
+        assert_eq!(runs[0].steps, 11);
+        assert!(runs[0].simulation.is_some());
+
+        // Run to its end, the same job is not interrupted.
+        let stop = AtomicBool::new(false);
+        let options = RunOptions {
+            stop: &stop,
+            ..options
+        };
+        let runs = run_fleet(&plan, &options, &|_| {});
+        assert_eq!(runs[0].interrupted, None);
+        assert_eq!(runs[0].steps, 61, "0 to 60 min, both ends included");
+    }
+}
