@@ -32,7 +32,7 @@ pub struct AlignArgs {
     #[arg(long, required_unless_present = "batch",
           value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_PARALLELISM_VALUE)))]
     current: Option<u32>,
-    /// Computed target parallelism, in [lower, min(max-parallelism, upper)].
+    /// Computed target parallelism, in [lower, min(max-parallelism, upper)] (the upper bound wins if they cross).
     #[arg(long, conflicts_with = "scale_factor", required_unless_present_any = ["batch", "scale_factor"],
           value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_PARALLELISM_VALUE)))]
     target: Option<u32>,
@@ -77,10 +77,8 @@ pub struct AlignArgs {
     #[arg(long)]
     json: bool,
     /// Read JSON requests from stdin, one per line; answer exactly one JSON line per input line,
-    /// in order (a line that cannot be answered gets {"line": N, "error": "..."}).
-    ///
-    /// The flags describing one request are refused with it: each batch line carries its own
-    /// fields, and a flag that would silently not apply is a mistake to report, not to ignore.
+    /// in order (a line that cannot be answered gets {"line": N, "error": "..."}). Flags
+    /// describing one request are refused with it: each line carries its own fields.
     #[arg(long, conflicts_with_all = [
         "current", "target", "scale_factor", "max_parallelism", "source_partitions",
         "lower", "upper", "ship", "set", "vertex",
@@ -264,6 +262,17 @@ impl LineError {
             | LineError::Json { line, .. }
             | LineError::Request { line, .. } => *line,
         }
+    }
+}
+
+impl RequestError {
+    /// Whether the request's own numbers are wrong, which for flags means the command line is
+    /// (exit 2, like clap's checks of single flags), rather than the configuration it names.
+    fn is_usage(&self) -> bool {
+        !matches!(
+            self,
+            RequestError::ConfigValue { .. } | RequestError::Resolve(_)
+        )
     }
 }
 
@@ -489,7 +498,11 @@ pub fn exec(args: AlignArgs) -> u8 {
         }
         Err(err) => {
             eprintln!("error: {err}");
-            exit_codes::FAILED
+            if err.is_usage() {
+                exit_codes::USAGE
+            } else {
+                exit_codes::FAILED
+            }
         }
     }
 }

@@ -294,6 +294,22 @@ fn single_request_flags_and_bad_scale_factors_are_usage_errors() {
             out.stderr
         );
     }
+    // Flags whose values are each in range but not together: a target below --lower, or above
+    // min(--max-parallelism 8, --upper) = 8.
+    for flags in [&["--target", "2", "--lower", "3"][..], &["--target", "9"]] {
+        let out = Cli::new(
+            ["align", "--current", "4", "--max-parallelism", "8"]
+                .iter()
+                .chain(flags),
+        )
+        .run();
+        assert_eq!(out.code, 2, "{flags:?}: {}", out.stdout);
+        assert!(
+            out.stderr.contains("is outside ["),
+            "{flags:?}: {}",
+            out.stderr
+        );
+    }
     for factor in ["NaN", "inf", "0", "-2"] {
         let flag = format!("--scale-factor={factor}");
         let out = Cli::new(["align", "--current", "4", "--max-parallelism", "8", &flag]).run();
