@@ -14,6 +14,13 @@ use crate::config::{JobConfig, KeyError, Origin, load_fleet};
 use crate::events::Event;
 use crate::scaling::scaled_target;
 
+/// The largest parallelism Flink can run: a parallelism is a Java `int`. Every parallelism of a
+/// request and of an answer stays within it, so an answer can be fed back to Flink as is.
+pub(super) const MAX_PARALLELISM_VALUE: u32 = 2_147_483_647;
+/// Flink's bound on a vertex's max parallelism (its number of key groups), 2^15: a larger value
+/// is refused by Flink, so a request naming one describes no real vertex.
+pub(super) const MAX_KEY_GROUPS: u32 = 32_768;
+
 /// Arguments of `flowscale align`.
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:
@@ -22,25 +29,31 @@ use crate::scaling::scaled_target;
   echo '{\"current\":16,\"target\":24,\"max_parallelism\":128,\"ship_strategies\":[\"HASH\"]}' | flowscale align --batch")]
 pub struct AlignArgs {
     /// Current parallelism of the vertex.
-    #[arg(long, required_unless_present = "batch")]
+    #[arg(long, required_unless_present = "batch",
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_PARALLELISM_VALUE)))]
     current: Option<u32>,
-    /// Computed target parallelism.
-    #[arg(long, conflicts_with = "scale_factor", required_unless_present_any = ["batch", "scale_factor"])]
+    /// Computed target parallelism, in [lower, min(max-parallelism, upper)] (the upper bound wins if they cross).
+    #[arg(long, conflicts_with = "scale_factor", required_unless_present_any = ["batch", "scale_factor"],
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_PARALLELISM_VALUE)))]
     target: Option<u32>,
-    /// Scale factor; the target is ceil(factor * current) clamped to [lower, min(max-parallelism, upper)].
-    #[arg(long)]
+    /// Scale factor, finite and > 0; the target is ceil(factor * current) clamped to [lower, min(max-parallelism, upper)].
+    #[arg(long, value_parser = parse_scale_factor)]
     scale_factor: Option<f64>,
-    /// Max parallelism of the vertex (its number of key groups).
-    #[arg(long, required_unless_present = "batch")]
+    /// Max parallelism of the vertex (its number of key groups), in [1, 32768].
+    #[arg(long, required_unless_present = "batch",
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_KEY_GROUPS)))]
     max_parallelism: Option<u32>,
     /// Partition count of a source (0: not a source, or unknown).
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0,
+          value_parser = clap::value_parser!(u32).range(0..=i64::from(MAX_PARALLELISM_VALUE)))]
     source_partitions: u32,
     /// Lower parallelism limit.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_PARALLELISM_VALUE)))]
     lower: u32,
     /// Upper parallelism limit.
-    #[arg(long, default_value_t = 2_147_483_647)]
+    #[arg(long, default_value_t = MAX_PARALLELISM_VALUE,
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_PARALLELISM_VALUE)))]
     upper: u32,
     /// Input ship strategies, comma-separated (HASH, REBALANCE, RESCALE, FORWARD, CUSTOM:<buckets>, ...).
     #[arg(long, value_delimiter = ',')]
@@ -60,30 +73,65 @@ pub struct AlignArgs {
     /// Plugins directory (default: the fleet's, else ./plugins).
     #[arg(long, env = "FLOWSCALE_PLUGINS_DIR")]
     plugins: Option<PathBuf>,
-    /// Print the answer as JSON.
+    /// Print the answer as JSON (batch answers are always JSON lines).
     #[arg(long)]
     json: bool,
-    /// Read JSON requests from stdin, one per line; answer one JSON line each, in order.
-    #[arg(long, conflicts_with_all = ["current", "target", "scale_factor", "max_parallelism"])]
+    /// Read JSON requests from stdin, one per line; answer exactly one JSON line per input line,
+    /// in order (a line that cannot be answered gets {"line": N, "error": "..."}). Flags
+    /// describing one request are refused with it: each line carries its own fields.
+    #[arg(long, conflicts_with_all = [
+        "current", "target", "scale_factor", "max_parallelism", "source_partitions",
+        "lower", "upper", "ship", "set", "vertex",
+    ])]
     batch: bool,
 }
 
+/// Why a `--scale-factor` is refused.
+#[derive(Debug, thiserror::Error)]
+enum ScaleFactorError {
+    /// Not a number at all.
+    #[error("not a number: {0}")]
+    NotANumber(#[from] std::num::ParseFloatError),
+    /// NaN, infinite, zero or negative.
+    #[error("must be a finite number > 0, got {0}")]
+    OutOfRange(f64),
+}
+
+/// `--scale-factor`: a finite number above 0. NaN would silently become the lower limit through
+/// the saturating cast, and a factor of 0 or below never describes a real scaling decision.
+fn parse_scale_factor(text: &str) -> Result<f64, ScaleFactorError> {
+    let factor: f64 = text.trim().parse()?;
+    check_scale_factor(factor).map_err(|_| ScaleFactorError::OutOfRange(factor))
+}
+
+/// The scale factor if it is finite and above 0 (the same rule for the flag and the batch field).
+fn check_scale_factor(factor: f64) -> Result<f64, RequestError> {
+    if factor.is_finite() && factor > 0.0 {
+        Ok(factor)
+    } else {
+        Err(RequestError::ScaleFactor(factor))
+    }
+}
+
 /// One request, as a batch line or built from flags.
+///
+/// The integers are read as `i64` so that a negative or oversized value gets an error naming its
+/// valid range rather than serde's "expected u32".
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Request {
-    current: u32,
+    current: i64,
     #[serde(default)]
-    target: Option<u32>,
+    target: Option<i64>,
     #[serde(default)]
     scale_factor: Option<f64>,
-    max_parallelism: u32,
+    max_parallelism: i64,
     #[serde(default)]
-    source_partitions: u32,
+    source_partitions: i64,
     #[serde(default = "default_lower")]
-    lower: u32,
+    lower: i64,
     #[serde(default = "default_upper")]
-    upper: u32,
+    upper: i64,
     #[serde(default)]
     ship_strategies: Vec<String>,
     #[serde(default)]
@@ -92,16 +140,35 @@ struct Request {
     vertex: Option<String>,
 }
 
-fn default_lower() -> u32 {
+fn default_lower() -> i64 {
     1
 }
-fn default_upper() -> u32 {
-    2_147_483_647
+fn default_upper() -> i64 {
+    i64::from(MAX_PARALLELISM_VALUE)
+}
+
+/// A request whose numbers are all within their ranges.
+#[derive(Debug, Clone, Copy)]
+struct Checked {
+    current: u32,
+    target: u32,
+    max_parallelism: u32,
+    source_partitions: u32,
+    lower: u32,
+    upper: u32,
+}
+
+/// The answer to a line that cannot be answered: its line number, for machines, and a message
+/// that starts with it, for people.
+#[derive(Debug, Serialize)]
+struct ErrorAnswer {
+    line: usize,
+    error: String,
 }
 
 /// One answer.
 #[derive(Debug, Serialize)]
-struct Answer {
+pub(super) struct Answer {
     #[serde(skip_serializing_if = "Option::is_none")]
     vertex: Option<String>,
     current: u32,
@@ -116,14 +183,19 @@ struct Answer {
 /// Why a request cannot be answered.
 #[derive(Debug, thiserror::Error)]
 enum RequestError {
-    /// `current` is 0.
-    #[error("`current` must be at least 1")]
-    NoCurrent,
-    /// `max_parallelism` is 0.
-    #[error("`max_parallelism` must be at least 1")]
-    NoKeyGroups,
-    /// The limits are not `1 <= lower <= upper`.
-    #[error("limits must satisfy 1 <= lower <= upper (got lower {lower}, upper {upper})")]
+    /// An integer field outside its range.
+    #[error("`{field}` must be in [{min}, {max}] ({why}), got {value}")]
+    OutOfRange {
+        field: &'static str,
+        value: i64,
+        min: u32,
+        max: u32,
+        why: &'static str,
+    },
+    /// The limits are not `lower <= upper`.
+    #[error(
+        "limits must satisfy 1 <= lower <= upper <= {MAX_PARALLELISM_VALUE} (got lower {lower}, upper {upper})"
+    )]
     Limits { lower: u32, upper: u32 },
     /// Both `target` and `scale_factor`.
     #[error("give either `target` or `scale_factor`, not both")]
@@ -131,18 +203,20 @@ enum RequestError {
     /// Neither `target` nor `scale_factor`.
     #[error("`target` or `scale_factor` is required")]
     NoTarget,
-    /// `target` is 0.
-    #[error("`target` must be at least 1")]
-    ZeroTarget,
-    /// A target the autoscaler would have clamped.
+    /// A scale factor that is NaN, infinite, zero or negative.
+    #[error("`scale_factor` must be a finite number > 0, got {0}")]
+    ScaleFactor(f64),
+    /// A target the autoscaler would never compute: below the lower limit or above the cap.
     #[error(
-        "target {target} is above min(max_parallelism {max_parallelism}, upper {upper}) = {bound}; the autoscaler never computes such a target (use scale_factor to have it clamped)"
+        "`target` {target} is outside [{low}, {bound}]: the autoscaler computes targets between lower {lower} and min(max_parallelism {max_parallelism}, upper {upper}) = {bound}, the upper bound winning (use scale_factor to have a target clamped)"
     )]
-    TargetAboveBound {
-        target: u32,
+    TargetOutOfRange {
+        target: i64,
+        low: u32,
+        bound: u32,
+        lower: u32,
         max_parallelism: u32,
         upper: u32,
-        bound: u32,
     },
     /// A `config` value that is not a string, number or boolean.
     #[error("config `{key}`: expected a string, number or boolean, got {value}")]
@@ -155,9 +229,19 @@ enum RequestError {
     Resolve(Vec<KeyError>),
 }
 
-/// A batch line that cannot be answered.
+/// A batch line that cannot be answered. Each still gets its answer line, so that answer `N` is
+/// always the answer to request `N`.
 #[derive(Debug, thiserror::Error)]
 enum LineError {
+    /// Bytes that are not UTF-8; only this line is lost, not the rest of the batch.
+    #[error("line {line}: not UTF-8: {source}")]
+    NotUtf8 {
+        line: usize,
+        source: std::str::Utf8Error,
+    },
+    /// A blank line: no request, but an answer all the same to keep answers in line with requests.
+    #[error("line {line}: empty request")]
+    Empty { line: usize },
     /// Not a request.
     #[error("line {line}: {source}")]
     Json {
@@ -169,6 +253,29 @@ enum LineError {
     Request { line: usize, source: RequestError },
 }
 
+impl LineError {
+    /// The 1-based input line the error is about.
+    fn line(&self) -> usize {
+        match self {
+            LineError::NotUtf8 { line, .. }
+            | LineError::Empty { line }
+            | LineError::Json { line, .. }
+            | LineError::Request { line, .. } => *line,
+        }
+    }
+}
+
+impl RequestError {
+    /// Whether the request's own numbers are wrong, which for flags means the command line is
+    /// (exit 2, like clap's checks of single flags), rather than the configuration it names.
+    fn is_usage(&self) -> bool {
+        !matches!(
+            self,
+            RequestError::ConfigValue { .. } | RequestError::Resolve(_)
+        )
+    }
+}
+
 fn join(errors: &[KeyError]) -> String {
     errors
         .iter()
@@ -177,34 +284,89 @@ fn join(errors: &[KeyError]) -> String {
         .join("; ")
 }
 
-/// The request's target: as given (never above what the pipeline could compute), or computed
-/// from the scale factor the way the pipeline computes it.
-fn target(request: &Request) -> Result<u32, RequestError> {
-    match (request.target, request.scale_factor) {
-        (Some(_), Some(_)) => Err(RequestError::TargetAndFactor),
-        (None, None) => Err(RequestError::NoTarget),
-        (Some(0), None) => Err(RequestError::ZeroTarget),
-        (Some(t), None) => {
-            let bound = request.max_parallelism.min(request.upper);
-            if t > bound {
-                return Err(RequestError::TargetAboveBound {
-                    target: t,
-                    max_parallelism: request.max_parallelism,
-                    upper: request.upper,
-                    bound,
-                });
-            }
-            Ok(t)
-        }
-        (None, Some(factor)) => Ok(scaled_target(
-            factor,
-            request.current,
-            request.max_parallelism,
-            i64::from(request.lower),
-            i64::from(request.upper),
-        )
-        .target),
+/// `value` as a `u32` if it is in `[min, max]`.
+fn in_range(
+    field: &'static str,
+    value: i64,
+    min: u32,
+    max: u32,
+    why: &'static str,
+) -> Result<u32, RequestError> {
+    u32::try_from(value)
+        .ok()
+        .filter(|v| (min..=max).contains(v))
+        .ok_or(RequestError::OutOfRange {
+            field,
+            value,
+            min,
+            max,
+            why,
+        })
+}
+
+/// The request's numbers, each checked against its range, and its target: as given (only within
+/// what the pipeline could compute), or computed from the scale factor the way the pipeline
+/// computes it. No answer is ever above `i32::MAX`: every bound is at most that.
+fn check(request: &Request) -> Result<Checked, RequestError> {
+    const INT: &str = "a Flink parallelism is a Java int";
+    let current = in_range("current", request.current, 1, MAX_PARALLELISM_VALUE, INT)?;
+    let max_parallelism = in_range(
+        "max_parallelism",
+        request.max_parallelism,
+        1,
+        MAX_KEY_GROUPS,
+        "Flink's bound on max parallelism",
+    )?;
+    let source_partitions = in_range(
+        "source_partitions",
+        request.source_partitions,
+        0,
+        MAX_PARALLELISM_VALUE,
+        "0 for not a source or unknown",
+    )?;
+    let lower = in_range("lower", request.lower, 1, MAX_PARALLELISM_VALUE, INT)?;
+    let upper = in_range("upper", request.upper, 1, MAX_PARALLELISM_VALUE, INT)?;
+    if lower > upper {
+        return Err(RequestError::Limits { lower, upper });
     }
+    // The pipeline's clamp: `[lower, min(max parallelism, upper)]`, the upper bound winning when
+    // the two cross, so the valid targets are `[min(lower, bound), bound]`.
+    let bound = max_parallelism.min(upper);
+    let low = lower.min(bound);
+    let target = match (request.target, request.scale_factor) {
+        (Some(_), Some(_)) => return Err(RequestError::TargetAndFactor),
+        (None, None) => return Err(RequestError::NoTarget),
+        (Some(t), None) => u32::try_from(t)
+            .ok()
+            .filter(|t| (low..=bound).contains(t))
+            .ok_or(RequestError::TargetOutOfRange {
+                target: t,
+                low,
+                bound,
+                lower,
+                max_parallelism,
+                upper,
+            })?,
+        (None, Some(factor)) => {
+            let factor = check_scale_factor(factor)?;
+            scaled_target(
+                factor,
+                current,
+                max_parallelism,
+                i64::from(lower),
+                i64::from(upper),
+            )
+            .target
+        }
+    };
+    Ok(Checked {
+        current,
+        target,
+        max_parallelism,
+        source_partitions,
+        lower,
+        upper,
+    })
 }
 
 /// The job's configuration with the request's `config` keys on top.
@@ -232,19 +394,7 @@ fn answer(
     base: &JobConfig,
     catalog: &dyn ModeCatalog,
 ) -> Result<Answer, RequestError> {
-    if request.current == 0 {
-        return Err(RequestError::NoCurrent);
-    }
-    if request.max_parallelism == 0 {
-        return Err(RequestError::NoKeyGroups);
-    }
-    if request.lower == 0 || request.lower > request.upper {
-        return Err(RequestError::Limits {
-            lower: request.lower,
-            upper: request.upper,
-        });
-    }
-    let target = target(request)?;
+    let checked = check(request)?;
     let config = config_of(request, base)?;
     let alignment =
         JobAlignment::resolve("align", &config, catalog).map_err(RequestError::Resolve)?;
@@ -256,20 +406,20 @@ fn answer(
         job: "align".to_string(),
         vertex_id: vertex.clone(),
         vertex_name: vertex,
-        source_partitions: request.source_partitions,
-        lower_limit: request.lower,
-        upper_limit: request.upper,
+        source_partitions: checked.source_partitions,
+        lower_limit: checked.lower,
+        upper_limit: checked.upper,
         input_ship_strategies: request
             .ship_strategies
             .iter()
             .map(|s| ShipStrategy::parse(s))
             .collect(),
-        ..AlignmentRequest::new(request.current, target, request.max_parallelism)
+        ..AlignmentRequest::new(checked.current, checked.target, checked.max_parallelism)
     });
     Ok(Answer {
         vertex: request.vertex.clone(),
-        current: request.current,
-        target,
+        current: checked.current,
+        target: checked.target,
         parallelism: outcome.parallelism,
         mode: outcome.mode,
         applicable: outcome.applicable,
@@ -320,13 +470,13 @@ pub fn exec(args: AlignArgs) -> u8 {
         );
     }
     let request = Request {
-        current: args.current.unwrap_or(0),
-        target: args.target,
+        current: args.current.map_or(0, i64::from),
+        target: args.target.map(i64::from),
         scale_factor: args.scale_factor,
-        max_parallelism: args.max_parallelism.unwrap_or(0),
-        source_partitions: args.source_partitions,
-        lower: args.lower,
-        upper: args.upper,
+        max_parallelism: args.max_parallelism.map_or(0, i64::from),
+        source_partitions: i64::from(args.source_partitions),
+        lower: i64::from(args.lower),
+        upper: i64::from(args.upper),
         ship_strategies: args.ship.clone(),
         config,
         vertex: args.vertex.clone(),
@@ -348,7 +498,11 @@ pub fn exec(args: AlignArgs) -> u8 {
         }
         Err(err) => {
             eprintln!("error: {err}");
-            exit_codes::FAILED
+            if err.is_usage() {
+                exit_codes::USAGE
+            } else {
+                exit_codes::FAILED
+            }
         }
     }
 }
@@ -385,43 +539,107 @@ fn print_human(out: &mut impl Write, answer: &Answer) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Why a batch stopped before the end of its input.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum BatchError {
+    /// The input could not be read (not a content problem: those are answered per line).
+    #[error("cannot read stdin after line {line}: {source}")]
+    Read { line: usize, source: std::io::Error },
+    /// The answers could not be written.
+    #[error("cannot write the answer to line {line}: {source}")]
+    Write { line: usize, source: std::io::Error },
+}
+
+/// What a batch answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct BatchSummary {
+    /// Input lines read, which is also answer lines written.
+    pub lines: usize,
+    /// Of them, answers that are errors.
+    pub failed: usize,
+}
+
+/// `line` without its line end: `\n`, or `\r\n` from a file written on Windows.
+fn strip_line_end(line: &[u8]) -> &[u8] {
+    let line = line.strip_suffix(b"\n").unwrap_or(line);
+    line.strip_suffix(b"\r").unwrap_or(line)
+}
+
+/// The answer to input line `line` (1-based), whatever its bytes.
+fn answer_line(
+    line: usize,
+    bytes: &[u8],
+    base: &JobConfig,
+    catalog: &dyn ModeCatalog,
+) -> Result<Answer, LineError> {
+    let text = std::str::from_utf8(bytes).map_err(|source| LineError::NotUtf8 { line, source })?;
+    // JSON's own whitespace; anything else is left to the JSON parser to report.
+    if text.trim_matches([' ', '\t', '\r', '\n']).is_empty() {
+        return Err(LineError::Empty { line });
+    }
+    let request =
+        serde_json::from_str::<Request>(text).map_err(|source| LineError::Json { line, source })?;
+    answer(&request, base, catalog).map_err(|source| LineError::Request { line, source })
+}
+
+/// Answers every line of `input` on `out`, one line each, in order: the bytes are read as they
+/// come, so a line that is blank, not UTF-8 or not a request costs only its own answer (an error
+/// line `{"line": N, "error": "line N: ..."}`), and answer `N` is always the answer to line `N`.
+/// A last line without a line end is a line too.
+pub(super) fn run_batch(
+    input: &mut impl BufRead,
+    out: &mut impl Write,
+    base: &JobConfig,
+    catalog: &dyn ModeCatalog,
+) -> Result<BatchSummary, BatchError> {
+    let mut summary = BatchSummary {
+        lines: 0,
+        failed: 0,
+    };
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        let read = input
+            .read_until(b'\n', &mut buf)
+            .map_err(|source| BatchError::Read {
+                line: summary.lines,
+                source,
+            })?;
+        if read == 0 {
+            return Ok(summary);
+        }
+        summary.lines += 1;
+        let line = summary.lines;
+        let written = match answer_line(line, strip_line_end(&buf), base, catalog) {
+            Ok(answer) => serde_json::to_writer(&mut *out, &answer),
+            Err(err) => {
+                summary.failed += 1;
+                let answer = ErrorAnswer {
+                    line: err.line(),
+                    error: err.to_string(),
+                };
+                serde_json::to_writer(&mut *out, &answer)
+            }
+        };
+        written
+            .map_err(std::io::Error::from)
+            .and_then(|()| writeln!(out))
+            .map_err(|source| BatchError::Write { line, source })?;
+    }
+}
+
 fn batch(base: &JobConfig, catalog: &dyn ModeCatalog) -> u8 {
     let stdin = std::io::stdin();
     let mut out = std::io::stdout().lock();
-    let mut failed = 0usize;
-    for (index, line) in stdin.lock().lines().enumerate() {
-        let line_text = match line {
-            Ok(line) => line,
-            Err(err) => {
-                eprintln!("error: cannot read stdin: {err}");
-                return exit_codes::FAILED;
-            }
-        };
-        if line_text.trim().is_empty() {
-            continue;
+    match run_batch(&mut stdin.lock(), &mut out, base, catalog) {
+        Ok(BatchSummary { failed: 0, .. }) => exit_codes::OK,
+        Ok(BatchSummary { lines, failed }) => {
+            eprintln!("error: {failed} of {lines} line(s) failed");
+            exit_codes::FAILED
         }
-        let line = index + 1;
-        let result = serde_json::from_str::<Request>(&line_text)
-            .map_err(|source| LineError::Json { line, source })
-            .and_then(|request| {
-                answer(&request, base, catalog)
-                    .map_err(|source| LineError::Request { line, source })
-            });
-        let written = match result {
-            Ok(answer) => serde_json::to_writer(&mut out, &answer),
-            Err(err) => {
-                failed += 1;
-                serde_json::to_writer(&mut out, &serde_json::json!({ "error": err.to_string() }))
-            }
-        };
-        if written.is_err() || writeln!(out).is_err() {
-            return exit_codes::FAILED;
+        Err(err) => {
+            eprintln!("error: {err}");
+            exit_codes::FAILED
         }
-    }
-    if failed > 0 {
-        eprintln!("error: {failed} line(s) failed");
-        exit_codes::FAILED
-    } else {
-        exit_codes::OK
     }
 }

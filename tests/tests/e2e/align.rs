@@ -197,3 +197,127 @@ fn flags_explain_the_answer() {
     let out = Cli::new(["align", "--current", "16"]).run();
     assert_eq!(out.code, 2, "usage errors exit 2");
 }
+
+/// The stdout lines, each parsed as JSON, blank ones included (a blank answer line would fail).
+fn answer_lines(stdout: &str) -> Vec<Value> {
+    stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l:?}: {e}")))
+        .collect()
+}
+
+#[test]
+fn every_input_line_gets_one_answer_line_even_unreadable_and_blank_ones() {
+    let request =
+        r#"{"current": 16, "target": 24, "max_parallelism": 128, "ship_strategies": ["HASH"]}"#;
+    // 1: a request; 2: blank; 3: the byte 0xff, never valid in UTF-8; 4: a request ending in
+    // CRLF; 5: a request after the bad byte, without a final line end.
+    let mut input = Vec::new();
+    input.extend_from_slice(request.as_bytes());
+    input.extend_from_slice(b"\n\n{\"current\": \xff}\n");
+    input.extend_from_slice(request.as_bytes());
+    input.extend_from_slice(b"\r\n");
+    input.extend_from_slice(request.as_bytes());
+    let out = Cli::new(["align", "--batch"])
+        .cwd(std::env::temp_dir())
+        .stdin(input)
+        .run();
+    assert_eq!(out.code, 1, "two lines failed: {}", out.stderr);
+    assert!(
+        out.stderr.contains("2 of 5 line(s) failed"),
+        "{}",
+        out.stderr
+    );
+    let answers = answer_lines(&out.stdout);
+    assert_eq!(answers.len(), 5, "{}", out.stdout);
+    // BALANCED on 128 key groups from 24: 128/26 = 4 < 128/24 = 5, so 26.
+    for i in [0, 3, 4] {
+        assert_eq!(answers[i]["parallelism"], 26, "{}", answers[i]);
+    }
+    assert_eq!(
+        answers[1],
+        json!({"line": 2, "error": "line 2: empty request"})
+    );
+    assert_eq!(answers[2]["line"], 3);
+    assert!(
+        answers[2]["error"]
+            .as_str()
+            .is_some_and(|e| e.starts_with("line 3: not UTF-8")),
+        "{}",
+        answers[2]
+    );
+}
+
+#[test]
+fn targets_outside_the_cap_and_huge_limits_are_refused_with_the_range() {
+    let (code, answers) = batch(&[
+        // The limits above i32::MAX that once let 1e308 answer 2147483648.
+        json!({"current": 16, "scale_factor": 1e308, "max_parallelism": 128, "lower": 2_147_483_648u32, "upper": 4_294_967_295u32}),
+        // lower 4 > target 2.
+        json!({"current": 16, "target": 2, "max_parallelism": 128, "lower": 4}),
+        // ceil(1e308 · 16) saturates, then is clamped to min(K = 128, upper) = 128.
+        json!({"current": 16, "scale_factor": 1e308, "max_parallelism": 128}),
+    ]);
+    assert_eq!(code, 1);
+    assert_eq!(answers.len(), 3);
+    let error = |i: usize| answers[i]["error"].as_str().unwrap_or_default().to_string();
+    assert!(
+        error(0).contains("`lower` must be in [1, 2147483647]"),
+        "{}",
+        answers[0]
+    );
+    // Valid targets: [lower 4, min(128, 2147483647) = 128].
+    assert!(error(1).contains("is outside [4, 128]"), "{}", answers[1]);
+    assert_eq!(answers[2]["target"], 128);
+}
+
+#[test]
+fn single_request_flags_and_bad_scale_factors_are_usage_errors() {
+    for flags in [
+        &["--set", "scaling.alignment.mode=EVENLY_SPREAD"][..],
+        &["--ship", "HASH"],
+        &["--lower", "2"],
+    ] {
+        let out = Cli::new(["align", "--batch"].iter().chain(flags))
+            .cwd(std::env::temp_dir())
+            .stdin("{\"current\": 16, \"target\": 24, \"max_parallelism\": 128}\n")
+            .run();
+        assert_eq!(out.code, 2, "{flags:?}: {}", out.stderr);
+        assert!(
+            out.stdout.is_empty(),
+            "{flags:?}: no answer: {}",
+            out.stdout
+        );
+        assert!(
+            out.stderr.contains("cannot be used with"),
+            "{flags:?}: {}",
+            out.stderr
+        );
+    }
+    // Flags whose values are each in range but not together: a target below --lower, or above
+    // min(--max-parallelism 8, --upper) = 8.
+    for flags in [&["--target", "2", "--lower", "3"][..], &["--target", "9"]] {
+        let out = Cli::new(
+            ["align", "--current", "4", "--max-parallelism", "8"]
+                .iter()
+                .chain(flags),
+        )
+        .run();
+        assert_eq!(out.code, 2, "{flags:?}: {}", out.stdout);
+        assert!(
+            out.stderr.contains("is outside ["),
+            "{flags:?}: {}",
+            out.stderr
+        );
+    }
+    for factor in ["NaN", "inf", "0", "-2"] {
+        let flag = format!("--scale-factor={factor}");
+        let out = Cli::new(["align", "--current", "4", "--max-parallelism", "8", &flag]).run();
+        assert_eq!(out.code, 2, "{factor}: {}", out.stdout);
+        assert!(
+            out.stderr.contains("must be a finite number > 0"),
+            "{factor}: {}",
+            out.stderr
+        );
+    }
+}
