@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use toml::Spanned;
-use toml::de::{DeTable, DeValue};
+use toml::de::{DeInteger, DeTable, DeValue};
 
 use super::closest::closest;
 use super::duration::parse_duration;
@@ -281,9 +281,9 @@ impl Parser<'_> {
                     None
                 }
             },
-            DeValue::Integer(i) => match i.as_str().parse::<u64>() {
-                Ok(ms) => Some(Duration::from_millis(ms)),
-                Err(_) => {
+            DeValue::Integer(i) => match toml_integer(i).map(u64::try_from) {
+                Some(Ok(ms)) => Some(Duration::from_millis(ms)),
+                _ => {
                     self.error(
                         value,
                         path,
@@ -475,7 +475,13 @@ impl Parser<'_> {
                     continue;
                 }
                 DeValue::String(s) => s.to_string(),
-                DeValue::Integer(i) => i.as_str().to_string(),
+                DeValue::Integer(i) => match toml_integer(i) {
+                    Some(n) => n.to_string(),
+                    None => {
+                        self.error(value, &path, INTEGER_RANGE);
+                        continue;
+                    }
+                },
                 DeValue::Float(f) => f.as_str().to_string(),
                 DeValue::Boolean(b) => b.to_string(),
                 DeValue::Datetime(d) => d.to_string(),
@@ -484,7 +490,10 @@ impl Parser<'_> {
                     for item in items.iter() {
                         match item.get_ref() {
                             DeValue::String(s) => parts.push(s.to_string()),
-                            DeValue::Integer(i) => parts.push(i.as_str().to_string()),
+                            DeValue::Integer(i) => match toml_integer(i) {
+                                Some(n) => parts.push(n.to_string()),
+                                None => self.error(item, &path, INTEGER_RANGE),
+                            },
                             _ => self.error(item, &path, "list items must be strings or integers"),
                         }
                     }
@@ -500,6 +509,17 @@ impl Parser<'_> {
             out.set(&name, text, origin);
         }
     }
+}
+
+/// Why an integer literal was refused: TOML integers are 64-bit signed.
+const INTEGER_RANGE: &str =
+    "integer out of range (TOML integers are 64-bit: -9223372036854775808 to 9223372036854775807)";
+
+/// The value of a TOML integer literal as TOML defines it. The parser keeps the digits and the
+/// base apart (`0b100` is the digits `100` in base 2, `1_000` the digits `1000`), so the digits
+/// alone must never be read as a decimal number; `None` when the value does not fit in 64 bits.
+fn toml_integer(integer: &DeInteger<'_>) -> Option<i64> {
+    i64::from_str_radix(integer.as_str(), integer.radix()).ok()
 }
 
 fn join(parent: &str, name: &str) -> String {
@@ -621,6 +641,59 @@ job = "d.toml"
         assert!(all.contains("the flink engine needs `rest`"), "{all}");
         assert!(all.contains("duplicate job name `d`"), "{all}");
         assert_eq!(errors.0.len(), 5, "{all}");
+    }
+
+    #[test]
+    fn integers_are_read_as_toml_defines_them_in_every_base() {
+        // Each literal and the decimal value TOML gives it: 0x10 = 1*16, 0o20 = 2*8,
+        // 0b10000 = 2^4, 1_000 = one thousand (underscores only separate digits).
+        let fleet = parse(
+            r#"
+[host]
+interval = 0x3E8
+
+[[jobs]]
+name = "a"
+job = "a.toml"
+[jobs.config]
+"hex" = 0x10
+"octal" = 0o20
+"binary" = 0b10000
+"underscored" = 1_000
+"signed" = -1_0
+"scaling.alignment.mode.X.slots-per-worker" = 0b100
+"list" = [0x10, 0o20, 0b11]
+"#,
+        )
+        .expect("valid");
+        // 0x3E8 = 3*256 + 14*16 + 8 = 1000 ms.
+        assert_eq!(fleet.host.interval, Duration::from_millis(1000));
+        let config = &fleet.job("a").expect("a").config;
+        for (key, expected) in [
+            ("hex", "16"),
+            ("octal", "16"),
+            ("binary", "16"),
+            ("underscored", "1000"),
+            ("signed", "-10"),
+            // 0b100 = 4, not the decimal digits 100.
+            ("scaling.alignment.mode.X.slots-per-worker", "4"),
+            ("list", "16;16;3"),
+        ] {
+            assert_eq!(config.get(key), Some(expected), "{key}");
+        }
+    }
+
+    #[test]
+    fn an_integer_beyond_64_bits_is_an_error_with_its_line() {
+        let errors = parse(
+            "[[jobs]]\nname = \"a\"\njob = \"a.toml\"\n[jobs.config]\n\"x\" = 0xFFFFFFFFFFFFFFFF\n",
+        )
+        .unwrap_err();
+        let all = errors.to_string();
+        assert!(
+            all.contains("fleet.toml:5: jobs[0].config.\"x\": integer out of range"),
+            "{all}"
+        );
     }
 
     #[test]
