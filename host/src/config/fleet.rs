@@ -28,12 +28,22 @@ use toml::Spanned;
 use toml::de::{DeInteger, DeTable, DeValue};
 
 use super::closest::closest;
-use super::duration::parse_duration;
+use super::duration::{DurationRange, MAX_DURATION, format_duration, parse_duration};
 use super::errors::{ConfigErrors, Diagnostic};
 use super::job::{JobConfig, Origin};
+use super::rest_url::check_rest_url;
 
 /// Default control-loop interval.
 pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(10);
+
+/// The valid range of the host interval: a cycle more often than every 100 ms would only
+/// busy-loop against the engine (its metrics do not change that fast), and more than a year
+/// apart means the job is never looked at.
+pub const INTERVAL_RANGE: DurationRange = DurationRange {
+    min: Duration::from_millis(100),
+    max: MAX_DURATION,
+    zero_means: None,
+};
 
 /// Where plugins are discovered when nothing says otherwise: beside the fleet file for `run` and
 /// `validate`, in the working directory for commands without a fleet file.
@@ -210,6 +220,8 @@ struct EngineFields {
     job: Option<PathBuf>,
     trace: Option<PathBuf>,
     rest: Option<String>,
+    /// The line of `rest`, when written.
+    rest_line: Option<usize>,
     job_id: Option<String>,
     duration: Option<Duration>,
 }
@@ -322,10 +334,13 @@ impl Parser<'_> {
                 }
                 "interval" => {
                     if let Some(d) = self.duration(value, &path) {
-                        if d.is_zero() {
-                            self.error(value, &path, "must be greater than 0");
-                        } else {
-                            host.interval = d;
+                        match INTERVAL_RANGE.check(d) {
+                            Ok(()) => host.interval = d,
+                            Err(why) => self.error(
+                                value,
+                                &path,
+                                &format!("`{}` is {why}", format_duration(d)),
+                            ),
                         }
                     }
                 }
@@ -374,6 +389,7 @@ impl Parser<'_> {
                 job: None,
                 trace: None,
                 rest: None,
+                rest_line: None,
                 job_id: None,
                 duration: None,
             },
@@ -393,7 +409,10 @@ impl Parser<'_> {
                 }
                 "job" => engine.job = self.string(value, &path).map(|p| base.join(p)),
                 "trace" => engine.trace = self.string(value, &path).map(|p| base.join(p)),
-                "rest" => engine.rest = self.string(value, &path),
+                "rest" => {
+                    engine.rest_line = Some(self.line_of(value.span().start));
+                    engine.rest = self.string(value, &path);
+                }
                 "job-id" => engine.job_id = self.string(value, &path),
                 "duration" => engine.duration = self.duration(value, &path),
                 "config" => match value.get_ref() {
@@ -441,10 +460,17 @@ impl Parser<'_> {
                 None => missing("job", "sim"),
             },
             "flink" => match fields.rest {
-                Some(rest) => Some(EngineSpec::Flink {
-                    rest,
-                    job_id: fields.job_id,
-                }),
+                Some(rest) => match check_rest_url(&rest) {
+                    Ok(()) => Some(EngineSpec::Flink {
+                        rest,
+                        job_id: fields.job_id,
+                    }),
+                    Err(err) => {
+                        let rest_at = self.at(fields.rest_line, &join(at, "rest"));
+                        self.errors.push(Diagnostic::new(rest_at, err.to_string()));
+                        None
+                    }
+                },
                 None => missing("rest", "flink"),
             },
             "replay" => match fields.trace {
@@ -694,6 +720,52 @@ job = "a.toml"
             all.contains("fleet.toml:5: jobs[0].config.\"x\": integer out of range"),
             "{all}"
         );
+    }
+
+    #[test]
+    fn the_host_interval_and_the_flink_url_are_range_checked_with_their_lines() {
+        let errors = parse(
+            r#"[host]
+interval = "1ms"
+
+[[jobs]]
+name = "tls"
+engine = "flink"
+rest = "https://flink:8081"
+
+[[jobs]]
+name = "port"
+engine = "flink"
+rest = "http://flink:99999"
+"#,
+        )
+        .unwrap_err();
+        let all = errors.to_string();
+        assert!(
+            all.contains(
+                "fleet.toml:2: host.interval: `1ms` is out of range (valid: 100ms to 365d)"
+            ),
+            "{all}"
+        );
+        assert!(
+            all.contains(
+                "fleet.toml:7: jobs[0].rest: `https://flink:8081`: https is not supported yet"
+            ),
+            "{all}"
+        );
+        assert!(
+            all.contains("fleet.toml:12: jobs[1].rest: `http://flink:99999`: port `99999` is out of range (valid: 1 to 65535)"),
+            "{all}"
+        );
+        assert_eq!(errors.0.len(), 3, "{all}");
+        // 3,000 years of 365 days, in hours: far beyond the one-year bound.
+        let errors = parse("[host]\ninterval = \"26280000h\"\n").unwrap_err();
+        assert!(
+            errors.to_string().contains("fleet.toml:2: host.interval"),
+            "{errors}"
+        );
+        let fleet = parse("[host]\ninterval = \"100ms\"\n").expect("the lower bound is valid");
+        assert_eq!(fleet.host.interval, INTERVAL_RANGE.min);
     }
 
     #[test]
