@@ -8,10 +8,10 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::catalog::{load_catalog, plugins_dir};
 use super::exit_codes;
-use crate::config::{DurationError, load_fleet, parse_duration};
-use crate::plan::{FleetPlan, plan_fleet};
+use super::load::check_fleet;
+use crate::config::{ConfigErrors, DurationError, KeyPolicy, parse_duration};
+use crate::plan::FleetPlan;
 use crate::runner::{
     CycleReport, Interrupted, JobRun, Printer, RunOptions, format_time, run_fleet,
 };
@@ -41,6 +41,9 @@ pub struct RunArgs {
     /// Simulated time for every simulated job, e.g. 2h (default: the fleet's `duration`, else 2h).
     #[arg(long, value_parser = parse_duration_arg)]
     simulated: Option<Duration>,
+    /// Refuse every key flowscale does not read, as `validate --strict` does.
+    #[arg(long)]
+    strict: bool,
 }
 
 /// Parses a duration flag with Flink's syntax.
@@ -129,30 +132,24 @@ pub(super) fn report_interrupted(command: &str, runs: &[JobRun]) -> bool {
     true
 }
 
-/// The fleet file, checked and planned with its plugins; every error and warning printed.
+/// The fleet file, checked and planned with its plugins exactly as `validate` does; every error
+/// and warning printed (all of them, not only the first).
 fn load_plan(args: &RunArgs) -> Option<FleetPlan> {
-    let fleet = match load_fleet(&args.config) {
-        Ok(fleet) => fleet,
-        Err(errors) => {
-            eprint!("error: {errors}");
-            return None;
-        }
-    };
-    let catalog = load_catalog(&plugins_dir(
+    let checked = check_fleet(
+        &args.config,
         args.plugins.as_deref(),
-        Some(&fleet.host.plugins_dir),
-    ));
-    let plan = match plan_fleet(fleet, catalog.as_ref()) {
-        Ok(plan) => plan,
-        Err(errors) => {
-            eprint!("error: {errors}");
-            return None;
-        }
-    };
-    for warning in &plan.warnings {
+        KeyPolicy {
+            strict: args.strict,
+        },
+    );
+    for warning in &checked.warnings {
         eprintln!("warning: {warning}");
     }
-    Some(plan)
+    if !checked.errors.is_empty() {
+        eprint!("error: {}", ConfigErrors(checked.errors));
+        return None;
+    }
+    checked.plan
 }
 
 /// Where wall-clock jobs keep their state: the fleet's state directory, else memory. `None`

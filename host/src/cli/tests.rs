@@ -14,6 +14,8 @@ fn valid_command_lines_parse() {
         "flowscale align --current 1 --target 2 --max-parallelism 8 --set a=b --set c=d --json",
         "flowscale validate fleet.toml",
         "flowscale validate fleet.toml --json --plugins dir",
+        "flowscale validate --strict fleet.toml",
+        "flowscale run fleet.toml --strict --once",
     ] {
         let args: Vec<&str> = argv.split_whitespace().collect();
         if let Err(err) = App::try_parse_from(&args) {

@@ -27,10 +27,12 @@ use std::time::Duration;
 use toml::Spanned;
 use toml::de::{DeInteger, DeTable, DeValue};
 
-use super::closest::closest;
+use super::closest::{closest, typo_of};
 use super::duration::{DurationRange, MAX_DURATION, format_duration, parse_duration};
 use super::errors::{ConfigErrors, Diagnostic};
 use super::job::{JobConfig, Origin};
+use super::keys::canonical_key;
+use super::known::{KeyPolicy, UnknownKey, check_key};
 use super::rest_url::check_rest_url;
 
 /// Default control-loop interval.
@@ -119,22 +121,61 @@ impl FleetConfig {
     }
 }
 
+/// A fleet configuration as far as it could be read, with every problem found in it. The
+/// configuration holds every job whose name and engine could be read, even when other parts of
+/// the file are wrong, so that the checks that come after reading (modes, options, engines)
+/// can still report on each job: one run of `validate` lists every problem of the file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FleetReading {
+    /// What could be read (defaults stand in for what could not).
+    pub fleet: FleetConfig,
+    /// Every problem found while reading; the configuration must not be run when not empty.
+    pub errors: Vec<Diagnostic>,
+}
+
 /// Reads and parses a fleet configuration file, reporting every problem at once.
 pub fn load_fleet(path: &Path) -> Result<FleetConfig, ConfigErrors> {
+    read_fleet(path, KeyPolicy::default())?.into_result()
+}
+
+/// Reads a fleet configuration file as far as it can be read. `Err` only when there is nothing
+/// to check further: the file cannot be read or is not TOML.
+pub fn read_fleet(path: &Path, policy: KeyPolicy) -> Result<FleetReading, ConfigErrors> {
     let text = std::fs::read_to_string(path).map_err(|err| {
         ConfigErrors(vec![Diagnostic::new(
             path.display().to_string(),
             format!("cannot read the file: {err}"),
         )])
     })?;
-    parse_fleet(path, &text)
+    parse_fleet_with(path, &text, policy)
+}
+
+impl FleetReading {
+    /// The configuration when nothing was wrong, else every problem.
+    pub fn into_result(self) -> Result<FleetConfig, ConfigErrors> {
+        if self.errors.is_empty() {
+            Ok(self.fleet)
+        } else {
+            Err(ConfigErrors(self.errors))
+        }
+    }
 }
 
 /// Parses a fleet configuration from text; `path` names it in messages and anchors relative paths.
 pub fn parse_fleet(path: &Path, text: &str) -> Result<FleetConfig, ConfigErrors> {
+    parse_fleet_with(path, text, KeyPolicy::default())?.into_result()
+}
+
+/// Parses a fleet configuration from text as far as it can be read (see [`read_fleet`]).
+pub fn parse_fleet_with(
+    path: &Path,
+    text: &str,
+    policy: KeyPolicy,
+) -> Result<FleetReading, ConfigErrors> {
     let mut p = Parser {
         file: path.to_path_buf(),
         text,
+        policy,
         errors: Vec::new(),
         warnings: Vec::new(),
     };
@@ -193,14 +234,14 @@ pub fn parse_fleet(path: &Path, text: &str) -> Result<FleetConfig, ConfigErrors>
         merged.overlay(&job.config);
         job.config = merged;
     }
-    if !p.errors.is_empty() {
-        return Err(ConfigErrors(p.errors));
-    }
-    Ok(FleetConfig {
-        file: path.to_path_buf(),
-        host,
-        jobs,
-        warnings: p.warnings,
+    Ok(FleetReading {
+        fleet: FleetConfig {
+            file: path.to_path_buf(),
+            host,
+            jobs,
+            warnings: p.warnings,
+        },
+        errors: p.errors,
     })
 }
 
@@ -229,6 +270,7 @@ struct EngineFields {
 struct Parser<'t> {
     file: PathBuf,
     text: &'t str,
+    policy: KeyPolicy,
     errors: Vec<Diagnostic>,
     warnings: Vec<Diagnostic>,
 }
@@ -258,16 +300,33 @@ impl Parser<'_> {
             .push(Diagnostic::new(self.at(line, path), message.to_string()));
     }
 
+    /// A key of the file's own structure (`[host]`, `[[jobs]]` fields) that is not one of
+    /// `known`: an error when it is a typo of one of them (the setting it was meant to be would
+    /// silently keep its default) or under `--strict`, else a warning.
     fn unknown<T>(&mut self, key: &Spanned<T>, name: &str, parent: &str, known: &[&str]) {
         let path = join(parent, name);
-        let hint = closest(name, known.iter().copied())
-            .map(|c| format!("did you mean `{c}`? "))
-            .unwrap_or_default();
         let line = Some(self.line_of(key.span().start));
-        self.warnings.push(Diagnostic::new(
-            self.at(line, &path),
-            format!("unknown key, ignored ({hint}known: {})", known.join(", ")),
-        ));
+        let at = self.at(line, &path);
+        let known_list = known.join(", ");
+        if let Some(meant) = typo_of(name, known.iter().copied()) {
+            self.errors.push(Diagnostic::new(
+                at,
+                format!("unknown key (did you mean `{meant}`? known: {known_list})"),
+            ));
+        } else if self.policy.strict {
+            self.errors.push(Diagnostic::new(
+                at,
+                format!("unknown key (--strict refuses it; known: {known_list})"),
+            ));
+        } else {
+            let hint = closest(name, known.iter().copied())
+                .map(|c| format!("did you mean `{c}`? "))
+                .unwrap_or_default();
+            self.warnings.push(Diagnostic::new(
+                at,
+                format!("unknown key, ignored ({hint}known: {known_list})"),
+            ));
+        }
     }
 
     fn string(&mut self, value: &Spanned<DeValue<'_>>, path: &str) -> Option<String> {
@@ -344,7 +403,24 @@ impl Parser<'_> {
                         }
                     }
                 }
-                "state-dir" => host.state_dir = self.string(value, &path).map(|d| base.join(d)),
+                "state-dir" => {
+                    let dir = self.string(value, &path).map(|d| base.join(d));
+                    // A file in the way would only be found by `run` when it first persists.
+                    if let Some(dir) = &dir
+                        && dir.exists()
+                        && !dir.is_dir()
+                    {
+                        self.error(
+                            value,
+                            &path,
+                            &format!(
+                                "{} is not a directory (expected a directory, or a path where one can be created)",
+                                dir.display()
+                            ),
+                        );
+                    }
+                    host.state_dir = dir;
+                }
                 other => self.unknown(key, other, "host", &["plugins", "interval", "state-dir"]),
             }
         }
@@ -357,7 +433,6 @@ impl Parser<'_> {
             return None;
         };
         let location = self.at(Some(self.line_of(item.span().start)), &at);
-        let errors_before = self.errors.len();
         let fields = self.job_fields(table, &at, base);
         let Some(name) = fields.name.filter(|n| !n.trim().is_empty()) else {
             self.errors.push(Diagnostic::new(
@@ -366,15 +441,14 @@ impl Parser<'_> {
             ));
             return None;
         };
-        let engine = self.engine(fields.engine, &at, &name, &location);
-        if self.errors.len() > errors_before {
-            return None;
-        }
+        // A job whose name and engine could be read is kept even when another of its fields
+        // is wrong (the error is recorded), so that its mode and options are checked too.
+        let engine = self.engine(fields.engine, &at, &name, &location)?;
         Some(JobSpec {
             name,
             index,
             location,
-            engine: engine?,
+            engine,
             config: fields.config,
         })
     }
@@ -490,8 +564,12 @@ impl Parser<'_> {
 
     /// Flattens a table of config values into flat keys; nested tables (unquoted dotted keys)
     /// join their names with `.`.
+    /// Keys are taken in file order, so that problems are reported top to bottom and, of two
+    /// equally canonical spellings of one key, the one written last wins.
     fn flatten(&mut self, table: &DeTable<'_>, prefix: &str, at: &str, out: &mut JobConfig) {
-        for (key, value) in table.iter() {
+        let mut entries: Vec<_> = table.iter().collect();
+        entries.sort_by_key(|(key, _)| key.span().start);
+        for (key, value) in entries {
             let name = join(prefix, key.get_ref().as_ref());
             let path = format!("{at}.\"{name}\"");
             let line = self.line_of(key.span().start);
@@ -526,6 +604,17 @@ impl Parser<'_> {
                     parts.join(";")
                 }
             };
+            match check_key(&canonical_key(&name).key, &name, self.policy) {
+                Some(UnknownKey::Error(message)) => {
+                    self.errors
+                        .push(Diagnostic::new(self.at(Some(line), &path), message));
+                }
+                Some(UnknownKey::Warning(message)) => {
+                    self.warnings
+                        .push(Diagnostic::new(self.at(Some(line), &path), message));
+                }
+                None => {}
+            }
             let origin = Origin {
                 file: Some(self.file.clone()),
                 line: Some(line),
@@ -769,6 +858,64 @@ rest = "http://flink:99999"
     }
 
     #[test]
+    fn a_reading_keeps_every_readable_job_next_to_every_problem() {
+        let reading = parse_fleet_with(
+            Path::new("/etc/flowscale/fleet.toml"),
+            r#"[host]
+interval = "soon"
+
+[defaults]
+"metrics.widnow" = "5 min"
+
+[[jobs]]
+name = "a"
+job = "a.toml"
+duration = "forever"
+[jobs.config]
+"utilization.targt" = 0.5
+"scaling.alignment.mode" = "EVENLY_SPREAD"
+"#,
+            KeyPolicy::default(),
+        )
+        .expect("TOML");
+        let all: Vec<String> = reading.errors.iter().map(ToString::to_string).collect();
+        for expected in [
+            "fleet.toml:2: host.interval: `soon` is not a duration",
+            "fleet.toml:5: defaults.\"metrics.widnow\": unknown key `metrics.widnow` (did you mean `metrics.window`?",
+            "fleet.toml:10: jobs[0].duration: `forever` is not a duration",
+            "fleet.toml:12: jobs[0].config.\"utilization.targt\": unknown key `utilization.targt` (did you mean `utilization.target`?",
+        ] {
+            assert!(
+                all.iter().any(|e| e.contains(expected)),
+                "{expected}\n{all:#?}"
+            );
+        }
+        assert_eq!(all.len(), 4, "{all:#?}");
+        // The job is still there, so its mode and options can be checked too.
+        let job = reading.fleet.job("a").expect("job a is kept");
+        assert_eq!(
+            job.config.get("scaling.alignment.mode"),
+            Some("EVENLY_SPREAD")
+        );
+    }
+
+    #[test]
+    fn a_state_dir_that_is_a_file_is_an_error() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let fleet = dir.path().join("fleet.toml");
+        std::fs::write(dir.path().join("state"), "not a directory").expect("write");
+        let errors = parse_fleet(&fleet, "[host]\nstate-dir = \"state\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            errors.contains("fleet.toml:2: host.state-dir:")
+                && errors.contains("is not a directory"),
+            "{errors}"
+        );
+        assert!(parse_fleet(&fleet, "[host]\nstate-dir = \"fresh\"\n").is_ok());
+    }
+
+    #[test]
     fn syntax_errors_have_lines_and_unknown_keys_warn() {
         let errors = parse("[[jobs]]\nname = \"a\"\njob = \n").unwrap_err();
         assert!(
@@ -778,16 +925,38 @@ rest = "http://flink:99999"
         );
         assert!(errors.0[0].message.starts_with("invalid TOML"));
 
-        let fleet = parse("[hots]\n[[jobs]]\nname = \"a\"\njob = \"a.toml\"\nengin = \"sim\"\n")
+        // Typos of the file's own keys are errors naming the key meant; other keys warn.
+        let errors = parse("[hots]\n[[jobs]]\nname = \"a\"\njob = \"a.toml\"\nengin = \"sim\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            errors.contains("fleet.toml:1: hots: unknown key (did you mean `host`?"),
+            "{errors}"
+        );
+        assert!(
+            errors.contains("fleet.toml:5: jobs[0].engin: unknown key (did you mean `engine`?"),
+            "{errors}"
+        );
+        let fleet = parse("[extra]\n[[jobs]]\nname = \"a\"\njob = \"a.toml\"\nowner = \"me\"\n")
             .expect("warnings only");
         let warnings: Vec<String> = fleet.warnings.iter().map(ToString::to_string).collect();
         assert!(
-            warnings[0].contains("fleet.toml:1: hots: unknown key, ignored (did you mean `host`?"),
+            warnings[0].contains("fleet.toml:1: extra: unknown key, ignored"),
             "{warnings:?}"
         );
         assert!(
-            warnings[1].contains("jobs[0].engin: unknown key, ignored (did you mean `engine`?"),
+            warnings[1].contains("fleet.toml:5: jobs[0].owner: unknown key, ignored"),
             "{warnings:?}"
         );
+        // --strict refuses them.
+        let strict = KeyPolicy { strict: true };
+        let reading = parse_fleet_with(
+            Path::new("/etc/flowscale/fleet.toml"),
+            "[extra]\n[[jobs]]\nname = \"a\"\njob = \"a.toml\"\nowner = \"me\"\n",
+            strict,
+        )
+        .expect("TOML");
+        assert_eq!(reading.errors.len(), 2, "{:?}", reading.errors);
+        assert!(reading.errors[1].message.contains("--strict"));
     }
 }
