@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::config::{ConfigLookup, ConfigLookupExt, KeyError, format_duration};
+use crate::config::{ConfigLookup, ConfigLookupExt, KeyError, MAX_DURATION, format_duration};
 
 use super::estimator::{PidRateEstimator, RateEstimator, keys};
 
@@ -39,12 +39,12 @@ impl BackpressureOptions {
         let interval = lookup.duration_or(keys::BATCH_INTERVAL, DEFAULT_BATCH_INTERVAL)?;
         let batch_interval_ms = i64::try_from(interval.as_millis())
             .ok()
-            .filter(|ms| *ms > 0)
+            .filter(|ms| *ms > 0 && interval <= MAX_DURATION)
             .ok_or_else(|| {
                 KeyError::new(
                     keys::BATCH_INTERVAL,
                     format!(
-                        "`{}` is not a usable batch interval (expected a duration of at least 1 ms, e.g. 1s)",
+                        "`{}` is not a usable batch interval (valid: greater than 0 and at most 365d, e.g. 1s)",
                         format_duration(interval)
                     ),
                 )
@@ -229,7 +229,15 @@ mod tests {
         let err = BackpressureOptions::from_config(&cfg(&[("backpressure.batch-interval", "0")]))
             .unwrap_err();
         assert_eq!(err.key, "backpressure.batch-interval");
-        assert!(err.message.contains("at least 1 ms"), "{err}");
+        assert!(
+            err.message
+                .contains("valid: greater than 0 and at most 365d"),
+            "{err}"
+        );
+        let err =
+            BackpressureOptions::from_config(&cfg(&[("backpressure.batch-interval", "366d")]))
+                .unwrap_err();
+        assert_eq!(err.key, "backpressure.batch-interval");
         let err =
             BackpressureOptions::from_config(&cfg(&[("backpressure.batch-interval", "500us")]))
                 .unwrap_err();

@@ -6,10 +6,12 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 
 use crate::alignment::ModeCatalog;
-use crate::config::load_fleet;
+use crate::config::{ConfigErrors, KeyPolicy};
 use crate::events::{Event, EventReason, Severity};
-use crate::plan::{FleetPlan, plan_fleet};
+use crate::plan::FleetPlan;
 use crate::runner::{FleetSource, Printer, wall_ms};
+
+use super::load::recheck_fleet;
 
 use super::signals::Signals;
 
@@ -23,6 +25,7 @@ use super::signals::Signals;
 pub(super) struct FleetWatcher<'p, W: Write> {
     path: PathBuf,
     catalog: &'p dyn ModeCatalog,
+    policy: KeyPolicy,
     signals: Signals,
     printer: &'p Mutex<Printer<W>>,
     /// The bytes the running plan (or the last refusal) was made from.
@@ -36,6 +39,7 @@ impl<'p, W: Write> FleetWatcher<'p, W> {
     pub fn new(
         path: PathBuf,
         catalog: &'p dyn ModeCatalog,
+        policy: KeyPolicy,
         signals: Signals,
         printer: &'p Mutex<Printer<W>>,
     ) -> FleetWatcher<'p, W> {
@@ -43,6 +47,7 @@ impl<'p, W: Write> FleetWatcher<'p, W> {
         FleetWatcher {
             path,
             catalog,
+            policy,
             signals,
             printer,
             acted_on,
@@ -72,25 +77,15 @@ impl<'p, W: Write> FleetWatcher<'p, W> {
 
     /// Reads, checks and plans the file as `flowscale run` does at start.
     fn plan(&self) -> Option<FleetPlan> {
-        let fleet = match load_fleet(&self.path) {
-            Ok(fleet) => fleet,
-            Err(errors) => {
-                self.refuse(errors.to_string());
-                return None;
-            }
-        };
-        match plan_fleet(fleet, self.catalog) {
-            Ok(plan) => {
-                for warning in &plan.warnings {
-                    eprintln!("warning: {warning}");
-                }
-                Some(plan)
-            }
-            Err(errors) => {
-                self.refuse(errors.to_string());
-                None
-            }
+        let checked = recheck_fleet(&self.path, self.catalog, self.policy);
+        for warning in &checked.warnings {
+            eprintln!("warning: {warning}");
         }
+        if !checked.errors.is_empty() {
+            self.refuse(ConfigErrors(checked.errors).to_string());
+            return None;
+        }
+        checked.plan
     }
 }
 

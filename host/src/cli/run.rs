@@ -8,14 +8,14 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::catalog::{load_catalog, plugins_dir};
 use super::exit_codes;
+use super::load::{Catalog, Checks, check_fleet};
 use super::reload::FleetWatcher;
 use super::signals::Signals;
 use crate::alignment::ModeCatalog;
-use crate::config::{DurationError, EngineSpec, load_fleet, parse_duration};
+use crate::config::{ConfigErrors, DurationError, EngineSpec, KeyPolicy, parse_duration};
 use crate::events::Event;
-use crate::plan::{FleetPlan, plan_fleet};
+use crate::plan::FleetPlan;
 use crate::runner::{
     CycleReport, Interrupted, JobRun, Printer, RunOptions, format_time, ignored_state, run_fleet,
     run_fleet_reloading, wall_ms,
@@ -47,6 +47,9 @@ pub struct RunArgs {
     /// Simulated time for every simulated job, e.g. 2h (default: the fleet's `duration`, else 2h).
     #[arg(long, value_parser = parse_duration_arg)]
     simulated: Option<Duration>,
+    /// Refuse every key flowscale does not read, as `validate --strict` does.
+    #[arg(long)]
+    strict: bool,
 }
 
 /// Parses a duration flag with Flink's syntax.
@@ -104,6 +107,7 @@ pub fn exec(args: RunArgs) -> u8 {
     let watch = (!args.once).then(|| Watch {
         path: args.config.clone(),
         catalog: catalog.as_ref(),
+        policy: key_policy(&args),
         signals,
     });
     let runs = run_printing(&plan, &options, &ignored, watch, (args.json, args.verbose));
@@ -142,40 +146,38 @@ pub(super) fn report_interrupted(command: &str, runs: &[JobRun]) -> bool {
     true
 }
 
-/// The fleet file, checked and planned with its plugins; every error and warning printed.
+/// The fleet file, checked and planned with its plugins exactly as `validate` does; every error
+/// and warning printed (all of them, not only the first).
 fn load_plan(args: &RunArgs) -> Option<(FleetPlan, Catalog)> {
-    let fleet = match load_fleet(&args.config) {
-        Ok(fleet) => fleet,
-        Err(errors) => {
-            eprint!("error: {errors}");
-            return None;
-        }
-    };
-    let catalog = load_catalog(&plugins_dir(
+    let checked = check_fleet(
+        &args.config,
         args.plugins.as_deref(),
-        Some(&fleet.host.plugins_dir),
-    ));
-    let plan = match plan_fleet(fleet, catalog.as_ref()) {
-        Ok(plan) => plan,
-        Err(errors) => {
-            eprint!("error: {errors}");
-            return None;
-        }
-    };
-    for warning in &plan.warnings {
+        Checks {
+            policy: key_policy(args),
+            state_dir: false,
+        },
+    );
+    for warning in &checked.warnings {
         eprintln!("warning: {warning}");
     }
-    Some((plan, catalog))
+    if !checked.errors.is_empty() {
+        eprint!("error: {}", ConfigErrors(checked.errors));
+        return None;
+    }
+    checked.plan.zip(checked.catalog)
 }
 
-/// The custom modes the plugins directory offered at start; a reloaded file is planned with
-/// them too.
-type Catalog = Box<dyn ModeCatalog + Send + Sync>;
+fn key_policy(args: &RunArgs) -> KeyPolicy {
+    KeyPolicy {
+        strict: args.strict,
+    }
+}
 
 /// What a running `flowscale run` watches for a new configuration.
 struct Watch<'c> {
     path: PathBuf,
     catalog: &'c dyn ModeCatalog,
+    policy: KeyPolicy,
     signals: Signals,
 }
 
@@ -251,7 +253,13 @@ fn run_printing(
     };
     let runs = match watch {
         Some(watch) => {
-            let mut watcher = FleetWatcher::new(watch.path, watch.catalog, watch.signals, &printer);
+            let mut watcher = FleetWatcher::new(
+                watch.path,
+                watch.catalog,
+                watch.policy,
+                watch.signals,
+                &printer,
+            );
             run_fleet_reloading(plan.clone(), options, &sink, Some(&mut watcher))
         }
         None => run_fleet(plan, options, &sink),

@@ -27,6 +27,8 @@ fn valid_command_lines_parse() {
         "flowscale align --batch --config fleet.toml --job j",
         "flowscale validate fleet.toml",
         "flowscale validate fleet.toml --json --plugins dir",
+        "flowscale validate --strict fleet.toml",
+        "flowscale run fleet.toml --strict --once",
     ] {
         let args: Vec<&str> = argv.split_whitespace().collect();
         if let Err(err) = App::try_parse_from(&args) {

@@ -6,11 +6,9 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use super::catalog::{load_catalog, plugins_dir};
 use super::exit_codes;
-use crate::config::{Diagnostic, EngineSpec, load_fleet};
-use crate::plan::plan_fleet;
-use crate::runner::{StateCheck, check_state_dir};
+use super::load::{Checks, check_fleet};
+use crate::config::{Diagnostic, KeyPolicy};
 
 /// Arguments of `flowscale validate`.
 #[derive(Debug, clap::Args)]
@@ -23,6 +21,10 @@ pub struct ValidateArgs {
     /// Print the result as JSON.
     #[arg(long)]
     json: bool,
+    /// Refuse every key flowscale does not read, not only misspellings of the keys it reads
+    /// (by default other keys of a Flink configuration are accepted and ignored).
+    #[arg(long)]
+    strict: bool,
 }
 
 #[derive(Debug, Serialize)]
@@ -42,39 +44,26 @@ struct JobReport {
 
 /// Runs `flowscale validate`.
 pub fn exec(args: ValidateArgs) -> u8 {
-    let mut state = StateCheck::default();
-    let (jobs, mut errors, mut warnings) = match load_fleet(&args.file) {
-        Err(errors) => (Vec::new(), errors.0, Vec::new()),
-        Ok(fleet) => {
-            if let Some(dir) = &fleet.host.state_dir {
-                let entries: Vec<(&str, &EngineSpec)> = fleet
-                    .jobs
-                    .iter()
-                    .map(|j| (j.name.as_str(), &j.engine))
-                    .collect();
-                state = check_state_dir(dir, &entries);
-            }
-            let dir = plugins_dir(args.plugins.as_deref(), Some(&fleet.host.plugins_dir));
-            let catalog = load_catalog(&dir);
-            let warnings = fleet.warnings.clone();
-            match plan_fleet(fleet, catalog.as_ref()) {
-                Ok(plan) => {
-                    let jobs = plan
-                        .jobs
-                        .iter()
-                        .map(|j| JobReport {
-                            name: j.spec.name.clone(),
-                            mode: j.alignment.mode_id(),
-                        })
-                        .collect();
-                    (jobs, Vec::new(), plan.warnings)
-                }
-                Err(errors) => (Vec::new(), errors.0, warnings),
-            }
-        }
-    };
-    errors.extend(state.errors);
-    warnings.extend(state.warnings);
+    let checked = check_fleet(
+        &args.file,
+        args.plugins.as_deref(),
+        Checks {
+            policy: KeyPolicy {
+                strict: args.strict,
+            },
+            state_dir: true,
+        },
+    );
+    let jobs = checked
+        .plan
+        .iter()
+        .flat_map(|plan| &plan.jobs)
+        .map(|j| JobReport {
+            name: j.spec.name.clone(),
+            mode: j.alignment.mode_id(),
+        })
+        .collect();
+    let (errors, warnings) = (checked.errors, checked.warnings);
     let text = |d: &[Diagnostic]| d.iter().map(ToString::to_string).collect::<Vec<_>>();
     let report = Report {
         file: args.file.display().to_string(),

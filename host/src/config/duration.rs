@@ -65,6 +65,85 @@ pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
     Ok(Duration::new(secs, (nanos % 1_000_000_000) as u32))
 }
 
+/// The longest duration any option accepts: a year. Nothing flowscale waits for is meant to be
+/// longer, and a value like `3000 d` is a typo (or a unit mix-up) that would otherwise silently
+/// stop a job from ever deciding.
+pub const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 60 * 60);
+
+/// The valid range of a duration option: `min..=max`, so that a value that would stall the
+/// autoscaler (a zero window, a busy loop, an interval of centuries) is refused with the range
+/// in the message instead of being accepted silently.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DurationRange {
+    /// The shortest valid value.
+    pub min: Duration,
+    /// The longest valid value.
+    pub max: Duration,
+    /// What zero means, when zero is valid and has a meaning of its own (e.g. "disables the
+    /// delay"), so that the message says so.
+    pub zero_means: Option<&'static str>,
+}
+
+impl DurationRange {
+    /// Strictly positive, at most [`MAX_DURATION`].
+    pub const POSITIVE: DurationRange = DurationRange {
+        min: Duration::from_millis(1),
+        max: MAX_DURATION,
+        zero_means: None,
+    };
+
+    /// Zero (with its meaning) up to [`MAX_DURATION`].
+    pub const fn zero_or_up_to_a_year(zero_means: &'static str) -> DurationRange {
+        DurationRange {
+            min: Duration::ZERO,
+            max: MAX_DURATION,
+            zero_means: Some(zero_means),
+        }
+    }
+
+    /// `Ok` when `d` lies in the range, else what would be valid.
+    pub fn check(&self, d: Duration) -> Result<(), String> {
+        if (self.min..=self.max).contains(&d) {
+            Ok(())
+        } else {
+            Err(format!("out of range (valid: {self})"))
+        }
+    }
+}
+
+impl std::fmt::Display for DurationRange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.min.is_zero() {
+            write!(f, "0 to {}", describe(self.max))?;
+        } else if self.min == Duration::from_millis(1) {
+            write!(f, "greater than 0 and at most {}", describe(self.max))?;
+        } else {
+            write!(f, "{} to {}", describe(self.min), describe(self.max))?;
+        }
+        if let Some(zero) = self.zero_means {
+            write!(f, "; 0 {zero}")?;
+        }
+        Ok(())
+    }
+}
+
+/// A bound in the largest whole unit that expresses it (`365d`, `100ms`), for messages.
+fn describe(d: Duration) -> String {
+    const DAY: u64 = 24 * 60 * 60;
+    let secs = d.as_secs();
+    if d.subsec_nanos() != 0 || secs == 0 {
+        format!("{}ms", d.as_millis())
+    } else if secs % DAY == 0 {
+        format!("{}d", secs / DAY)
+    } else if secs % 3600 == 0 {
+        format!("{}h", secs / 3600)
+    } else if secs % 60 == 0 {
+        format!("{}min", secs / 60)
+    } else {
+        format!("{secs}s")
+    }
+}
+
 /// Formats a duration compactly (`300s`, `1500ms`, `5min` style is not attempted).
 pub fn format_duration(d: Duration) -> String {
     if d.subsec_nanos() == 0 {
@@ -77,6 +156,36 @@ pub fn format_duration(d: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ranges_name_their_bounds() {
+        assert_eq!(
+            DurationRange::POSITIVE.check(Duration::from_millis(1)),
+            Ok(())
+        );
+        assert_eq!(DurationRange::POSITIVE.check(MAX_DURATION), Ok(()));
+        let zero = DurationRange::POSITIVE.check(Duration::ZERO).unwrap_err();
+        assert_eq!(
+            zero,
+            "out of range (valid: greater than 0 and at most 365d)"
+        );
+        // 3,000 years, the kind of value a unit mix-up produces.
+        let ages = Duration::from_secs(3000 * 365 * 24 * 3600);
+        assert!(DurationRange::POSITIVE.check(ages).is_err());
+        let off = DurationRange::zero_or_up_to_a_year("disables it");
+        assert_eq!(off.check(Duration::ZERO), Ok(()));
+        assert_eq!(
+            off.check(MAX_DURATION + Duration::from_millis(1))
+                .unwrap_err(),
+            "out of range (valid: 0 to 365d; 0 disables it)"
+        );
+        let host = DurationRange {
+            min: Duration::from_millis(100),
+            max: MAX_DURATION,
+            zero_means: None,
+        };
+        assert_eq!(host.to_string(), "100ms to 365d");
+    }
 
     #[test]
     fn parses_flink_spellings() {

@@ -25,15 +25,27 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use toml::Spanned;
-use toml::de::{DeTable, DeValue};
+use toml::de::{DeInteger, DeTable, DeValue};
 
-use super::closest::closest;
-use super::duration::parse_duration;
+use super::closest::{closest, typo_of};
+use super::duration::{DurationRange, MAX_DURATION, format_duration, parse_duration};
 use super::errors::{ConfigErrors, Diagnostic};
 use super::job::{JobConfig, Origin};
+use super::keys::canonical_key;
+use super::known::{KeyPolicy, UnknownKey, check_key};
+use super::rest_url::check_rest_url;
 
 /// Default control-loop interval.
 pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(10);
+
+/// The valid range of the host interval: a cycle more often than every 100 ms would only
+/// busy-loop against the engine (its metrics do not change that fast), and more than a year
+/// apart means the job is never looked at.
+pub const INTERVAL_RANGE: DurationRange = DurationRange {
+    min: Duration::from_millis(100),
+    max: MAX_DURATION,
+    zero_means: None,
+};
 
 /// Where plugins are discovered when nothing says otherwise: beside the fleet file for `run` and
 /// `validate`, in the working directory for commands without a fleet file.
@@ -109,22 +121,61 @@ impl FleetConfig {
     }
 }
 
+/// A fleet configuration as far as it could be read, with every problem found in it. The
+/// configuration holds every job whose name and engine could be read, even when other parts of
+/// the file are wrong, so that the checks that come after reading (modes, options, engines)
+/// can still report on each job: one run of `validate` lists every problem of the file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FleetReading {
+    /// What could be read (defaults stand in for what could not).
+    pub fleet: FleetConfig,
+    /// Every problem found while reading; the configuration must not be run when not empty.
+    pub errors: Vec<Diagnostic>,
+}
+
 /// Reads and parses a fleet configuration file, reporting every problem at once.
 pub fn load_fleet(path: &Path) -> Result<FleetConfig, ConfigErrors> {
+    read_fleet(path, KeyPolicy::default())?.into_result()
+}
+
+/// Reads a fleet configuration file as far as it can be read. `Err` only when there is nothing
+/// to check further: the file cannot be read or is not TOML.
+pub fn read_fleet(path: &Path, policy: KeyPolicy) -> Result<FleetReading, ConfigErrors> {
     let text = std::fs::read_to_string(path).map_err(|err| {
         ConfigErrors(vec![Diagnostic::new(
             path.display().to_string(),
             format!("cannot read the file: {err}"),
         )])
     })?;
-    parse_fleet(path, &text)
+    parse_fleet_with(path, &text, policy)
+}
+
+impl FleetReading {
+    /// The configuration when nothing was wrong, else every problem.
+    pub fn into_result(self) -> Result<FleetConfig, ConfigErrors> {
+        if self.errors.is_empty() {
+            Ok(self.fleet)
+        } else {
+            Err(ConfigErrors(self.errors))
+        }
+    }
 }
 
 /// Parses a fleet configuration from text; `path` names it in messages and anchors relative paths.
 pub fn parse_fleet(path: &Path, text: &str) -> Result<FleetConfig, ConfigErrors> {
+    parse_fleet_with(path, text, KeyPolicy::default())?.into_result()
+}
+
+/// Parses a fleet configuration from text as far as it can be read (see [`read_fleet`]).
+pub fn parse_fleet_with(
+    path: &Path,
+    text: &str,
+    policy: KeyPolicy,
+) -> Result<FleetReading, ConfigErrors> {
     let mut p = Parser {
         file: path.to_path_buf(),
         text,
+        policy,
         errors: Vec::new(),
         warnings: Vec::new(),
     };
@@ -183,14 +234,14 @@ pub fn parse_fleet(path: &Path, text: &str) -> Result<FleetConfig, ConfigErrors>
         merged.overlay(&job.config);
         job.config = merged;
     }
-    if !p.errors.is_empty() {
-        return Err(ConfigErrors(p.errors));
-    }
-    Ok(FleetConfig {
-        file: path.to_path_buf(),
-        host,
-        jobs,
-        warnings: p.warnings,
+    Ok(FleetReading {
+        fleet: FleetConfig {
+            file: path.to_path_buf(),
+            host,
+            jobs,
+            warnings: p.warnings,
+        },
+        errors: p.errors,
     })
 }
 
@@ -210,6 +261,8 @@ struct EngineFields {
     job: Option<PathBuf>,
     trace: Option<PathBuf>,
     rest: Option<String>,
+    /// The line of `rest`, when written.
+    rest_line: Option<usize>,
     job_id: Option<String>,
     duration: Option<Duration>,
 }
@@ -217,6 +270,7 @@ struct EngineFields {
 struct Parser<'t> {
     file: PathBuf,
     text: &'t str,
+    policy: KeyPolicy,
     errors: Vec<Diagnostic>,
     warnings: Vec<Diagnostic>,
 }
@@ -246,16 +300,33 @@ impl Parser<'_> {
             .push(Diagnostic::new(self.at(line, path), message.to_string()));
     }
 
+    /// A key of the file's own structure (`[host]`, `[[jobs]]` fields) that is not one of
+    /// `known`: an error when it is a typo of one of them (the setting it was meant to be would
+    /// silently keep its default) or under `--strict`, else a warning.
     fn unknown<T>(&mut self, key: &Spanned<T>, name: &str, parent: &str, known: &[&str]) {
         let path = join(parent, name);
-        let hint = closest(name, known.iter().copied())
-            .map(|c| format!("did you mean `{c}`? "))
-            .unwrap_or_default();
         let line = Some(self.line_of(key.span().start));
-        self.warnings.push(Diagnostic::new(
-            self.at(line, &path),
-            format!("unknown key, ignored ({hint}known: {})", known.join(", ")),
-        ));
+        let at = self.at(line, &path);
+        let known_list = known.join(", ");
+        if let Some(meant) = typo_of(name, known.iter().copied()) {
+            self.errors.push(Diagnostic::new(
+                at,
+                format!("unknown key (did you mean `{meant}`? known: {known_list})"),
+            ));
+        } else if self.policy.strict {
+            self.errors.push(Diagnostic::new(
+                at,
+                format!("unknown key (--strict refuses it; known: {known_list})"),
+            ));
+        } else {
+            let hint = closest(name, known.iter().copied())
+                .map(|c| format!("did you mean `{c}`? "))
+                .unwrap_or_default();
+            self.warnings.push(Diagnostic::new(
+                at,
+                format!("unknown key, ignored ({hint}known: {known_list})"),
+            ));
+        }
     }
 
     fn string(&mut self, value: &Spanned<DeValue<'_>>, path: &str) -> Option<String> {
@@ -281,9 +352,9 @@ impl Parser<'_> {
                     None
                 }
             },
-            DeValue::Integer(i) => match i.as_str().parse::<u64>() {
-                Ok(ms) => Some(Duration::from_millis(ms)),
-                Err(_) => {
+            DeValue::Integer(i) => match toml_integer(i).map(u64::try_from) {
+                Some(Ok(ms)) => Some(Duration::from_millis(ms)),
+                _ => {
                     self.error(
                         value,
                         path,
@@ -322,14 +393,34 @@ impl Parser<'_> {
                 }
                 "interval" => {
                     if let Some(d) = self.duration(value, &path) {
-                        if d.is_zero() {
-                            self.error(value, &path, "must be greater than 0");
-                        } else {
-                            host.interval = d;
+                        match INTERVAL_RANGE.check(d) {
+                            Ok(()) => host.interval = d,
+                            Err(why) => self.error(
+                                value,
+                                &path,
+                                &format!("`{}` is {why}", format_duration(d)),
+                            ),
                         }
                     }
                 }
-                "state-dir" => host.state_dir = self.string(value, &path).map(|d| base.join(d)),
+                "state-dir" => {
+                    let dir = self.string(value, &path).map(|d| base.join(d));
+                    // A file in the way would only be found by `run` when it first persists.
+                    if let Some(dir) = &dir
+                        && dir.exists()
+                        && !dir.is_dir()
+                    {
+                        self.error(
+                            value,
+                            &path,
+                            &format!(
+                                "{} is not a directory (expected a directory, or a path where one can be created)",
+                                dir.display()
+                            ),
+                        );
+                    }
+                    host.state_dir = dir;
+                }
                 other => self.unknown(key, other, "host", &["plugins", "interval", "state-dir"]),
             }
         }
@@ -342,7 +433,6 @@ impl Parser<'_> {
             return None;
         };
         let location = self.at(Some(self.line_of(item.span().start)), &at);
-        let errors_before = self.errors.len();
         let fields = self.job_fields(table, &at, base);
         let Some(name) = fields.name.filter(|n| !n.trim().is_empty()) else {
             self.errors.push(Diagnostic::new(
@@ -351,15 +441,14 @@ impl Parser<'_> {
             ));
             return None;
         };
-        let engine = self.engine(fields.engine, &at, &name, &location);
-        if self.errors.len() > errors_before {
-            return None;
-        }
+        // A job whose name and engine could be read is kept even when another of its fields
+        // is wrong (the error is recorded), so that its mode and options are checked too.
+        let engine = self.engine(fields.engine, &at, &name, &location)?;
         Some(JobSpec {
             name,
             index,
             location,
-            engine: engine?,
+            engine,
             config: fields.config,
         })
     }
@@ -374,6 +463,7 @@ impl Parser<'_> {
                 job: None,
                 trace: None,
                 rest: None,
+                rest_line: None,
                 job_id: None,
                 duration: None,
             },
@@ -393,7 +483,10 @@ impl Parser<'_> {
                 }
                 "job" => engine.job = self.string(value, &path).map(|p| base.join(p)),
                 "trace" => engine.trace = self.string(value, &path).map(|p| base.join(p)),
-                "rest" => engine.rest = self.string(value, &path),
+                "rest" => {
+                    engine.rest_line = Some(self.line_of(value.span().start));
+                    engine.rest = self.string(value, &path);
+                }
                 "job-id" => engine.job_id = self.string(value, &path),
                 "duration" => engine.duration = self.duration(value, &path),
                 "config" => match value.get_ref() {
@@ -441,10 +534,17 @@ impl Parser<'_> {
                 None => missing("job", "sim"),
             },
             "flink" => match fields.rest {
-                Some(rest) => Some(EngineSpec::Flink {
-                    rest,
-                    job_id: fields.job_id,
-                }),
+                Some(rest) => match check_rest_url(&rest) {
+                    Ok(()) => Some(EngineSpec::Flink {
+                        rest,
+                        job_id: fields.job_id,
+                    }),
+                    Err(err) => {
+                        let rest_at = self.at(fields.rest_line, &join(at, "rest"));
+                        self.errors.push(Diagnostic::new(rest_at, err.to_string()));
+                        None
+                    }
+                },
                 None => missing("rest", "flink"),
             },
             "replay" => match fields.trace {
@@ -464,8 +564,12 @@ impl Parser<'_> {
 
     /// Flattens a table of config values into flat keys; nested tables (unquoted dotted keys)
     /// join their names with `.`.
+    /// Keys are taken in file order, so that problems are reported top to bottom and, of two
+    /// equally canonical spellings of one key, the one written last wins.
     fn flatten(&mut self, table: &DeTable<'_>, prefix: &str, at: &str, out: &mut JobConfig) {
-        for (key, value) in table.iter() {
+        let mut entries: Vec<_> = table.iter().collect();
+        entries.sort_by_key(|(key, _)| key.span().start);
+        for (key, value) in entries {
             let name = join(prefix, key.get_ref().as_ref());
             let path = format!("{at}.\"{name}\"");
             let line = self.line_of(key.span().start);
@@ -475,7 +579,13 @@ impl Parser<'_> {
                     continue;
                 }
                 DeValue::String(s) => s.to_string(),
-                DeValue::Integer(i) => i.as_str().to_string(),
+                DeValue::Integer(i) => match toml_integer(i) {
+                    Some(n) => n.to_string(),
+                    None => {
+                        self.error(value, &path, INTEGER_RANGE);
+                        continue;
+                    }
+                },
                 DeValue::Float(f) => f.as_str().to_string(),
                 DeValue::Boolean(b) => b.to_string(),
                 DeValue::Datetime(d) => d.to_string(),
@@ -484,13 +594,27 @@ impl Parser<'_> {
                     for item in items.iter() {
                         match item.get_ref() {
                             DeValue::String(s) => parts.push(s.to_string()),
-                            DeValue::Integer(i) => parts.push(i.as_str().to_string()),
+                            DeValue::Integer(i) => match toml_integer(i) {
+                                Some(n) => parts.push(n.to_string()),
+                                None => self.error(item, &path, INTEGER_RANGE),
+                            },
                             _ => self.error(item, &path, "list items must be strings or integers"),
                         }
                     }
                     parts.join(";")
                 }
             };
+            match check_key(&canonical_key(&name).key, &name, self.policy) {
+                Some(UnknownKey::Error(message)) => {
+                    self.errors
+                        .push(Diagnostic::new(self.at(Some(line), &path), message));
+                }
+                Some(UnknownKey::Warning(message)) => {
+                    self.warnings
+                        .push(Diagnostic::new(self.at(Some(line), &path), message));
+                }
+                None => {}
+            }
             let origin = Origin {
                 file: Some(self.file.clone()),
                 line: Some(line),
@@ -500,6 +624,17 @@ impl Parser<'_> {
             out.set(&name, text, origin);
         }
     }
+}
+
+/// Why an integer literal was refused: TOML integers are 64-bit signed.
+const INTEGER_RANGE: &str =
+    "integer out of range (TOML integers are 64-bit: -9223372036854775808 to 9223372036854775807)";
+
+/// The value of a TOML integer literal as TOML defines it. The parser keeps the digits and the
+/// base apart (`0b100` is the digits `100` in base 2, `1_000` the digits `1000`), so the digits
+/// alone must never be read as a decimal number; `None` when the value does not fit in 64 bits.
+fn toml_integer(integer: &DeInteger<'_>) -> Option<i64> {
+    i64::from_str_radix(integer.as_str(), integer.radix()).ok()
 }
 
 fn join(parent: &str, name: &str) -> String {
@@ -624,6 +759,163 @@ job = "d.toml"
     }
 
     #[test]
+    fn integers_are_read_as_toml_defines_them_in_every_base() {
+        // Each literal and the decimal value TOML gives it: 0x10 = 1*16, 0o20 = 2*8,
+        // 0b10000 = 2^4, 1_000 = one thousand (underscores only separate digits).
+        let fleet = parse(
+            r#"
+[host]
+interval = 0x3E8
+
+[[jobs]]
+name = "a"
+job = "a.toml"
+[jobs.config]
+"hex" = 0x10
+"octal" = 0o20
+"binary" = 0b10000
+"underscored" = 1_000
+"signed" = -1_0
+"scaling.alignment.mode.X.slots-per-worker" = 0b100
+"list" = [0x10, 0o20, 0b11]
+"#,
+        )
+        .expect("valid");
+        // 0x3E8 = 3*256 + 14*16 + 8 = 1000 ms.
+        assert_eq!(fleet.host.interval, Duration::from_millis(1000));
+        let config = &fleet.job("a").expect("a").config;
+        for (key, expected) in [
+            ("hex", "16"),
+            ("octal", "16"),
+            ("binary", "16"),
+            ("underscored", "1000"),
+            ("signed", "-10"),
+            // 0b100 = 4, not the decimal digits 100.
+            ("scaling.alignment.mode.X.slots-per-worker", "4"),
+            ("list", "16;16;3"),
+        ] {
+            assert_eq!(config.get(key), Some(expected), "{key}");
+        }
+    }
+
+    #[test]
+    fn an_integer_beyond_64_bits_is_an_error_with_its_line() {
+        let errors = parse(
+            "[[jobs]]\nname = \"a\"\njob = \"a.toml\"\n[jobs.config]\n\"x\" = 0xFFFFFFFFFFFFFFFF\n",
+        )
+        .unwrap_err();
+        let all = errors.to_string();
+        assert!(
+            all.contains("fleet.toml:5: jobs[0].config.\"x\": integer out of range"),
+            "{all}"
+        );
+    }
+
+    #[test]
+    fn the_host_interval_and_the_flink_url_are_range_checked_with_their_lines() {
+        let errors = parse(
+            r#"[host]
+interval = "1ms"
+
+[[jobs]]
+name = "tls"
+engine = "flink"
+rest = "https://flink:8081"
+
+[[jobs]]
+name = "port"
+engine = "flink"
+rest = "http://flink:99999"
+"#,
+        )
+        .unwrap_err();
+        let all = errors.to_string();
+        assert!(
+            all.contains(
+                "fleet.toml:2: host.interval: `1ms` is out of range (valid: 100ms to 365d)"
+            ),
+            "{all}"
+        );
+        assert!(
+            all.contains(
+                "fleet.toml:7: jobs[0].rest: `https://flink:8081`: https is not supported yet"
+            ),
+            "{all}"
+        );
+        assert!(
+            all.contains("fleet.toml:12: jobs[1].rest: `http://flink:99999`: port `99999` is out of range (valid: 1 to 65535)"),
+            "{all}"
+        );
+        assert_eq!(errors.0.len(), 3, "{all}");
+        // 3,000 years of 365 days, in hours: far beyond the one-year bound.
+        let errors = parse("[host]\ninterval = \"26280000h\"\n").unwrap_err();
+        assert!(
+            errors.to_string().contains("fleet.toml:2: host.interval"),
+            "{errors}"
+        );
+        let fleet = parse("[host]\ninterval = \"100ms\"\n").expect("the lower bound is valid");
+        assert_eq!(fleet.host.interval, INTERVAL_RANGE.min);
+    }
+
+    #[test]
+    fn a_reading_keeps_every_readable_job_next_to_every_problem() {
+        let reading = parse_fleet_with(
+            Path::new("/etc/flowscale/fleet.toml"),
+            r#"[host]
+interval = "soon"
+
+[defaults]
+"metrics.widnow" = "5 min"
+
+[[jobs]]
+name = "a"
+job = "a.toml"
+duration = "forever"
+[jobs.config]
+"utilization.targt" = 0.5
+"scaling.alignment.mode" = "EVENLY_SPREAD"
+"#,
+            KeyPolicy::default(),
+        )
+        .expect("TOML");
+        let all: Vec<String> = reading.errors.iter().map(ToString::to_string).collect();
+        for expected in [
+            "fleet.toml:2: host.interval: `soon` is not a duration",
+            "fleet.toml:5: defaults.\"metrics.widnow\": unknown key `metrics.widnow` (did you mean `metrics.window`?",
+            "fleet.toml:10: jobs[0].duration: `forever` is not a duration",
+            "fleet.toml:12: jobs[0].config.\"utilization.targt\": unknown key `utilization.targt` (did you mean `utilization.target`?",
+        ] {
+            assert!(
+                all.iter().any(|e| e.contains(expected)),
+                "{expected}\n{all:#?}"
+            );
+        }
+        assert_eq!(all.len(), 4, "{all:#?}");
+        // The job is still there, so its mode and options can be checked too.
+        let job = reading.fleet.job("a").expect("job a is kept");
+        assert_eq!(
+            job.config.get("scaling.alignment.mode"),
+            Some("EVENLY_SPREAD")
+        );
+    }
+
+    #[test]
+    fn a_state_dir_that_is_a_file_is_an_error() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let fleet = dir.path().join("fleet.toml");
+        std::fs::write(dir.path().join("state"), "not a directory").expect("write");
+        let errors = parse_fleet(&fleet, "[host]\nstate-dir = \"state\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            errors.contains("fleet.toml:2: host.state-dir:")
+                && errors.contains("is not a directory"),
+            "{errors}"
+        );
+        assert!(parse_fleet(&fleet, "[host]\nstate-dir = \"fresh\"\n").is_ok());
+    }
+
+    #[test]
     fn syntax_errors_have_lines_and_unknown_keys_warn() {
         let errors = parse("[[jobs]]\nname = \"a\"\njob = \n").unwrap_err();
         assert!(
@@ -633,16 +925,38 @@ job = "d.toml"
         );
         assert!(errors.0[0].message.starts_with("invalid TOML"));
 
-        let fleet = parse("[hots]\n[[jobs]]\nname = \"a\"\njob = \"a.toml\"\nengin = \"sim\"\n")
+        // Typos of the file's own keys are errors naming the key meant; other keys warn.
+        let errors = parse("[hots]\n[[jobs]]\nname = \"a\"\njob = \"a.toml\"\nengin = \"sim\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            errors.contains("fleet.toml:1: hots: unknown key (did you mean `host`?"),
+            "{errors}"
+        );
+        assert!(
+            errors.contains("fleet.toml:5: jobs[0].engin: unknown key (did you mean `engine`?"),
+            "{errors}"
+        );
+        let fleet = parse("[extra]\n[[jobs]]\nname = \"a\"\njob = \"a.toml\"\nowner = \"me\"\n")
             .expect("warnings only");
         let warnings: Vec<String> = fleet.warnings.iter().map(ToString::to_string).collect();
         assert!(
-            warnings[0].contains("fleet.toml:1: hots: unknown key, ignored (did you mean `host`?"),
+            warnings[0].contains("fleet.toml:1: extra: unknown key, ignored"),
             "{warnings:?}"
         );
         assert!(
-            warnings[1].contains("jobs[0].engin: unknown key, ignored (did you mean `engine`?"),
+            warnings[1].contains("fleet.toml:5: jobs[0].owner: unknown key, ignored"),
             "{warnings:?}"
         );
+        // --strict refuses them.
+        let strict = KeyPolicy { strict: true };
+        let reading = parse_fleet_with(
+            Path::new("/etc/flowscale/fleet.toml"),
+            "[extra]\n[[jobs]]\nname = \"a\"\njob = \"a.toml\"\nowner = \"me\"\n",
+            strict,
+        )
+        .expect("TOML");
+        assert_eq!(reading.errors.len(), 2, "{:?}", reading.errors);
+        assert!(reading.errors[1].message.contains("--strict"));
     }
 }

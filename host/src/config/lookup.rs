@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::str::FromStr;
 use std::time::Duration;
 
-use super::duration::parse_duration;
+use super::duration::{DurationRange, parse_duration};
 use super::errors::KeyError;
 
 /// One job's flat configuration, read by canonical key: without the `job.autoscaler.` /
@@ -74,6 +74,23 @@ pub trait ConfigLookupExt: ConfigLookup {
         match self.get(key) {
             None => Ok(default),
             Some(v) => parse_duration(v).map_err(|e| KeyError::new(key, e.to_string())),
+        }
+    }
+    /// A duration in Flink syntax within `range`, or `default` (which is not checked: defaults
+    /// are in range by construction).
+    fn duration_in(
+        &self,
+        key: &str,
+        default: Duration,
+        range: DurationRange,
+    ) -> Result<Duration, KeyError> {
+        let d = self.duration_or(key, default)?;
+        match self.get(key) {
+            Some(v) => range
+                .check(d)
+                .map(|()| d)
+                .map_err(|m| KeyError::new(key, format!("`{}` is {m}", v.trim()))),
+            None => Ok(d),
         }
     }
     /// A `;`-separated list (Flink's list syntax; `,` accepted too), empty when unset.

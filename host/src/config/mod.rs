@@ -9,17 +9,19 @@ mod job;
 mod keys;
 mod known;
 mod lookup;
+mod rest_url;
 
-pub use closest::closest;
-pub use duration::{DurationError, format_duration, parse_duration};
+pub use closest::{closest, typo_of};
+pub use duration::{DurationError, DurationRange, MAX_DURATION, format_duration, parse_duration};
 pub use errors::{ConfigErrors, Diagnostic, KeyError};
 pub use fleet::{
-    DEFAULT_INTERVAL, DEFAULT_PLUGINS_DIR, EngineSpec, FleetConfig, HostSettings, JobSpec,
-    load_fleet, parse_fleet,
+    DEFAULT_INTERVAL, DEFAULT_PLUGINS_DIR, EngineSpec, FleetConfig, FleetReading, HostSettings,
+    INTERVAL_RANGE, JobSpec, load_fleet, parse_fleet, parse_fleet_with, read_fleet,
 };
 pub use job::{JobConfig, Origin};
 pub use keys::{CanonicalKey, canonical_key};
-pub use known::{KNOWN_KEYS, unknown_key_warning};
+pub use known::{KNOWN_KEYS, KeyPolicy, UnknownKey, check_key};
+pub use rest_url::{RestUrlError, check_rest_url};
 
 /// The key whose location stands in for a mode parameter that was not written.
 pub const MODE_KEY_FOR_LOCATION: &str = flowscale_sdk::MODE_KEY;

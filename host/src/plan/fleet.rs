@@ -3,7 +3,7 @@
 use crate::alignment::{JobAlignment, ModeCatalog};
 use crate::config::{
     ConfigErrors, Diagnostic, EngineSpec, FleetConfig, JobConfig, JobSpec, KeyError,
-    MODE_KEY_FOR_LOCATION, unknown_key_warning,
+    MODE_KEY_FOR_LOCATION,
 };
 use crate::sim::Simulation;
 
@@ -59,19 +59,9 @@ pub fn plan_fleet(
     catalog: &dyn ModeCatalog,
 ) -> Result<FleetPlan, ConfigErrors> {
     let mut errors = Vec::new();
-    let mut warnings = fleet.warnings.clone();
+    let warnings = fleet.warnings.clone();
     let mut jobs = Vec::new();
     for spec in &fleet.jobs {
-        for (key, _) in spec.config.iter() {
-            let origin = spec.config.origin(key);
-            let raw = origin.map(|o| o.raw_key.as_str()).unwrap_or(key);
-            if let Some(message) = unknown_key_warning(key, raw) {
-                let location = origin
-                    .map(|o| o.location())
-                    .unwrap_or_else(|| spec.location.clone());
-                warnings.push(Diagnostic::new(location, message));
-            }
-        }
         let alignment = JobAlignment::resolve(&spec.name, &spec.config, catalog)
             .map_err(|resolve_errors| errors.extend(resolve_diagnostics(spec, &resolve_errors)))
             .ok();
@@ -125,13 +115,9 @@ fn engine_diagnostics(spec: &JobSpec) -> Vec<Diagnostic> {
             problem(format!("replay trace {} does not exist", trace.display()))
         }
         EngineSpec::Replay { .. } => Vec::new(),
-        EngineSpec::Flink { rest, job_id } => {
+        // The REST URL itself was checked where it was read, with its line.
+        EngineSpec::Flink { job_id, .. } => {
             let mut out = Vec::new();
-            if !(rest.starts_with("http://") || rest.starts_with("https://")) {
-                out.extend(problem(format!(
-                    "`rest` must be an http:// URL, got `{rest}`"
-                )));
-            }
             if let Some(id) = job_id
                 && (id.len() != 32 || !id.chars().all(|c| c.is_ascii_hexdigit()))
             {

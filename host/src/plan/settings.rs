@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use crate::backpressure::BackpressureSettings;
-use crate::config::{ConfigLookup, ConfigLookupExt, KeyError, format_duration};
+use crate::config::{ConfigLookup, ConfigLookupExt, DurationRange, KeyError};
 use crate::scaling::AutoscalerOptions;
 use crate::state::EventLog;
 
@@ -16,18 +16,11 @@ pub const DEFAULT_COOLDOWN_PERIOD: Duration = Duration::from_secs(300);
 
 /// Reads `scaling-cooldown-period` (Flink duration, `0` disables, default `300s`).
 pub fn cooldown_period(lookup: &impl ConfigLookup) -> Result<Duration, KeyError> {
-    let period = lookup.duration_or(COOLDOWN_PERIOD_KEY, DEFAULT_COOLDOWN_PERIOD)?;
-    if i64::try_from(period.as_millis()).is_err() {
-        return Err(KeyError::new(
-            COOLDOWN_PERIOD_KEY,
-            format!(
-                "`{}` is too long (expected at most {} ms; 0 disables the cooldown)",
-                format_duration(period),
-                i64::MAX
-            ),
-        ));
-    }
-    Ok(period)
+    lookup.duration_in(
+        COOLDOWN_PERIOD_KEY,
+        DEFAULT_COOLDOWN_PERIOD,
+        DurationRange::zero_or_up_to_a_year("disables the cooldown"),
+    )
 }
 
 /// The master switch. The anchor defaults it to false; in flowscale, listing a job in the fleet
@@ -141,6 +134,17 @@ mod tests {
         assert_eq!(err.key, "scaling-cooldown-period");
         let err = cooldown_period(&cfg("99999999999999999 d")).unwrap_err();
         assert_eq!(err.key, "scaling-cooldown-period");
+        // A year is the bound (365 d = 8760 h); one more day is refused with the range.
+        assert_eq!(
+            cooldown_period(&cfg("8760h")),
+            Ok(Duration::from_secs(365 * 24 * 3600))
+        );
+        let err = cooldown_period(&cfg("366 d")).unwrap_err();
+        assert!(
+            err.message
+                .contains("`366 d` is out of range (valid: 0 to 365d; 0 disables the cooldown)"),
+            "{err}"
+        );
         assert_eq!(cooldown_period(&cfg("30s")), Ok(Duration::from_secs(30)));
     }
 }

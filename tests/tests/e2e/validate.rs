@@ -10,16 +10,68 @@ fn fixture(name: &str) -> String {
         .to_string()
 }
 
+/// The four problems of `many-problems.toml`, one per section, each as `file:line: key` and
+/// a part of its message saying what is wrong or what would be valid. The lines are those of
+/// the fixture: `interval` on line 3, each job's offending key on lines 9, 16 and 22.
+const MANY_PROBLEMS: [(&str, &str); 4] = [
+    (
+        "many-problems.toml:3: host.interval",
+        "`soon` is not a duration",
+    ),
+    (
+        "many-problems.toml:9: jobs[0].config.\"scaling.alignment.mode\"",
+        "scaling.alignment.mode.bucket.class",
+    ),
+    (
+        "many-problems.toml:16: jobs[1].config.\"scaling.alignment.mode.ADVANCED.scale-up\"",
+        "BELOW_TARGET does not exist for scale-up",
+    ),
+    (
+        "many-problems.toml:22: jobs[2].config.\"job.autoscaler.scaling.key-group.partitions.adjust.mode\"",
+        "valid: EVENLY_SPREAD, MAXIMIZE_UTILISATION",
+    ),
+];
+
+/// Asserts that `text` holds each of the problems `expected`, each on one line with its
+/// location and message.
+fn assert_problems(text: &str, expected: &[(&str, &str)]) {
+    for (location, message) in expected {
+        assert!(
+            text.lines()
+                .any(|l| l.contains(location) && l.contains(message)),
+            "no error `{location}` ... `{message}` in:\n{text}"
+        );
+    }
+}
+
 #[test]
-fn syntax_level_problems_are_reported_with_lines() {
+fn every_section_s_problem_is_reported_at_once() {
     let out = Cli::new(["validate", &fixture("many-problems.toml")]).run();
     assert_eq!(out.code, 1);
+    assert_problems(&out.stdout, &MANY_PROBLEMS);
     assert!(
         out.stdout
-            .contains("many-problems.toml:3: host.interval: `soon` is not a duration"),
+            .contains(&format!("{} error(s)", MANY_PROBLEMS.len())),
         "{}",
         out.stdout
     );
+
+    let out = Cli::new(["validate", "--json", &fixture("many-problems.toml")]).run();
+    let report = out.json();
+    assert_eq!(report["valid"], false);
+    assert_eq!(
+        report["errors"].as_array().map(Vec::len),
+        Some(MANY_PROBLEMS.len()),
+        "{report}"
+    );
+}
+
+#[test]
+fn run_refuses_what_validate_refuses_and_says_all_of_it() {
+    let out = Cli::new(["run", "--once", &fixture("many-problems.toml")]).run();
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert_problems(&out.stderr, &MANY_PROBLEMS);
+    assert!(out.stdout.is_empty(), "nothing ran: {}", out.stdout);
 }
 
 #[test]
@@ -60,28 +112,75 @@ fn every_resolution_problem_is_reported_with_file_line_and_key() {
     assert_eq!(report["errors"].as_array().map(Vec::len), Some(3));
 }
 
-#[test]
-fn a_valid_fleet_lists_each_job_with_its_mode_and_warns_about_typos() {
+/// A directory with the example job as `keyed.toml` and `fleet.toml` made of `jobs`.
+fn fleet_with(jobs: &str) -> (tempfile::TempDir, String) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let file = dir.path().join("fleet.toml");
     std::fs::copy(
         repo_root().join("examples/jobs/keyed-step-spike.toml"),
         dir.path().join("keyed.toml"),
     )
     .expect("copy the example job");
-    std::fs::write(
-        &file,
-        "[[jobs]]\nname = \"a\"\njob = \"keyed.toml\"\n[jobs.config]\n\"job.autoscaler.scaling.parallelism-alignment.mode\" = \"EVENLY_SPREAD\"\n\"utilisation.target\" = 0.5\n\n[[jobs]]\nname = \"b\"\njob = \"keyed.toml\"\n",
-    )
-    .expect("write");
-    let out = Cli::new(["validate", "--json", &file.display().to_string()]).run();
+    let file = dir.path().join("fleet.toml");
+    std::fs::write(&file, jobs).expect("write");
+    (dir, file.display().to_string())
+}
+
+#[test]
+fn a_valid_fleet_lists_each_job_with_its_mode_and_ignores_flink_keys() {
+    let (_dir, file) = fleet_with(
+        "[[jobs]]\nname = \"a\"\njob = \"keyed.toml\"\n[jobs.config]\n\"job.autoscaler.scaling.parallelism-alignment.mode\" = \"EVENLY_SPREAD\"\n\"taskmanager.numberOfTaskSlots\" = 4\n\"state.backend.type\" = \"rocksdb\"\n\"job.autoscaler.memory.tuning.enabled\" = true\n\n[[jobs]]\nname = \"b\"\njob = \"keyed.toml\"\n",
+    );
+    let out = Cli::new(["validate", "--json", &file]).run();
     assert_eq!(out.code, 0, "{}", out.stdout);
     let report = out.json();
     assert_eq!(report["jobs"][0]["mode"], "EVENLY_SPREAD");
     assert_eq!(report["jobs"][1]["mode"], "BALANCED");
-    let warning = report["warnings"][0].as_str().expect("a warning");
+    // Plain Flink keys pass silently; an autoscaler key flowscale does not read is a warning.
+    let warnings = report["warnings"].as_array().expect("warnings");
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    let warning = warnings[0].as_str().expect("text");
     assert!(
-        warning.contains("fleet.toml:6") && warning.contains("did you mean `utilization.target`"),
+        warning.contains("fleet.toml:8")
+            && warning.contains("job.autoscaler.memory.tuning.enabled"),
         "{warning}"
     );
+
+    // --strict refuses each of the three keys flowscale does not read, on lines 6 to 8.
+    let out = Cli::new(["validate", "--strict", &file]).run();
+    assert_eq!(out.code, 1, "{}", out.stdout);
+    assert_problems(
+        &out.stdout,
+        &[
+            ("fleet.toml:6:", "taskmanager.numberOfTaskSlots"),
+            ("fleet.toml:7:", "state.backend.type"),
+            ("fleet.toml:8:", "job.autoscaler.memory.tuning.enabled"),
+        ],
+    );
+    assert!(out.stdout.contains("3 error(s)"), "{}", out.stdout);
+    let out = Cli::new(["run", "--once", "--strict", &file]).run();
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(out.stderr.contains("state.backend.type"), "{}", out.stderr);
+}
+
+#[test]
+fn a_misspelt_key_is_an_error_naming_the_known_key_in_validate_and_run() {
+    let (_dir, file) = fleet_with(
+        "[[jobs]]\nname = \"a\"\njob = \"keyed.toml\"\n[jobs.config]\n\"scaling.alignment.mod\" = \"EVENLY_SPREAD\"\n\"job.autoscaler.utilization.targt\" = 0.5\n",
+    );
+    let expected = [
+        (
+            "fleet.toml:5: jobs[0].config.\"scaling.alignment.mod\"",
+            "did you mean `scaling.alignment.mode`?",
+        ),
+        (
+            "fleet.toml:6: jobs[0].config.\"job.autoscaler.utilization.targt\"",
+            "did you mean `job.autoscaler.utilization.target`?",
+        ),
+    ];
+    let out = Cli::new(["validate", &file]).run();
+    assert_eq!(out.code, 1, "{}", out.stdout);
+    assert_problems(&out.stdout, &expected);
+    let out = Cli::new(["run", "--once", &file]).run();
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert_problems(&out.stderr, &expected);
 }

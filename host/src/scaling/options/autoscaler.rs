@@ -10,7 +10,7 @@
 
 use std::time::Duration;
 
-use crate::config::{ConfigLookup, ConfigLookupExt, KeyError};
+use crate::config::{ConfigLookup, ConfigLookupExt, DurationRange, KeyError};
 
 use super::excluded_periods::ExcludedPeriods;
 
@@ -141,6 +141,17 @@ impl Default for AutoscalerOptions {
     }
 }
 
+/// Zero up to a year, for durations whose zero is harmless and needs no note.
+const UP_TO_A_YEAR: DurationRange = DurationRange {
+    min: Duration::ZERO,
+    max: crate::config::MAX_DURATION,
+    zero_means: None,
+};
+
+/// The highest parallelism Flink accepts for a vertex (its maximum max-parallelism, 2^15):
+/// a limit above it can never be reached, so it is a configuration mistake.
+pub const FLINK_MAX_PARALLELISM: i64 = 32_768;
+
 /// The canonical key the anchor names in "Scaling execution disabled by config" reports.
 pub const SCALING_ENABLED_KEY: &str = "scaling.enabled";
 /// The canonical key of the excluded periods.
@@ -186,9 +197,9 @@ impl<C: ConfigLookup + ?Sized> Reader<'_, C> {
         let r = self.config.bool_or(key, default);
         self.keep(r, default)
     }
-    fn duration(&mut self, keys: &[&str], default: Duration) -> Duration {
+    fn duration(&mut self, keys: &[&str], default: Duration, range: DurationRange) -> Duration {
         let key = self.first_set(keys);
-        let r = self.config.duration_or(key, default);
+        let r = self.config.duration_in(key, default, range);
         self.keep(r, default)
     }
     /// `metrics.busy-time.aggregator`.
@@ -228,9 +239,18 @@ impl<C: ConfigLookup + ?Sized> Reader<'_, C> {
         AutoscalerOptions {
             enabled: self.bool("enabled", d.enabled),
             scaling_enabled: self.bool(SCALING_ENABLED_KEY, d.scaling_enabled),
-            metrics_window: self.duration(&["metrics.window"], d.metrics_window),
-            stabilization_interval: self
-                .duration(&["stabilization.interval"], d.stabilization_interval),
+            metrics_window: self.duration(
+                &["metrics.window"],
+                d.metrics_window,
+                DurationRange::POSITIVE,
+            ),
+            stabilization_interval: self.duration(
+                &["stabilization.interval"],
+                d.stabilization_interval,
+                DurationRange::zero_or_up_to_a_year(
+                    "collects metrics right after a start or rescale",
+                ),
+            ),
             excluded_periods,
             utilization_target: self.f64(
                 &["utilization.target", "target.utilization"],
@@ -245,13 +265,18 @@ impl<C: ConfigLookup + ?Sized> Reader<'_, C> {
             scale_down_interval: self.duration(
                 &["scale-down.interval", "scale-up.grace-period"],
                 d.scale_down_interval,
+                DurationRange::zero_or_up_to_a_year("disables the scale-down delay"),
             ),
             vertex_min_parallelism: self.i64("vertex.min-parallelism", d.vertex_min_parallelism),
             vertex_max_parallelism: self.i64("vertex.max-parallelism", d.vertex_max_parallelism),
             scale_down_max_factor: self.f64(&["scale-down.max-factor"], d.scale_down_max_factor),
             scale_up_max_factor: self.f64(&["scale-up.max-factor"], d.scale_up_max_factor),
-            catch_up_duration: self.duration(&["catch-up.duration"], d.catch_up_duration),
-            restart_time: self.duration(&["restart.time"], d.restart_time),
+            catch_up_duration: self.duration(
+                &["catch-up.duration"],
+                d.catch_up_duration,
+                DurationRange::zero_or_up_to_a_year("disables lag catch-up and the restart term"),
+            ),
+            restart_time: self.duration(&["restart.time"], d.restart_time, UP_TO_A_YEAR),
             restart_time_tracking_enabled: self.bool(
                 "restart.time-tracking.enabled",
                 d.restart_time_tracking_enabled,
@@ -259,14 +284,17 @@ impl<C: ConfigLookup + ?Sized> Reader<'_, C> {
             restart_time_tracking_limit: self.duration(
                 &["restart.time-tracking.limit"],
                 d.restart_time_tracking_limit,
+                UP_TO_A_YEAR,
             ),
             backlog_processing_lag_threshold: self.duration(
                 &["backlog-processing.lag-threshold"],
                 d.backlog_processing_lag_threshold,
+                UP_TO_A_YEAR,
             ),
             observed_tpr_lag_threshold: self.duration(
                 &["observed-true-processing-rate.lag-threshold"],
                 d.observed_tpr_lag_threshold,
+                UP_TO_A_YEAR,
             ),
             observed_tpr_switch_threshold: self.f64(
                 &["observed-true-processing-rate.switch-threshold"],
@@ -289,11 +317,14 @@ impl<C: ConfigLookup + ?Sized> Reader<'_, C> {
             heap_usage_threshold: self
                 .f64(&["memory.heap-usage.threshold"], d.heap_usage_threshold),
             history_max_count: self.i64("history.max.count", d.history_max_count),
-            history_max_age: self.duration(&["history.max.age"], d.history_max_age),
+            history_max_age: self.duration(&["history.max.age"], d.history_max_age, UP_TO_A_YEAR),
             busy_time_aggregator,
             vertex_exclude_ids: self.config.list("vertex.exclude.ids"),
-            scaling_event_interval: self
-                .duration(&["scaling.event.interval"], d.scaling_event_interval),
+            scaling_event_interval: self.duration(
+                &["scaling.event.interval"],
+                d.scaling_event_interval,
+                DurationRange::zero_or_up_to_a_year("reports every identical event"),
+            ),
             observed_scalability_enabled: self.bool(
                 "observed-scalability.enabled",
                 d.observed_scalability_enabled,
@@ -306,6 +337,15 @@ impl<C: ConfigLookup + ?Sized> Reader<'_, C> {
                 &["observed-scalability.coefficient-min"],
                 d.observed_scalability_coefficient_min,
             ),
+        }
+    }
+    /// `value` in `(min, max]`.
+    fn range_above(&mut self, key: &str, value: f64, min: f64, max: f64) {
+        if !(value > min && value <= max) {
+            self.errors.push(KeyError::new(
+                key,
+                format!("must be in ({min}, {max}], got {value}"),
+            ));
         }
     }
     fn range(&mut self, key: &str, value: f64, min: f64, max: f64) {
@@ -352,7 +392,9 @@ impl AutoscalerOptions {
         );
         r.range("scale-up.max-factor", self.scale_up_max_factor, 0.0, inf);
         let target_key = r.first_set(&["utilization.target", "target.utilization"]);
-        r.range(target_key, self.utilization_target, 0.0, 1.0);
+        // A target of 0 would make every vertex look infinitely overloaded (the first decision
+        // scales all of them to their maximum), hence the open lower bound.
+        r.range_above(target_key, self.utilization_target, 0.0, 1.0);
         r.range(
             "target.utilization.boundary",
             self.target_utilization_boundary,
@@ -363,7 +405,7 @@ impl AutoscalerOptions {
             r.range("utilization.max", max, self.utilization_target, 1.0);
         }
         if let Some(min) = self.utilization_min {
-            r.range("utilization.min", min, 0.0, self.utilization_target);
+            r.range_above("utilization.min", min, 0.0, self.utilization_target);
         }
         r.range(
             "memory.gc-pressure.threshold",
@@ -393,14 +435,31 @@ impl AutoscalerOptions {
                 1.0,
             );
         }
-        for (key, value) in [
+        let limits = [
             ("vertex.min-parallelism", self.vertex_min_parallelism),
             ("vertex.max-parallelism", self.vertex_max_parallelism),
-        ] {
-            if value < 1 {
-                r.errors
-                    .push(KeyError::new(key, format!("must be >= 1, got {value}")));
+        ];
+        let mut limits_valid = true;
+        for (key, value) in limits {
+            if !(1..=FLINK_MAX_PARALLELISM).contains(&value) {
+                limits_valid = false;
+                r.errors.push(KeyError::new(
+                    key,
+                    format!(
+                        "must be between 1 and {FLINK_MAX_PARALLELISM} (Flink's highest parallelism), got {value}"
+                    ),
+                ));
             }
+        }
+        // With min above max no target is ever within both limits: the job would never scale.
+        if limits_valid && self.vertex_min_parallelism > self.vertex_max_parallelism {
+            r.errors.push(KeyError::new(
+                "vertex.min-parallelism",
+                format!(
+                    "must be at most vertex.max-parallelism ({}), got {}",
+                    self.vertex_max_parallelism, self.vertex_min_parallelism
+                ),
+            ));
         }
     }
 
@@ -501,6 +560,119 @@ mod tests {
         ]))
         .unwrap_err();
         assert_eq!(errs.len(), 2);
+    }
+
+    /// The single error of a configuration, as `key: message`.
+    fn only_error(pairs: &[(&str, &str)]) -> String {
+        let errs = AutoscalerOptions::from_config(&cfg(pairs)).unwrap_err();
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        errs[0].to_string()
+    }
+
+    #[test]
+    fn utilization_lies_in_zero_exclusive_to_one() {
+        let e = only_error(&[("utilization.target", "0")]);
+        assert!(
+            e.contains("`utilization.target`: must be in (0, 1], got 0"),
+            "{e}"
+        );
+        let e = only_error(&[("target.utilization", "0")]);
+        assert!(e.contains("`target.utilization`: must be in (0, 1]"), "{e}");
+        let e = only_error(&[("utilization.target", "NaN")]);
+        assert!(e.contains("must be in (0, 1]"), "{e}");
+        let e = only_error(&[("utilization.min", "0")]);
+        assert!(
+            e.contains("`utilization.min`: must be in (0, 0.7], got 0"),
+            "{e}"
+        );
+        let e = only_error(&[("utilization.max", "1.1")]);
+        assert!(e.contains("`utilization.max`"), "{e}");
+        let o = AutoscalerOptions::from_config(&cfg(&[
+            ("utilization.target", "1"),
+            ("utilization.min", "0.01"),
+            ("utilization.max", "1"),
+        ]))
+        .expect("the upper ends are valid");
+        assert_eq!(o.utilization_target, 1.0);
+    }
+
+    #[test]
+    fn windows_and_intervals_are_bounded() {
+        let e = only_error(&[("metrics.window", "0s")]);
+        assert!(
+            e.contains(
+                "`metrics.window`: `0s` is out of range (valid: greater than 0 and at most 365d)"
+            ),
+            "{e}"
+        );
+        // 3,000 years: far beyond the one-year bound.
+        let e = only_error(&[("stabilization.interval", "1095000 d")]);
+        assert!(
+            e.contains("`stabilization.interval`: `1095000 d` is out of range"),
+            "{e}"
+        );
+        for key in [
+            "scale-down.interval",
+            "catch-up.duration",
+            "restart.time",
+            "restart.time-tracking.limit",
+            "backlog-processing.lag-threshold",
+            "observed-true-processing-rate.lag-threshold",
+            "history.max.age",
+            "scaling.event.interval",
+        ] {
+            let e = only_error(&[(key, "366 d")]);
+            assert!(
+                e.contains(&format!(
+                    "`{key}`: `366 d` is out of range (valid: 0 to 365d"
+                )),
+                "{e}"
+            );
+            let at_bound = AutoscalerOptions::from_config(&cfg(&[(key, "365 d"), (key, "0")]));
+            assert!(at_bound.is_ok(), "{key} = 0: {at_bound:?}");
+            assert!(
+                AutoscalerOptions::from_config(&cfg(&[(key, "365 d")])).is_ok(),
+                "{key}"
+            );
+        }
+        let e = only_error(&[("scale-up.grace-period", "400d")]);
+        assert!(e.contains("`scale-up.grace-period`"), "{e}");
+        let o = AutoscalerOptions::from_config(&cfg(&[("stabilization.interval", "0")]))
+            .expect("zero stabilization is valid");
+        assert_eq!(o.stabilization_interval, Duration::ZERO);
+    }
+
+    #[test]
+    fn parallelism_limits_lie_in_flinks_range_with_min_at_most_max() {
+        let e = only_error(&[("vertex.max-parallelism", "32769")]);
+        assert!(
+            e.contains("`vertex.max-parallelism`: must be between 1 and 32768"),
+            "{e}"
+        );
+        let e = only_error(&[("vertex.min-parallelism", "0")]);
+        assert!(
+            e.contains("`vertex.min-parallelism`: must be between 1 and 32768"),
+            "{e}"
+        );
+        let e = only_error(&[
+            ("vertex.min-parallelism", "40"),
+            ("vertex.max-parallelism", "20"),
+        ]);
+        assert!(
+            e.contains(
+                "`vertex.min-parallelism`: must be at most vertex.max-parallelism (20), got 40"
+            ),
+            "{e}"
+        );
+        // min above the default max (200) is refused too.
+        let e = only_error(&[("vertex.min-parallelism", "201")]);
+        assert!(e.contains("at most vertex.max-parallelism (200)"), "{e}");
+        let o = AutoscalerOptions::from_config(&cfg(&[
+            ("vertex.min-parallelism", "32768"),
+            ("vertex.max-parallelism", "32768"),
+        ]))
+        .expect("equal limits at Flink's maximum are valid");
+        assert_eq!(o.vertex_max_parallelism, FLINK_MAX_PARALLELISM);
     }
 
     #[test]

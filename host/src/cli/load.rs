@@ -1,0 +1,113 @@
+//! Reading a fleet file the same way for `run`, `validate` and a reload while running: what one
+//! refuses, the others refuse too, and each sees every problem of the file in one pass.
+
+use std::path::Path;
+
+use super::catalog::{load_catalog, plugins_dir};
+use crate::alignment::ModeCatalog;
+use crate::config::{Diagnostic, EngineSpec, FleetReading, KeyPolicy, read_fleet};
+use crate::plan::{FleetPlan, plan_fleet};
+use crate::runner::check_state_dir;
+
+/// The custom modes of a plugins directory, as loaded at start.
+pub type Catalog = Box<dyn ModeCatalog + Send + Sync>;
+
+/// A fleet file checked from top to bottom: its plan when nothing is wrong, else every problem.
+pub struct CheckedFleet {
+    /// The plan, only when there are no errors.
+    pub plan: Option<FleetPlan>,
+    /// Every problem: host section, each job's fields, keys, options and mode, its engine, and
+    /// (when asked) the state directory.
+    pub errors: Vec<Diagnostic>,
+    /// Non-fatal findings.
+    pub warnings: Vec<Diagnostic>,
+    /// The plugins the file was planned with, when the file could be read far enough to know
+    /// where they are.
+    pub catalog: Option<Catalog>,
+}
+
+impl CheckedFleet {
+    fn unreadable(errors: Vec<Diagnostic>) -> CheckedFleet {
+        CheckedFleet {
+            plan: None,
+            errors,
+            warnings: Vec::new(),
+            catalog: None,
+        }
+    }
+}
+
+/// What to check besides the file itself.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Checks {
+    /// Which unknown keys are errors.
+    pub policy: KeyPolicy,
+    /// Also look into the state directory (`validate`; `run` does when it opens it).
+    pub state_dir: bool,
+}
+
+/// Reads, checks and plans the fleet file `file`. Problems found while reading do not stop the
+/// checks of the jobs that could be read (their modes and options), so one pass reports all
+/// of them; plugins come from `plugins_flag`, else the directory the file names.
+pub fn check_fleet(file: &Path, plugins_flag: Option<&Path>, checks: Checks) -> CheckedFleet {
+    let mut reading = match read_fleet(file, checks.policy) {
+        Ok(reading) => reading,
+        Err(errors) => return CheckedFleet::unreadable(errors.0),
+    };
+    let mut extra_warnings = Vec::new();
+    if checks.state_dir
+        && let Some(dir) = reading.fleet.host.state_dir.clone()
+    {
+        let entries: Vec<(&str, &EngineSpec)> = reading
+            .fleet
+            .jobs
+            .iter()
+            .map(|j| (j.name.as_str(), &j.engine))
+            .collect();
+        let state = check_state_dir(&dir, &entries);
+        reading.errors.extend(state.errors);
+        extra_warnings = state.warnings;
+    }
+    let catalog = load_catalog(&plugins_dir(
+        plugins_flag,
+        Some(&reading.fleet.host.plugins_dir),
+    ));
+    let mut checked = plan_reading(reading, catalog.as_ref());
+    checked.warnings.extend(extra_warnings);
+    checked.catalog = Some(catalog);
+    checked
+}
+
+/// Reads, checks and plans `file` again while the host runs, with the plugins it started with.
+pub fn recheck_fleet(file: &Path, catalog: &dyn ModeCatalog, policy: KeyPolicy) -> CheckedFleet {
+    match read_fleet(file, policy) {
+        Ok(reading) => plan_reading(reading, catalog),
+        Err(errors) => CheckedFleet::unreadable(errors.0),
+    }
+}
+
+fn plan_reading(reading: FleetReading, catalog: &dyn ModeCatalog) -> CheckedFleet {
+    let mut errors = reading.errors;
+    let warnings = reading.fleet.warnings.clone();
+    let plan = match plan_fleet(reading.fleet, catalog) {
+        Ok(plan) => Some(plan),
+        Err(plan_errors) => {
+            errors.extend(plan_errors.0);
+            None
+        }
+    };
+    match plan {
+        Some(plan) if errors.is_empty() => CheckedFleet {
+            warnings: plan.warnings.clone(),
+            plan: Some(plan),
+            errors,
+            catalog: None,
+        },
+        _ => CheckedFleet {
+            plan: None,
+            errors,
+            warnings,
+            catalog: None,
+        },
+    }
+}
