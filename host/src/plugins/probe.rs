@@ -1,7 +1,7 @@
-//! Looking at a plugin file without registering anything: permissions, then its manifest read
-//! through a short-lived `dlopen` that is closed again (only its constructors run).
+//! Looking at a plugin file without registering anything: its manifest read through a
+//! short-lived `dlopen` that is closed again (only its constructors run). Who may have planted
+//! the file is checked before, in `trust`.
 
-use std::fs;
 use std::path::Path;
 
 use flowscale_sdk::SDK_VERSION;
@@ -9,28 +9,6 @@ use flowscale_sdk::abi::{MANIFEST_SYMBOL, ManifestInfo, PluginManifest, sdk_vers
 
 use super::is_reserved;
 use super::report::Refusal;
-
-/// Refuses `path` when it is writable by group or others.
-#[cfg(unix)]
-pub(super) fn check_not_writable(what: &'static str, path: &Path) -> Result<(), Refusal> {
-    use std::os::unix::fs::PermissionsExt;
-    let meta = fs::metadata(path).map_err(|e| Refusal::Unreadable(e.to_string()))?;
-    let mode = meta.permissions().mode() & 0o7777;
-    if mode & 0o022 != 0 {
-        return Err(Refusal::Writable {
-            what,
-            path: path.to_path_buf(),
-            mode,
-        });
-    }
-    Ok(())
-}
-
-/// On platforms without Unix permission bits nothing is checked.
-#[cfg(not(unix))]
-pub(super) fn check_not_writable(_what: &'static str, _path: &Path) -> Result<(), Refusal> {
-    Ok(())
-}
 
 /// An error and all its sources, joined: libloading keeps the real reason in `source()`.
 pub(super) fn error_chain(err: &dyn std::error::Error) -> String {
@@ -96,6 +74,8 @@ pub(super) fn check_manifest(info: &ManifestInfo) -> Result<(), Refusal> {
 
 #[cfg(test)]
 mod tests {
+    use std::fs;
+
     use super::*;
 
     fn manifest(ids: &[&str]) -> ManifestInfo {
@@ -137,21 +117,6 @@ mod tests {
             err.to_string()
                 .contains("built against flowscale-sdk 0.0.9")
         );
-    }
-
-    #[cfg(unix)]
-    #[test]
-    fn group_or_world_writable_files_are_refused() {
-        use std::os::unix::fs::PermissionsExt;
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("libx.so");
-        fs::write(&file, b"x").unwrap();
-        fs::set_permissions(&file, fs::Permissions::from_mode(0o644)).unwrap();
-        assert!(check_not_writable("file", &file).is_ok());
-        fs::set_permissions(&file, fs::Permissions::from_mode(0o664)).unwrap();
-        let err = check_not_writable("file", &file).unwrap_err();
-        assert!(err.to_string().contains("anyone could inject code"));
-        assert!(err.to_string().contains("chmod go-w"));
     }
 
     #[test]
