@@ -14,8 +14,8 @@ use crate::config::{DurationError, EngineSpec, load_fleet, parse_duration};
 use crate::events::Event;
 use crate::plan::{FleetPlan, plan_fleet};
 use crate::runner::{
-    CycleReport, Interrupted, JobRun, Printer, RunOptions, format_time, ignored_state, run_fleet,
-    wall_ms,
+    CycleReport, Interrupted, JobRun, Pace, Printer, RunOptions, format_time, ignored_state,
+    run_fleet, wall_ms,
 };
 use crate::sim::{Summary, render_comparison_table};
 use crate::state::{FileStateStore, InMemoryStateStore, StateError, StateStore};
@@ -44,6 +44,10 @@ pub struct RunArgs {
     /// Simulated time for every simulated job, e.g. 2h (default: the fleet's `duration`, else 2h).
     #[arg(long, value_parser = parse_duration_arg)]
     simulated: Option<Duration>,
+    /// Advance simulated jobs X simulated seconds per wall second, printing as they go
+    /// (default: as fast as possible).
+    #[arg(long, value_name = "X", allow_negative_numbers = true)]
+    pace: Option<Pace>,
 }
 
 /// Parses a duration flag with Flink's syntax.
@@ -93,6 +97,7 @@ pub fn exec(args: RunArgs) -> u8 {
         once: args.once,
         wall_duration: args.duration,
         simulated_duration: args.simulated,
+        pace: args.pace,
         stop: &stop,
         store: &store,
     };
@@ -221,11 +226,12 @@ fn run_printing(
     }
     let printer = Mutex::new(start);
     // Simulated jobs run far faster than real time on threads of their own; their readable log
-    // is printed once they are done, ordered by simulated time across jobs. Wall-clock jobs and
-    // JSON Lines are printed as they happen.
+    // is printed once they are done, ordered by simulated time across jobs. Paced simulated
+    // jobs, wall-clock jobs and JSON Lines are printed as they happen: someone is watching.
     let simulated: Mutex<Vec<CycleReport>> = Mutex::new(Vec::new());
+    let hold = !json && options.pace.is_none();
     let sink = |report: &CycleReport| {
-        if report.virtual_clock && !json {
+        if report.virtual_clock && hold {
             if report.is_noteworthy() || verbose {
                 if let Ok(mut held) = simulated.lock() {
                     held.push(report.clone());
