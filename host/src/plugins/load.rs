@@ -12,7 +12,7 @@ use flowscale_sdk::abi::{ManifestInfo, PluginRootRef};
 
 use super::mode::PluginMode;
 use super::report::{ModeSummary, PluginFileReport, PluginStatus, Refusal};
-use super::{ModeRegistry, logger, probe, trust};
+use super::{ModeRegistry, logger, probe};
 use crate::alignment::{CustomMode, ModeOrigin};
 
 /// How many differences of abi_stable's layout report the one-line reason keeps.
@@ -77,10 +77,7 @@ pub(super) fn discover_into(registry: &mut ModeRegistry, dir: &Path) -> Vec<Plug
     let mut manifests: Vec<Option<ManifestInfo>> = Vec::with_capacity(files.len());
     let mut resolved: Vec<PathBuf> = Vec::with_capacity(files.len());
     for file in &files {
-        let probed = trust::check(file)
-            .map_err(Refusal::from)
-            .and_then(|real| Ok((probe::read_manifest(&real)?, real)));
-        match probed {
+        match probe::probe_file(file) {
             Ok((info, real)) => {
                 let mut report = report_for(file, &info);
                 match probe::check_manifest(&info) {

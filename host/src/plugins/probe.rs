@@ -2,13 +2,13 @@
 //! short-lived `dlopen` that is closed again (only its constructors run). Who may have planted
 //! the file is checked before, in `trust`.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use flowscale_sdk::SDK_VERSION;
 use flowscale_sdk::abi::{MANIFEST_SYMBOL, ManifestInfo, PluginManifest, sdk_versions_compatible};
 
-use super::is_reserved;
 use super::report::Refusal;
+use super::{is_reserved, trust};
 
 /// An error and all its sources, joined: libloading keeps the real reason in `source()`.
 pub(super) fn error_chain(err: &dyn std::error::Error) -> String {
@@ -23,6 +23,16 @@ pub(super) fn error_chain(err: &dyn std::error::Error) -> String {
         source = cause.source();
     }
     text
+}
+
+/// Probes one plugin file as listed in the plugins directory: first who may have planted it
+/// (`trust`), then its manifest, read from the resolved path that was checked. Every way a file
+/// gets opened goes through here, so no file is opened before it was checked; the resolved path
+/// is returned for the load, which must not follow the link again.
+pub(super) fn probe_file(file: &Path) -> Result<(ManifestInfo, PathBuf), Refusal> {
+    let real = trust::check(file)?;
+    let info = read_manifest(&real)?;
+    Ok((info, real))
 }
 
 /// Opens `path`, copies its manifest and closes it again.
