@@ -74,10 +74,20 @@ pub fn plugin_file(profile_dir: &Path, package: &str) -> PathBuf {
 
 /// A fresh plugins directory (mode 0700) holding copies of the given plugin files, each under
 /// its own file name.
+///
+/// The copies are made mode 0755 whatever the build's umask gave the originals: under a umask
+/// of 002 cargo's output is group-writable, and the host refuses group-writable plugins.
 pub fn plugins_dir(files: &[(&Path, &str)]) -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("a temporary directory");
     for (source, name) in files {
-        std::fs::copy(source, dir.path().join(name)).expect("the plugin file is copied");
+        let copy = dir.path().join(name);
+        std::fs::copy(source, &copy).expect("the plugin file is copied");
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755))
+                .expect("the copy's mode is set");
+        }
     }
     dir
 }

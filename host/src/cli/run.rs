@@ -17,8 +17,8 @@ use crate::config::{ConfigErrors, DurationError, EngineSpec, KeyPolicy, parse_du
 use crate::events::Event;
 use crate::plan::FleetPlan;
 use crate::runner::{
-    CycleReport, Interrupted, JobRun, Printer, RunOptions, format_time, ignored_state, run_fleet,
-    run_fleet_reloading, wall_ms,
+    CycleReport, Interrupted, JobRun, Pace, Printer, RunOptions, format_time, ignored_state,
+    run_fleet, run_fleet_reloading, wall_ms,
 };
 use crate::sim::{Summary, render_comparison_table};
 use crate::state::{FileStateStore, InMemoryStateStore, StateError, StateStore};
@@ -50,6 +50,10 @@ pub struct RunArgs {
     /// Refuse every key flowscale does not read, as `validate --strict` does.
     #[arg(long)]
     strict: bool,
+    /// Advance simulated jobs X simulated seconds per wall second, printing as they go
+    /// (default: as fast as possible).
+    #[arg(long, value_name = "X", allow_negative_numbers = true)]
+    pace: Option<Pace>,
 }
 
 /// Parses a duration flag with Flink's syntax.
@@ -100,6 +104,7 @@ pub fn exec(args: RunArgs) -> u8 {
         once: args.once,
         wall_duration: args.duration,
         simulated_duration: args.simulated,
+        pace: args.pace,
         stop: &stop,
         store: &store,
     };
@@ -237,11 +242,12 @@ fn run_printing(
     }
     let printer = Mutex::new(start);
     // Simulated jobs run far faster than real time on threads of their own; their readable log
-    // is printed once they are done, ordered by simulated time across jobs. Wall-clock jobs and
-    // JSON Lines are printed as they happen.
+    // is printed once they are done, ordered by simulated time across jobs. Paced simulated
+    // jobs, wall-clock jobs and JSON Lines are printed as they happen: someone is watching.
     let simulated: Mutex<Vec<CycleReport>> = Mutex::new(Vec::new());
+    let hold = !json && options.pace.is_none();
     let sink = |report: &CycleReport| {
-        if report.virtual_clock && !json {
+        if report.virtual_clock && hold {
             if report.is_noteworthy() || verbose {
                 if let Ok(mut held) = simulated.lock() {
                     held.push(report.clone());

@@ -18,7 +18,7 @@ use crate::config::{
 };
 use crate::plan::plan_fleet;
 use crate::runner::{
-    CycleReport, DEFAULT_SIMULATED_DURATION, JobRun, RunOptions, format_time, run_fleet,
+    CycleReport, DEFAULT_SIMULATED_DURATION, JobRun, Pace, RunOptions, format_time, run_fleet,
 };
 use crate::sim::{Summary, plot_svg, render_comparison_table};
 use crate::state::{InMemoryStateStore, StateStore};
@@ -46,6 +46,9 @@ pub struct SimulateArgs {
     /// Time between two decision cycles (default 10s).
     #[arg(long, value_parser = parse_duration_arg)]
     interval: Option<Duration>,
+    /// Advance X simulated seconds per wall second (default: as fast as possible).
+    #[arg(long, value_name = "X", allow_negative_numbers = true)]
+    pace: Option<Pace>,
     /// Write an SVG chart of load and parallelism over time, one line per mode.
     #[arg(long, value_name = "FILE")]
     plot: Option<PathBuf>,
@@ -147,8 +150,21 @@ pub fn exec(args: SimulateArgs) -> u8 {
     // Ctrl-C stops every run at its next step; what ran is still summarised, and said to be
     // partial (see `report`).
     let stop = stop_on_ctrl_c();
+    let paced = args
+        .pace
+        .map(|pace| {
+            let wall = pace.wall_time(duration).map_or_else(
+                || "forever".to_string(),
+                |wall| format_time(i64::try_from(wall.as_millis()).unwrap_or(i64::MAX)),
+            );
+            format!(
+                " at {} simulated s per wall s ({wall} wall time)",
+                pace.per_second()
+            )
+        })
+        .unwrap_or_default();
     eprintln!(
-        "simulating {} for {} under {} (Ctrl-C stops early and reports what ran)",
+        "simulating {} for {} under {}{paced} (Ctrl-C stops early and reports what ran)",
         args.job.display(),
         format_time(i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)),
         modes.join(", ")
@@ -170,6 +186,7 @@ pub fn exec(args: SimulateArgs) -> u8 {
         once: false,
         wall_duration: None,
         simulated_duration: Some(duration),
+        pace: args.pace,
         stop: &stop,
         store: &store,
     };

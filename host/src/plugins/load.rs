@@ -71,20 +71,14 @@ pub(super) fn discover_into(registry: &mut ModeRegistry, dir: &Path) -> Vec<Plug
             )];
         }
     };
-    let dir_refusal = probe::check_not_writable("directory", dir).err();
-
-    // 1. Probe every file on its own.
+    // 1. Check who may have planted each file, then probe it on its own. What is probed and
+    //    loaded is the resolved path that was checked, not a link that could change meanwhile.
     let mut reports = Vec::with_capacity(files.len());
     let mut manifests: Vec<Option<ManifestInfo>> = Vec::with_capacity(files.len());
+    let mut resolved: Vec<PathBuf> = Vec::with_capacity(files.len());
     for file in &files {
-        let probed = match &dir_refusal {
-            Some(refusal) => Err(refusal.clone()),
-            None => {
-                probe::check_not_writable("file", file).and_then(|()| probe::read_manifest(file))
-            }
-        };
-        match probed {
-            Ok(info) => {
+        match probe::probe_file(file) {
+            Ok((info, real)) => {
                 let mut report = report_for(file, &info);
                 match probe::check_manifest(&info) {
                     Ok(()) => manifests.push(Some(info)),
@@ -94,10 +88,12 @@ pub(super) fn discover_into(registry: &mut ModeRegistry, dir: &Path) -> Vec<Plug
                     }
                 }
                 reports.push(report);
+                resolved.push(real);
             }
             Err(refusal) => {
                 reports.push(PluginFileReport::refused(file, &refusal));
                 manifests.push(None);
+                resolved.push(file.clone());
             }
         }
     }
@@ -137,7 +133,7 @@ pub(super) fn discover_into(registry: &mut ModeRegistry, dir: &Path) -> Vec<Plug
         let Some(info) = &manifests[i] else { continue };
         let outcome = match &duplicate[i] {
             Some(refusal) => Err(refusal.clone()),
-            None => load(file, info),
+            None => load(file, &resolved[i], info),
         };
         match outcome {
             Ok(modes) => {
@@ -159,9 +155,10 @@ pub(super) fn discover_into(registry: &mut ModeRegistry, dir: &Path) -> Vec<Plug
     reports
 }
 
-/// Maps the library for good, checks it with abi_stable and creates its modes.
-fn load(file: &Path, info: &ManifestInfo) -> Result<Vec<CustomMode>, Refusal> {
-    let root = lib_header_from_path(file)
+/// Maps the library at `real` (the checked, resolved path of `file`) for good, checks it with
+/// abi_stable and creates its modes; they name `file`, as the user listed it.
+fn load(file: &Path, real: &Path, info: &ManifestInfo) -> Result<Vec<CustomMode>, Refusal> {
+    let root = lib_header_from_path(real)
         .and_then(|header| header.init_root_module::<PluginRootRef>())
         .map_err(|e| abi_refusal(&e))?;
     (root.install_logger())(logger::host_logger(), logger::max_level());

@@ -11,8 +11,12 @@
 //! host or the other plugins.
 //!
 //! Checks, in order (the first failing one is reported):
-//! 1. the directory and the file are not writable by group or others (anyone could inject
-//!    code into the host);
+//! 1. who may have planted it (`trust`, as sshd's `StrictModes`): the file after following its
+//!    links, every directory on its canonical path up to `/`, and the directory holding each
+//!    link must be owned by root or the host's effective user and not be writable by group or
+//!    others (a root-owned sticky directory such as `/tmp` is fine); a plugin runs with the
+//!    host's rights, so anyone who can change one of them could run code as the host. What is
+//!    probed and loaded afterwards is the checked, resolved path;
 //! 2. the probe: the file opens as a shared library and carries a flowscale manifest with a
 //!    compatible SDK version, unwinding panics, valid and non-reserved implementation ids
 //!    (the library is closed again right after);
@@ -34,6 +38,7 @@ mod logger;
 mod mode;
 mod probe;
 mod report;
+mod trust;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -44,6 +49,7 @@ use flowscale_sdk::AlignmentMode;
 use crate::alignment::{CustomMode, ModeCatalog};
 
 pub use report::{ModeSummary, PluginFileReport, PluginStatus, Refusal};
+pub use trust::{Distrust, PathKind};
 
 /// Where a registered mode comes from (the registry's entries are alignment's [`CustomMode`]s).
 pub use crate::alignment::ModeOrigin;

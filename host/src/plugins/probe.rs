@@ -1,36 +1,14 @@
-//! Looking at a plugin file without registering anything: permissions, then its manifest read
-//! through a short-lived `dlopen` that is closed again (only its constructors run).
+//! Looking at a plugin file without registering anything: its manifest read through a
+//! short-lived `dlopen` that is closed again (only its constructors run). Who may have planted
+//! the file is checked before, in `trust`.
 
-use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use flowscale_sdk::SDK_VERSION;
 use flowscale_sdk::abi::{MANIFEST_SYMBOL, ManifestInfo, PluginManifest, sdk_versions_compatible};
 
-use super::is_reserved;
 use super::report::Refusal;
-
-/// Refuses `path` when it is writable by group or others.
-#[cfg(unix)]
-pub(super) fn check_not_writable(what: &'static str, path: &Path) -> Result<(), Refusal> {
-    use std::os::unix::fs::PermissionsExt;
-    let meta = fs::metadata(path).map_err(|e| Refusal::Unreadable(e.to_string()))?;
-    let mode = meta.permissions().mode() & 0o7777;
-    if mode & 0o022 != 0 {
-        return Err(Refusal::Writable {
-            what,
-            path: path.to_path_buf(),
-            mode,
-        });
-    }
-    Ok(())
-}
-
-/// On platforms without Unix permission bits nothing is checked.
-#[cfg(not(unix))]
-pub(super) fn check_not_writable(_what: &'static str, _path: &Path) -> Result<(), Refusal> {
-    Ok(())
-}
+use super::{is_reserved, trust};
 
 /// An error and all its sources, joined: libloading keeps the real reason in `source()`.
 pub(super) fn error_chain(err: &dyn std::error::Error) -> String {
@@ -45,6 +23,16 @@ pub(super) fn error_chain(err: &dyn std::error::Error) -> String {
         source = cause.source();
     }
     text
+}
+
+/// Probes one plugin file as listed in the plugins directory: first who may have planted it
+/// (`trust`), then its manifest, read from the resolved path that was checked. Every way a file
+/// gets opened goes through here, so no file is opened before it was checked; the resolved path
+/// is returned for the load, which must not follow the link again.
+pub(super) fn probe_file(file: &Path) -> Result<(ManifestInfo, PathBuf), Refusal> {
+    let real = trust::check(file)?;
+    let info = read_manifest(&real)?;
+    Ok((info, real))
 }
 
 /// Opens `path`, copies its manifest and closes it again.
@@ -96,6 +84,8 @@ pub(super) fn check_manifest(info: &ManifestInfo) -> Result<(), Refusal> {
 
 #[cfg(test)]
 mod tests {
+    use std::fs;
+
     use super::*;
 
     fn manifest(ids: &[&str]) -> ManifestInfo {
@@ -137,21 +127,6 @@ mod tests {
             err.to_string()
                 .contains("built against flowscale-sdk 0.0.9")
         );
-    }
-
-    #[cfg(unix)]
-    #[test]
-    fn group_or_world_writable_files_are_refused() {
-        use std::os::unix::fs::PermissionsExt;
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("libx.so");
-        fs::write(&file, b"x").unwrap();
-        fs::set_permissions(&file, fs::Permissions::from_mode(0o644)).unwrap();
-        assert!(check_not_writable("file", &file).is_ok());
-        fs::set_permissions(&file, fs::Permissions::from_mode(0o664)).unwrap();
-        let err = check_not_writable("file", &file).unwrap_err();
-        assert!(err.to_string().contains("anyone could inject code"));
-        assert!(err.to_string().contains("chmod go-w"));
     }
 
     #[test]

@@ -7,6 +7,8 @@ use flowscale_sdk::SDK_VERSION;
 use flowscale_sdk::abi::ManifestError;
 use serde::Serialize;
 
+use super::trust::Distrust;
+
 /// Whether a plugin file's modes were registered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -73,19 +75,10 @@ impl PluginFileReport {
 /// line names the file.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Refusal {
-    /// The file or its directory is writable by group or others.
-    #[error(
-        "{what} `{}` is writable by group or others (mode {mode:o}): anyone could inject code into \
-         the host; run `chmod go-w {}`", path.display(), path.display()
-    )]
-    Writable {
-        /// "file" or "directory".
-        what: &'static str,
-        /// The writable path.
-        path: PathBuf,
-        /// Its permission bits.
-        mode: u32,
-    },
+    /// The file, a directory on its path or one holding a link to it can be changed by someone
+    /// other than root and the host's user (see `trust`).
+    #[error(transparent)]
+    Untrusted(#[from] Distrust),
     /// The file's metadata or the directory could not be read.
     #[error("cannot read it: {0}")]
     Unreadable(String),

@@ -16,6 +16,7 @@ use crate::state::StateStore;
 use super::engines::{NamedEngine, OpenedEngines, open_engines};
 use super::job::{JobRunner, PersistError};
 use super::live::{Follower, LiveEntry};
+use super::pace::{self, Pace};
 use super::report::CycleReport;
 
 /// Simulated time a simulated job runs for when neither the fleet nor the command says.
@@ -31,6 +32,9 @@ pub struct RunOptions<'a> {
     pub wall_duration: Option<Duration>,
     /// Overrides every simulated job's duration.
     pub simulated_duration: Option<Duration>,
+    /// Runs virtual clocks at this many simulated seconds per wall second instead of as fast as
+    /// possible (wall-clock jobs are not affected).
+    pub pace: Option<Pace>,
     /// Set to stop every job at its next step (Ctrl-C).
     pub stop: &'a AtomicBool,
     /// Where wall-clock jobs persist their state.
@@ -360,9 +364,11 @@ fn virtual_end(start_ms: i64, end_ms: Option<i64>, simulated: Option<Duration>) 
     }
 }
 
-/// Steps back to back from `start_ms` to `end` in engine time: nothing waits for real time.
-/// Returns where it stopped when the fleet was stopped with time left to run, and whether the
-/// engine lost the job (which ends the run: a virtual clock has nothing to wait for).
+/// Steps from `start_ms` to `end` in engine time: back to back, or with a pace, each step once
+/// the wall clock has caught up with it (its deadline is computed from the start, so the time
+/// the steps take does not add up to drift). Returns where it stopped when the fleet was
+/// stopped with time left to run, and whether the engine lost the job (which ends the run: a
+/// virtual clock has nothing to wait for).
 fn drive_virtual<E: Engine>(
     runner: &mut JobRunner<E>,
     (start_ms, end): (i64, i64),
@@ -372,9 +378,18 @@ fn drive_virtual<E: Engine>(
     tally: &mut Tally<'_>,
 ) -> (Option<Interrupted>, bool) {
     let options = steering.options;
+    let started = Instant::now();
     let mut now = start_ms;
     let mut reached = start_ms;
     while now <= end && !runner.is_finished() && !steering.stopped() {
+        if let Some(pace) = options.pace {
+            let elapsed = Duration::from_millis(u64::try_from(now - start_ms).unwrap_or(0));
+            if !pace::wait_until(pace::deadline(pace, started, elapsed), &|| {
+                steering.stopped()
+            }) {
+                break;
+            }
+        }
         take_changes(runner, follower);
         if let Some(mut report) = runner.step(now, std::mem::take(&mut first_events)) {
             report.virtual_clock = true;
@@ -647,6 +662,7 @@ mod tests {
                 once: false,
                 wall_duration: Some(limit),
                 simulated_duration: None,
+                pace: None,
                 stop: &stop,
                 store: &store,
             };
@@ -841,6 +857,7 @@ rest = "http://127.0.0.1:9"
             once: false,
             wall_duration: Some(Duration::from_millis(600)),
             simulated_duration: None,
+            pace: None,
             stop: &stop,
             store: &store,
         };
@@ -905,6 +922,7 @@ rest = "http://127.0.0.1:9"
             once: true,
             wall_duration: None,
             simulated_duration: None,
+            pace: None,
             stop: &stop,
             store: &store,
         };

@@ -5,6 +5,7 @@ mod engines;
 mod fleet;
 mod job;
 mod live;
+mod pace;
 mod report;
 mod restore;
 mod state_check;
@@ -16,6 +17,7 @@ pub use cooldown::{
 pub use engines::{NamedEngine, OpenError, OpenedEngines, may_restore, open_engines};
 pub use fleet::{DEFAULT_SIMULATED_DURATION, Interrupted, JobRun, RunOptions, wall_ms};
 pub use job::{JobRunner, PersistError};
+pub use pace::{Pace, PaceError};
 pub use report::{CycleReport, Printer, format_time};
 pub use restore::{BadSection, RestoreError, check_sections, ignored_state};
 pub use state_check::{StateCheck, check_state_dir};

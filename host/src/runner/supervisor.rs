@@ -326,7 +326,9 @@ mod tests {
     use std::sync::Mutex;
     use std::sync::atomic::{AtomicBool, Ordering};
 
-    use crate::runner::Interrupted;
+    use std::time::Instant;
+
+    use crate::runner::{Interrupted, Pace};
 
     use super::*;
     use crate::alignment::NoCustomModes;
@@ -408,6 +410,7 @@ mod tests {
             once: false,
             wall_duration: None,
             simulated_duration: None,
+            pace: None,
             stop: &stop,
             store: &store,
         };
@@ -500,9 +503,14 @@ mod tests {
 
     /// A fleet of one simulated job (the diurnal example) with a 1 min interval.
     fn simulated_plan() -> FleetPlan {
+        simulated_plan_every("1min")
+    }
+
+    /// A fleet of one simulated job (the diurnal example) with the given interval.
+    fn simulated_plan_every(interval: &str) -> FleetPlan {
         let job = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/jobs/diurnal.toml");
         let text = format!(
-            "[host]\ninterval = \"1min\"\n[[jobs]]\nname = \"sim\"\njob = {:?}\n",
+            "[host]\ninterval = {interval:?}\n[[jobs]]\nname = \"sim\"\njob = {:?}\n",
             job.display().to_string()
         );
         let fleet = parse_fleet(Path::new("fleet.toml"), &text).expect("a valid fleet");
@@ -519,6 +527,7 @@ mod tests {
             once: false,
             wall_duration: None,
             simulated_duration: Some(Duration::from_secs(3600)),
+            pace: None,
             stop: &stop,
             store: &store,
         };
@@ -548,5 +557,96 @@ mod tests {
         let runs = run_fleet(&plan, &options, &|_| {});
         assert_eq!(runs[0].interrupted, None);
         assert_eq!(runs[0].steps, 61, "0 to 60 min, both ends included");
+    }
+
+    /// The options of a simulated run of `simulated` time at `pace` (as fast as possible when
+    /// `None`).
+    fn paced<'a>(
+        simulated: Duration,
+        pace: Option<f64>,
+        stop: &'a AtomicBool,
+        store: &'a Mutex<Box<dyn StateStore + Send>>,
+    ) -> RunOptions<'a> {
+        RunOptions {
+            once: false,
+            wall_duration: None,
+            simulated_duration: Some(simulated),
+            pace: pace.map(|p| Pace::new(p).expect("a valid pace")),
+            stop,
+            store,
+        }
+    }
+
+    #[test]
+    fn a_paced_run_takes_simulated_time_over_pace_in_wall_time() {
+        let plan = simulated_plan_every("1s");
+        let stop = AtomicBool::new(false);
+        let store: Mutex<Box<dyn StateStore + Send>> =
+            Mutex::new(Box::new(InMemoryStateStore::new()));
+        let pace = 4.0;
+        let simulated = Duration::from_secs(4);
+        let options = paced(simulated, Some(pace), &stop, &store);
+        let started = Instant::now();
+        let stepped: Mutex<Vec<(i64, Duration)>> = Mutex::new(Vec::new());
+        let runs = run_fleet(&plan, &options, &|report| {
+            stepped
+                .lock()
+                .unwrap()
+                .push((report.at_ms, started.elapsed()));
+        });
+        let took = started.elapsed();
+        assert_eq!(runs[0].interrupted, None);
+        let stepped = stepped.into_inner().unwrap();
+        // No step comes before the wall clock has caught up with it.
+        for &(at_ms, when) in &stepped {
+            let due = Duration::from_millis(u64::try_from(at_ms).unwrap()).div_f64(pace);
+            assert!(
+                when >= due,
+                "the step at {at_ms} ms came at {when:?}, due {due:?}"
+            );
+        }
+        // The last step is at the end of the simulated time, so the run lasted at least
+        // simulated / pace; it should not take much longer (a shared machine: generous).
+        assert_eq!(stepped.last().map(|s| s.0), Some(4000), "{stepped:?}");
+        let expected = simulated.div_f64(pace);
+        assert!(took >= expected, "{took:?} < {expected:?}");
+        assert!(took < expected + Duration::from_secs(3), "{took:?}");
+
+        // Unpaced, the same run does not wait for the wall clock.
+        let options = paced(simulated, None, &stop, &store);
+        let started = Instant::now();
+        let unpaced = run_fleet(&plan, &options, &|_| {});
+        assert_eq!(unpaced[0].steps, runs[0].steps);
+        assert!(started.elapsed() < expected, "{:?}", started.elapsed());
+    }
+
+    #[test]
+    fn the_stop_flag_ends_a_paced_run_promptly() {
+        // One step a simulated minute at one simulated second per wall second: the second step
+        // is a wall minute away when the stop comes.
+        let plan = simulated_plan();
+        let stop = AtomicBool::new(false);
+        let store: Mutex<Box<dyn StateStore + Send>> =
+            Mutex::new(Box::new(InMemoryStateStore::new()));
+        let options = paced(Duration::from_secs(3600), Some(1.0), &stop, &store);
+        let started = Instant::now();
+        let runs = std::thread::scope(|scope| {
+            scope.spawn(|| {
+                std::thread::sleep(Duration::from_millis(300));
+                stop.store(true, Ordering::Relaxed);
+            });
+            run_fleet(&plan, &options, &|_| {})
+        });
+        let took = started.elapsed();
+        assert!(took >= Duration::from_millis(300), "{took:?}");
+        assert!(took < Duration::from_secs(3), "not prompt: {took:?}");
+        assert_eq!(runs[0].steps, 1);
+        assert_eq!(
+            runs[0].interrupted,
+            Some(Interrupted {
+                at_ms: 0,
+                end_ms: 3_600_000
+            })
+        );
     }
 }

@@ -249,3 +249,128 @@ fn an_empty_or_missing_directory_lists_nothing() {
     let out = built.flowscale(&["plugins", "--plugins", path(dir.path())]);
     assert!(String::from_utf8_lossy(&out.stdout).contains("no plugin files"));
 }
+
+/// A fleet of one simulated job (the diurnal example) on BALANCED, one decision a minute.
+#[cfg(unix)]
+fn balanced_fleet(dir: &Path) -> PathBuf {
+    let job = flowscale_tests::workspace_root().join("examples/jobs/diurnal.toml");
+    let fleet = dir.join("fleet.toml");
+    fs::write(
+        &fleet,
+        format!(
+            "[host]\ninterval = \"1min\"\n[[jobs]]\nname = \"diurnal\"\njob = {:?}\n",
+            job.display().to_string()
+        ),
+    )
+    .unwrap();
+    fleet
+}
+
+#[cfg(unix)]
+#[test]
+fn a_plugin_in_a_group_writable_directory_is_refused_and_the_run_goes_on() {
+    use std::os::unix::fs::PermissionsExt;
+    let built = Built::new();
+    let dir = plugins_dir(&[(&built.plugin("slot-align"), "libslot_align.so")]);
+    let plugins = dir.path().join("plugins");
+    fs::create_dir(&plugins).unwrap();
+    fs::rename(
+        dir.path().join("libslot_align.so"),
+        plugins.join("libslot_align.so"),
+    )
+    .unwrap();
+    fs::set_permissions(&plugins, fs::Permissions::from_mode(0o775)).unwrap();
+    let fleet = balanced_fleet(dir.path());
+
+    let out = built.flowscale(&[
+        "run",
+        path(&fleet),
+        "--plugins",
+        path(&plugins),
+        "--simulated",
+        "30min",
+        "--json",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "the run goes on: {stderr}");
+    let canonical = fs::canonicalize(&plugins).unwrap();
+    let refusal = stderr
+        .lines()
+        .find(|l| l.contains("plugin refused"))
+        .unwrap_or_else(|| panic!("the refusal is logged: {stderr}"));
+    for needle in [
+        format!(
+            "directory `{}` is writable by group or others",
+            canonical.display()
+        ),
+        "(mode 0775)".to_string(),
+        format!("chmod go-w {}", canonical.display()),
+        "libslot_align.so".to_string(),
+    ] {
+        assert!(refusal.contains(&needle), "{needle:?} in {refusal}");
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let summary = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|v| v["type"] == "summary")
+        .unwrap_or_else(|| panic!("a summary: {stdout}"));
+    // 0 to 30 min, one step a minute, both ends included.
+    assert_eq!(summary["data"]["steps"], 31, "{summary}");
+    assert_eq!(summary["data"]["mode"], "BALANCED", "{summary}");
+
+    // After the fix the message gives, the same directory loads.
+    fs::set_permissions(&plugins, fs::Permissions::from_mode(0o755)).unwrap();
+    let (items, code) = built.plugins_json(&plugins);
+    assert_eq!(code, Some(0), "{items:#?}");
+    assert_eq!(entry(&items, "libslot_align.so")["status"], "loaded");
+}
+
+#[cfg(unix)]
+#[test]
+fn a_link_to_a_library_in_a_world_writable_directory_is_refused_naming_that_directory() {
+    use std::os::unix::fs::{PermissionsExt, symlink};
+    let built = Built::new();
+    let dir = plugins_dir(&[
+        (&built.plugin("slot-align"), "libslot_align.so"),
+        (&built.plugin("bucket-align"), "libbucket_align.so"),
+    ]);
+    // The bucket-align library lives in a world-writable directory without the sticky bit:
+    // anyone could replace it. The plugins directory only holds a link to it.
+    let shared = tempfile::tempdir().unwrap();
+    let target = shared.path().join("libbucket_align.so");
+    fs::rename(dir.path().join("libbucket_align.so"), &target).unwrap();
+    fs::set_permissions(shared.path(), fs::Permissions::from_mode(0o777)).unwrap();
+    symlink(&target, dir.path().join("libbucket_align.so")).unwrap();
+
+    let (items, code) = built.plugins_json(dir.path());
+    assert_eq!(code, Some(1), "{items:#?}");
+    assert_eq!(entry(&items, "libslot_align.so")["status"], "loaded");
+    let link = entry(&items, "libbucket_align.so");
+    assert_eq!(link["status"], "refused", "{link:#}");
+    let shared_path = fs::canonicalize(shared.path()).unwrap();
+    assert_eq!(
+        reason(link),
+        format!(
+            "directory `{0}` is writable by group or others (mode 0777): anyone could inject \
+             code into the host; run `chmod go-w {0}`",
+            shared_path.display()
+        )
+    );
+    // Refused before it was opened: nothing of its manifest is known.
+    assert_eq!(link["plugin"], Value::Null);
+
+    // The table gives the same reason under the link's row.
+    let out = built.flowscale(&["plugins", "--plugins", path(dir.path())]);
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        table.contains(&format!("    refused: {}", reason(link))),
+        "{table}"
+    );
+
+    // With the directory fixed, the link loads.
+    fs::set_permissions(shared.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    let (items, code) = built.plugins_json(dir.path());
+    assert_eq!(code, Some(0), "{items:#?}");
+    assert_eq!(entry(&items, "libbucket_align.so")["status"], "loaded");
+}

@@ -532,3 +532,87 @@ fn ctrl_c_during_simulate_says_so_and_exits_130() {
         run.stderr
     );
 }
+
+#[test]
+fn simulate_with_a_pace_takes_the_simulated_time_over_the_pace() {
+    use std::time::{Duration, Instant};
+    let job = repo_root().join("examples/jobs/diurnal.toml");
+    // 2 simulated minutes at 120 simulated seconds per wall second: one wall second.
+    let started = Instant::now();
+    let out = Cli::new([
+        "simulate",
+        &path(&job),
+        "--duration",
+        "2min",
+        "--pace",
+        "120",
+        "--json",
+    ])
+    .run();
+    let took = started.elapsed();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(took >= Duration::from_secs(1), "{took:?}");
+    assert!(took < Duration::from_secs(30), "{took:?}");
+    assert!(
+        out.stderr
+            .contains("at 120 simulated s per wall s (00:00:01 wall time)"),
+        "{}",
+        out.stderr
+    );
+    let result = out.json();
+    assert!(result["runs"][0]["summary"].is_object(), "{result}");
+    assert_eq!(result["runs"][0].get("interrupted_at_ms"), None, "{result}");
+}
+
+#[test]
+fn a_pace_must_be_a_positive_finite_number() {
+    let job = repo_root().join("examples/jobs/diurnal.toml");
+    let fleet = repo_root().join("examples/fleet.toml");
+    for (command, input) in [("simulate", &job), ("run", &fleet)] {
+        for pace in ["0", "-1", "NaN", "inf"] {
+            let out = Cli::new([command, &path(input), "--pace", pace]).run();
+            assert_eq!(out.code, 2, "{command} --pace {pace}: {}", out.stderr);
+            assert!(
+                out.stderr.contains(&format!(
+                    "invalid value '{pace}' for '--pace <X>': `{pace}` is not a positive finite \
+                     number"
+                )),
+                "{command} --pace {pace}: {}",
+                out.stderr
+            );
+        }
+    }
+}
+
+#[test]
+fn a_paced_run_prints_its_log_as_it_goes_and_stops_on_ctrl_c() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let fleet = dir.path().join("fleet.toml");
+    let job = repo_root().join("examples/jobs/diurnal.toml");
+    std::fs::write(
+        &fleet,
+        format!("[[jobs]]\nname = \"diurnal\"\njob = {:?}\n", path(&job)),
+    )
+    .expect("write the fleet");
+    // 30 simulated days at 3000 simulated seconds per wall second take over 14 wall minutes:
+    // the readable log only shows up before the end because a paced run prints as it goes.
+    let run = interrupt_when(
+        &[
+            "run",
+            &path(&fleet),
+            "--verbose",
+            "--simulated",
+            "30d",
+            "--pace",
+            "3000",
+        ],
+        |stream, line| stream == Stream::Stdout && line.contains(" diurnal "),
+    );
+    assert_eq!(run.code, Some(130), "stderr:\n{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("interrupted: diurnal stopped at simulated time"),
+        "{}",
+        run.stderr
+    );
+}

@@ -1,0 +1,158 @@
+//! Paced virtual clocks (`--pace X`): a simulated job advances X simulated seconds per wall
+//! second instead of as fast as it can, so that a person or a test can change plugins and the
+//! configuration while it runs.
+
+use std::str::FromStr;
+use std::time::{Duration, Instant};
+
+/// The longest a paced wait sleeps before looking at the stop flag again, so Ctrl-C ends a
+/// paced run promptly even when its steps are minutes of wall time apart.
+pub const STOP_POLL: Duration = Duration::from_millis(100);
+
+/// Simulated seconds per wall second: a positive, finite number.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Pace(f64);
+
+/// Why a pace was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PaceError {
+    /// Not a number at all.
+    #[error("`{0}` is not a number; give simulated seconds per wall second, e.g. 60")]
+    NotANumber(String),
+    /// Zero, negative, infinite or NaN.
+    #[error(
+        "`{0}` is not a positive finite number; give simulated seconds per wall second, e.g. 60 \
+         (or leave --pace out to run as fast as possible)"
+    )]
+    NotPositive(String),
+}
+
+impl Pace {
+    /// `per_second` simulated seconds per wall second.
+    pub fn new(per_second: f64) -> Result<Pace, PaceError> {
+        if per_second.is_finite() && per_second > 0.0 {
+            Ok(Pace(per_second))
+        } else {
+            Err(PaceError::NotPositive(per_second.to_string()))
+        }
+    }
+
+    /// Simulated seconds per wall second.
+    pub fn per_second(self) -> f64 {
+        self.0
+    }
+
+    /// The wall time `simulated` takes at this pace; `None` when it is too long to represent
+    /// (a tiny pace over a long run), which means "never" to the caller.
+    pub fn wall_time(self, simulated: Duration) -> Option<Duration> {
+        Duration::try_from_secs_f64(simulated.as_secs_f64() / self.0).ok()
+    }
+}
+
+impl FromStr for Pace {
+    type Err = PaceError;
+
+    fn from_str(text: &str) -> Result<Pace, PaceError> {
+        let value: f64 = text
+            .trim()
+            .parse()
+            .map_err(|_| PaceError::NotANumber(text.to_string()))?;
+        Pace::new(value).map_err(|_| PaceError::NotPositive(text.to_string()))
+    }
+}
+
+/// The wall instant by which a clock paced at `pace` and started at `started` reaches
+/// `simulated` elapsed time. It is computed from the start each time, so the waits do not
+/// accumulate the time the steps themselves take. `None`: never.
+pub fn deadline(pace: Pace, started: Instant, simulated: Duration) -> Option<Instant> {
+    pace.wall_time(simulated)
+        .and_then(|wall| started.checked_add(wall))
+}
+
+/// Sleeps until `deadline` (forever when `None`), asking `stopped` at least every
+/// [`STOP_POLL`]; false when the job was stopped first (Ctrl-C, or its entry left the fleet).
+pub fn wait_until(deadline: Option<Instant>, stopped: &dyn Fn() -> bool) -> bool {
+    loop {
+        if stopped() {
+            return false;
+        }
+        let left = match deadline {
+            Some(at) => at.saturating_duration_since(Instant::now()),
+            None => STOP_POLL,
+        };
+        if left.is_zero() {
+            return true;
+        }
+        std::thread::sleep(left.min(STOP_POLL));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use super::*;
+
+    #[test]
+    fn a_pace_is_a_positive_finite_number() {
+        assert_eq!("4".parse::<Pace>().map(Pace::per_second), Ok(4.0));
+        assert_eq!(" 0.5 ".parse::<Pace>().map(Pace::per_second), Ok(0.5));
+        assert_eq!("1e3".parse::<Pace>().map(Pace::per_second), Ok(1000.0));
+        for bad in ["0", "-1", "-0.5", "NaN", "inf", "-inf", "0.0"] {
+            assert_eq!(
+                bad.parse::<Pace>(),
+                Err(PaceError::NotPositive(bad.to_string())),
+                "{bad}"
+            );
+        }
+        assert_eq!(
+            "fast".parse::<Pace>(),
+            Err(PaceError::NotANumber("fast".into()))
+        );
+        let text = "0".parse::<Pace>().unwrap_err().to_string();
+        assert!(text.contains("not a positive finite number"), "{text}");
+    }
+
+    #[test]
+    fn wall_time_is_simulated_time_over_the_pace() {
+        let pace = Pace::new(4.0).unwrap();
+        assert_eq!(
+            pace.wall_time(Duration::from_secs(2)),
+            Some(Duration::from_millis(500))
+        );
+        let slow = Pace::new(0.5).unwrap();
+        assert_eq!(
+            slow.wall_time(Duration::from_secs(3)),
+            Some(Duration::from_secs(6))
+        );
+        // Too long to represent: never, not a panic.
+        let tiny = Pace::new(f64::MIN_POSITIVE).unwrap();
+        assert_eq!(tiny.wall_time(Duration::from_secs(3600)), None);
+        assert_eq!(deadline(tiny, Instant::now(), Duration::from_secs(1)), None);
+    }
+
+    #[test]
+    fn waiting_ends_at_the_deadline_or_at_a_stop() {
+        let stop = AtomicBool::new(false);
+        let started = Instant::now();
+        assert!(wait_until(
+            Some(started + Duration::from_millis(150)),
+            &|| stop.load(Ordering::Relaxed)
+        ));
+        assert!(started.elapsed() >= Duration::from_millis(150));
+
+        // A deadline that never comes still ends with the stop flag, within a poll or so.
+        std::thread::scope(|scope| {
+            let waiting = scope.spawn(|| {
+                let started = Instant::now();
+                let reached = wait_until(None, &|| stop.load(Ordering::Relaxed));
+                (reached, started.elapsed())
+            });
+            std::thread::sleep(Duration::from_millis(150));
+            stop.store(true, Ordering::Relaxed);
+            let (reached, took) = waiting.join().unwrap();
+            assert!(!reached);
+            assert!(took < Duration::from_secs(2), "{took:?}");
+        });
+    }
+}
