@@ -10,6 +10,7 @@ pub mod plugins;
 mod run;
 mod simulate;
 mod validate;
+mod worker;
 
 use std::process::ExitCode;
 
@@ -35,6 +36,10 @@ enum Command {
     Plugins(plugins::PluginsArgs),
     /// Check a fleet configuration and report every problem with file, line and key.
     Validate(validate::ValidateArgs),
+    /// Serve one plugin file to a host over stdin/stdout (started by the host itself in
+    /// `process` isolation; not for people).
+    #[command(hide = true)]
+    PluginWorker(worker::WorkerArgs),
 }
 
 /// Runs the command line; what `main` calls.
@@ -57,6 +62,7 @@ pub fn main_impl() -> ExitCode {
         Command::Run(args) => run::exec(args),
         Command::Simulate(args) => simulate::exec(args),
         Command::Validate(args) => validate::exec(args),
+        Command::PluginWorker(args) => worker::exec(args),
     };
     ExitCode::from(code)
 }

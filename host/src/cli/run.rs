@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::catalog::{load_catalog, plugins_dir};
+use super::catalog::{isolation, load_catalog_isolated, plugins_dir};
 use super::exit_codes;
-use crate::config::{DurationError, EngineSpec, load_fleet, parse_duration};
+use crate::config::{DurationError, EngineSpec, PluginIsolation, load_fleet, parse_duration};
 use crate::events::Event;
 use crate::plan::{FleetPlan, plan_fleet};
 use crate::runner::{
@@ -28,6 +28,11 @@ pub struct RunArgs {
     /// Plugins directory (default: the one the file names, else plugins/ beside it).
     #[arg(long, env = "FLOWSCALE_PLUGINS_DIR")]
     plugins: Option<PathBuf>,
+    /// Where plugin modes run: in-process (default; a crashing plugin ends the host) or
+    /// process (a worker process per plugin file; crashes and hangs are contained). Overrides
+    /// the fleet's `[host] plugin-isolation`.
+    #[arg(long, value_name = "in-process|process")]
+    plugin_isolation: Option<PluginIsolation>,
     /// Print JSON Lines (`{"type": "cycle" | "event" | "summary", "data": ...}`) instead of a
     /// readable log.
     #[arg(long)]
@@ -141,10 +146,10 @@ fn load_plan(args: &RunArgs) -> Option<FleetPlan> {
             return None;
         }
     };
-    let catalog = load_catalog(&plugins_dir(
-        args.plugins.as_deref(),
-        Some(&fleet.host.plugins_dir),
-    ));
+    let catalog = load_catalog_isolated(
+        &plugins_dir(args.plugins.as_deref(), Some(&fleet.host.plugins_dir)),
+        &isolation(args.plugin_isolation, Some(&fleet.host)),
+    );
     let plan = match plan_fleet(fleet, catalog.as_ref()) {
         Ok(plan) => plan,
         Err(errors) => {

@@ -5,6 +5,7 @@ mod closest;
 mod duration;
 mod errors;
 mod fleet;
+mod isolation;
 mod job;
 mod keys;
 mod known;
@@ -17,6 +18,7 @@ pub use fleet::{
     DEFAULT_INTERVAL, DEFAULT_PLUGINS_DIR, EngineSpec, FleetConfig, HostSettings, JobSpec,
     load_fleet, parse_fleet,
 };
+pub use isolation::{DEFAULT_PLUGIN_CALL_TIMEOUT, PluginIsolation, UnknownIsolation};
 pub use job::{JobConfig, Origin};
 pub use keys::{CanonicalKey, canonical_key};
 pub use known::{KNOWN_KEYS, unknown_key_warning};

@@ -8,8 +8,9 @@ use std::sync::Arc;
 
 use abi_stable::library::{LibraryError, lib_header_from_path};
 use abi_stable::std_types::{RResult, RStr};
-use flowscale_sdk::abi::{ManifestInfo, PluginRootRef};
+use flowscale_sdk::abi::{HostLogger, LogLevel, ManifestInfo, PluginRootRef};
 
+use super::isolation::{self, Isolation};
 use super::mode::PluginMode;
 use super::report::{ModeSummary, PluginFileReport, PluginStatus, Refusal};
 use super::{ModeRegistry, logger, probe};
@@ -57,7 +58,11 @@ fn report_for(file: &Path, info: &ManifestInfo) -> PluginFileReport {
     }
 }
 
-pub(super) fn discover_into(registry: &mut ModeRegistry, dir: &Path) -> Vec<PluginFileReport> {
+pub(super) fn discover_into(
+    registry: &mut ModeRegistry,
+    dir: &Path,
+    isolation: &Isolation,
+) -> Vec<PluginFileReport> {
     let files = match candidates(dir) {
         Ok(files) => files,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -137,7 +142,12 @@ pub(super) fn discover_into(registry: &mut ModeRegistry, dir: &Path) -> Vec<Plug
         let Some(info) = &manifests[i] else { continue };
         let outcome = match &duplicate[i] {
             Some(refusal) => Err(refusal.clone()),
-            None => load(file, info),
+            None => match isolation {
+                Isolation::InProcess => {
+                    load(file, info, logger::host_logger(), logger::max_level())
+                }
+                Isolation::Process(options) => isolation::serve_file(file, info, options),
+            },
         };
         match outcome {
             Ok(modes) => {
@@ -159,12 +169,31 @@ pub(super) fn discover_into(registry: &mut ModeRegistry, dir: &Path) -> Vec<Plug
     reports
 }
 
-/// Maps the library for good, checks it with abi_stable and creates its modes.
-fn load(file: &Path, info: &ManifestInfo) -> Result<Vec<CustomMode>, Refusal> {
+/// Probes one file and loads it as discovery does, with the plugin's log records going to
+/// `log`: what a plugin worker does with the one file it serves.
+pub(in crate::plugins) fn load_file(
+    file: &Path,
+    log: HostLogger,
+    max_level: LogLevel,
+) -> Result<(ManifestInfo, Vec<CustomMode>), Refusal> {
+    let info = probe::check_not_writable("file", file).and_then(|()| probe::read_manifest(file))?;
+    probe::check_manifest(&info)?;
+    let modes = load(file, &info, log, max_level)?;
+    Ok((info, modes))
+}
+
+/// Maps the library for good, checks it with abi_stable and creates its modes; the plugin
+/// logs through `log`.
+fn load(
+    file: &Path,
+    info: &ManifestInfo,
+    log: HostLogger,
+    max_level: LogLevel,
+) -> Result<Vec<CustomMode>, Refusal> {
     let root = lib_header_from_path(file)
         .and_then(|header| header.init_root_module::<PluginRootRef>())
         .map_err(|e| abi_refusal(&e))?;
-    (root.install_logger())(logger::host_logger(), logger::max_level());
+    (root.install_logger())(log, max_level);
     let new_mode = root.new_mode();
     let mut modes = Vec::with_capacity(info.modes.len());
     for (id, description) in &info.modes {
