@@ -1,14 +1,18 @@
 //! What crossing the plugin boundary costs: one `align` call of the bucket-align mode through
 //! the registry (loaded from its `.so`) against the same code linked in-process, for a bare
 //! context and for one carrying a small job graph, metrics and parameters; and the time to
-//! discover and load a plugins directory holding the two example plugins.
+//! discover and load a plugins directory holding the two example plugins. The `process` rows
+//! make the same call on the same plugin in `process` isolation: one request and reply through
+//! the plugin's worker process (the binary built from this package serves as the worker).
 
 use std::collections::BTreeMap;
 use std::hint::black_box;
 use std::time::Instant;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use flowscale::plugins::ModeRegistry;
+use flowscale::plugins::isolation::IsolationOptions;
+use flowscale::plugins::isolation::protocol::{Call, WireContext, encode};
+use flowscale::plugins::{Isolation, ModeRegistry};
 use flowscale_sdk::{
     AlignmentContext, AlignmentMode, EvaluatedMetric, JobTopology, ModeParams, ShipStrategy,
     TopologyEdge, TopologyVertex,
@@ -112,6 +116,38 @@ fn plugin_call(c: &mut Criterion) {
         });
         group.finish();
     }
+
+    // Process isolation: the same file served by a worker of the flowscale binary.
+    let mut options = IsolationOptions::new(std::time::Duration::from_secs(1));
+    options.worker_exe = env!("CARGO_BIN_EXE_flowscale").into();
+    let (isolated, reports) = ModeRegistry::discover_with(dir.path(), &Isolation::Process(options));
+    let process = isolated
+        .get("bucket-align")
+        .unwrap_or_else(|| panic!("bucket-align is served by a worker: {reports:#?}"))
+        .mode
+        .clone();
+    for (label, ctx) in [("bare", bare()), ("rich", rich())] {
+        assert_eq!(process.align(&ctx), linked.align(&ctx));
+        let mut group = c.benchmark_group(format!("align/{label}"));
+        group.bench_function("process isolation", |b| {
+            b.iter(|| process.align(black_box(&ctx)))
+        });
+        group.finish();
+    }
+    // What the round trip costs beyond the pipes: encoding the request (the reply is tiny).
+    let rich_ctx = rich();
+    c.bench_function("process: encode the rich request", |b| {
+        b.iter(|| encode(&Call::Align(WireContext::from(black_box(&rich_ctx)))))
+    });
+    c.bench_function("process: decode the rich request", |b| {
+        let frame = encode(&Call::Align(WireContext::from(&rich_ctx))).unwrap();
+        b.iter(|| {
+            serde_json::from_slice::<Call>(black_box(&frame[4..])).map(|call| match call {
+                Call::Align(wire) => wire.into_context().target_parallelism(),
+                _ => 0,
+            })
+        })
+    });
 
     c.bench_function("discover+load 2 plugins (warm)", |b| {
         b.iter(|| ModeRegistry::discover(black_box(dir.path())))

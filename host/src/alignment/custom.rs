@@ -19,6 +19,13 @@ pub trait HostMode: Send + Sync {
     fn align(&self, ctx: &AlignmentContext) -> Result<u32, ModeError>;
     /// Checks the mode's parameters when a configuration is loaded.
     fn validate(&self, params: &ModeParams) -> Result<(), ModeError>;
+    /// Why the mode must not be called at all right now, if so (a plugin mode quarantined
+    /// after repeated crashes or timeouts). The job then aligns that vertex with BALANCED and
+    /// says so with a `ModeFallback` event, instead of keeping a plugin that keeps failing in
+    /// the path of every decision. The text is the event's message: keep it stable.
+    fn unavailable(&self) -> Option<String> {
+        None
+    }
 }
 
 /// An SDK mode running in the host's own code (linked into the binary, or handed over by an

@@ -107,7 +107,39 @@ impl JobAlignment {
         .parallelism(ctx.target_parallelism(), ctx.target_parallelism())
     }
 
+    /// Aligns with BALANCED because the custom mode cannot be called now (`why`).
+    fn align_balanced_instead(
+        &self,
+        ctx: &AlignmentContext,
+        name: &str,
+        why: String,
+    ) -> AlignOutcome {
+        let balanced = JobAlignment {
+            job: self.job.clone(),
+            resolved: Resolved {
+                selection: Selection::BuiltIn(BuiltIn::Balanced),
+                params: self.resolved.params.clone(),
+            },
+        };
+        let mut outcome = balanced.decide(ctx);
+        let event = Event::new(
+            EventReason::ModeFallback,
+            Severity::Warning,
+            format!("mode `{name}` cannot be used, using BALANCED: {why}"),
+        )
+        .job(&self.job);
+        outcome.events.insert(0, event);
+        outcome.explanation.insert(
+            0,
+            format!("mode `{name}` cannot be used ({why}): BALANCED instead"),
+        );
+        outcome
+    }
+
     fn align_custom(&self, ctx: &AlignmentContext, name: &str, mode: &CustomMode) -> AlignOutcome {
+        if let Some(why) = mode.mode.unavailable() {
+            return self.align_balanced_instead(ctx, name, why);
+        }
         let t = u64::from(ctx.target_parallelism());
         let keep_target = |event: Event, applicable: bool, why: String| AlignOutcome {
             parallelism: ctx.target_parallelism(),

@@ -875,3 +875,83 @@ proptest! {
         prop_assert_eq!(u64::from(adv.decide(&cx).parallelism), expected);
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// A custom mode that cannot be called (a quarantined plugin mode).
+
+/// Answers 20 when called; says it is quarantined when `down` is set.
+struct Quarantinable {
+    down: std::sync::atomic::AtomicBool,
+}
+
+impl HostMode for Quarantinable {
+    fn is_applicable(&self, _: &AlignmentContext) -> Result<bool, ModeError> {
+        Ok(true)
+    }
+    fn align(&self, _: &AlignmentContext) -> Result<u32, ModeError> {
+        assert!(!self.down.load(std::sync::atomic::Ordering::Relaxed));
+        Ok(20)
+    }
+    fn validate(&self, _: &flowscale_sdk::ModeParams) -> Result<(), ModeError> {
+        Ok(())
+    }
+    fn unavailable(&self) -> Option<String> {
+        self.down
+            .load(std::sync::atomic::Ordering::Relaxed)
+            .then(|| "plugin mode `q` is quarantined".to_string())
+    }
+}
+
+struct OneMode(CustomMode);
+
+impl ModeCatalog for OneMode {
+    fn find(&self, id: &str) -> Option<CustomMode> {
+        (id == self.0.id).then(|| self.0.clone())
+    }
+    fn ids(&self) -> Vec<String> {
+        vec![self.0.id.clone()]
+    }
+}
+
+#[test]
+fn an_unavailable_custom_mode_aligns_with_balanced_and_says_so() {
+    let mode = Arc::new(Quarantinable {
+        down: std::sync::atomic::AtomicBool::new(false),
+    });
+    let catalog = OneMode(CustomMode {
+        id: "q".into(),
+        description: String::new(),
+        origin: ModeOrigin::Linked,
+        mode: Arc::clone(&mode) as Arc<dyn HostMode>,
+    });
+    let cfg = config(&[
+        ("scaling.alignment.mode", "mine"),
+        ("scaling.alignment.mode.mine.class", "q"),
+    ]);
+    let j = JobAlignment::resolve("job", &cfg, &catalog).expect("resolves");
+    let c = keyed(16, 24, 128);
+    let up = j.decide(&c);
+    assert_eq!((up.parallelism, up.mode.as_str()), (20, "q"));
+    assert!(up.events.is_empty());
+
+    mode.down.store(true, std::sync::atomic::Ordering::Relaxed);
+    let down = j.decide(&c);
+    assert_eq!(down.parallelism, mode_balanced_26());
+    assert_eq!(down.mode, "BALANCED");
+    assert_eq!(down.events.len(), 1, "{:?}", down.events);
+    assert_eq!(down.events[0].reason, EventReason::ModeFallback);
+    assert_eq!(down.events[0].job.as_deref(), Some("job"));
+    assert!(
+        down.events[0]
+            .message
+            .contains("`mine` cannot be used, using BALANCED")
+            && down.events[0].message.contains("quarantined"),
+        "{}",
+        down.events[0].message
+    );
+}
+
+/// BALANCED's answer for 16 -> 24 over 128 key groups (the first worked example).
+fn mode_balanced_26() -> u32 {
+    mode("BALANCED").decide(&keyed(16, 24, 128)).parallelism
+}

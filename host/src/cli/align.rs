@@ -7,10 +7,10 @@ use std::path::PathBuf;
 use flowscale_sdk::ShipStrategy;
 use serde::{Deserialize, Serialize};
 
-use super::catalog::{load_catalog, plugins_dir};
+use super::catalog::{isolation, load_catalog_isolated, plugins_dir};
 use super::exit_codes;
 use crate::alignment::{Aligner, AlignmentRequest, JobAlignment, ModeCatalog};
-use crate::config::{JobConfig, KeyError, Origin, load_fleet};
+use crate::config::{JobConfig, KeyError, Origin, PluginIsolation, load_fleet};
 use crate::events::Event;
 use crate::scaling::scaled_target;
 
@@ -73,6 +73,11 @@ pub struct AlignArgs {
     /// Plugins directory (default: the fleet's, else ./plugins).
     #[arg(long, env = "FLOWSCALE_PLUGINS_DIR")]
     plugins: Option<PathBuf>,
+    /// Where plugin modes run: in-process (default; a crashing plugin ends the host) or
+    /// process (a worker process per plugin file; crashes and hangs are contained). Overrides
+    /// the fleet's `[host] plugin-isolation`.
+    #[arg(long, value_name = "in-process|process")]
+    plugin_isolation: Option<PluginIsolation>,
     /// Print the answer as JSON (batch answers are always JSON lines).
     #[arg(long)]
     json: bool,
@@ -433,7 +438,7 @@ pub fn exec(args: AlignArgs) -> u8 {
     let (base, fleet_plugins) = match (&args.config, &args.job) {
         (Some(path), Some(job)) => match load_fleet(path) {
             Ok(fleet) => match fleet.job(job) {
-                Some(spec) => (spec.config.clone(), Some(fleet.host.plugins_dir.clone())),
+                Some(spec) => (spec.config.clone(), Some(fleet.host.clone())),
                 None => {
                     let names: Vec<&str> = fleet.jobs.iter().map(|j| j.name.as_str()).collect();
                     eprintln!(
@@ -451,10 +456,13 @@ pub fn exec(args: AlignArgs) -> u8 {
         },
         _ => (JobConfig::new(), None),
     };
-    let catalog = load_catalog(&plugins_dir(
-        args.plugins.as_deref(),
-        fleet_plugins.as_deref(),
-    ));
+    let catalog = load_catalog_isolated(
+        &plugins_dir(
+            args.plugins.as_deref(),
+            fleet_plugins.as_ref().map(|h| h.plugins_dir.as_path()),
+        ),
+        &isolation(args.plugin_isolation, fleet_plugins.as_ref()),
+    );
     if args.batch {
         return batch(&base, catalog.as_ref());
     }

@@ -3,8 +3,10 @@
 use std::path::{Path, PathBuf};
 
 use crate::alignment::ModeCatalog;
-use crate::config::DEFAULT_PLUGINS_DIR;
-use crate::plugins::ModeRegistry;
+use crate::config::{
+    DEFAULT_PLUGIN_CALL_TIMEOUT, DEFAULT_PLUGINS_DIR, HostSettings, PluginIsolation,
+};
+use crate::plugins::{Isolation, ModeRegistry};
 
 /// The plugins directory: `--plugins`, else the fleet's, else `plugins/` in the working directory.
 pub fn plugins_dir(flag: Option<&Path>, from_fleet: Option<&Path>) -> PathBuf {
@@ -13,9 +15,23 @@ pub fn plugins_dir(flag: Option<&Path>, from_fleet: Option<&Path>) -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(DEFAULT_PLUGINS_DIR))
 }
 
-/// The modes linked into the binary and those of the loadable plugins in `dir`. Each refused
-/// file is logged as a warning by discovery, and the others are used.
-pub fn load_catalog(dir: &Path) -> Box<dyn ModeCatalog + Send + Sync> {
-    let (registry, _reports) = ModeRegistry::discover(dir);
+/// Where plugins run: `--plugin-isolation`, else the fleet's `[host] plugin-isolation`, else
+/// in-process; calls are bounded by the fleet's `plugin-call-timeout` (default 1s).
+pub fn isolation(flag: Option<PluginIsolation>, host: Option<&HostSettings>) -> Isolation {
+    let chosen = flag
+        .or(host.map(|h| h.plugin_isolation))
+        .unwrap_or_default();
+    let timeout = host.map_or(DEFAULT_PLUGIN_CALL_TIMEOUT, |h| h.plugin_call_timeout);
+    Isolation::from_settings(chosen, timeout)
+}
+
+/// The modes linked into the binary and those of the loadable plugins in `dir`, loaded as
+/// `isolation` says. Each refused file is logged as a warning by discovery, and the others are
+/// used.
+pub fn load_catalog_isolated(
+    dir: &Path,
+    isolation: &Isolation,
+) -> Box<dyn ModeCatalog + Send + Sync> {
+    let (registry, _reports) = ModeRegistry::discover_with(dir, isolation);
     Box::new(registry)
 }

@@ -3,9 +3,9 @@
 
 use std::path::Path;
 
-use super::catalog::{load_catalog, plugins_dir};
+use super::catalog::{isolation, load_catalog_isolated, plugins_dir};
 use crate::alignment::ModeCatalog;
-use crate::config::{Diagnostic, EngineSpec, FleetReading, KeyPolicy, read_fleet};
+use crate::config::{Diagnostic, EngineSpec, FleetReading, KeyPolicy, PluginIsolation, read_fleet};
 use crate::plan::{FleetPlan, plan_fleet};
 use crate::runner::check_state_dir;
 
@@ -44,6 +44,8 @@ pub struct Checks {
     pub policy: KeyPolicy,
     /// Also look into the state directory (`validate`; `run` does when it opens it).
     pub state_dir: bool,
+    /// `--plugin-isolation`, over the file's `[host] plugin-isolation`.
+    pub isolation: Option<PluginIsolation>,
 }
 
 /// Reads, checks and plans the fleet file `file`. Problems found while reading do not stop the
@@ -68,10 +70,10 @@ pub fn check_fleet(file: &Path, plugins_flag: Option<&Path>, checks: Checks) -> 
         reading.errors.extend(state.errors);
         extra_warnings = state.warnings;
     }
-    let catalog = load_catalog(&plugins_dir(
-        plugins_flag,
-        Some(&reading.fleet.host.plugins_dir),
-    ));
+    let catalog = load_catalog_isolated(
+        &plugins_dir(plugins_flag, Some(&reading.fleet.host.plugins_dir)),
+        &isolation(checks.isolation, Some(&reading.fleet.host)),
+    );
     let mut checked = plan_reading(reading, catalog.as_ref());
     checked.warnings.extend(extra_warnings);
     checked.catalog = Some(catalog);

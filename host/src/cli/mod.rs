@@ -13,6 +13,7 @@ mod run;
 mod signals;
 mod simulate;
 mod validate;
+mod worker;
 
 use std::process::ExitCode;
 
@@ -38,6 +39,10 @@ enum Command {
     Plugins(plugins::PluginsArgs),
     /// Check a fleet configuration and report every problem with file, line and key.
     Validate(validate::ValidateArgs),
+    /// Serve one plugin file to a host over stdin/stdout (started by the host itself in
+    /// `process` isolation; not for people).
+    #[command(hide = true)]
+    PluginWorker(worker::WorkerArgs),
 }
 
 /// Runs the command line; what `main` calls.
@@ -60,6 +65,7 @@ pub fn main_impl() -> ExitCode {
         Command::Run(args) => run::exec(args),
         Command::Simulate(args) => simulate::exec(args),
         Command::Validate(args) => validate::exec(args),
+        Command::PluginWorker(args) => worker::exec(args),
     };
     ExitCode::from(code)
 }

@@ -13,7 +13,9 @@ use super::load::{Catalog, Checks, check_fleet};
 use super::reload::FleetWatcher;
 use super::signals::Signals;
 use crate::alignment::ModeCatalog;
-use crate::config::{ConfigErrors, DurationError, EngineSpec, KeyPolicy, parse_duration};
+use crate::config::{
+    ConfigErrors, DurationError, EngineSpec, KeyPolicy, PluginIsolation, parse_duration,
+};
 use crate::events::Event;
 use crate::plan::FleetPlan;
 use crate::runner::{
@@ -31,6 +33,11 @@ pub struct RunArgs {
     /// Plugins directory (default: the one the file names, else plugins/ beside it).
     #[arg(long, env = "FLOWSCALE_PLUGINS_DIR")]
     plugins: Option<PathBuf>,
+    /// Where plugin modes run: in-process (default; a crashing plugin ends the host) or
+    /// process (a worker process per plugin file; crashes and hangs are contained). Overrides
+    /// the fleet's `[host] plugin-isolation`.
+    #[arg(long, value_name = "in-process|process")]
+    plugin_isolation: Option<PluginIsolation>,
     /// Print JSON Lines (`{"type": "cycle" | "event" | "summary", "data": ...}`) instead of a
     /// readable log.
     #[arg(long)]
@@ -160,6 +167,7 @@ fn load_plan(args: &RunArgs) -> Option<(FleetPlan, Catalog)> {
         Checks {
             policy: key_policy(args),
             state_dir: false,
+            isolation: args.plugin_isolation,
         },
     );
     for warning in &checked.warnings {

@@ -9,12 +9,13 @@ use std::time::Duration;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Serialize;
 
-use super::catalog::{load_catalog, plugins_dir};
+use super::catalog::{isolation, load_catalog_isolated, plugins_dir};
 use super::exit_codes;
 use super::run::{parse_duration_arg, report_interrupted, stop_on_ctrl_c};
 use crate::alignment::{BuiltIn, ModeCatalog};
 use crate::config::{
-    DEFAULT_INTERVAL, EngineSpec, FleetConfig, HostSettings, JobConfig, JobSpec, Origin,
+    DEFAULT_INTERVAL, DEFAULT_PLUGIN_CALL_TIMEOUT, EngineSpec, FleetConfig, HostSettings,
+    JobConfig, JobSpec, Origin, PluginIsolation,
 };
 use crate::plan::plan_fleet;
 use crate::runner::{
@@ -55,6 +56,10 @@ pub struct SimulateArgs {
     /// Plugins directory (default: ./plugins).
     #[arg(long, env = "FLOWSCALE_PLUGINS_DIR")]
     plugins: Option<PathBuf>,
+    /// Where plugin modes run: in-process (default; a crashing plugin ends the host) or
+    /// process (a worker process per plugin file; crashes and hangs are contained).
+    #[arg(long, value_name = "in-process|process")]
+    plugin_isolation: Option<PluginIsolation>,
     /// Print the decisions of every run as they happen.
     #[arg(long)]
     verbose: bool,
@@ -96,7 +101,7 @@ pub fn exec(args: SimulateArgs) -> u8 {
         (None, true) => vec!["BALANCED".to_string()],
     };
     let dir = plugins_dir(args.plugins.as_deref(), None);
-    let catalog = load_catalog(&dir);
+    let catalog = load_catalog_isolated(&dir, &isolation(args.plugin_isolation, None));
     let mut base = JobConfig::new();
     for pair in &args.set {
         let Some((key, value)) = pair.split_once('=') else {
@@ -136,6 +141,8 @@ pub fn exec(args: SimulateArgs) -> u8 {
             plugins_dir: dir,
             interval: args.interval.unwrap_or(DEFAULT_INTERVAL),
             state_dir: None,
+            plugin_isolation: args.plugin_isolation.unwrap_or_default(),
+            plugin_call_timeout: DEFAULT_PLUGIN_CALL_TIMEOUT,
         },
         jobs,
         warnings: Vec::new(),

@@ -52,6 +52,7 @@ pub fn exec(args: ValidateArgs) -> u8 {
                 strict: args.strict,
             },
             state_dir: true,
+            isolation: None,
         },
     );
     let jobs = checked

@@ -4,6 +4,8 @@
 //! [host]
 //! plugins = "plugins"          # default: plugins/ beside this file
 //! interval = "10s"             # control-loop interval
+//! plugin-isolation = "process" # in-process (default) | process: a worker process per plugin
+//! plugin-call-timeout = "1s"   # deadline of one call into a plugin
 //!
 //! [defaults]                   # flat Flink-style keys for every job; a job's own keys win
 //! "scaling.alignment.mode" = "BALANCED"
@@ -30,6 +32,7 @@ use toml::de::{DeInteger, DeTable, DeValue};
 use super::closest::{closest, typo_of};
 use super::duration::{DurationRange, MAX_DURATION, format_duration, parse_duration};
 use super::errors::{ConfigErrors, Diagnostic};
+use super::isolation::{DEFAULT_PLUGIN_CALL_TIMEOUT, PluginIsolation};
 use super::job::{JobConfig, Origin};
 use super::keys::canonical_key;
 use super::known::{KeyPolicy, UnknownKey, check_key};
@@ -51,6 +54,15 @@ pub const INTERVAL_RANGE: DurationRange = DurationRange {
 /// `validate`, in the working directory for commands without a fleet file.
 pub const DEFAULT_PLUGINS_DIR: &str = "plugins";
 
+/// The keys of the `[host]` section.
+const HOST_KEYS: &[&str] = &[
+    "plugins",
+    "interval",
+    "state-dir",
+    "plugin-isolation",
+    "plugin-call-timeout",
+];
+
 /// The `[host]` section.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HostSettings {
@@ -60,6 +72,10 @@ pub struct HostSettings {
     pub interval: Duration,
     /// Where per-job state is persisted (in memory when unset).
     pub state_dir: Option<PathBuf>,
+    /// Where plugin code runs.
+    pub plugin_isolation: PluginIsolation,
+    /// The deadline of one call into a plugin.
+    pub plugin_call_timeout: Duration,
 }
 
 /// Which engine runs a job.
@@ -196,6 +212,8 @@ pub fn parse_fleet_with(
         plugins_dir: base.join(DEFAULT_PLUGINS_DIR),
         interval: DEFAULT_INTERVAL,
         state_dir: None,
+        plugin_isolation: PluginIsolation::default(),
+        plugin_call_timeout: DEFAULT_PLUGIN_CALL_TIMEOUT,
     };
     let mut defaults = JobConfig::new();
     let mut jobs = Vec::new();
@@ -421,7 +439,24 @@ impl Parser<'_> {
                     }
                     host.state_dir = dir;
                 }
-                other => self.unknown(key, other, "host", &["plugins", "interval", "state-dir"]),
+                "plugin-isolation" => {
+                    if let Some(text) = self.string(value, &path) {
+                        match text.parse() {
+                            Ok(isolation) => host.plugin_isolation = isolation,
+                            Err(err) => self.error(value, &path, &format!("{err}")),
+                        }
+                    }
+                }
+                "plugin-call-timeout" => {
+                    if let Some(d) = self.duration(value, &path) {
+                        if d.is_zero() || d > Duration::from_secs(3600) {
+                            self.error(value, &path, "must be greater than 0 and at most 1h");
+                        } else {
+                            host.plugin_call_timeout = d;
+                        }
+                    }
+                }
+                other => self.unknown(key, other, "host", HOST_KEYS),
             }
         }
     }
@@ -652,6 +687,29 @@ mod tests {
 
     fn parse(text: &str) -> Result<FleetConfig, ConfigErrors> {
         parse_fleet(Path::new("/etc/flowscale/fleet.toml"), text)
+    }
+
+    #[test]
+    fn plugin_isolation_and_call_timeout_default_and_parse() {
+        let fleet = parse("").expect("valid");
+        assert_eq!(fleet.host.plugin_isolation, PluginIsolation::InProcess);
+        assert_eq!(fleet.host.plugin_call_timeout, Duration::from_secs(1));
+        let fleet =
+            parse("[host]\nplugin-isolation = \"process\"\nplugin-call-timeout = \"250ms\"\n")
+                .expect("valid");
+        assert_eq!(fleet.host.plugin_isolation, PluginIsolation::Process);
+        assert_eq!(fleet.host.plugin_call_timeout, Duration::from_millis(250));
+        let all = parse("[host]\nplugin-isolation = \"jail\"\nplugin-call-timeout = \"0s\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            all.contains("fleet.toml:2: host.plugin-isolation: unknown plugin isolation `jail`"),
+            "{all}"
+        );
+        assert!(
+            all.contains("fleet.toml:3: host.plugin-call-timeout: must be greater than 0"),
+            "{all}"
+        );
     }
 
     #[test]

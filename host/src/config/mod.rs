@@ -5,6 +5,7 @@ mod closest;
 mod duration;
 mod errors;
 mod fleet;
+mod isolation;
 mod job;
 mod keys;
 mod known;
@@ -18,6 +19,7 @@ pub use fleet::{
     DEFAULT_INTERVAL, DEFAULT_PLUGINS_DIR, EngineSpec, FleetConfig, FleetReading, HostSettings,
     INTERVAL_RANGE, JobSpec, load_fleet, parse_fleet, parse_fleet_with, read_fleet,
 };
+pub use isolation::{DEFAULT_PLUGIN_CALL_TIMEOUT, PluginIsolation, UnknownIsolation};
 pub use job::{JobConfig, Origin};
 pub use keys::{CanonicalKey, canonical_key};
 pub use known::{KNOWN_KEYS, KeyPolicy, UnknownKey, check_key};

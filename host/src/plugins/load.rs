@@ -8,8 +8,9 @@ use std::sync::Arc;
 
 use abi_stable::library::{LibraryError, lib_header_from_path};
 use abi_stable::std_types::{RResult, RStr};
-use flowscale_sdk::abi::{ManifestInfo, PluginRootRef};
+use flowscale_sdk::abi::{HostLogger, LogLevel, ManifestInfo, PluginRootRef};
 
+use super::isolation::{self, Isolation};
 use super::mode::PluginMode;
 use super::report::{ModeSummary, PluginFileReport, PluginStatus, Refusal};
 use super::{ModeRegistry, logger, probe};
@@ -57,7 +58,11 @@ fn report_for(file: &Path, info: &ManifestInfo) -> PluginFileReport {
     }
 }
 
-pub(super) fn discover_into(registry: &mut ModeRegistry, dir: &Path) -> Vec<PluginFileReport> {
+pub(super) fn discover_into(
+    registry: &mut ModeRegistry,
+    dir: &Path,
+    isolation: &Isolation,
+) -> Vec<PluginFileReport> {
     let files = match candidates(dir) {
         Ok(files) => files,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -133,7 +138,17 @@ pub(super) fn discover_into(registry: &mut ModeRegistry, dir: &Path) -> Vec<Plug
         let Some(info) = &manifests[i] else { continue };
         let outcome = match &duplicate[i] {
             Some(refusal) => Err(refusal.clone()),
-            None => load(file, &resolved[i], info),
+            None => match isolation {
+                Isolation::InProcess => load(
+                    file,
+                    &resolved[i],
+                    info,
+                    logger::host_logger(),
+                    logger::max_level(),
+                ),
+                // The worker is handed the checked, resolved file; it checks it again itself.
+                Isolation::Process(options) => isolation::serve_file(&resolved[i], info, options),
+            },
         };
         match outcome {
             Ok(modes) => {
@@ -155,13 +170,33 @@ pub(super) fn discover_into(registry: &mut ModeRegistry, dir: &Path) -> Vec<Plug
     reports
 }
 
+/// Checks, probes and loads one file as discovery does, with the plugin's log records going to
+/// `log`: what a plugin worker does with the one file it serves.
+pub(in crate::plugins) fn load_file(
+    file: &Path,
+    log: HostLogger,
+    max_level: LogLevel,
+) -> Result<(ManifestInfo, Vec<CustomMode>), Refusal> {
+    let (info, real) = probe::probe_file(file)?;
+    probe::check_manifest(&info)?;
+    let modes = load(file, &real, &info, log, max_level)?;
+    Ok((info, modes))
+}
+
 /// Maps the library at `real` (the checked, resolved path of `file`) for good, checks it with
-/// abi_stable and creates its modes; they name `file`, as the user listed it.
-fn load(file: &Path, real: &Path, info: &ManifestInfo) -> Result<Vec<CustomMode>, Refusal> {
+/// abi_stable and creates its modes; they name `file`, as the user listed it, and the plugin
+/// logs through `log`.
+fn load(
+    file: &Path,
+    real: &Path,
+    info: &ManifestInfo,
+    log: HostLogger,
+    max_level: LogLevel,
+) -> Result<Vec<CustomMode>, Refusal> {
     let root = lib_header_from_path(real)
         .and_then(|header| header.init_root_module::<PluginRootRef>())
         .map_err(|e| abi_refusal(&e))?;
-    (root.install_logger())(logger::host_logger(), logger::max_level());
+    (root.install_logger())(log, max_level);
     let new_mode = root.new_mode();
     let mut modes = Vec::with_capacity(info.modes.len());
     for (id, description) in &info.modes {

@@ -10,15 +10,20 @@ use tracing::level_filters::LevelFilter;
 extern "C" fn forward(level: u8, target: RStr<'_>, message: RStr<'_>) {
     // Nothing may unwind back into the plugin.
     let _ = catch_unwind(AssertUnwindSafe(|| {
-        let (target, message) = (target.as_str(), message.as_str());
-        match level {
-            1 => tracing::error!(target: "flowscale::plugin", plugin_target = target, "{message}"),
-            2 => tracing::warn!(target: "flowscale::plugin", plugin_target = target, "{message}"),
-            3 => tracing::info!(target: "flowscale::plugin", plugin_target = target, "{message}"),
-            4 => tracing::debug!(target: "flowscale::plugin", plugin_target = target, "{message}"),
-            _ => tracing::trace!(target: "flowscale::plugin", plugin_target = target, "{message}"),
-        }
+        emit(level, target.as_str(), message.as_str())
     }));
+}
+
+/// Re-emits one plugin record (level 1 error ... 5 trace) in the host's `tracing`: what the
+/// callback does in-process, and what the supervisor does with a worker's log frames.
+pub(super) fn emit(level: u8, target: &str, message: &str) {
+    match level {
+        1 => tracing::error!(target: "flowscale::plugin", plugin_target = target, "{message}"),
+        2 => tracing::warn!(target: "flowscale::plugin", plugin_target = target, "{message}"),
+        3 => tracing::info!(target: "flowscale::plugin", plugin_target = target, "{message}"),
+        4 => tracing::debug!(target: "flowscale::plugin", plugin_target = target, "{message}"),
+        _ => tracing::trace!(target: "flowscale::plugin", plugin_target = target, "{message}"),
+    }
 }
 
 /// The callback handed to every plugin.

@@ -27,12 +27,17 @@
 //! Libraries that reach step 4 stay mapped for the life of the process (abi_stable never
 //! unloads), so there is no in-process hot reload: restart to pick up changed plugins.
 //!
+//! In `process` isolation ([`isolation`]), step 4 happens in a worker process per file instead
+//! (the same code, see [`isolation::serve`]): the host only probes the file, and a refusal of
+//! the worker is reported like any other.
+//!
 //! # Faults
 //!
 //! A plugin mode is wrapped so that nothing it does unwinds into the host: a panic inside it is
 //! caught in the plugin (by the SDK) and comes back as `Err(ModeError)` naming the panic. What a
 //! mode returns is checked by the alignment guard, not here.
 
+pub mod isolation;
 mod load;
 mod logger;
 mod mode;
@@ -45,9 +50,11 @@ use std::path::Path;
 use std::sync::Arc;
 
 use flowscale_sdk::AlignmentMode;
+use flowscale_sdk::abi::{HostLogger, LogLevel, ManifestInfo};
 
 use crate::alignment::{CustomMode, ModeCatalog};
 
+pub use isolation::Isolation;
 pub use report::{ModeSummary, PluginFileReport, PluginStatus, Refusal};
 pub use trust::{Distrust, PathKind};
 
@@ -81,6 +88,16 @@ pub struct LinkedMode {
 }
 
 inventory::collect!(LinkedMode);
+
+/// Probes and loads one plugin file into this process as discovery does, the plugin logging
+/// through `log`: what a plugin worker runs ([`isolation::Loader`]).
+pub fn load_file(
+    file: &Path,
+    log: HostLogger,
+    max_level: LogLevel,
+) -> Result<(ManifestInfo, Vec<CustomMode>), Refusal> {
+    load::load_file(file, log, max_level)
+}
 
 /// The modes available by implementation id.
 #[derive(Debug, Clone, Default)]
@@ -122,8 +139,16 @@ impl ModeRegistry {
     /// that does not exist yields no reports; one that cannot be read yields a refused report
     /// for the directory itself.
     pub fn discover(dir: &Path) -> (ModeRegistry, Vec<PluginFileReport>) {
+        ModeRegistry::discover_with(dir, &Isolation::InProcess)
+    }
+
+    /// [`ModeRegistry::discover`], with the plugin files loaded as `isolation` says.
+    pub fn discover_with(
+        dir: &Path,
+        isolation: &Isolation,
+    ) -> (ModeRegistry, Vec<PluginFileReport>) {
         let mut registry = ModeRegistry::linked();
-        let reports = load::discover_into(&mut registry, dir);
+        let reports = load::discover_into(&mut registry, dir, isolation);
         (registry, reports)
     }
 

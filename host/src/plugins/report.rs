@@ -121,6 +121,9 @@ pub enum Refusal {
     /// The same id twice in one file.
     #[error("exports implementation id `{0}` twice; rename one of them")]
     DuplicateInFile(String),
+    /// In `process` isolation: the file's worker could not be started or refused the file.
+    #[error("{0}")]
+    Worker(String),
     /// The same id in another file or among the linked modes.
     #[error(
         "implementation id `{id}` is also exported by {other}; neither is loaded: remove or \
@@ -154,7 +157,7 @@ pub enum Refusal {
 }
 
 impl Refusal {
-    fn details(&self) -> Option<&str> {
+    pub(in crate::plugins) fn details(&self) -> Option<&str> {
         match self {
             Refusal::Abi { details, .. } => Some(details),
             _ => None,

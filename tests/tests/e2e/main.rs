@@ -1,9 +1,9 @@
 //! End-to-end tests: build what a user builds, run the `flowscale` command line as a user does.
 //!
 //! Where things go: `align` for the alignment command, `validate` for configuration checking,
-//! `plugin_loading` for the plugins directory, `run` for `run` and `simulate`, `state` for
-//! `run` with a state directory (killed, corrupted, locked), `reload` for a fleet file edited
-//! while `run` runs, `flink` for `flowscale run` against
+//! `plugin_loading` for the plugins directory, `isolation` for plugins in worker processes,
+//! `run` for `run` and `simulate`, `state` for `run` with a state directory (killed, corrupted,
+//! locked), `reload` for a fleet file edited while `run` runs, `flink` for `flowscale run` against
 //! a real Flink cluster (`#[ignore]`d: it runs with `--ignored` and `FLOWSCALE_FLINK_E2E=1`).
 //! Shared helpers live in `harness`; `fake_flink` serves a Flink REST API for wall-clock jobs
 //! without a cluster.
@@ -12,6 +12,7 @@ mod align;
 mod fake_flink;
 mod flink;
 mod harness;
+mod isolation;
 mod plugin_loading;
 mod readme;
 mod reload;

@@ -1,0 +1,137 @@
+//! Process isolation of plugins: each plugin file served by a worker process of its own, so
+//! that a plugin that crashes or hangs costs a decision of the jobs that use it, not the host.
+//!
+//! * [`protocol`]: frames and messages on the worker's pipes.
+//! * [`worker`]: the worker side (`flowscale plugin-worker FILE`).
+//! * [`supervisor`]: starting, calling under a deadline, restarting and quarantining workers.
+//!
+//! A mode of an isolated plugin is registered like any other, as a [`HostMode`] that forwards
+//! each call to its file's supervisor: alignment does not know where the mode runs.
+
+pub mod protocol;
+pub mod supervisor;
+pub mod worker;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use flowscale_sdk::abi::ManifestInfo;
+use flowscale_sdk::{AlignmentContext, ModeError, ModeParams};
+
+use self::protocol::{Call, Outcome, WireContext, WireParams};
+pub use self::supervisor::{CallError, Fault, IsolationOptions, Supervisor, signal_name};
+pub use self::worker::{Loader, WorkerLimits, serve};
+use crate::alignment::{CustomMode, HostMode, ModeOrigin};
+use crate::config::PluginIsolation;
+use crate::plugins::Refusal;
+
+/// Where discovery puts the plugins it loads.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Isolation {
+    /// Into the host.
+    #[default]
+    InProcess,
+    /// Into a worker process per file.
+    Process(IsolationOptions),
+}
+
+impl Isolation {
+    /// The isolation a fleet's `[host]` section (or a command-line flag) asks for.
+    pub fn from_settings(isolation: PluginIsolation, call_timeout: Duration) -> Isolation {
+        match isolation {
+            PluginIsolation::InProcess => Isolation::InProcess,
+            PluginIsolation::Process => Isolation::Process(IsolationOptions::new(call_timeout)),
+        }
+    }
+}
+
+/// Starts the worker of `file` (already probed by discovery) and registers its modes. The
+/// worker's own load is the one that counts: if it refuses the file, so does discovery.
+pub(super) fn serve_file(
+    file: &Path,
+    info: &ManifestInfo,
+    options: &IsolationOptions,
+) -> Result<Vec<CustomMode>, Refusal> {
+    let (supervisor, hello) = Supervisor::start(file, options.clone()).map_err(|fault| {
+        Refusal::Worker(match fault {
+            Fault::Refused(reason) => reason,
+            other => other.to_string(),
+        })
+    })?;
+    let exported: Vec<&str> = hello.modes.iter().map(|m| m.id.as_str()).collect();
+    let probed: Vec<&str> = info.modes.iter().map(|(id, _)| id.as_str()).collect();
+    if exported != probed {
+        return Err(Refusal::Worker(format!(
+            "the worker loaded modes {exported:?}, the manifest lists {probed:?} (was the file \
+             replaced during discovery?)"
+        )));
+    }
+    let supervisor = Arc::new(supervisor);
+    Ok(hello
+        .modes
+        .into_iter()
+        .map(|mode| CustomMode {
+            id: mode.id.clone(),
+            description: mode.description,
+            origin: ModeOrigin::Plugin {
+                file: file.to_path_buf(),
+                plugin: hello.plugin.clone(),
+                version: hello.version.clone(),
+            },
+            mode: Arc::new(ProcessMode {
+                id: mode.id,
+                supervisor: Arc::clone(&supervisor),
+            }),
+        })
+        .collect())
+}
+
+/// A mode of an isolated plugin: each call is a request to the file's worker.
+pub struct ProcessMode {
+    id: String,
+    supervisor: Arc<Supervisor>,
+}
+
+impl ProcessMode {
+    fn call(&self, call: Call) -> Result<Outcome, ModeError> {
+        match self.supervisor.call(&self.id, call) {
+            Ok(Outcome::Error(message)) => Err(ModeError::new(message)),
+            Ok(outcome) => Ok(outcome),
+            Err(err) => Err(ModeError::new(err.to_string())),
+        }
+    }
+
+    fn unexpected(call: &str, outcome: Outcome) -> ModeError {
+        ModeError::new(format!(
+            "the plugin worker answered {call} with {outcome:?}"
+        ))
+    }
+}
+
+impl HostMode for ProcessMode {
+    fn is_applicable(&self, ctx: &AlignmentContext) -> Result<bool, ModeError> {
+        match self.call(Call::IsApplicable(WireContext::from(ctx)))? {
+            Outcome::Applicable(applicable) => Ok(applicable),
+            other => Err(Self::unexpected("is_applicable", other)),
+        }
+    }
+
+    fn align(&self, ctx: &AlignmentContext) -> Result<u32, ModeError> {
+        match self.call(Call::Align(WireContext::from(ctx)))? {
+            Outcome::Aligned(p) => Ok(p),
+            other => Err(Self::unexpected("align", other)),
+        }
+    }
+
+    fn validate(&self, params: &ModeParams) -> Result<(), ModeError> {
+        match self.call(Call::Validate(WireParams::from(params)))? {
+            Outcome::Valid => Ok(()),
+            other => Err(Self::unexpected("validate", other)),
+        }
+    }
+
+    fn unavailable(&self) -> Option<String> {
+        self.supervisor.quarantined(&self.id)
+    }
+}

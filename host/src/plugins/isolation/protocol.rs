@@ -1,0 +1,595 @@
+//! The protocol between the host and a plugin worker, over the worker's stdin (requests) and
+//! stdout (everything else).
+//!
+//! # Frames
+//!
+//! Every message is one frame: a 4-byte little-endian length, then that many bytes of JSON.
+//! A length above [`MAX_FRAME`] is a protocol error (a worker whose stdout was corrupted must
+//! not make the host allocate gigabytes). Bodies are JSON because `serde_json` is already a
+//! dependency of the host, the messages stay readable in a hex dump, and encoding plus decoding
+//! the realistic context takes a few microseconds, well below the cost of the round trip
+//! through two pipes (see the `plugin_call` bench).
+//!
+//! # Conversation
+//!
+//! 1. The worker loads its plugin file, then sends [`WorkerMessage::Hello`] (protocol version,
+//!    plugin, modes) or [`WorkerMessage::Refused`] (why the file cannot be loaded) and exits.
+//! 2. The host sends one [`Request`] at a time; the worker answers it with a
+//!    [`WorkerMessage::Reply`] carrying the same id. Any number of [`WorkerMessage::Log`]
+//!    frames (the plugin's log records) may come before a reply.
+//! 3. The host closes the worker's stdin to end it.
+
+use std::collections::BTreeMap;
+use std::io::{self, Read, Write};
+use std::sync::Arc;
+
+use flowscale_sdk::{
+    AlignmentContext, EvaluatedMetric, JobTopology, ModeParams, ShipStrategy, TopologyEdge,
+    TopologyVertex,
+};
+use serde::{Deserialize, Serialize};
+
+/// The protocol version; the host refuses a worker that speaks another one (a binary replaced
+/// under a running host).
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// The largest frame either side accepts.
+pub const MAX_FRAME: usize = 16 << 20;
+
+/// Why a frame could not be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum FrameError {
+    /// The pipe closed at a frame boundary.
+    #[error("the pipe was closed")]
+    Closed,
+    /// The pipe closed inside a frame.
+    #[error("the pipe was closed in the middle of a frame")]
+    Truncated,
+    /// A length above [`MAX_FRAME`].
+    #[error("a frame of {0} bytes, above the limit of {MAX_FRAME}")]
+    TooLarge(usize),
+    /// A body that is not the expected JSON.
+    #[error("an undecodable frame: {0}")]
+    Decode(#[from] serde_json::Error),
+    /// The pipe failed.
+    #[error("{0}")]
+    Io(#[from] io::Error),
+}
+
+/// Encodes `message` as one frame (length prefix included).
+pub fn encode<T: Serialize>(message: &T) -> Result<Vec<u8>, FrameError> {
+    let mut frame = vec![0u8; 4];
+    serde_json::to_writer(&mut frame, message)?;
+    let len = frame.len() - 4;
+    if len > MAX_FRAME {
+        return Err(FrameError::TooLarge(len));
+    }
+    frame[..4].copy_from_slice(&(len as u32).to_le_bytes());
+    Ok(frame)
+}
+
+/// Writes `message` as one frame and flushes it.
+pub fn write_frame<T: Serialize>(out: &mut impl Write, message: &T) -> Result<(), FrameError> {
+    out.write_all(&encode(message)?)?;
+    out.flush()?;
+    Ok(())
+}
+
+/// Reads one frame, blocking (the worker's side: it has nothing else to do).
+pub fn read_frame<T: for<'de> Deserialize<'de>>(input: &mut impl Read) -> Result<T, FrameError> {
+    let mut len = [0u8; 4];
+    let mut got = 0;
+    while got < 4 {
+        match input.read(&mut len[got..]) {
+            Ok(0) if got == 0 => return Err(FrameError::Closed),
+            Ok(0) => return Err(FrameError::Truncated),
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let len = u32::from_le_bytes(len) as usize;
+    if len > MAX_FRAME {
+        return Err(FrameError::TooLarge(len));
+    }
+    let mut body = vec![0u8; len];
+    input.read_exact(&mut body).map_err(|e| match e.kind() {
+        io::ErrorKind::UnexpectedEof => FrameError::Truncated,
+        _ => FrameError::Io(e),
+    })?;
+    Ok(serde_json::from_slice(&body)?)
+}
+
+/// Bytes received but not yet decoded: the host reads the worker's stdout in whatever pieces
+/// the pipe delivers (under a deadline) and takes whole frames out of this buffer.
+#[derive(Debug, Default)]
+pub struct FrameBuffer {
+    bytes: Vec<u8>,
+}
+
+impl FrameBuffer {
+    /// Appends what was read.
+    pub fn extend(&mut self, data: &[u8]) {
+        self.bytes.extend_from_slice(data);
+    }
+
+    /// True when nothing is buffered (a close now is at a frame boundary).
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+
+    /// The next whole frame, decoded, if one is buffered.
+    pub fn take_frame<T: for<'de> Deserialize<'de>>(&mut self) -> Result<Option<T>, FrameError> {
+        let Some(len) = self.bytes.get(..4) else {
+            return Ok(None);
+        };
+        let len = u32::from_le_bytes([len[0], len[1], len[2], len[3]]) as usize;
+        if len > MAX_FRAME {
+            return Err(FrameError::TooLarge(len));
+        }
+        if self.bytes.len() < 4 + len {
+            return Ok(None);
+        }
+        let decoded = serde_json::from_slice(&self.bytes[4..4 + len]);
+        self.bytes.drain(..4 + len);
+        Ok(Some(decoded?))
+    }
+}
+
+/// One mode a plugin file exports.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WireMode {
+    /// The implementation id.
+    pub id: String,
+    /// The one-line description.
+    pub description: String,
+}
+
+/// What a worker sends.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum WorkerMessage {
+    /// The plugin is loaded and its modes are ready.
+    Hello {
+        /// [`PROTOCOL_VERSION`] of the worker.
+        protocol: u32,
+        /// The plugin's name.
+        plugin: String,
+        /// The plugin's version.
+        version: String,
+        /// The modes it exports.
+        modes: Vec<WireMode>,
+    },
+    /// The file cannot be loaded; the worker exits after this.
+    Refused {
+        /// The one-line reason, as discovery in the host would give it.
+        reason: String,
+        /// The full text behind a condensed reason (abi_stable's layout report).
+        details: Option<String>,
+    },
+    /// A log record of the plugin.
+    Log {
+        /// 1 error, 2 warn, 3 info, 4 debug, 5 trace.
+        level: u8,
+        /// The plugin-side target.
+        target: String,
+        /// The message.
+        message: String,
+    },
+    /// The answer to the request with the same id.
+    Reply {
+        /// The request's id.
+        id: u64,
+        /// The answer.
+        outcome: Outcome,
+    },
+}
+
+/// The answer to one call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// `is_applicable` answered.
+    Applicable(bool),
+    /// `align` answered.
+    Aligned(u32),
+    /// `validate` accepted the parameters.
+    Valid,
+    /// The call returned an error (a mode's error, or a panic the SDK caught).
+    Error(String),
+}
+
+/// What the host sends.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Request {
+    /// Echoed in the reply.
+    pub id: u64,
+    /// The implementation id of the mode to call.
+    pub mode: String,
+    /// The call.
+    pub call: Call,
+}
+
+/// One call of the host-side mode interface.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Call {
+    /// `is_applicable(ctx)`.
+    IsApplicable(WireContext),
+    /// `align(ctx)`.
+    Align(WireContext),
+    /// `validate(params)`.
+    Validate(WireParams),
+}
+
+impl Call {
+    /// The method's name, for messages.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Call::IsApplicable(_) => "is_applicable",
+            Call::Align(_) => "align",
+            Call::Validate(_) => "validate",
+        }
+    }
+}
+
+/// A mode's parameters on the wire.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WireParams {
+    /// The mode name they were selected under.
+    pub mode_name: String,
+    /// The prefix-stripped entries.
+    pub entries: BTreeMap<String, String>,
+}
+
+impl From<&ModeParams> for WireParams {
+    fn from(params: &ModeParams) -> WireParams {
+        WireParams {
+            mode_name: params.mode_name().to_string(),
+            entries: params
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        }
+    }
+}
+
+impl From<WireParams> for ModeParams {
+    fn from(params: WireParams) -> ModeParams {
+        ModeParams::new(params.mode_name, params.entries)
+    }
+}
+
+/// One metric on the wire; JSON has no NaN, so a missing half is `null`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WireMetric {
+    /// The metric's name.
+    pub name: String,
+    /// The latest value (None for NaN).
+    pub current: Option<f64>,
+    /// The window average (None for NaN).
+    pub average: Option<f64>,
+}
+
+/// A vertex of the job graph on the wire.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WireVertex {
+    /// Engine id.
+    pub id: String,
+    /// Name.
+    pub name: String,
+    /// Current parallelism.
+    pub parallelism: u32,
+    /// Key groups.
+    pub max_parallelism: u32,
+    /// Source partitions (0: none).
+    pub source_partitions: u32,
+}
+
+/// An edge of the job graph on the wire; ship strategies travel by their Flink names, which
+/// [`ShipStrategy::parse`] reads back (an unknown one reads as `Unknown`, as everywhere).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WireEdge {
+    /// Upstream vertex id.
+    pub from: String,
+    /// Downstream vertex id.
+    pub to: String,
+    /// Ship strategy.
+    pub ship: String,
+}
+
+/// An [`AlignmentContext`] on the wire: every accessor's value.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WireContext {
+    /// Job name.
+    pub job: String,
+    /// Vertex id.
+    pub vertex_id: String,
+    /// Vertex name.
+    pub vertex_name: String,
+    /// Current parallelism.
+    pub current: u32,
+    /// Computed target.
+    pub target: u32,
+    /// Source partitions.
+    pub source_partitions: u32,
+    /// Key groups.
+    pub max_parallelism: u32,
+    /// Lower limit.
+    pub lower: u32,
+    /// Upper limit.
+    pub upper: u32,
+    /// Input ship strategies.
+    pub inputs: Vec<String>,
+    /// Evaluated metrics.
+    pub metrics: Vec<WireMetric>,
+    /// Job graph vertices.
+    pub vertices: Vec<WireVertex>,
+    /// Job graph edges.
+    pub edges: Vec<WireEdge>,
+    /// Mode parameters.
+    pub params: WireParams,
+}
+
+fn finite(value: f64) -> Option<f64> {
+    value.is_finite().then_some(value)
+}
+
+impl From<&AlignmentContext> for WireContext {
+    fn from(ctx: &AlignmentContext) -> WireContext {
+        let topology = ctx.topology();
+        WireContext {
+            job: ctx.job_name().to_string(),
+            vertex_id: ctx.vertex_id().to_string(),
+            vertex_name: ctx.vertex_name().to_string(),
+            current: ctx.current_parallelism(),
+            target: ctx.target_parallelism(),
+            source_partitions: ctx.source_partitions(),
+            max_parallelism: ctx.max_parallelism(),
+            lower: ctx.lower_limit(),
+            upper: ctx.upper_limit(),
+            inputs: ctx
+                .input_ship_strategies()
+                .iter()
+                .map(ToString::to_string)
+                .collect(),
+            metrics: ctx
+                .metrics()
+                .iter()
+                .map(|(name, m)| WireMetric {
+                    name: name.clone(),
+                    current: finite(m.current),
+                    average: finite(m.average),
+                })
+                .collect(),
+            vertices: topology
+                .vertices
+                .iter()
+                .map(|v| WireVertex {
+                    id: v.id.clone(),
+                    name: v.name.clone(),
+                    parallelism: v.parallelism,
+                    max_parallelism: v.max_parallelism,
+                    source_partitions: v.source_partitions,
+                })
+                .collect(),
+            edges: topology
+                .edges
+                .iter()
+                .map(|e| WireEdge {
+                    from: e.from.clone(),
+                    to: e.to.clone(),
+                    ship: e.ship_strategy.to_string(),
+                })
+                .collect(),
+            params: WireParams::from(ctx.params()),
+        }
+    }
+}
+
+impl WireContext {
+    /// The context the plugin sees (infinite metric values travel as NaN: the evaluation does
+    /// not produce them).
+    pub fn into_context(self) -> AlignmentContext {
+        let topology = JobTopology {
+            vertices: self
+                .vertices
+                .into_iter()
+                .map(|v| TopologyVertex {
+                    id: v.id,
+                    name: v.name,
+                    parallelism: v.parallelism,
+                    max_parallelism: v.max_parallelism,
+                    source_partitions: v.source_partitions,
+                })
+                .collect(),
+            edges: self
+                .edges
+                .into_iter()
+                .map(|e| TopologyEdge {
+                    from: e.from,
+                    to: e.to,
+                    ship_strategy: ShipStrategy::parse(&e.ship),
+                })
+                .collect(),
+        };
+        AlignmentContext::builder(self.current, self.target, self.max_parallelism)
+            .identity(self.job, self.vertex_id, self.vertex_name)
+            .source_partitions(self.source_partitions)
+            .limits(self.lower, self.upper)
+            .input_ship_strategies(self.inputs.iter().map(|s| ShipStrategy::parse(s)).collect())
+            .metrics(
+                self.metrics
+                    .into_iter()
+                    .map(|m| {
+                        (
+                            m.name,
+                            EvaluatedMetric {
+                                current: m.current.unwrap_or(f64::NAN),
+                                average: m.average.unwrap_or(f64::NAN),
+                            },
+                        )
+                    })
+                    .collect(),
+            )
+            .shared_topology(Arc::new(topology))
+            .params(self.params.into())
+            .build()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rich() -> AlignmentContext {
+        AlignmentContext::builder(16, 24, 1024)
+            .identity("orders", "v2", "operator 2")
+            .source_partitions(0)
+            .limits(2, 200)
+            .input_ship_strategies(vec![
+                ShipStrategy::Custom { buckets: 128 },
+                ShipStrategy::Hash,
+            ])
+            .metrics(vec![
+                (
+                    "LOAD".into(),
+                    EvaluatedMetric {
+                        current: 0.5,
+                        average: f64::NAN,
+                    },
+                ),
+                (
+                    "LAG".into(),
+                    EvaluatedMetric {
+                        current: 3.0,
+                        average: 2.5,
+                    },
+                ),
+            ])
+            .topology(JobTopology {
+                vertices: vec![TopologyVertex {
+                    id: "v2".into(),
+                    name: "operator 2".into(),
+                    parallelism: 16,
+                    max_parallelism: 1024,
+                    source_partitions: 0,
+                }],
+                edges: vec![TopologyEdge {
+                    from: "v1".into(),
+                    to: "v2".into(),
+                    ship_strategy: ShipStrategy::Custom { buckets: 48 },
+                }],
+            })
+            .params(ModeParams::new(
+                "buckets",
+                BTreeMap::from([("rule".to_string(), "DIVISOR".to_string())]),
+            ))
+            .build()
+    }
+
+    #[test]
+    fn a_context_survives_the_wire_with_nan_metrics() {
+        let ctx = rich();
+        let frame = encode(&Call::Align(WireContext::from(&ctx))).unwrap();
+        let mut buffer = FrameBuffer::default();
+        buffer.extend(&frame);
+        let Some(Call::Align(wire)) = buffer.take_frame::<Call>().unwrap() else {
+            panic!("an align call")
+        };
+        assert!(buffer.is_empty());
+        let back = wire.into_context();
+        assert_eq!(back.job_name(), "orders");
+        assert_eq!(back.vertex_id(), "v2");
+        assert_eq!(back.limits_pair(), (2, 200));
+        assert_eq!(back.input_ship_strategies(), ctx.input_ship_strategies());
+        assert_eq!(back.metric("LAG"), ctx.metric("LAG"));
+        assert!(back.metric("LOAD").unwrap().average.is_nan());
+        assert_eq!(back.topology(), ctx.topology());
+        assert_eq!(back.params(), ctx.params());
+        assert_eq!(back.alignment_cap(), ctx.alignment_cap());
+    }
+
+    trait Limits {
+        fn limits_pair(&self) -> (u32, u32);
+    }
+    impl Limits for AlignmentContext {
+        fn limits_pair(&self) -> (u32, u32) {
+            (self.lower_limit(), self.upper_limit())
+        }
+    }
+
+    #[test]
+    fn frames_arrive_in_pieces_and_several_at_once() {
+        let a = encode(&WorkerMessage::Log {
+            level: 2,
+            target: "p".into(),
+            message: "hi".into(),
+        })
+        .unwrap();
+        let b = encode(&WorkerMessage::Reply {
+            id: 7,
+            outcome: Outcome::Aligned(12),
+        })
+        .unwrap();
+        let all: Vec<u8> = a.iter().chain(&b).copied().collect();
+        let mut buffer = FrameBuffer::default();
+        buffer.extend(&all[..3]);
+        assert_eq!(buffer.take_frame::<WorkerMessage>().unwrap(), None);
+        buffer.extend(&all[3..a.len() + 2]);
+        assert!(matches!(
+            buffer.take_frame::<WorkerMessage>().unwrap(),
+            Some(WorkerMessage::Log { level: 2, .. })
+        ));
+        assert_eq!(buffer.take_frame::<WorkerMessage>().unwrap(), None);
+        buffer.extend(&all[a.len() + 2..]);
+        assert_eq!(
+            buffer.take_frame::<WorkerMessage>().unwrap(),
+            Some(WorkerMessage::Reply {
+                id: 7,
+                outcome: Outcome::Aligned(12)
+            })
+        );
+        // The blocking reader reads the same bytes.
+        let mut input = &all[..];
+        assert!(matches!(
+            read_frame::<WorkerMessage>(&mut input).unwrap(),
+            WorkerMessage::Log { .. }
+        ));
+        assert!(matches!(
+            read_frame::<WorkerMessage>(&mut input).unwrap(),
+            WorkerMessage::Reply { id: 7, .. }
+        ));
+        assert!(matches!(
+            read_frame::<WorkerMessage>(&mut input),
+            Err(FrameError::Closed)
+        ));
+    }
+
+    #[test]
+    fn garbage_is_an_error_never_a_panic() {
+        let mut buffer = FrameBuffer::default();
+        buffer.extend(&u32::MAX.to_le_bytes());
+        assert!(matches!(
+            buffer.take_frame::<WorkerMessage>(),
+            Err(FrameError::TooLarge(_))
+        ));
+        let mut buffer = FrameBuffer::default();
+        buffer.extend(&3u32.to_le_bytes());
+        buffer.extend(b"{x}");
+        assert!(matches!(
+            buffer.take_frame::<WorkerMessage>(),
+            Err(FrameError::Decode(_))
+        ));
+        let mut truncated: &[u8] = &[5, 0, 0, 0, b'{'];
+        assert!(matches!(
+            read_frame::<WorkerMessage>(&mut truncated),
+            Err(FrameError::Truncated)
+        ));
+        let mut short_len: &[u8] = &[5, 0];
+        assert!(matches!(
+            read_frame::<WorkerMessage>(&mut short_len),
+            Err(FrameError::Truncated)
+        ));
+    }
+}

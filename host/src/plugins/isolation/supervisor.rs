@@ -1,0 +1,712 @@
+//! The host side of one plugin file in `process` isolation: starts its worker, makes each call
+//! under a deadline, and deals with what goes wrong.
+//!
+//! * One worker per file serves every mode of the file, one call at a time (the lock is held
+//!   for the call; a job waiting for it does not spend its own deadline meanwhile).
+//! * A worker that dies during a call, misses the deadline or breaks the protocol is killed
+//!   and reaped; the call fails with a [`Fault`] that says what happened (the signal's name,
+//!   "timed out after 1s"...). The next call starts a new worker, no sooner than the restart
+//!   backoff (doubling from [`IsolationOptions::backoff_min`] up to `backoff_max`, reset by a
+//!   successful call), so a worker that crashes at start-up cannot make the host spin.
+//! * A mode with [`IsolationOptions::quarantine_after`] faults within `quarantine_window` is
+//!   quarantined for `quarantine_for`: it is not called at all meanwhile
+//!   ([`Supervisor::quarantined`]), and the jobs that use it align with BALANCED.
+//! * `RLIMIT_CPU` counts CPU time over a worker's whole life, so a healthy worker would hit it
+//!   eventually: once the calls it served add up to half the limit, the worker is retired
+//!   (stdin closed) and the next call starts a fresh one. That is not a fault.
+
+use std::collections::{HashMap, VecDeque};
+use std::io::{self, Read, Write};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use rustix::event::{PollFd, PollFlags, Timespec, poll};
+
+use super::protocol::{
+    Call, FrameBuffer, FrameError, Outcome, PROTOCOL_VERSION, Request, WireMode, WorkerMessage,
+    encode,
+};
+use super::worker::WorkerLimits;
+use crate::config::format_duration;
+use crate::plugins::logger;
+
+/// How plugin workers are started, limited, restarted and quarantined.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IsolationOptions {
+    /// The deadline of one call.
+    pub call_timeout: Duration,
+    /// The deadline of a worker's start: loading the plugin and saying hello.
+    pub start_timeout: Duration,
+    /// The executable that serves `plugin-worker FILE` (this binary, unless a test or bench
+    /// runs from another one).
+    pub worker_exe: PathBuf,
+    /// The limits each worker applies to itself.
+    pub limits: WorkerLimits,
+    /// The first restart delay after a fault.
+    pub backoff_min: Duration,
+    /// The longest restart delay.
+    pub backoff_max: Duration,
+    /// Faults of one mode within `quarantine_window` that quarantine it.
+    pub quarantine_after: usize,
+    /// See `quarantine_after`.
+    pub quarantine_window: Duration,
+    /// How long a quarantined mode is not called.
+    pub quarantine_for: Duration,
+}
+
+/// Default `RLIMIT_AS` of a worker: generous for a mode (the worker itself needs a few
+/// megabytes), small enough to stop a runaway allocation long before the machine swaps.
+pub const DEFAULT_ADDRESS_SPACE: u64 = 2 << 30;
+/// Default `RLIMIT_CPU` of a worker, in seconds.
+pub const DEFAULT_CPU_SECONDS: u64 = 600;
+
+impl IsolationOptions {
+    /// The defaults with `call_timeout`, served by this very executable.
+    pub fn new(call_timeout: Duration) -> IsolationOptions {
+        IsolationOptions {
+            call_timeout,
+            start_timeout: call_timeout.max(Duration::from_secs(10)),
+            worker_exe: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("flowscale")),
+            limits: WorkerLimits {
+                address_space: Some(DEFAULT_ADDRESS_SPACE),
+                cpu_seconds: Some(DEFAULT_CPU_SECONDS),
+            },
+            backoff_min: Duration::from_millis(100),
+            backoff_max: Duration::from_secs(5),
+            quarantine_after: 3,
+            quarantine_window: Duration::from_secs(60),
+            quarantine_for: Duration::from_secs(300),
+        }
+    }
+}
+
+/// What went wrong with a call into a worker.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Fault {
+    /// The worker died.
+    #[error("the plugin worker died during {call}: {how}")]
+    Died {
+        /// The call.
+        call: &'static str,
+        /// "killed by SIGSEGV (segmentation fault)", "exited with status 3"...
+        how: String,
+    },
+    /// The call missed its deadline.
+    #[error("{call} timed out after {}: the plugin worker was killed", format_duration(*.after))]
+    TimedOut {
+        /// The call.
+        call: &'static str,
+        /// The deadline.
+        after: Duration,
+    },
+    /// The worker sent something else than the protocol says.
+    #[error("the plugin worker broke the protocol during {call} ({detail}) and was killed")]
+    Protocol {
+        /// The call.
+        call: &'static str,
+        /// What it sent.
+        detail: String,
+    },
+    /// No worker could be started.
+    #[error("the plugin worker could not be started: {0}")]
+    Start(String),
+    /// The worker refused the file (it changed since discovery, or cannot be loaded any more).
+    #[error("the plugin worker refused the file: {0}")]
+    Refused(String),
+    /// The mode is quarantined.
+    #[error("{0}")]
+    Quarantined(String),
+}
+
+/// A fault, with what it did to the mode's standing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{fault}{}", .quarantine.as_deref().map(|q| format!("; {q}")).unwrap_or_default())]
+pub struct CallError {
+    /// What happened.
+    pub fault: Fault,
+    /// Set when this fault put the mode in quarantine.
+    pub quarantine: Option<String>,
+}
+
+/// What a worker said when it started.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hello {
+    /// The plugin's name.
+    pub plugin: String,
+    /// The plugin's version.
+    pub version: String,
+    /// Its modes.
+    pub modes: Vec<WireMode>,
+}
+
+/// Why reading a message failed.
+enum ReadError {
+    TimedOut,
+    Closed,
+    Frame(FrameError),
+}
+
+/// A running worker and its pipes.
+struct Worker {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    stdout: ChildStdout,
+    buffer: FrameBuffer,
+}
+
+impl Worker {
+    /// The next message other than a log record (those are re-emitted in the host's log).
+    fn read(&mut self, deadline: Instant) -> Result<WorkerMessage, ReadError> {
+        let mut chunk = [0u8; 8192];
+        loop {
+            match self.buffer.take_frame::<WorkerMessage>() {
+                Ok(Some(WorkerMessage::Log {
+                    level,
+                    target,
+                    message,
+                })) => {
+                    logger::emit(level, &target, &message);
+                    continue;
+                }
+                Ok(Some(message)) => return Ok(message),
+                Ok(None) => {}
+                Err(err) => return Err(ReadError::Frame(err)),
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(ReadError::TimedOut);
+            }
+            let timeout = Timespec::try_from(left).unwrap_or(Timespec {
+                tv_sec: i64::MAX,
+                tv_nsec: 0,
+            });
+            let mut fds = [PollFd::new(&self.stdout, PollFlags::IN)];
+            match poll(&mut fds, Some(&timeout)) {
+                Ok(0) => continue,
+                Ok(_) => {}
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(err) => return Err(ReadError::Frame(FrameError::Io(err.into()))),
+            }
+            match self.stdout.read(&mut chunk) {
+                Ok(0) if self.buffer.is_empty() => return Err(ReadError::Closed),
+                Ok(0) => return Err(ReadError::Frame(FrameError::Truncated)),
+                Ok(n) => self.buffer.extend(&chunk[..n]),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(ReadError::Frame(FrameError::Io(e))),
+            }
+        }
+    }
+
+    fn write(&mut self, frame: &[u8]) -> io::Result<()> {
+        match self.stdin.as_mut() {
+            Some(stdin) => stdin.write_all(frame),
+            None => Err(io::ErrorKind::BrokenPipe.into()),
+        }
+    }
+
+    /// Waits up to `grace` for the worker to exit by itself, then kills it; its exit status.
+    fn end(mut self, grace: Duration) -> Option<ExitStatus> {
+        self.stdin = None;
+        let until = Instant::now() + grace;
+        loop {
+            match self.child.try_wait() {
+                Ok(Some(status)) => return Some(status),
+                Ok(None) if Instant::now() < until => std::thread::sleep(Duration::from_millis(2)),
+                _ => break,
+            }
+        }
+        let _ = self.child.kill();
+        self.child.wait().ok()
+    }
+
+    /// Kills the worker at once.
+    fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The name and meaning of the signals a plugin worker typically dies of.
+pub fn signal_name(signal: i32) -> String {
+    let known = match signal {
+        1 => "SIGHUP (hangup)",
+        2 => "SIGINT (interrupt)",
+        3 => "SIGQUIT (quit)",
+        4 => "SIGILL (illegal instruction)",
+        5 => "SIGTRAP (trace trap)",
+        6 => "SIGABRT (abort: abort(), a failed assertion in C, or Rust's stack overflow)",
+        7 => "SIGBUS (bus error)",
+        8 => "SIGFPE (arithmetic error)",
+        9 => "SIGKILL (killed)",
+        11 => "SIGSEGV (segmentation fault)",
+        13 => "SIGPIPE (broken pipe)",
+        15 => "SIGTERM (terminated)",
+        24 => "SIGXCPU (CPU-time limit exceeded)",
+        25 => "SIGXFSZ (file-size limit exceeded)",
+        31 => "SIGSYS (bad system call)",
+        _ => return format!("signal {signal}"),
+    };
+    known.to_string()
+}
+
+fn describe_exit(status: Option<ExitStatus>) -> String {
+    match status {
+        Some(status) => match (status.signal(), status.code()) {
+            (Some(signal), _) => format!("killed by {}", signal_name(signal)),
+            (None, Some(code)) => format!("exited with status {code}"),
+            (None, None) => "ended".to_string(),
+        },
+        None => "ended, its status is unknown".to_string(),
+    }
+}
+
+#[derive(Default)]
+struct State {
+    worker: Option<Worker>,
+    next_id: u64,
+    /// Faults since the last successful call: sets the restart delay.
+    consecutive: u32,
+    /// No worker is started before this instant.
+    not_before: Option<Instant>,
+    /// Recent faults of each mode.
+    faults: HashMap<String, VecDeque<Instant>>,
+    /// Quarantined modes and until when.
+    quarantined: HashMap<String, Instant>,
+    /// Time spent in calls by the current worker.
+    busy: Duration,
+}
+
+/// The supervisor of one plugin file's worker.
+pub struct Supervisor {
+    file: PathBuf,
+    options: IsolationOptions,
+    state: Mutex<State>,
+}
+
+impl Supervisor {
+    /// Starts the first worker for `file` and returns what it exports.
+    pub fn start(file: &Path, options: IsolationOptions) -> Result<(Supervisor, Hello), Fault> {
+        let supervisor = Supervisor {
+            file: file.to_path_buf(),
+            options,
+            state: Mutex::new(State::default()),
+        };
+        let (worker, hello) = supervisor.spawn()?;
+        supervisor.lock().worker = Some(worker);
+        Ok((supervisor, hello))
+    }
+
+    /// The file served.
+    pub fn file(&self) -> &Path {
+        &self.file
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock cannot leave the state inconsistent in a way that
+        // matters more than stopping all calls to the plugin would.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn spawn(&self) -> Result<(Worker, Hello), Fault> {
+        let mut command = Command::new(&self.options.worker_exe);
+        command
+            .arg("plugin-worker")
+            .arg(&self.file)
+            .arg("--log-level")
+            .arg(logger::max_level().to_string());
+        if let Some(bytes) = self.options.limits.address_space {
+            command.arg("--max-address-space").arg(bytes.to_string());
+        }
+        if let Some(seconds) = self.options.limits.cpu_seconds {
+            command.arg("--max-cpu-seconds").arg(seconds.to_string());
+        }
+        // Its own process group: Ctrl-C in a terminal reaches the host, which then ends its
+        // workers, instead of killing them mid-call (which would read as crashes).
+        command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .process_group(0);
+        let mut child = command
+            .spawn()
+            .map_err(|e| Fault::Start(format!("{}: {e}", self.options.worker_exe.display())))?;
+        let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(Fault::Start("its pipes are missing".to_string()));
+        };
+        let mut worker = Worker {
+            child,
+            stdin: Some(stdin),
+            stdout,
+            buffer: FrameBuffer::default(),
+        };
+        let deadline = Instant::now() + self.options.start_timeout;
+        let fail = |worker: Worker, what: String| {
+            worker.kill();
+            Err(Fault::Start(what))
+        };
+        match worker.read(deadline) {
+            Ok(WorkerMessage::Hello {
+                protocol,
+                plugin,
+                version,
+                modes,
+            }) => {
+                if protocol != PROTOCOL_VERSION {
+                    return fail(
+                        worker,
+                        format!(
+                            "it speaks protocol {protocol}, this host {PROTOCOL_VERSION} (was the \
+                             binary replaced while the host runs?)"
+                        ),
+                    );
+                }
+                Ok((
+                    worker,
+                    Hello {
+                        plugin,
+                        version,
+                        modes,
+                    },
+                ))
+            }
+            Ok(WorkerMessage::Refused { reason, .. }) => {
+                let _ = worker.end(Duration::from_millis(100));
+                Err(Fault::Refused(reason))
+            }
+            Ok(other) => fail(worker, format!("it did not say hello first: {other:?}")),
+            Err(ReadError::TimedOut) => fail(
+                worker,
+                format!(
+                    "it did not say hello within {}",
+                    format_duration(self.options.start_timeout)
+                ),
+            ),
+            Err(ReadError::Closed) => {
+                let status = worker.end(Duration::from_millis(200));
+                Err(Fault::Start(format!(
+                    "it {} before saying hello",
+                    describe_exit(status)
+                )))
+            }
+            Err(ReadError::Frame(err)) => fail(worker, format!("it sent {err}")),
+        }
+    }
+
+    /// Why `mode` is not called at the moment, if it is quarantined.
+    pub fn quarantined(&self, mode: &str) -> Option<String> {
+        let mut state = self.lock();
+        let until = *state.quarantined.get(mode)?;
+        if Instant::now() >= until {
+            state.quarantined.remove(mode);
+            state.faults.remove(mode);
+            tracing::info!(file = %self.file.display(), mode, "plugin mode leaves quarantine");
+            return None;
+        }
+        Some(self.quarantine_text(mode))
+    }
+
+    /// Stable (it is the text of an event deduplicated by message).
+    fn quarantine_text(&self, mode: &str) -> String {
+        format!(
+            "plugin mode `{mode}` is quarantined after {} faults within {}: it is not called \
+             for {}",
+            self.options.quarantine_after,
+            format_duration(self.options.quarantine_window),
+            format_duration(self.options.quarantine_for)
+        )
+    }
+
+    /// Calls `mode` in the worker, starting one if needed.
+    pub fn call(&self, mode: &str, call: Call) -> Result<Outcome, CallError> {
+        let name = call.name();
+        let mut state = self.lock();
+        if state
+            .quarantined
+            .get(mode)
+            .is_some_and(|until| Instant::now() < *until)
+        {
+            return Err(CallError {
+                fault: Fault::Quarantined(self.quarantine_text(mode)),
+                quarantine: None,
+            });
+        }
+        if state.worker.is_none() {
+            if let Some(at) = state.not_before {
+                let wait = at.saturating_duration_since(Instant::now());
+                if !wait.is_zero() {
+                    std::thread::sleep(wait);
+                }
+            }
+            match self.spawn() {
+                Ok((worker, _)) => state.worker = Some(worker),
+                Err(fault) => return Err(self.fault(&mut state, mode, fault)),
+            }
+        }
+        state.next_id += 1;
+        let id = state.next_id;
+        let frame = match encode(&Request {
+            id,
+            mode: mode.to_string(),
+            call,
+        }) {
+            Ok(frame) => frame,
+            // Nothing was sent: the worker is fine, the request is not.
+            Err(err) => {
+                return Err(CallError {
+                    fault: Fault::Protocol {
+                        call: name,
+                        detail: format!("the request cannot be encoded: {err}"),
+                    },
+                    quarantine: None,
+                });
+            }
+        };
+        let started = Instant::now();
+        let Some(worker) = state.worker.as_mut() else {
+            return Err(self.fault(&mut state, mode, Fault::Start("no worker".into())));
+        };
+        let answer = match worker.write(&frame) {
+            Ok(()) => worker.read(started + self.options.call_timeout),
+            // The worker is gone: its exit status says why.
+            Err(_) => Err(ReadError::Closed),
+        };
+        match answer {
+            Ok(WorkerMessage::Reply { id: got, outcome }) if got == id => {
+                state.consecutive = 0;
+                state.busy += started.elapsed();
+                self.retire_if_worn(&mut state);
+                Ok(outcome)
+            }
+            Ok(other) => {
+                let fault = Fault::Protocol {
+                    call: name,
+                    detail: format!("expected the reply to request {id}, got {other:?}"),
+                };
+                if let Some(worker) = state.worker.take() {
+                    worker.kill();
+                }
+                Err(self.fault(&mut state, mode, fault))
+            }
+            Err(ReadError::TimedOut) => {
+                if let Some(worker) = state.worker.take() {
+                    worker.kill();
+                }
+                let fault = Fault::TimedOut {
+                    call: name,
+                    after: self.options.call_timeout,
+                };
+                Err(self.fault(&mut state, mode, fault))
+            }
+            Err(ReadError::Closed) => {
+                let status = state
+                    .worker
+                    .take()
+                    .and_then(|w| w.end(Duration::from_millis(500)));
+                let fault = Fault::Died {
+                    call: name,
+                    how: describe_exit(status),
+                };
+                Err(self.fault(&mut state, mode, fault))
+            }
+            Err(ReadError::Frame(err)) => {
+                if let Some(worker) = state.worker.take() {
+                    worker.kill();
+                }
+                let fault = Fault::Protocol {
+                    call: name,
+                    detail: err.to_string(),
+                };
+                Err(self.fault(&mut state, mode, fault))
+            }
+        }
+    }
+
+    /// Records a fault of `mode`: sets the restart delay and, past the threshold, quarantines
+    /// the mode.
+    fn fault(&self, state: &mut State, mode: &str, fault: Fault) -> CallError {
+        let now = Instant::now();
+        state.consecutive = state.consecutive.saturating_add(1);
+        let delay = self
+            .options
+            .backoff_min
+            .saturating_mul(1 << state.consecutive.saturating_sub(1).min(16))
+            .min(self.options.backoff_max);
+        state.not_before = Some(now + delay);
+        let window = self.options.quarantine_window;
+        let recent = state.faults.entry(mode.to_string()).or_default();
+        recent.push_back(now);
+        while recent
+            .front()
+            .is_some_and(|t| now.duration_since(*t) > window)
+        {
+            recent.pop_front();
+        }
+        let quarantine = if recent.len() >= self.options.quarantine_after {
+            recent.clear();
+            state
+                .quarantined
+                .insert(mode.to_string(), now + self.options.quarantine_for);
+            let text = format!(
+                "{}; the jobs that use it align with BALANCED meanwhile",
+                self.quarantine_text(mode)
+            );
+            tracing::warn!(file = %self.file.display(), mode, "{text}");
+            Some(text)
+        } else {
+            None
+        };
+        tracing::warn!(file = %self.file.display(), mode, "plugin fault: {fault}");
+        CallError { fault, quarantine }
+    }
+
+    fn retire_if_worn(&self, state: &mut State) {
+        let Some(seconds) = self.options.limits.cpu_seconds else {
+            return;
+        };
+        if state.busy >= Duration::from_secs(seconds) / 2 {
+            if let Some(worker) = state.worker.take() {
+                tracing::info!(file = %self.file.display(), "plugin worker retired (CPU-time budget)");
+                let _ = worker.end(Duration::from_secs(1));
+            }
+            state.busy = Duration::ZERO;
+        }
+    }
+}
+
+impl Drop for Supervisor {
+    fn drop(&mut self) {
+        let worker = self.lock().worker.take();
+        if let Some(worker) = worker {
+            let _ = worker.end(Duration::from_millis(200));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn idle(options: IsolationOptions) -> Supervisor {
+        Supervisor {
+            file: PathBuf::from("/p/libx.so"),
+            options,
+            state: Mutex::new(State::default()),
+        }
+    }
+
+    #[test]
+    fn repeated_faults_back_off_then_quarantine_the_mode_only() {
+        let mut options = IsolationOptions::new(Duration::from_secs(1));
+        options.backoff_min = Duration::from_millis(100);
+        options.backoff_max = Duration::from_millis(300);
+        let supervisor = idle(options);
+        let crash = || Fault::Died {
+            call: "align",
+            how: describe_exit(Some(ExitStatus::from_raw(11))),
+        };
+        let mut delays = Vec::new();
+        for _ in 0..2 {
+            let before = Instant::now();
+            let mut state = supervisor.lock();
+            let err = supervisor.fault(&mut state, "bad", crash());
+            assert_eq!(err.quarantine, None);
+            delays.push(state.not_before.unwrap().duration_since(before));
+        }
+        assert!(delays[0] >= Duration::from_millis(100) && delays[0] < Duration::from_millis(200));
+        assert!(delays[1] >= Duration::from_millis(200) && delays[1] < Duration::from_millis(300));
+        assert_eq!(supervisor.quarantined("bad"), None);
+
+        let err = {
+            let mut state = supervisor.lock();
+            supervisor.fault(&mut state, "bad", crash())
+        };
+        assert!(
+            supervisor.lock().not_before.unwrap() <= Instant::now() + Duration::from_millis(300),
+            "the delay is capped"
+        );
+        let text = err.to_string();
+        assert!(
+            text.starts_with("the plugin worker died during align: killed by SIGSEGV"),
+            "{text}"
+        );
+        assert!(
+            text.contains("quarantined after 3 faults within 60s: it is not called for 300s; the jobs that use it align with BALANCED"),
+            "{text}"
+        );
+        let why = supervisor.quarantined("bad").expect("quarantined");
+        assert!(why.contains("`bad` is quarantined"), "{why}");
+        assert_eq!(supervisor.quarantined("good"), None, "per mode");
+        // A call to the quarantined mode is refused without starting a worker.
+        let refused = supervisor
+            .call(
+                "bad",
+                Call::Validate(super::super::protocol::WireParams {
+                    mode_name: "m".into(),
+                    entries: Default::default(),
+                }),
+            )
+            .unwrap_err();
+        assert!(matches!(refused.fault, Fault::Quarantined(_)));
+        assert!(supervisor.lock().worker.is_none());
+    }
+
+    #[test]
+    fn a_quarantine_ends() {
+        let mut options = IsolationOptions::new(Duration::from_secs(1));
+        options.quarantine_after = 1;
+        options.quarantine_for = Duration::from_millis(20);
+        let supervisor = idle(options);
+        {
+            let mut state = supervisor.lock();
+            let err = supervisor.fault(
+                &mut state,
+                "m",
+                Fault::TimedOut {
+                    call: "align",
+                    after: Duration::from_secs(1),
+                },
+            );
+            assert!(
+                err.to_string().starts_with("align timed out after 1s"),
+                "{err}"
+            );
+            assert!(err.quarantine.is_some());
+        }
+        assert!(supervisor.quarantined("m").is_some());
+        std::thread::sleep(Duration::from_millis(30));
+        assert_eq!(supervisor.quarantined("m"), None);
+    }
+
+    #[test]
+    fn a_missing_worker_executable_is_a_start_fault() {
+        let mut options = IsolationOptions::new(Duration::from_secs(1));
+        options.worker_exe = PathBuf::from("/nonexistent/flowscale");
+        let Err(fault) = Supervisor::start(Path::new("/p/libx.so"), options) else {
+            panic!("no worker can start")
+        };
+        assert!(
+            fault
+                .to_string()
+                .starts_with("the plugin worker could not be started: /nonexistent/flowscale"),
+            "{fault}"
+        );
+    }
+
+    #[test]
+    fn exits_are_described_by_signal_name() {
+        assert_eq!(
+            describe_exit(Some(ExitStatus::from_raw(6))),
+            "killed by SIGABRT (abort: abort(), a failed assertion in C, or Rust's stack overflow)"
+        );
+        assert_eq!(
+            describe_exit(Some(ExitStatus::from_raw(3 << 8))),
+            "exited with status 3"
+        );
+        assert_eq!(signal_name(64), "signal 64");
+    }
+}

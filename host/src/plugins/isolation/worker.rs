@@ -1,0 +1,197 @@
+//! The worker side: `flowscale plugin-worker FILE` loads one plugin file exactly as the host
+//! does in-process and answers the supervisor's calls, one at a time, until its stdin closes.
+//!
+//! Before anything of the plugin runs, the worker
+//! * keeps its original stdout for the protocol only and points file descriptor 1 at stderr, so
+//!   that a stray `println!` in a plugin lands in the log instead of corrupting a frame;
+//! * applies its resource limits to itself (`setrlimit`, inherited by nothing: the worker does
+//!   not spawn), so that a plugin that allocates without end or spins in a background thread
+//!   is stopped by the kernel even if the supervisor is not looking.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{self, Write};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use abi_stable::std_types::RStr;
+use flowscale_sdk::abi::{HostLogger, LogLevel, ManifestInfo};
+
+use super::protocol::{
+    Call, FrameError, Outcome, PROTOCOL_VERSION, Request, WireMode, WorkerMessage, encode,
+    read_frame,
+};
+use crate::alignment::{CustomMode, HostMode};
+use crate::plugins::Refusal;
+
+/// How the worker loads its file: discovery's own probe-and-load of one file (passed in by the
+/// command line, so that this module does not depend on discovery, which depends on it).
+pub type Loader =
+    fn(&Path, HostLogger, LogLevel) -> Result<(ManifestInfo, Vec<CustomMode>), Refusal>;
+
+/// The limits a worker applies to itself; `None` leaves the inherited limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WorkerLimits {
+    /// `RLIMIT_AS`: bytes of address space.
+    pub address_space: Option<u64>,
+    /// `RLIMIT_CPU`: seconds of CPU time over the worker's life (SIGXCPU at the limit, SIGKILL
+    /// a few seconds later).
+    pub cpu_seconds: Option<u64>,
+}
+
+/// Why a worker stopped before serving.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    /// The protocol pipe could not be set up.
+    #[error("cannot set up the protocol pipe: {0}")]
+    Pipe(io::Error),
+    /// A limit could not be applied.
+    #[error("cannot apply {what}: {source}")]
+    Limit {
+        /// Which limit.
+        what: &'static str,
+        /// The system's error.
+        source: io::Error,
+    },
+    /// The host went away or wrote garbage.
+    #[error("{0}")]
+    Frame(#[from] FrameError),
+}
+
+/// The protocol writer, shared by the replies and the plugin's log callback (which may be
+/// called from any thread of the plugin): one lock per frame keeps frames whole.
+static OUT: Mutex<Option<File>> = Mutex::new(None);
+
+fn send(message: &WorkerMessage) -> Result<(), FrameError> {
+    let frame = encode(message)?;
+    let mut out = OUT.lock().unwrap_or_else(|e| e.into_inner());
+    match out.as_mut() {
+        Some(file) => {
+            file.write_all(&frame)?;
+            Ok(())
+        }
+        None => Err(FrameError::Closed),
+    }
+}
+
+/// The logger the plugin gets in a worker: each record becomes a log frame, re-emitted by the
+/// supervisor in the host's log.
+extern "C" fn log_frame(level: u8, target: RStr<'_>, message: RStr<'_>) {
+    let _ = std::panic::catch_unwind(|| {
+        let _ = send(&WorkerMessage::Log {
+            level,
+            target: target.as_str().to_string(),
+            message: message.as_str().to_string(),
+        });
+    });
+}
+
+fn apply_limits(limits: WorkerLimits) -> Result<(), WorkerError> {
+    use rustix::process::{Resource, Rlimit, setrlimit};
+    if let Some(bytes) = limits.address_space {
+        let limit = Rlimit {
+            current: Some(bytes),
+            maximum: Some(bytes),
+        };
+        setrlimit(Resource::As, limit).map_err(|e| WorkerError::Limit {
+            what: "RLIMIT_AS",
+            source: e.into(),
+        })?;
+    }
+    if let Some(seconds) = limits.cpu_seconds {
+        let limit = Rlimit {
+            current: Some(seconds),
+            maximum: Some(seconds.saturating_add(5)),
+        };
+        setrlimit(Resource::Cpu, limit).map_err(|e| WorkerError::Limit {
+            what: "RLIMIT_CPU",
+            source: e.into(),
+        })?;
+    }
+    Ok(())
+}
+
+/// Moves the protocol off file descriptor 1: the protocol keeps a duplicate of the original
+/// stdout, and 1 becomes a copy of stderr.
+fn take_stdout() -> Result<File, WorkerError> {
+    let protocol = rustix::io::dup(io::stdout()).map_err(|e| WorkerError::Pipe(e.into()))?;
+    rustix::stdio::dup2_stdout(io::stderr()).map_err(|e| WorkerError::Pipe(e.into()))?;
+    Ok(File::from(protocol))
+}
+
+/// Serves `file` until the host closes stdin. `log_level` is the most verbose level the host
+/// records (1 error ... 5 trace), handed to the plugin so that it does not format records
+/// nobody reads.
+pub fn serve(
+    file: &Path,
+    limits: WorkerLimits,
+    log_level: u8,
+    load_file: Loader,
+) -> Result<(), WorkerError> {
+    let out = take_stdout()?;
+    *OUT.lock().unwrap_or_else(|e| e.into_inner()) = Some(out);
+    apply_limits(limits)?;
+    let logger = HostLogger { log: log_frame };
+    let modes: HashMap<String, Arc<dyn HostMode>> = match load_file(file, logger, log_level) {
+        Ok((info, modes)) => {
+            send(&WorkerMessage::Hello {
+                protocol: PROTOCOL_VERSION,
+                plugin: info.plugin_name.clone(),
+                version: info.plugin_version.clone(),
+                modes: modes
+                    .iter()
+                    .map(|m| WireMode {
+                        id: m.id.clone(),
+                        description: m.description.clone(),
+                    })
+                    .collect(),
+            })?;
+            modes.into_iter().map(|m| (m.id, m.mode)).collect()
+        }
+        Err(refusal) => {
+            send(&WorkerMessage::Refused {
+                reason: refusal.to_string(),
+                details: refusal.details().map(str::to_string),
+            })?;
+            return Ok(());
+        }
+    };
+    let mut stdin = io::stdin().lock();
+    loop {
+        let request: Request = match read_frame(&mut stdin) {
+            Ok(request) => request,
+            Err(FrameError::Closed) => return Ok(()),
+            Err(err) => return Err(err.into()),
+        };
+        let outcome = match modes.get(&request.mode) {
+            Some(mode) => answer(mode.as_ref(), request.call),
+            None => Outcome::Error(format!(
+                "no mode `{}` in this plugin file (it exports: {})",
+                request.mode,
+                modes.keys().cloned().collect::<Vec<_>>().join(", ")
+            )),
+        };
+        send(&WorkerMessage::Reply {
+            id: request.id,
+            outcome,
+        })?;
+    }
+}
+
+/// Runs one call on the loaded mode (which already contains the plugin's panics).
+fn answer(mode: &dyn HostMode, call: Call) -> Outcome {
+    match call {
+        Call::IsApplicable(ctx) => match mode.is_applicable(&ctx.into_context()) {
+            Ok(applicable) => Outcome::Applicable(applicable),
+            Err(err) => Outcome::Error(err.message().to_string()),
+        },
+        Call::Align(ctx) => match mode.align(&ctx.into_context()) {
+            Ok(p) => Outcome::Aligned(p),
+            Err(err) => Outcome::Error(err.message().to_string()),
+        },
+        Call::Validate(params) => match mode.validate(&params.into()) {
+            Ok(()) => Outcome::Valid,
+            Err(err) => Outcome::Error(err.message().to_string()),
+        },
+    }
+}
