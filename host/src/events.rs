@@ -43,6 +43,18 @@ pub enum EventReason {
     /// A changed fleet configuration is invalid: the host runs on with the one it had, and the
     /// message says every problem of the new one.
     ConfigRefused,
+    /// A plugin file appeared in the plugins directory (or was fixed) and its modes are
+    /// available.
+    PluginLoaded,
+    /// A plugin file was replaced by another build: jobs use the new version from their next
+    /// decision.
+    PluginReplaced,
+    /// A plugin file left the plugins directory: its modes are unavailable, and the jobs using
+    /// them align with BALANCED until they are back.
+    PluginRemoved,
+    /// A plugin file in the plugins directory cannot be used; the message says why and what to
+    /// do.
+    PluginRefused,
 }
 
 impl EventReason {
@@ -64,6 +76,10 @@ impl EventReason {
             EventReason::StateFileIgnored => "StateFileIgnored",
             EventReason::ConfigReloaded => "ConfigReloaded",
             EventReason::ConfigRefused => "ConfigRefused",
+            EventReason::PluginLoaded => "PluginLoaded",
+            EventReason::PluginReplaced => "PluginReplaced",
+            EventReason::PluginRemoved => "PluginRemoved",
+            EventReason::PluginRefused => "PluginRefused",
         }
     }
 }

@@ -14,6 +14,17 @@ pub trait ModeCatalog {
     fn ids(&self) -> Vec<String>;
 }
 
+/// A shared catalog is a catalog: the running host swaps the one it plans with when its plugins
+/// directory changes, while plans made earlier keep theirs.
+impl<T: ModeCatalog + ?Sized> ModeCatalog for Arc<T> {
+    fn find(&self, id: &str) -> Option<CustomMode> {
+        self.as_ref().find(id)
+    }
+    fn ids(&self) -> Vec<String> {
+        self.as_ref().ids()
+    }
+}
+
 /// A catalog with no custom modes.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct NoCustomModes;

@@ -1,5 +1,7 @@
 //! One job's alignment: the resolved mode, applied to each vertex through the guard.
 
+use std::sync::Arc;
+
 use flowscale_sdk::AlignmentContext;
 
 use super::builtin::BuiltIn;
@@ -74,6 +76,18 @@ impl JobAlignment {
     /// The id of the selected mode.
     pub fn mode_id(&self) -> String {
         self.resolved.selection.id()
+    }
+
+    /// True when `other` decides with the same implementation: the same mode and, for a custom
+    /// mode, the very same object (a new version of a plugin, loaded while the host runs, is
+    /// another object even under the same id). Parameters are the configuration's to compare.
+    pub fn same_implementation(&self, other: &JobAlignment) -> bool {
+        match (&self.resolved.selection, &other.resolved.selection) {
+            (Selection::Custom { mode: a, .. }, Selection::Custom { mode: b, .. }) => {
+                a.id == b.id && std::ptr::addr_eq(Arc::as_ptr(&a.mode), Arc::as_ptr(&b.mode))
+            }
+            (a, b) => a.id() == b.id(),
+        }
     }
 
     fn outcome(&self, decision: Decision, applicable: bool) -> AlignOutcome {

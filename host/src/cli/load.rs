@@ -7,6 +7,7 @@ use super::catalog::{isolation, load_catalog_isolated, plugins_dir};
 use crate::alignment::ModeCatalog;
 use crate::config::{Diagnostic, EngineSpec, FleetReading, KeyPolicy, PluginIsolation, read_fleet};
 use crate::plan::{FleetPlan, plan_fleet};
+use crate::plugins::LivePlugins;
 use crate::runner::check_state_dir;
 
 /// The custom modes of a plugins directory, as loaded at start.
@@ -24,6 +25,8 @@ pub struct CheckedFleet {
     /// The plugins the file was planned with, when the file could be read far enough to know
     /// where they are.
     pub catalog: Option<Catalog>,
+    /// The watched plugins directory they came from (with [`Checks::watch_plugins`]).
+    pub plugins: Option<LivePlugins>,
 }
 
 impl CheckedFleet {
@@ -33,6 +36,7 @@ impl CheckedFleet {
             errors,
             warnings: Vec::new(),
             catalog: None,
+            plugins: None,
         }
     }
 }
@@ -46,6 +50,8 @@ pub struct Checks {
     pub state_dir: bool,
     /// `--plugin-isolation`, over the file's `[host] plugin-isolation`.
     pub isolation: Option<PluginIsolation>,
+    /// Keep watching the plugins directory after loading it (`run`).
+    pub watch_plugins: bool,
 }
 
 /// Reads, checks and plans the fleet file `file`. Problems found while reading do not stop the
@@ -70,13 +76,18 @@ pub fn check_fleet(file: &Path, plugins_flag: Option<&Path>, checks: Checks) -> 
         reading.errors.extend(state.errors);
         extra_warnings = state.warnings;
     }
-    let catalog = load_catalog_isolated(
-        &plugins_dir(plugins_flag, Some(&reading.fleet.host.plugins_dir)),
-        &isolation(checks.isolation, Some(&reading.fleet.host)),
-    );
+    let dir = plugins_dir(plugins_flag, Some(&reading.fleet.host.plugins_dir));
+    let isolation = isolation(checks.isolation, Some(&reading.fleet.host));
+    let (catalog, plugins): (Catalog, _) = if checks.watch_plugins {
+        let plugins = LivePlugins::open(&dir, isolation);
+        (Box::new(plugins.registry()), Some(plugins))
+    } else {
+        (load_catalog_isolated(&dir, &isolation), None)
+    };
     let mut checked = plan_reading(reading, catalog.as_ref());
     checked.warnings.extend(extra_warnings);
     checked.catalog = Some(catalog);
+    checked.plugins = plugins;
     checked
 }
 
@@ -104,12 +115,14 @@ fn plan_reading(reading: FleetReading, catalog: &dyn ModeCatalog) -> CheckedFlee
             plan: Some(plan),
             errors,
             catalog: None,
+            plugins: None,
         },
         _ => CheckedFleet {
             plan: None,
             errors,
             warnings,
             catalog: None,
+            plugins: None,
         },
     }
 }

@@ -5,7 +5,10 @@ use std::path::{Path, PathBuf};
 
 use super::catalog::plugins_dir;
 use super::exit_codes;
-use crate::plugins::{ModeOrigin, ModeRegistry, PluginFileReport, PluginStatus};
+use crate::plugins::{
+    Isolation, MAX_LOADED_VERSIONS, ModeOrigin, ModeRegistry, PluginFileReport, PluginListing,
+    PluginStatus, PluginVersions,
+};
 
 /// Arguments of `flowscale plugins`.
 #[derive(Debug, Clone, clap::Args)]
@@ -13,7 +16,8 @@ pub struct PluginsArgs {
     /// The plugins directory.
     #[arg(long, value_name = "DIR", env = "FLOWSCALE_PLUGINS_DIR")]
     pub plugins: Option<PathBuf>,
-    /// Print one JSON array, one object per plugin file.
+    /// Print one JSON object: the directory, one report per plugin file (`files`), and the
+    /// plugin versions loaded.
     #[arg(long)]
     pub json: bool,
     /// Show abi_stable's full report under a layout refusal.
@@ -45,8 +49,7 @@ pub fn exec(args: PluginsArgs) -> u8 {
     }
 }
 
-/// Discovers `dir` and writes a table (or, with `json`, one JSON array with one object per
-/// plugin file) to `out`; `verbose` adds abi_stable's full report under a layout refusal in the
+/// Discovers `dir` and writes a table (or, with `json`, one [`PluginListing`] object) to `out`; `verbose` adds abi_stable's full report under a layout refusal in the
 /// table. Returns whether any file was refused.
 pub fn write_listing(
     dir: &Path,
@@ -54,9 +57,17 @@ pub fn write_listing(
     verbose: bool,
     out: &mut dyn Write,
 ) -> io::Result<bool> {
-    let (registry, reports) = ModeRegistry::discover(dir);
+    let mut versions = PluginVersions::new();
+    let (registry, reports) =
+        ModeRegistry::discover_versions(dir, &Isolation::InProcess, &mut versions);
     if json {
-        serde_json::to_writer_pretty(&mut *out, &reports).map_err(io::Error::other)?;
+        let listing = PluginListing {
+            directory: dir.to_path_buf(),
+            files: reports.clone(),
+            versions_loaded: versions.loaded_versions(),
+            version_limit: MAX_LOADED_VERSIONS,
+        };
+        serde_json::to_writer_pretty(&mut *out, &listing).map_err(io::Error::other)?;
         writeln!(out)?;
     } else {
         write_table(dir, &registry, &reports, verbose, out)?;

@@ -1,17 +1,19 @@
-//! Hot configuration: `flowscale run` reads its fleet file again on SIGHUP and when the file
-//! changes, and hands the running fleet the new plan only when it is valid.
+//! Hot configuration and plugins: `flowscale run` reads its fleet file again on SIGHUP and when
+//! the file changes, and hands the running fleet the new plan only when it is valid; and it
+//! watches its plugins directory, planning the fleet again with the modes available now when a
+//! plugin file comes, goes or is replaced.
 
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Mutex;
 
-use crate::alignment::ModeCatalog;
-use crate::config::{ConfigErrors, KeyPolicy};
+use crate::config::{ConfigErrors, FleetConfig, KeyPolicy};
 use crate::events::{Event, EventReason, Severity};
-use crate::plan::FleetPlan;
+use crate::plan::{FleetPlan, replan_fleet};
+use crate::plugins::LivePlugins;
 use crate::runner::{FleetSource, Printer, wall_ms};
 
-use super::load::recheck_fleet;
+use super::load::{Catalog, recheck_fleet};
 
 use super::signals::Signals;
 
@@ -22,9 +24,21 @@ use super::signals::Signals;
 /// editor's half-written save is not reported as an error; SIGHUP acts at once, even on an
 /// unchanged file. An invalid file is refused with every problem in one `ConfigRefused` event,
 /// once per distinct content, and the fleet runs on with the plan it has.
+///
+/// A change of the plugins directory (see `plugins::LivePlugins`) is printed as its events and,
+/// when the modes on offer changed, the running configuration is planned again with them
+/// ([`replan_fleet`]): a job whose mode has a new version takes it at its next decision, a job
+/// whose mode is gone aligns with BALANCED (a `ModeFallback` event) until it is back.
 pub(super) struct FleetWatcher<'p, W: Write> {
     path: PathBuf,
-    catalog: &'p dyn ModeCatalog,
+    /// The configuration the fleet runs with.
+    fleet: FleetConfig,
+    /// The modes plans are made with now.
+    catalog: Catalog,
+    plugins: Option<LivePlugins>,
+    /// The next plan comes from a plugin change: its `ConfigReloaded` summary is not printed
+    /// (the plugin events say what happened).
+    quiet: bool,
     policy: KeyPolicy,
     signals: Signals,
     printer: &'p Mutex<Printer<W>>,
@@ -35,18 +49,22 @@ pub(super) struct FleetWatcher<'p, W: Write> {
 }
 
 impl<'p, W: Write> FleetWatcher<'p, W> {
-    /// A watcher of `path`, whose current bytes are what the running plan was made from.
+    /// A watcher of `path`, whose current bytes are what the running `fleet` was made from,
+    /// planned with `catalog` (from `plugins`, when watched).
     pub fn new(
         path: PathBuf,
-        catalog: &'p dyn ModeCatalog,
-        policy: KeyPolicy,
-        signals: Signals,
+        fleet: FleetConfig,
+        (catalog, plugins): (Catalog, Option<LivePlugins>),
+        (policy, signals): (KeyPolicy, Signals),
         printer: &'p Mutex<Printer<W>>,
     ) -> FleetWatcher<'p, W> {
         let acted_on = std::fs::read(&path).ok();
         FleetWatcher {
             path,
+            fleet,
             catalog,
+            plugins,
+            quiet: false,
             policy,
             signals,
             printer,
@@ -77,7 +95,7 @@ impl<'p, W: Write> FleetWatcher<'p, W> {
 
     /// Reads, checks and plans the file as `flowscale run` does at start.
     fn plan(&self) -> Option<FleetPlan> {
-        let checked = recheck_fleet(&self.path, self.catalog, self.policy);
+        let checked = recheck_fleet(&self.path, self.catalog.as_ref(), self.policy);
         for warning in &checked.warnings {
             eprintln!("warning: {warning}");
         }
@@ -89,8 +107,35 @@ impl<'p, W: Write> FleetWatcher<'p, W> {
     }
 }
 
+impl<W: Write> FleetWatcher<'_, W> {
+    /// Acts on a settled change of the plugins directory: its events, and a new plan when the
+    /// modes on offer changed.
+    fn poll_plugins(&mut self) -> Option<FleetPlan> {
+        let update = self.plugins.as_mut()?.poll()?;
+        for event in &update.events {
+            self.print(event);
+        }
+        let registry = update.registry?;
+        self.catalog = Box::new(registry);
+        match replan_fleet(self.fleet.clone(), self.catalog.as_ref()) {
+            Ok(plan) => {
+                self.quiet = true;
+                Some(plan)
+            }
+            // Only the modes changed, and a missing one falls back: nothing else can fail.
+            Err(errors) => {
+                self.refuse(errors.to_string());
+                None
+            }
+        }
+    }
+}
+
 impl<W: Write> FleetSource for FleetWatcher<'_, W> {
     fn poll(&mut self) -> Option<FleetPlan> {
+        if let Some(plan) = self.poll_plugins() {
+            return Some(plan);
+        }
         let asked = self.signals.take_reload();
         let bytes = match std::fs::read(&self.path) {
             Ok(bytes) => bytes,
@@ -110,10 +155,14 @@ impl<W: Write> FleetSource for FleetWatcher<'_, W> {
         }
         self.seen = None;
         self.acted_on = Some(bytes);
-        self.plan()
+        let plan = self.plan()?;
+        self.fleet = plan.fleet.clone();
+        Some(plan)
     }
 
     fn applied(&mut self, event: Event) {
-        self.print(&event);
+        if !std::mem::take(&mut self.quiet) {
+            self.print(&event);
+        }
     }
 }

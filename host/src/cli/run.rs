@@ -12,12 +12,12 @@ use super::exit_codes;
 use super::load::{Catalog, Checks, check_fleet};
 use super::reload::FleetWatcher;
 use super::signals::Signals;
-use crate::alignment::ModeCatalog;
 use crate::config::{
     ConfigErrors, DurationError, EngineSpec, KeyPolicy, PluginIsolation, parse_duration,
 };
 use crate::events::Event;
 use crate::plan::FleetPlan;
+use crate::plugins::LivePlugins;
 use crate::runner::{
     CycleReport, Interrupted, JobRun, Pace, Printer, RunOptions, format_time, ignored_state,
     run_fleet, run_fleet_reloading, wall_ms,
@@ -86,7 +86,7 @@ struct JobSummary<'a> {
 
 /// Runs `flowscale run`.
 pub fn exec(args: RunArgs) -> u8 {
-    let Some((plan, catalog)) = load_plan(&args) else {
+    let Some((plan, catalog, plugins)) = load_plan(&args) else {
         return exit_codes::FAILED;
     };
     let Some((store, ignored)) = open_store(&plan) else {
@@ -118,7 +118,8 @@ pub fn exec(args: RunArgs) -> u8 {
     // A run of one step has nothing to reload.
     let watch = (!args.once).then(|| Watch {
         path: args.config.clone(),
-        catalog: catalog.as_ref(),
+        catalog,
+        plugins,
         policy: key_policy(&args),
         signals,
     });
@@ -160,7 +161,7 @@ pub(super) fn report_interrupted(command: &str, runs: &[JobRun]) -> bool {
 
 /// The fleet file, checked and planned with its plugins exactly as `validate` does; every error
 /// and warning printed (all of them, not only the first).
-fn load_plan(args: &RunArgs) -> Option<(FleetPlan, Catalog)> {
+fn load_plan(args: &RunArgs) -> Option<(FleetPlan, Catalog, Option<LivePlugins>)> {
     let checked = check_fleet(
         &args.config,
         args.plugins.as_deref(),
@@ -168,6 +169,8 @@ fn load_plan(args: &RunArgs) -> Option<(FleetPlan, Catalog)> {
             policy: key_policy(args),
             state_dir: false,
             isolation: args.plugin_isolation,
+            // A run of one step has nothing to watch.
+            watch_plugins: !args.once,
         },
     );
     for warning in &checked.warnings {
@@ -177,7 +180,8 @@ fn load_plan(args: &RunArgs) -> Option<(FleetPlan, Catalog)> {
         eprint!("error: {}", ConfigErrors(checked.errors));
         return None;
     }
-    checked.plan.zip(checked.catalog)
+    let (plan, catalog) = checked.plan.zip(checked.catalog)?;
+    Some((plan, catalog, checked.plugins))
 }
 
 fn key_policy(args: &RunArgs) -> KeyPolicy {
@@ -186,10 +190,12 @@ fn key_policy(args: &RunArgs) -> KeyPolicy {
     }
 }
 
-/// What a running `flowscale run` watches for a new configuration.
-struct Watch<'c> {
+/// What a running `flowscale run` watches for a new configuration: its fleet file and its
+/// plugins directory.
+struct Watch {
     path: PathBuf,
-    catalog: &'c dyn ModeCatalog,
+    catalog: Catalog,
+    plugins: Option<LivePlugins>,
     policy: KeyPolicy,
     signals: Signals,
 }
@@ -240,7 +246,7 @@ fn run_printing(
     plan: &FleetPlan,
     options: &RunOptions<'_>,
     start_events: &[Event],
-    watch: Option<Watch<'_>>,
+    watch: Option<Watch>,
     (json, verbose): (bool, bool),
 ) -> Vec<JobRun> {
     let mut start = Printer::new(std::io::stdout(), json, verbose);
@@ -269,9 +275,9 @@ fn run_printing(
         Some(watch) => {
             let mut watcher = FleetWatcher::new(
                 watch.path,
-                watch.catalog,
-                watch.policy,
-                watch.signals,
+                plan.fleet.clone(),
+                (watch.catalog, watch.plugins),
+                (watch.policy, watch.signals),
                 &printer,
             );
             run_fleet_reloading(plan.clone(), options, &sink, Some(&mut watcher))

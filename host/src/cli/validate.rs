@@ -53,6 +53,7 @@ pub fn exec(args: ValidateArgs) -> u8 {
             },
             state_dir: true,
             isolation: None,
+            watch_plugins: false,
         },
     );
     let jobs = checked

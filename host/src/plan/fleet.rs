@@ -5,6 +5,7 @@ use crate::config::{
     ConfigErrors, Diagnostic, EngineSpec, FleetConfig, JobConfig, JobSpec, KeyError,
     MODE_KEY_FOR_LOCATION,
 };
+use crate::events::Event;
 use crate::sim::Simulation;
 
 use super::settings::JobSettings;
@@ -18,6 +19,9 @@ pub struct JobPlan {
     pub alignment: JobAlignment,
     /// Its other settings.
     pub settings: JobSettings,
+    /// Events to report at the job's next step when it takes this plan (a mode that fell back
+    /// to BALANCED because its plugin went away).
+    pub notes: Vec<Event>,
 }
 
 /// A fleet, ready to run.
@@ -58,13 +62,42 @@ pub fn plan_fleet(
     fleet: FleetConfig,
     catalog: &dyn ModeCatalog,
 ) -> Result<FleetPlan, ConfigErrors> {
+    plan_with(fleet, catalog, false)
+}
+
+/// Plans a fleet that was already checked again with the custom modes of `catalog` (the plugins
+/// directory changed while the host runs): a job whose custom mode is not in it any more aligns
+/// with BALANCED until it is back, its plan's notes saying so (a `ModeFallback` event), instead
+/// of failing the whole plan.
+pub fn replan_fleet(
+    fleet: FleetConfig,
+    catalog: &dyn ModeCatalog,
+) -> Result<FleetPlan, ConfigErrors> {
+    plan_with(fleet, catalog, true)
+}
+
+fn plan_with(
+    fleet: FleetConfig,
+    catalog: &dyn ModeCatalog,
+    lenient: bool,
+) -> Result<FleetPlan, ConfigErrors> {
     let mut errors = Vec::new();
     let warnings = fleet.warnings.clone();
     let mut jobs = Vec::new();
     for spec in &fleet.jobs {
-        let alignment = JobAlignment::resolve(&spec.name, &spec.config, catalog)
-            .map_err(|resolve_errors| errors.extend(resolve_diagnostics(spec, &resolve_errors)))
-            .ok();
+        let mut notes = Vec::new();
+        let alignment = if lenient {
+            let (alignment, fallback) =
+                JobAlignment::resolve_or_balanced(&spec.name, &spec.config, catalog);
+            notes = fallback;
+            Some(alignment)
+        } else {
+            JobAlignment::resolve(&spec.name, &spec.config, catalog)
+                .map_err(|resolve_errors| {
+                    errors.extend(resolve_diagnostics(spec, &resolve_errors));
+                })
+                .ok()
+        };
         let settings = JobSettings::from_config(&spec.config)
             .map_err(|option_errors| {
                 errors.extend(option_errors.iter().map(|e| {
@@ -84,6 +117,7 @@ pub fn plan_fleet(
                 spec: spec.clone(),
                 alignment,
                 settings,
+                notes,
             });
         }
     }

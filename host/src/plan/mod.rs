@@ -7,7 +7,7 @@
 mod fleet;
 mod settings;
 
-pub use fleet::{FleetPlan, JobPlan, locate, plan_fleet, resolve_diagnostics};
+pub use fleet::{FleetPlan, JobPlan, locate, plan_fleet, replan_fleet, resolve_diagnostics};
 pub use settings::{
     COOLDOWN_PERIOD_KEY, DEFAULT_COOLDOWN_PERIOD, ENABLED_KEY, JobSettings, cooldown_period,
 };

@@ -11,9 +11,12 @@ use abi_stable::std_types::{RResult, RStr};
 use flowscale_sdk::abi::{HostLogger, LogLevel, ManifestInfo, PluginRootRef};
 
 use super::isolation::{self, Isolation};
+use super::logger;
 use super::mode::PluginMode;
+use super::probe;
+use super::registry::ModeRegistry;
 use super::report::{ModeSummary, PluginFileReport, PluginStatus, Refusal};
-use super::{ModeRegistry, logger, probe};
+use super::versions::{PluginVersions, Staged};
 use crate::alignment::{CustomMode, ModeOrigin};
 
 /// How many differences of abi_stable's layout report the one-line reason keeps.
@@ -58,11 +61,15 @@ fn report_for(file: &Path, info: &ManifestInfo) -> PluginFileReport {
     }
 }
 
+/// Discovers the plugin files of `dir` into `registry`, loading each version once through
+/// `versions`. Each file's report comes with the hash of the content it was staged from (none
+/// when it could not be read or trusted).
 pub(super) fn discover_into(
     registry: &mut ModeRegistry,
     dir: &Path,
     isolation: &Isolation,
-) -> Vec<PluginFileReport> {
+    versions: &mut PluginVersions,
+) -> Vec<(PluginFileReport, Option<u64>)> {
     let files = match candidates(dir) {
         Ok(files) => files,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -70,38 +77,41 @@ pub(super) fn discover_into(
             return Vec::new();
         }
         Err(e) => {
-            return vec![PluginFileReport::refused(
-                dir,
-                &Refusal::Unreadable(e.to_string()),
+            return vec![(
+                PluginFileReport::refused(dir, &Refusal::Unreadable(e.to_string())),
+                None,
             )];
         }
     };
-    // 1. Check who may have planted each file, then probe it on its own. What is probed and
-    //    loaded is the resolved path that was checked, not a link that could change meanwhile.
+    // 1. Check who may have planted each file, copy it privately and probe the copy on its
+    //    own (see `versions`): what is probed and loaded is the content that was checked, in a
+    //    file nobody else can change.
     let mut reports = Vec::with_capacity(files.len());
-    let mut manifests: Vec<Option<ManifestInfo>> = Vec::with_capacity(files.len());
-    let mut resolved: Vec<PathBuf> = Vec::with_capacity(files.len());
+    let mut hashes: Vec<Option<u64>> = Vec::with_capacity(files.len());
+    let mut staged: Vec<Option<Staged>> = Vec::with_capacity(files.len());
     for file in &files {
-        match probe::probe_file(file) {
-            Ok((info, real)) => {
-                let mut report = report_for(file, &info);
-                match probe::check_manifest(&info) {
-                    Ok(()) => manifests.push(Some(info)),
+        match versions.stage(file) {
+            Ok(stage) => {
+                let mut report = report_for(file, &stage.info);
+                hashes.push(Some(stage.hash));
+                match probe::check_manifest(&stage.info) {
+                    Ok(()) => staged.push(Some(stage)),
                     Err(refusal) => {
                         report.refuse(&refusal);
-                        manifests.push(None);
+                        staged.push(None);
                     }
                 }
                 reports.push(report);
-                resolved.push(real);
             }
             Err(refusal) => {
                 reports.push(PluginFileReport::refused(file, &refusal));
-                manifests.push(None);
-                resolved.push(file.clone());
+                hashes.push(None);
+                staged.push(None);
             }
         }
     }
+    let manifests: Vec<Option<&ManifestInfo>> =
+        staged.iter().map(|s| s.as_ref().map(|s| &s.info)).collect();
 
     // 2. An id claimed by two files (or by a file and a linked mode) goes to nobody.
     let mut claims: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
@@ -133,22 +143,26 @@ pub(super) fn discover_into(
         }
     }
 
-    // 3. Load what is left.
+    // 3. Load what is left (each version once: a version seen before gives its modes again).
     for (i, file) in files.iter().enumerate() {
-        let Some(info) = &manifests[i] else { continue };
+        let Some(stage) = &staged[i] else { continue };
+        let info = &stage.info;
         let outcome = match &duplicate[i] {
             Some(refusal) => Err(refusal.clone()),
-            None => match isolation {
+            None => versions.load(stage, |stage| match isolation {
                 Isolation::InProcess => load(
-                    file,
-                    &resolved[i],
+                    &stage.listed,
+                    &stage.load_from,
                     info,
                     logger::host_logger(),
                     logger::max_level(),
                 ),
-                // The worker is handed the checked, resolved file; it checks it again itself.
-                Isolation::Process(options) => isolation::serve_file(&resolved[i], info, options),
-            },
+                // The worker is handed the checked file, which it checks again itself and loads
+                // again after a crash: a private copy lives only as long as discovery.
+                Isolation::Process(options) => {
+                    isolation::serve_file(&stage.listed, &stage.real, info, options)
+                }
+            }),
         };
         match outcome {
             Ok(modes) => {
@@ -167,12 +181,12 @@ pub(super) fn discover_into(
             "plugin refused"
         );
     }
-    reports
+    reports.into_iter().zip(hashes).collect()
 }
 
 /// Checks, probes and loads one file as discovery does, with the plugin's log records going to
 /// `log`: what a plugin worker does with the one file it serves.
-pub(in crate::plugins) fn load_file(
+fn load_file_here(
     file: &Path,
     log: HostLogger,
     max_level: LogLevel,
@@ -291,6 +305,59 @@ pub(super) fn condense(report: &str) -> String {
             .unwrap_or_else(|| "abi_stable reported an incompatibility".to_string());
     }
     items.join("; ")
+}
+
+impl ModeRegistry {
+    /// The linked modes plus every mode of every loadable plugin file in `dir`, and one report
+    /// per plugin file (see the module docs for what is considered and checked). A directory
+    /// that does not exist yields no reports; one that cannot be read yields a refused report
+    /// for the directory itself.
+    pub fn discover(dir: &Path) -> (ModeRegistry, Vec<PluginFileReport>) {
+        ModeRegistry::discover_with(dir, &Isolation::InProcess)
+    }
+
+    /// [`ModeRegistry::discover`], with the plugin files loaded as `isolation` says.
+    pub fn discover_with(
+        dir: &Path,
+        isolation: &Isolation,
+    ) -> (ModeRegistry, Vec<PluginFileReport>) {
+        ModeRegistry::discover_versions(dir, isolation, &mut PluginVersions::new())
+    }
+
+    /// [`ModeRegistry::discover_with`], loading each version of a file once through
+    /// `versions` (a version already loaded gives its very modes again).
+    pub fn discover_versions(
+        dir: &Path,
+        isolation: &Isolation,
+        versions: &mut PluginVersions,
+    ) -> (ModeRegistry, Vec<PluginFileReport>) {
+        let (registry, found) = ModeRegistry::discover_hashed(dir, isolation, versions);
+        (
+            registry,
+            found.into_iter().map(|(report, _)| report).collect(),
+        )
+    }
+
+    /// [`ModeRegistry::discover_versions`], with the hash of the content each report is about.
+    pub(super) fn discover_hashed(
+        dir: &Path,
+        isolation: &Isolation,
+        versions: &mut PluginVersions,
+    ) -> (ModeRegistry, Vec<(PluginFileReport, Option<u64>)>) {
+        let mut registry = ModeRegistry::linked();
+        let found = discover_into(&mut registry, dir, isolation, versions);
+        (registry, found)
+    }
+}
+
+/// Probes and loads one plugin file into this process as discovery does, the plugin logging
+/// through `log`: what a plugin worker runs ([`Loader`](super::isolation::Loader)).
+pub fn load_file(
+    file: &Path,
+    log: HostLogger,
+    max_level: LogLevel,
+) -> Result<(ManifestInfo, Vec<CustomMode>), Refusal> {
+    load_file_here(file, log, max_level)
 }
 
 #[cfg(test)]

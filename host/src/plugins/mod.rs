@@ -24,8 +24,12 @@
 //!    file claiming that id is refused: neither wins);
 //! 4. abi_stable's version and layout check of the root module, then the creation of each mode.
 //!
-//! Libraries that reach step 4 stay mapped for the life of the process (abi_stable never
-//! unloads), so there is no in-process hot reload: restart to pick up changed plugins.
+//! What is probed and loaded is a private copy of the checked file's content (`versions`):
+//! the dynamic loader would hand back an old library for a path it knows, and a library
+//! overwritten in place while mapped can crash the process. Libraries that reach step 4 stay
+//! mapped for the life of the process (abi_stable never unloads), so each new version counts
+//! against [`MAX_LOADED_VERSIONS`]. While `flowscale run` runs, [`LivePlugins`] watches the
+//! directory and loads new and replaced files as new versions.
 //!
 //! In `process` isolation ([`isolation`]), step 4 happens in a worker process per file instead
 //! (the same code, see [`isolation::serve`]): the host only probes the file, and a refusal of
@@ -38,199 +42,26 @@
 //! mode returns is checked by the alignment guard, not here.
 
 pub mod isolation;
+mod live;
 mod load;
 mod logger;
 mod mode;
 mod probe;
+mod registry;
 mod report;
 mod trust;
-
-use std::collections::BTreeMap;
-use std::path::Path;
-use std::sync::Arc;
-
-use flowscale_sdk::AlignmentMode;
-use flowscale_sdk::abi::{HostLogger, LogLevel, ManifestInfo};
-
-use crate::alignment::{CustomMode, ModeCatalog};
+mod versions;
 
 pub use isolation::Isolation;
-pub use report::{ModeSummary, PluginFileReport, PluginStatus, Refusal};
+pub use live::{LivePlugins, PluginUpdate};
+pub use load::load_file;
+pub use registry::{LinkedMode, ModeRegistry, is_reserved};
+pub use report::{ModeSummary, PluginFileReport, PluginListing, PluginStatus, Refusal};
 pub use trust::{Distrust, PathKind};
+pub use versions::{MAX_LOADED_VERSIONS, PluginVersions};
 
 /// Where a registered mode comes from (the registry's entries are alignment's [`CustomMode`]s).
 pub use crate::alignment::ModeOrigin;
 
 /// The built-in names a plugin mode can never claim.
 pub use crate::alignment::RESERVED_NAMES as RESERVED_MODE_NAMES;
-
-/// A mode compiled into the binary, registered with `inventory::submit!`.
-///
-/// ```ignore
-/// inventory::submit! {
-///     flowscale::plugins::LinkedMode {
-///         id: "my-mode",
-///         description: "what it does",
-///         make: || Box::new(MyMode),
-///     }
-/// }
-/// ```
-///
-/// `inventory` drops items of a dependency crate that the binary never references: a crate that
-/// submits linked modes must be named somewhere in the binary (`use that_crate as _;`).
-pub struct LinkedMode {
-    /// The implementation id.
-    pub id: &'static str,
-    /// A one-line description.
-    pub description: &'static str,
-    /// Creates the mode.
-    pub make: fn() -> Box<dyn AlignmentMode>,
-}
-
-inventory::collect!(LinkedMode);
-
-/// Probes and loads one plugin file into this process as discovery does, the plugin logging
-/// through `log`: what a plugin worker runs ([`isolation::Loader`]).
-pub fn load_file(
-    file: &Path,
-    log: HostLogger,
-    max_level: LogLevel,
-) -> Result<(ManifestInfo, Vec<CustomMode>), Refusal> {
-    load::load_file(file, log, max_level)
-}
-
-/// The modes available by implementation id.
-#[derive(Debug, Clone, Default)]
-pub struct ModeRegistry {
-    modes: BTreeMap<String, CustomMode>,
-}
-
-/// True when `id` is a built-in mode name (case-insensitively).
-pub fn is_reserved(id: &str) -> bool {
-    RESERVED_MODE_NAMES
-        .iter()
-        .any(|name| name.eq_ignore_ascii_case(id))
-}
-
-impl ModeRegistry {
-    /// The modes linked into the binary. A linked mode with a reserved or duplicate id is
-    /// skipped with a warning (it is a build mistake, not a user's).
-    pub fn linked() -> ModeRegistry {
-        let mut registry = ModeRegistry::default();
-        for linked in inventory::iter::<LinkedMode> {
-            if is_reserved(linked.id) || registry.modes.contains_key(linked.id) {
-                tracing::warn!(
-                    id = linked.id,
-                    "linked mode skipped: its implementation id is reserved or already taken"
-                );
-                continue;
-            }
-            registry.insert(CustomMode::linked(
-                linked.id,
-                linked.description,
-                Arc::from((linked.make)()),
-            ));
-        }
-        registry
-    }
-
-    /// The linked modes plus every mode of every loadable plugin file in `dir`, and one report
-    /// per plugin file (see the module docs for what is considered and checked). A directory
-    /// that does not exist yields no reports; one that cannot be read yields a refused report
-    /// for the directory itself.
-    pub fn discover(dir: &Path) -> (ModeRegistry, Vec<PluginFileReport>) {
-        ModeRegistry::discover_with(dir, &Isolation::InProcess)
-    }
-
-    /// [`ModeRegistry::discover`], with the plugin files loaded as `isolation` says.
-    pub fn discover_with(
-        dir: &Path,
-        isolation: &Isolation,
-    ) -> (ModeRegistry, Vec<PluginFileReport>) {
-        let mut registry = ModeRegistry::linked();
-        let reports = load::discover_into(&mut registry, dir, isolation);
-        (registry, reports)
-    }
-
-    /// The mode with implementation id `id`.
-    pub fn get(&self, id: &str) -> Option<&CustomMode> {
-        self.modes.get(id)
-    }
-
-    /// Every implementation id, sorted.
-    pub fn ids(&self) -> Vec<&str> {
-        self.modes.keys().map(String::as_str).collect()
-    }
-
-    /// Every registered mode, sorted by id.
-    pub fn modes(&self) -> impl Iterator<Item = &CustomMode> {
-        self.modes.values()
-    }
-
-    fn contains(&self, id: &str) -> bool {
-        self.modes.contains_key(id)
-    }
-
-    fn insert(&mut self, mode: CustomMode) {
-        self.modes.insert(mode.id.clone(), mode);
-    }
-}
-
-impl ModeCatalog for ModeRegistry {
-    fn find(&self, id: &str) -> Option<CustomMode> {
-        self.get(id).cloned()
-    }
-
-    fn ids(&self) -> Vec<String> {
-        ModeRegistry::ids(self)
-            .into_iter()
-            .map(str::to_string)
-            .collect()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use flowscale_sdk::{AlignmentContext, ModeError};
-
-    use super::*;
-
-    struct Doubler;
-    impl AlignmentMode for Doubler {
-        fn align(&self, ctx: &AlignmentContext) -> Result<u32, ModeError> {
-            Ok((ctx.target_parallelism() * 2).min(ctx.alignment_cap()))
-        }
-    }
-
-    inventory::submit! {
-        LinkedMode { id: "test-doubler", description: "doubles the target", make: || Box::new(Doubler) }
-    }
-    inventory::submit! {
-        LinkedMode { id: "balanced", description: "claims a reserved name", make: || Box::new(Doubler) }
-    }
-
-    #[test]
-    fn linked_modes_are_collected_and_reserved_names_skipped() {
-        let registry = ModeRegistry::linked();
-        assert_eq!(registry.ids(), vec!["test-doubler"]);
-        let mode = registry.get("test-doubler").unwrap();
-        assert_eq!(mode.origin, ModeOrigin::Linked);
-        let ctx = AlignmentContext::builder(2, 5, 128).build();
-        assert_eq!(mode.mode.align(&ctx), Ok(10));
-        assert!(registry.get("balanced").is_none());
-    }
-
-    #[test]
-    fn reserved_names_match_case_insensitively() {
-        assert!(is_reserved("EVENLY_SPREAD"));
-        assert!(is_reserved("off"));
-        assert!(!is_reserved("bucket-align"));
-    }
-
-    #[test]
-    fn a_missing_directory_is_no_plugins() {
-        let (registry, reports) = ModeRegistry::discover(Path::new("/nonexistent/flowscale"));
-        assert!(reports.is_empty());
-        assert_eq!(registry.ids(), vec!["test-doubler"]);
-    }
-}

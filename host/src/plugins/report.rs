@@ -82,6 +82,15 @@ pub enum Refusal {
     /// The file's metadata or the directory could not be read.
     #[error("cannot read it: {0}")]
     Unreadable(String),
+    /// The host has loaded as many plugin versions as it keeps (libraries are never unloaded).
+    #[error(
+        "not loaded: this host already keeps {limit} plugin versions (a library is never \
+         unloaded); restart the host to load new versions"
+    )]
+    TooManyVersions {
+        /// [`MAX_LOADED_VERSIONS`](super::MAX_LOADED_VERSIONS).
+        limit: usize,
+    },
     /// `dlopen` failed.
     #[error("not a loadable shared library ({0}); build plugins as a `cdylib` for this platform")]
     NotLoadable(String),
@@ -210,4 +219,19 @@ mod tests {
         );
         assert!(value[1].get("details").is_none());
     }
+}
+
+/// What `flowscale plugins --json` prints: every plugin file's report, and how many plugin
+/// versions the process keeps loaded (libraries are never unloaded, so a host that reloads
+/// plugins while it runs counts each version, up to a limit).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct PluginListing {
+    /// The plugins directory.
+    pub directory: std::path::PathBuf,
+    /// One report per plugin file, in file-name order.
+    pub files: Vec<PluginFileReport>,
+    /// Plugin libraries loaded by this process (every version, refused ones included).
+    pub versions_loaded: usize,
+    /// [`MAX_LOADED_VERSIONS`](super::MAX_LOADED_VERSIONS).
+    pub version_limit: usize,
 }

@@ -322,11 +322,17 @@ impl Steering<'_, '_> {
     }
 }
 
-/// Gives `runner` its entry's new plan, if a reload changed it since the last step.
-fn take_changes<E: Engine>(runner: &mut JobRunner<E>, follower: &mut Follower<'_>) {
-    if let Some((plan, interval_ms)) = follower.changed() {
-        runner.reconfigure(plan.alignment.clone(), &plan.settings, interval_ms);
-    }
+/// Gives `runner` its entry's new plan, if a reload changed it since the last step; the events
+/// the plan brings (a mode that fell back to BALANCED) are for the runner's next step.
+fn take_changes<E: Engine>(runner: &mut JobRunner<E>, follower: &mut Follower<'_>) -> Vec<Event> {
+    let Some((plan, interval_ms)) = follower.changed() else {
+        return Vec::new();
+    };
+    runner.reconfigure(plan.alignment.clone(), &plan.settings, interval_ms);
+    plan.notes
+        .iter()
+        .map(|note| note.clone().job(runner.name()))
+        .collect()
 }
 
 /// Counts one runner's steps, and those that failed, while passing its reports on.
@@ -390,7 +396,7 @@ fn drive_virtual<E: Engine>(
                 break;
             }
         }
-        take_changes(runner, follower);
+        first_events.extend(take_changes(runner, follower));
         if let Some(mut report) = runner.step(now, std::mem::take(&mut first_events)) {
             report.virtual_clock = true;
             tally.account(&report);
@@ -430,7 +436,7 @@ fn drive_wall<E: Engine>(
     let started = Instant::now();
     let mut gone = false;
     loop {
-        take_changes(runner, follower);
+        first_events.extend(take_changes(runner, follower));
         let now = wall_ms();
         let step_started = Instant::now();
         if let Some(report) = runner.step(now, std::mem::take(&mut first_events)) {

@@ -17,6 +17,7 @@ use std::sync::Arc;
 use std::thread::{Scope, ScopedJoinHandle};
 use std::time::Duration;
 
+use crate::alignment::JobAlignment;
 use crate::config::{HostSettings, JobSpec};
 use crate::events::{Event, EventReason, Severity};
 use crate::plan::{FleetPlan, JobPlan};
@@ -33,8 +34,8 @@ const PANICKED: &str = "the job's control loop panicked; the other jobs went on"
 
 /// Where a running fleet learns of a new configuration.
 pub trait FleetSource {
-    /// A new, valid plan when the configuration changed since the last call. An invalid change
-    /// is the source's to report: the fleet runs on with what it has.
+    /// A new, valid plan when the configuration (or the plugins it uses) changed since the last
+    /// call. An invalid change is the source's to report: the fleet runs on with what it has.
     fn poll(&mut self) -> Option<FleetPlan>;
 
     /// Reports what applying the last plan did (a `ConfigReloaded` event).
@@ -73,7 +74,7 @@ struct Running<'scope> {
     /// Start order, to report runs in the order the fleet lists its jobs.
     seq: usize,
     spec: JobSpec,
-    mode: String,
+    alignment: JobAlignment,
     live: Arc<LiveEntry>,
     handle: ScopedJoinHandle<'scope, Vec<JobRun>>,
 }
@@ -156,7 +157,7 @@ impl<'scope, 'env> Supervisor<'scope, 'env> {
 
     fn spawn(&mut self, job: JobPlan, interval_ms: i64, fresh: bool) {
         let spec = job.spec.clone();
-        let mode = job.alignment.mode_id();
+        let alignment = job.alignment.clone();
         let live = Arc::new(LiveEntry::new(job, interval_ms));
         let thread_live = Arc::clone(&live);
         let (options, sink) = (self.options, self.sink);
@@ -166,7 +167,7 @@ impl<'scope, 'env> Supervisor<'scope, 'env> {
         self.running.push(Running {
             seq: self.started,
             spec,
-            mode,
+            alignment,
             live,
             handle,
         });
@@ -178,7 +179,7 @@ impl<'scope, 'env> Supervisor<'scope, 'env> {
         let runs = running
             .handle
             .join()
-            .unwrap_or_else(|_| vec![JobRun::failed(name, running.mode, PANICKED)]);
+            .unwrap_or_else(|_| vec![JobRun::failed(name, running.alignment.mode_id(), PANICKED)]);
         self.runs.push((running.seq, runs));
     }
 
@@ -230,13 +231,16 @@ impl<'scope, 'env> Supervisor<'scope, 'env> {
                 }
                 Some(running) => {
                     let changed = config_of(&running.spec) != config_of(&job.spec);
-                    if changed || interval_changed {
+                    let new_mode = !running.alignment.same_implementation(&job.alignment);
+                    if changed || new_mode || interval_changed || !job.notes.is_empty() {
                         running.spec = job.spec.clone();
-                        running.mode = job.alignment.mode_id();
+                        running.alignment = job.alignment.clone();
                         running.live.update(job, new_interval);
                     }
                     if changed {
                         changes.changed.push(name);
+                    } else if new_mode {
+                        changes.new_mode.push(name);
                     }
                 }
                 None => {
@@ -282,6 +286,8 @@ struct Changes {
     added: Vec<String>,
     removed: Vec<String>,
     changed: Vec<String>,
+    /// Same configuration, another implementation of the mode (a plugin version came or went).
+    new_mode: Vec<String>,
     restarted: Vec<String>,
 }
 
@@ -296,6 +302,7 @@ impl Changes {
         list("added", &self.added);
         list("removed", &self.removed);
         list("changed", &self.changed);
+        list("changed mode implementation", &self.new_mode);
         list(
             "restarted without saved state (engine changed)",
             &self.restarted,

@@ -47,8 +47,19 @@ impl Built {
         let stdout = String::from_utf8_lossy(&out.stdout);
         let value: Value = serde_json::from_str(&stdout)
             .unwrap_or_else(|e| panic!("--json prints JSON ({e}):\n{stdout}"));
-        let Value::Array(items) = value else {
-            panic!("--json prints one array:\n{stdout}")
+        // Every file that reached the loader (loaded or refused by abi_stable) stays mapped.
+        let reached = value["files"].as_array().map_or(0, |files| {
+            files.iter().filter(|f| f["plugin"].is_string()).count()
+        });
+        assert!(
+            value["versions_loaded"]
+                .as_u64()
+                .is_some_and(|n| n as usize <= reached),
+            "{stdout}"
+        );
+        assert_eq!(value["version_limit"], 64, "{stdout}");
+        let Value::Array(items) = value["files"].clone() else {
+            panic!("--json prints the files as one array:\n{stdout}")
         };
         (items, out.status.code())
     }

@@ -1,6 +1,7 @@
-//! Hot configuration: a running `flowscale run` takes an edited fleet file (a job changes mode,
-//! one leaves, one joins), refuses an invalid edit and runs on with what it had, and reads the
-//! file again on SIGHUP.
+//! While `flowscale run` runs: it takes an edited fleet file (a job changes mode, one leaves,
+//! one joins), refuses an invalid edit and runs on with what it had, reads the file again on
+//! SIGHUP; and it takes plugin files copied into, replaced in and removed from its plugins
+//! directory.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -10,8 +11,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use flowscale_tests::{build, plugin_file};
+
 use crate::fake_flink::{FakeFlink, JOB_ID};
-use crate::harness::flowscale_bin;
+use crate::harness::{flowscale_bin, repo_root};
 
 /// How long any one expected line may take on a busy machine.
 const PATIENCE: Duration = Duration::from_secs(30);
@@ -38,6 +41,19 @@ fn write(path: &Path, text: &str) {
     let tmp = path.with_extension("toml.new");
     std::fs::write(&tmp, text).expect("write the fleet");
     std::fs::rename(&tmp, path).expect("replace the fleet");
+}
+
+/// Puts a plugin file in place the way the README asks: a new file, renamed over the old one.
+fn install_plugin(from: &Path, to: &Path) {
+    let tmp = to.with_extension("so.new");
+    std::fs::copy(from, &tmp).expect("copy the plugin");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755))
+            .expect("the copy's mode is set");
+    }
+    std::fs::rename(&tmp, to).expect("rename the plugin into place");
 }
 
 /// The host's JSON lines, as they come.
@@ -84,6 +100,22 @@ fn decided_with(line: &Value, job: &str, mode: &str) -> bool {
         && line["data"]["vertices"]
             .as_array()
             .is_some_and(|vs| vs.iter().any(|v| v["mode"] == mode))
+}
+
+/// The vertices of a cycle of `job` that `mode` aligned, as (target, aligned).
+fn aligned_by(line: &Value, job: &str, mode: &str) -> Vec<(u64, u64)> {
+    if line["type"] != "cycle" || line["data"]["job"] != job {
+        return Vec::new();
+    }
+    line["data"]["vertices"]
+        .as_array()
+        .map(|vs| {
+            vs.iter()
+                .filter(|v| v["mode"] == mode)
+                .filter_map(|v| Some((v["target"].as_u64()?, v["aligned"].as_u64()?)))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 fn cycle_of(line: &Value, job: &str) -> bool {
@@ -195,4 +227,127 @@ fn an_edited_fleet_is_taken_while_running_and_an_invalid_edit_is_refused() {
         .count();
     // One cycle may have been under way when the reload was applied.
     assert!(late_b <= 1, "{late_b} cycles of b after it left");
+}
+
+/// A simulated job, paced so that it decides a few times a wall second, with `mode` (and the
+/// `versioned` plugin mode's parameters when it is used).
+fn paced_fleet(mode: &str) -> String {
+    let job = repo_root().join("examples/jobs/diurnal.toml");
+    let mut text = format!(
+        "[host]\ninterval = \"1min\"\n\n[defaults]\n\"metrics.window\" = \"3 min\"\n\
+         \"stabilization.interval\" = \"1 min\"\n\"scale-down.interval\" = \"0\"\n\n\
+         [[jobs]]\nname = \"d\"\njob = {:?}\nduration = \"30d\"\n[jobs.config]\n\
+         \"scaling.alignment.mode\" = \"{mode}\"\n",
+        job.display().to_string()
+    );
+    if mode == "v" {
+        text.push_str("\"scaling.alignment.mode.v.class\" = \"versioned\"\n");
+    }
+    text
+}
+
+#[test]
+fn plugins_copied_in_replaced_and_removed_are_taken_while_running() {
+    let profile = build(&["fixture-versioned-v1", "fixture-versioned-v2"]);
+    let v1 = plugin_file(&profile, "fixture-versioned-v1");
+    let v2 = plugin_file(&profile, "fixture-versioned-v2");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let plugins = dir.path().join("plugins");
+    std::fs::create_dir(&plugins).expect("the plugins directory");
+    let installed = plugins.join("libversioned.so");
+    let path = dir.path().join("fleet.toml");
+    write(&path, &paced_fleet("BALANCED"));
+    let mut host = Command::new(flowscale_bin())
+        .args(["run", "--json", "--verbose", "--pace", "600", "--plugins"])
+        .arg(&plugins)
+        .arg(&path)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .env_remove("FLOWSCALE_LOG")
+        .spawn()
+        .expect("start flowscale");
+    let stdout = host.stdout.take().expect("stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if let Ok(value) = serde_json::from_str(&line)
+                && tx.send(value).is_err()
+            {
+                break;
+            }
+        }
+    });
+    let mut lines = Lines {
+        rx,
+        seen: Vec::new(),
+    };
+    lines.wait_for("a decision with BALANCED", |l| {
+        decided_with(l, "d", "BALANCED")
+    });
+
+    // Copied in: loaded; the job is then switched to it by an edit of the fleet file.
+    install_plugin(&v1, &installed);
+    let loaded = lines.wait_for("PluginLoaded", |l| event(l, "PluginLoaded").is_some());
+    let message = event(&lines.seen[loaded], "PluginLoaded").unwrap_or_default();
+    assert!(message.contains("fixture-versioned 1.0.0"), "{message}");
+    write(&path, &paced_fleet("v"));
+    lines.wait_for("ConfigReloaded", |l| event(l, "ConfigReloaded").is_some());
+    // Version 1 answers the computed target.
+    let first = lines.wait_for("a decision of version 1", |l| {
+        !aligned_by(l, "d", "versioned").is_empty()
+    });
+    for (target, aligned) in aligned_by(&lines.seen[first], "d", "versioned") {
+        assert_eq!(aligned, target, "version 1 keeps the target");
+    }
+
+    // Replaced by another build: used from the next decision on.
+    install_plugin(&v2, &installed);
+    let replaced = lines.wait_for("PluginReplaced", |l| event(l, "PluginReplaced").is_some());
+    let message = event(&lines.seen[replaced], "PluginReplaced").unwrap_or_default();
+    assert!(
+        message.contains("1.0.0 -> fixture-versioned 2.0.0"),
+        "{message}"
+    );
+    let second = lines.wait_for("a decision of version 2", |l| {
+        !aligned_by(l, "d", "versioned").is_empty()
+    });
+    for (_, aligned) in aligned_by(&lines.seen[second], "d", "versioned") {
+        assert_eq!(aligned, 1, "version 2 answers one subtask");
+    }
+
+    // Removed: the job aligns with BALANCED, and says so, until the mode is back.
+    std::fs::remove_file(&installed).expect("remove the plugin");
+    lines.wait_for("PluginRemoved", |l| event(l, "PluginRemoved").is_some());
+    let fallback = lines.wait_for("ModeFallback", |l| {
+        l["type"] == "cycle"
+            && l["data"]["events"]
+                .as_array()
+                .is_some_and(|es| es.iter().any(|e| e["reason"] == "ModeFallback"))
+    });
+    assert!(
+        lines.seen[fallback]["data"]["events"]
+            .to_string()
+            .contains("versioned"),
+        "the fallback names the missing mode: {}",
+        lines.seen[fallback]
+    );
+    lines.wait_for("a decision with BALANCED after the removal", |l| {
+        decided_with(l, "d", "BALANCED")
+    });
+    let after_removal = lines.seen.len();
+    install_plugin(&v1, &installed);
+    lines.wait_for("PluginLoaded again", |l| event(l, "PluginLoaded").is_some());
+    let back = lines.wait_for("a decision of version 1 again", |l| {
+        !aligned_by(l, "d", "versioned").is_empty()
+    });
+    assert!(back > after_removal);
+    for (target, aligned) in aligned_by(&lines.seen[back], "d", "versioned") {
+        assert_eq!(aligned, target, "version 1 is back");
+    }
+
+    signal(host.id(), "INT");
+    let status = host.wait().expect("the host ends");
+    // A simulated run cut short by Ctrl-C says so with its own status.
+    assert_eq!(status.code(), Some(130), "{status:?}");
 }

@@ -46,14 +46,16 @@ impl Isolation {
     }
 }
 
-/// Starts the worker of `file` (already probed by discovery) and registers its modes. The
-/// worker's own load is the one that counts: if it refuses the file, so does discovery.
+/// Starts the worker of `file` (already probed by discovery), loading the checked file it
+/// resolves to, `load_from`, and registers its modes under `file`. The worker's own load is the one that
+/// counts: if it refuses the file, so does discovery.
 pub(super) fn serve_file(
     file: &Path,
+    load_from: &Path,
     info: &ManifestInfo,
     options: &IsolationOptions,
 ) -> Result<Vec<CustomMode>, Refusal> {
-    let (supervisor, hello) = Supervisor::start(file, options.clone()).map_err(|fault| {
+    let (supervisor, hello) = Supervisor::start(load_from, options.clone()).map_err(|fault| {
         Refusal::Worker(match fault {
             Fault::Refused(reason) => reason,
             other => other.to_string(),

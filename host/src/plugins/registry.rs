@@ -1,0 +1,155 @@
+//! The modes available by implementation id: those linked into the binary and those of the
+//! loadable plugin files of a directory.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use flowscale_sdk::AlignmentMode;
+
+use crate::alignment::{CustomMode, ModeCatalog, RESERVED_NAMES};
+
+/// A mode compiled into the binary, registered with `inventory::submit!`.
+///
+/// ```ignore
+/// inventory::submit! {
+///     flowscale::plugins::LinkedMode {
+///         id: "my-mode",
+///         description: "what it does",
+///         make: || Box::new(MyMode),
+///     }
+/// }
+/// ```
+///
+/// `inventory` drops items of a dependency crate that the binary never references: a crate that
+/// submits linked modes must be named somewhere in the binary (`use that_crate as _;`).
+pub struct LinkedMode {
+    /// The implementation id.
+    pub id: &'static str,
+    /// A one-line description.
+    pub description: &'static str,
+    /// Creates the mode.
+    pub make: fn() -> Box<dyn AlignmentMode>,
+}
+
+inventory::collect!(LinkedMode);
+
+/// The modes available by implementation id.
+#[derive(Debug, Clone, Default)]
+pub struct ModeRegistry {
+    modes: BTreeMap<String, CustomMode>,
+}
+
+/// True when `id` is a built-in mode name (case-insensitively).
+pub fn is_reserved(id: &str) -> bool {
+    RESERVED_NAMES
+        .iter()
+        .any(|name| name.eq_ignore_ascii_case(id))
+}
+
+impl ModeRegistry {
+    /// The modes linked into the binary. A linked mode with a reserved or duplicate id is
+    /// skipped with a warning (it is a build mistake, not a user's).
+    pub fn linked() -> ModeRegistry {
+        let mut registry = ModeRegistry::default();
+        for linked in inventory::iter::<LinkedMode> {
+            if is_reserved(linked.id) || registry.modes.contains_key(linked.id) {
+                tracing::warn!(
+                    id = linked.id,
+                    "linked mode skipped: its implementation id is reserved or already taken"
+                );
+                continue;
+            }
+            registry.insert(CustomMode::linked(
+                linked.id,
+                linked.description,
+                Arc::from((linked.make)()),
+            ));
+        }
+        registry
+    }
+
+    /// The mode with implementation id `id`.
+    pub fn get(&self, id: &str) -> Option<&CustomMode> {
+        self.modes.get(id)
+    }
+
+    /// Every implementation id, sorted.
+    pub fn ids(&self) -> Vec<&str> {
+        self.modes.keys().map(String::as_str).collect()
+    }
+
+    /// Every registered mode, sorted by id.
+    pub fn modes(&self) -> impl Iterator<Item = &CustomMode> {
+        self.modes.values()
+    }
+
+    pub(super) fn contains(&self, id: &str) -> bool {
+        self.modes.contains_key(id)
+    }
+
+    pub(super) fn insert(&mut self, mode: CustomMode) {
+        self.modes.insert(mode.id.clone(), mode);
+    }
+}
+
+impl ModeCatalog for ModeRegistry {
+    fn find(&self, id: &str) -> Option<CustomMode> {
+        self.get(id).cloned()
+    }
+
+    fn ids(&self) -> Vec<String> {
+        ModeRegistry::ids(self)
+            .into_iter()
+            .map(str::to_string)
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use flowscale_sdk::{AlignmentContext, ModeError};
+
+    use std::path::Path;
+
+    use super::*;
+    use crate::plugins::ModeOrigin;
+
+    struct Doubler;
+    impl AlignmentMode for Doubler {
+        fn align(&self, ctx: &AlignmentContext) -> Result<u32, ModeError> {
+            Ok((ctx.target_parallelism() * 2).min(ctx.alignment_cap()))
+        }
+    }
+
+    inventory::submit! {
+        LinkedMode { id: "test-doubler", description: "doubles the target", make: || Box::new(Doubler) }
+    }
+    inventory::submit! {
+        LinkedMode { id: "balanced", description: "claims a reserved name", make: || Box::new(Doubler) }
+    }
+
+    #[test]
+    fn linked_modes_are_collected_and_reserved_names_skipped() {
+        let registry = ModeRegistry::linked();
+        assert_eq!(registry.ids(), vec!["test-doubler"]);
+        let mode = registry.get("test-doubler").unwrap();
+        assert_eq!(mode.origin, ModeOrigin::Linked);
+        let ctx = AlignmentContext::builder(2, 5, 128).build();
+        assert_eq!(mode.mode.align(&ctx), Ok(10));
+        assert!(registry.get("balanced").is_none());
+    }
+
+    #[test]
+    fn reserved_names_match_case_insensitively() {
+        assert!(is_reserved("EVENLY_SPREAD"));
+        assert!(is_reserved("off"));
+        assert!(!is_reserved("bucket-align"));
+    }
+
+    #[test]
+    fn a_missing_directory_is_no_plugins() {
+        let (registry, reports) = ModeRegistry::discover(Path::new("/nonexistent/flowscale"));
+        assert!(reports.is_empty());
+        assert_eq!(registry.ids(), vec!["test-doubler"]);
+    }
+}

@@ -1,0 +1,284 @@
+//! Every version of every plugin file the host has loaded, by content.
+//!
+//! The dynamic loader hands back the library it already has for a path it knows, even after the
+//! file at that path was replaced: a new build dropped into the plugins directory under the same
+//! name would never run. And a library overwritten in place while mapped can crash the process
+//! that maps it. So the host never maps the user's file: each trusted file's bytes are copied
+//! into a private directory (owned by the host's user, mode 0700) under a name made of the file's
+//! stem and a hash of its content, and that copy is probed and loaded. A new build gets a new
+//! name, hence a new library; the same build seen again (a rescan, the file renamed) is the
+//! library already loaded, with the very same mode objects.
+//!
+//! A copy is only needed while it is being loaded: a mapped library stays valid after its file is
+//! gone, so the private directory goes away with this set. A worker process of `process`
+//! isolation loads (and, after a crash, reloads) the checked file itself.
+//!
+//! Libraries are never unloaded (abi_stable keeps them mapped for the life of the process), so
+//! each new version costs its mapped size for good: past [`MAX_LOADED_VERSIONS`] a new version
+//! is refused, and a restart frees them.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::hash::{DefaultHasher, Hasher};
+use std::path::{Path, PathBuf};
+
+use flowscale_sdk::abi::ManifestInfo;
+
+use super::report::Refusal;
+use super::{probe, trust};
+use crate::alignment::CustomMode;
+
+/// How many plugin libraries one host process loads at most (every version of every file that
+/// reached the loader, refused ones included: they stay mapped too). A restart frees them.
+pub const MAX_LOADED_VERSIONS: usize = 64;
+
+/// One plugin file, staged for loading: its content's hash, its manifest, and the private copy
+/// to load.
+#[derive(Debug, Clone)]
+pub(super) struct Staged {
+    /// The file as listed in the plugins directory.
+    pub listed: PathBuf,
+    /// The checked file it resolves to (after links).
+    pub real: PathBuf,
+    /// Hash of its content (names the private copy, tells versions apart).
+    pub hash: u64,
+    /// Its manifest, read from the private copy.
+    pub info: ManifestInfo,
+    /// What to load: the private copy (or the checked file itself, without a private
+    /// directory).
+    pub load_from: PathBuf,
+}
+
+/// The outcome of loading one version: its modes, or why it was refused.
+type Loaded = Result<Vec<CustomMode>, Refusal>;
+
+/// The host's plugin libraries by content hash.
+#[derive(Debug)]
+pub struct PluginVersions {
+    /// Where private copies live; `None` when it could not be made (plugins then load from
+    /// their own files and a replaced file cannot be loaded again).
+    private: Option<PathBuf>,
+    /// Manifests of the contents probed so far (or why they were refused).
+    probed: BTreeMap<u64, Result<ManifestInfo, Refusal>>,
+    /// Contents that reached the loader.
+    loaded: BTreeMap<u64, Loaded>,
+    /// At most this many contents reach the loader.
+    limit: usize,
+}
+
+impl Default for PluginVersions {
+    fn default() -> PluginVersions {
+        PluginVersions::new()
+    }
+}
+
+impl Drop for PluginVersions {
+    fn drop(&mut self) {
+        // Loaded copies stay mapped after their file is gone; only the names go.
+        if let Some(dir) = &self.private {
+            let _ = fs::remove_dir_all(dir);
+        }
+    }
+}
+
+impl PluginVersions {
+    /// An empty set with a fresh private directory under the system's temporary directory.
+    pub fn new() -> PluginVersions {
+        let private = match private_dir() {
+            Ok(dir) => Some(dir),
+            Err(err) => {
+                tracing::warn!(
+                    %err,
+                    "no private directory for plugin copies: plugins load from their own files, \
+                     and a replaced file cannot be loaded again until a restart"
+                );
+                None
+            }
+        };
+        PluginVersions {
+            private,
+            probed: BTreeMap::new(),
+            loaded: BTreeMap::new(),
+            limit: MAX_LOADED_VERSIONS,
+        }
+    }
+
+    /// Libraries mapped for good so far.
+    pub fn loaded_versions(&self) -> usize {
+        self.loaded.len()
+    }
+
+    /// Checks who may have planted `file` (see `trust`), copies its bytes privately and reads
+    /// the copy's manifest (once per content).
+    pub(super) fn stage(&mut self, file: &Path) -> Result<Staged, Refusal> {
+        let real = trust::check(file)?;
+        let bytes = fs::read(&real).map_err(|e| Refusal::Unreadable(e.to_string()))?;
+        let hash = content_hash(&bytes);
+        let load_from = match &self.private {
+            Some(dir) => {
+                let copy = dir.join(copy_name(file, hash));
+                if !copy.exists() {
+                    write_private(&copy, &bytes).map_err(|e| {
+                        Refusal::Unreadable(format!("cannot copy it privately: {e}"))
+                    })?;
+                }
+                copy
+            }
+            None => real.clone(),
+        };
+        let info = self
+            .probed
+            .entry(hash)
+            .or_insert_with(|| probe::read_manifest(&load_from))
+            .clone()?;
+        Ok(Staged {
+            listed: file.to_path_buf(),
+            real,
+            hash,
+            info,
+            load_from,
+        })
+    }
+
+    /// The modes of a staged version: loaded by `load` the first time, the same ones after.
+    pub(super) fn load(&mut self, staged: &Staged, load: impl FnOnce(&Staged) -> Loaded) -> Loaded {
+        if let Some(loaded) = self.loaded.get(&staged.hash) {
+            return loaded.clone();
+        }
+        if self.private.is_none() && self.loaded_from_file(&staged.listed) {
+            return Err(Refusal::Unreadable(
+                "a new version of a file already loaded cannot be loaded without a private \
+                 directory for plugin copies; restart the host"
+                    .to_string(),
+            ));
+        }
+        if self.loaded.len() >= self.limit {
+            return Err(Refusal::TooManyVersions { limit: self.limit });
+        }
+        let loaded = load(staged);
+        self.loaded.insert(staged.hash, loaded.clone());
+        loaded
+    }
+
+    fn loaded_from_file(&self, file: &Path) -> bool {
+        self.loaded.values().flatten().flatten().any(|mode| {
+            matches!(&mode.origin, crate::alignment::ModeOrigin::Plugin { file: f, .. } if f == file)
+        })
+    }
+}
+
+/// A hash of a file's content: equal contents, equal hash, in this process and every other
+/// (std's SipHash with its fixed default keys).
+fn content_hash(bytes: &[u8]) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    hasher.write(bytes);
+    hasher.finish()
+}
+
+/// `<stem>-<hash>.<ext>`: one name per content of one listed file.
+fn copy_name(file: &Path, hash: u64) -> String {
+    let stem = file
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "plugin".to_string());
+    format!("{stem}-{hash:016x}.{}", std::env::consts::DLL_EXTENSION)
+}
+
+/// A new directory only the host's user can enter, under the system's temporary directory.
+fn private_dir() -> std::io::Result<PathBuf> {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let dir = std::env::temp_dir().join(format!(
+        "flowscale-plugins-{}-{nanos:08x}",
+        std::process::id()
+    ));
+    let mut builder = fs::DirBuilder::new();
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder.create(&dir)?;
+    Ok(dir)
+}
+
+/// Writes a private copy readable only by the host's user, in one step (a temporary name, then
+/// a rename), so that a copy that exists is whole.
+fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let tmp = path.with_extension("partial");
+    let mut options = fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o500);
+    let mut file = options.open(&tmp)?;
+    std::io::Write::write_all(&mut file, bytes)?;
+    file.sync_all()?;
+    fs::rename(&tmp, path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn copies_are_named_by_stem_and_content() {
+        let a = content_hash(b"one build");
+        let b = content_hash(b"another build");
+        assert_ne!(a, b);
+        assert_eq!(a, content_hash(b"one build"), "stable within the process");
+        let name = copy_name(Path::new("/p/libbucket_align.so"), a);
+        assert_eq!(name, format!("libbucket_align-{a:016x}.so"));
+    }
+
+    fn staged(hash: u64) -> Staged {
+        Staged {
+            listed: PathBuf::from("/p/libx.so"),
+            real: PathBuf::from("/p/libx.so"),
+            hash,
+            info: ManifestInfo {
+                sdk_version: String::new(),
+                plugin_name: "x".to_string(),
+                plugin_version: hash.to_string(),
+                panic_unwind: true,
+                modes: Vec::new(),
+            },
+            load_from: PathBuf::from("/p/libx.so"),
+        }
+    }
+
+    #[test]
+    fn each_content_is_loaded_once_and_new_ones_stop_at_the_limit() {
+        let mut versions = PluginVersions::new();
+        versions.limit = 2;
+        let mut loads = 0;
+        let mut load = |hash| {
+            versions.load(&staged(hash), |_| {
+                loads += 1;
+                Ok(Vec::new())
+            })
+        };
+        assert!(load(1).is_ok());
+        assert!(load(1).is_ok(), "the same content again");
+        assert!(load(2).is_ok());
+        assert_eq!(
+            load(3).map(|_| ()),
+            Err(Refusal::TooManyVersions { limit: 2 }),
+            "a third version is one too many"
+        );
+        assert!(load(1).is_ok(), "a version already loaded is still there");
+        assert_eq!(loads, 2);
+        assert_eq!(versions.loaded_versions(), 2);
+    }
+
+    #[test]
+    fn the_private_directory_is_the_users_alone_and_goes_away() {
+        let versions = PluginVersions::new();
+        let dir = versions.private.clone().expect("a private directory");
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = fs::metadata(&dir).expect("metadata").permissions().mode();
+            assert_eq!(mode & 0o777, 0o700);
+        }
+        drop(versions);
+        assert!(!dir.exists());
+    }
+}
