@@ -79,9 +79,7 @@ pub(super) fn discover_into(registry: &mut ModeRegistry, dir: &Path) -> Vec<Plug
     for file in &files {
         let probed = match &dir_refusal {
             Some(refusal) => Err(refusal.clone()),
-            None => {
-                probe::check_not_writable("file", file).and_then(|()| probe::read_manifest(file))
-            }
+            None => probe::precheck(file).and_then(|()| probe::read_manifest(file)),
         };
         match probed {
             Ok(info) => {

@@ -13,9 +13,11 @@
 //! Checks, in order (the first failing one is reported):
 //! 1. the directory and the file are not writable by group or others (anyone could inject
 //!    code into the host);
-//! 2. the probe: the file opens as a shared library and carries a flowscale manifest with a
-//!    compatible SDK version, unwinding panics, valid and non-reserved implementation ids
-//!    (the library is closed again right after);
+//! 2. the probe: the file's header says it is a shared library for this platform (on Linux an
+//!    ELF `ET_DYN` of the host's class, byte order and machine, checked on the bytes before
+//!    anything is loaded: see [`precheck_file`]); then it opens as a shared library and carries
+//!    a flowscale manifest with a compatible SDK version, unwinding panics, valid and
+//!    non-reserved implementation ids (the library is closed again right after);
 //! 3. no other file and no linked mode exports one of its implementation ids (otherwise every
 //!    file claiming that id is refused: neither wins);
 //! 4. abi_stable's version and layout check of the root module, then the creation of each mode.
@@ -75,6 +77,15 @@ pub struct LinkedMode {
 }
 
 inventory::collect!(LinkedMode);
+
+/// The checks discovery makes on a candidate plugin file before it opens it as a library: the
+/// file is not writable by group or others, and its header is a shared library for this
+/// platform (on Linux: ELF, this host's class, byte order and machine, type `ET_DYN`, program
+/// headers within the file). `Ok` means discovery would go on to `dlopen` it; nothing is loaded
+/// or run here, so any bytes are safe to check.
+pub fn precheck_file(path: &Path) -> Result<(), Refusal> {
+    probe::precheck(path)
+}
 
 /// The modes available by implementation id.
 #[derive(Debug, Clone, Default)]
