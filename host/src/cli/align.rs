@@ -385,6 +385,27 @@ fn print_human(out: &mut impl Write, answer: &Answer) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Answers one `align --batch` input line (1-based `line`, the bytes without the line end):
+/// the JSON answer line `--batch` prints for it (without the newline), or the message of the
+/// error line it prints instead (`line N: ...`). `base` is the job's configuration the request's `config` keys are
+/// laid over. Nothing is read or written; `flowscale align --batch` is a loop over this.
+pub fn batch_line(
+    line: usize,
+    bytes: &[u8],
+    base: &JobConfig,
+    catalog: &dyn ModeCatalog,
+) -> Result<String, String> {
+    let result = serde_json::from_slice::<Request>(bytes)
+        .map_err(|source| LineError::Json { line, source })
+        .and_then(|request| {
+            answer(&request, base, catalog).map_err(|source| LineError::Request { line, source })
+        });
+    match result {
+        Ok(answer) => serde_json::to_string(&answer).map_err(|e| format!("line {line}: {e}")),
+        Err(err) => Err(err.to_string()),
+    }
+}
+
 fn batch(base: &JobConfig, catalog: &dyn ModeCatalog) -> u8 {
     let stdin = std::io::stdin();
     let mut out = std::io::stdout().lock();
@@ -400,18 +421,13 @@ fn batch(base: &JobConfig, catalog: &dyn ModeCatalog) -> u8 {
         if line_text.trim().is_empty() {
             continue;
         }
-        let line = index + 1;
-        let result = serde_json::from_str::<Request>(&line_text)
-            .map_err(|source| LineError::Json { line, source })
-            .and_then(|request| {
-                answer(&request, base, catalog)
-                    .map_err(|source| LineError::Request { line, source })
-            });
-        let written = match result {
-            Ok(answer) => serde_json::to_writer(&mut out, &answer),
-            Err(err) => {
+        let written = match batch_line(index + 1, line_text.as_bytes(), base, catalog) {
+            Ok(answer) => out
+                .write_all(answer.as_bytes())
+                .map_err(serde_json::Error::io),
+            Err(message) => {
                 failed += 1;
-                serde_json::to_writer(&mut out, &serde_json::json!({ "error": err.to_string() }))
+                serde_json::to_writer(&mut out, &serde_json::json!({ "error": message }))
             }
         };
         if written.is_err() || writeln!(out).is_err() {
