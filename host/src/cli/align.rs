@@ -134,6 +134,14 @@ enum RequestError {
     /// `target` is 0.
     #[error("`target` must be at least 1")]
     ZeroTarget,
+    /// A target below the lower limit.
+    #[error(
+        "target {target} is below lower {lower}; the autoscaler never computes such a target (use scale_factor to have it clamped)"
+    )]
+    TargetBelowLower { target: u32, lower: u32 },
+    /// A limit above what Flink can run (a parallelism is a Java `int`).
+    #[error("`{key}` must be at most {max} (Flink's largest parallelism), got {value}", max = i32::MAX)]
+    AboveIntMax { key: &'static str, value: u32 },
     /// A target the autoscaler would have clamped.
     #[error(
         "target {target} is above min(max_parallelism {max_parallelism}, upper {upper}) = {bound}; the autoscaler never computes such a target (use scale_factor to have it clamped)"
@@ -184,6 +192,10 @@ fn target(request: &Request) -> Result<u32, RequestError> {
         (Some(_), Some(_)) => Err(RequestError::TargetAndFactor),
         (None, None) => Err(RequestError::NoTarget),
         (Some(0), None) => Err(RequestError::ZeroTarget),
+        (Some(t), None) if t < request.lower => Err(RequestError::TargetBelowLower {
+            target: t,
+            lower: request.lower,
+        }),
         (Some(t), None) => {
             let bound = request.max_parallelism.min(request.upper);
             if t > bound {
@@ -243,6 +255,15 @@ fn answer(
             lower: request.lower,
             upper: request.upper,
         });
+    }
+    let int_max = u32::try_from(i32::MAX).unwrap_or(u32::MAX);
+    for (key, value) in [
+        ("max_parallelism", request.max_parallelism),
+        ("upper", request.upper),
+    ] {
+        if value > int_max {
+            return Err(RequestError::AboveIntMax { key, value });
+        }
     }
     let target = target(request)?;
     let config = config_of(request, base)?;
@@ -439,5 +460,58 @@ fn batch(base: &JobConfig, catalog: &dyn ModeCatalog) -> u8 {
         exit_codes::FAILED
     } else {
         exit_codes::OK
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::alignment::NoCustomModes;
+
+    fn line(text: &str) -> Result<String, String> {
+        batch_line(7, text.as_bytes(), &JobConfig::new(), &NoCustomModes)
+    }
+
+    #[test]
+    fn a_batch_line_is_answered_or_refused_with_its_number() {
+        let answer = line(r#"{"current":16,"target":24,"max_parallelism":128}"#).unwrap();
+        let value: serde_json::Value = serde_json::from_str(&answer).unwrap();
+        assert_eq!(value["target"], 24);
+        let err = line("{\"current\":").unwrap_err();
+        assert!(err.starts_with("line 7: "), "{err}");
+        let err = batch_line(3, b"\xff\xfe", &JobConfig::new(), &NoCustomModes).unwrap_err();
+        assert!(err.starts_with("line 3: "), "{err}");
+    }
+
+    // Found by the align_batch_line fuzz target: a target below `lower` was answered as is.
+    #[test]
+    fn a_target_below_lower_is_refused() {
+        let err = line(r#"{"current":1,"target":1,"max_parallelism":8,"lower":4}"#).unwrap_err();
+        assert!(err.contains("target 1 is below lower 4"), "{err}");
+        assert!(line(r#"{"current":1,"target":4,"max_parallelism":8,"lower":4}"#).is_ok());
+    }
+
+    // Found by the align_batch_line fuzz target: `upper` and `max_parallelism` up to u32::MAX
+    // gave answers above i32::MAX, which no Flink vertex can run.
+    #[test]
+    fn limits_above_i32_max_are_refused() {
+        let big = u64::from(u32::MAX);
+        let err = line(&format!(
+            r#"{{"current":1,"target":{big},"max_parallelism":{big},"upper":{big}}}"#
+        ))
+        .unwrap_err();
+        assert!(
+            err.contains("`max_parallelism` must be at most 2147483647"),
+            "{err}"
+        );
+        let err = line(&format!(
+            r#"{{"current":1,"scale_factor":1e308,"max_parallelism":8,"upper":{big}}}"#
+        ))
+        .unwrap_err();
+        assert!(err.contains("`upper` must be at most 2147483647"), "{err}");
+        let answer =
+            line(r#"{"current":1,"scale_factor":1e308,"max_parallelism":2147483647}"#).unwrap();
+        let value: serde_json::Value = serde_json::from_str(&answer).unwrap();
+        assert_eq!(value["target"], 2_147_483_647);
     }
 }
