@@ -33,9 +33,16 @@ fuzz_target!(|data: &[u8]| {
     std::fs::set_permissions(file, std::fs::Permissions::from_mode(0o644)).expect("chmod");
     match precheck_file(file) {
         Ok(()) => {
-            assert!(data.starts_with(b"\x7fELF"), "accepted a file without the ELF magic");
+            assert!(
+                data.starts_with(b"\x7fELF"),
+                "accepted a file without the ELF magic"
+            );
             assert!(data.len() >= 64, "accepted a truncated header");
-            assert_eq!(data[16..18], [3, 0], "accepted an ELF file that is not ET_DYN");
+            assert_eq!(
+                data[16..18],
+                [3, 0],
+                "accepted an ELF file that is not ET_DYN"
+            );
         }
         Err(refusal) => assert!(!refusal.to_string().is_empty()),
     }

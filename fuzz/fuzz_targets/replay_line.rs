@@ -40,7 +40,10 @@ fuzz_target!(|data: &[u8]| {
     };
     let times = collector.times();
     assert!(!times.is_empty(), "accepted an empty replay");
-    assert!(times.windows(2).all(|w| w[0] <= w[1]), "accepted out-of-order times");
+    assert!(
+        times.windows(2).all(|w| w[0] <= w[1]),
+        "accepted out-of-order times"
+    );
     for line in text.lines().map(str::trim) {
         if line.is_empty() || line.starts_with('#') {
             continue;

@@ -59,8 +59,8 @@ fn sections(store: &dyn StateStore, job: &str) -> Vec<(String, serde_json::Value
         "events",
     ]
     .into_iter()
-        .filter_map(|s| store.get(job, s).map(|v| (s.to_string(), v)))
-        .collect()
+    .filter_map(|s| store.get(job, s).map(|v| (s.to_string(), v)))
+    .collect()
 }
 
 fuzz_target!(|data: &[u8]| {
@@ -84,11 +84,16 @@ fuzz_target!(|data: &[u8]| {
     copy.flush().expect("accepted state can be written back");
     let reread = FileStateStore::open(&dirs.copy).expect("written state reads back");
     for job in reread.jobs() {
-        assert_eq!(sections(&reread, &job), sections(&store, &job), "job `{job}` changed");
+        assert_eq!(
+            sections(&reread, &job),
+            sections(&store, &job),
+            "job `{job}` changed"
+        );
     }
 
     // Every accepted job restores into a runner, which can step and persist again.
-    let config = JobConfig::from_pairs([("metrics.window", "10 s"), ("stabilization.interval", "0")]);
+    let config =
+        JobConfig::from_pairs([("metrics.window", "10 s"), ("stabilization.interval", "0")]);
     let settings = JobSettings::from_config(&config).expect("valid settings");
     for job in store.jobs().into_iter().take(4) {
         let engine = ReplayEngine::open(&dirs.trace, RescalePolicy::Apply).expect("the trace");

@@ -353,6 +353,13 @@ impl AutoscalerOptions {
         r.range("scale-up.max-factor", self.scale_up_max_factor, 0.0, inf);
         let target_key = r.first_set(&["utilization.target", "target.utilization"]);
         r.range(target_key, self.utilization_target, 0.0, 1.0);
+        // A target of 0 would scale every vertex to its maximum on the first decision.
+        if self.utilization_target == 0.0 {
+            r.errors.push(KeyError::new(
+                target_key,
+                "must be above 0 and at most 1, got 0".to_string(),
+            ));
+        }
         r.range(
             "target.utilization.boundary",
             self.target_utilization_boundary,
@@ -397,10 +404,21 @@ impl AutoscalerOptions {
             ("vertex.min-parallelism", self.vertex_min_parallelism),
             ("vertex.max-parallelism", self.vertex_max_parallelism),
         ] {
-            if value < 1 {
-                r.errors
-                    .push(KeyError::new(key, format!("must be >= 1, got {value}")));
+            if !(1..=MAX_VERTEX_PARALLELISM).contains(&value) {
+                r.errors.push(KeyError::new(
+                    key,
+                    format!("must be between 1 and {MAX_VERTEX_PARALLELISM}, got {value}"),
+                ));
             }
+        }
+        if self.vertex_min_parallelism > self.vertex_max_parallelism {
+            r.errors.push(KeyError::new(
+                "vertex.min-parallelism",
+                format!(
+                    "must be at most vertex.max-parallelism ({}), got {}",
+                    self.vertex_max_parallelism, self.vertex_min_parallelism
+                ),
+            ));
         }
     }
 
@@ -416,6 +434,9 @@ impl AutoscalerOptions {
             .unwrap_or(self.utilization_target - self.target_utilization_boundary)
     }
 }
+
+/// Flink's largest max parallelism (its key-group limit, 2^15).
+pub const MAX_VERTEX_PARALLELISM: i64 = 32_768;
 
 /// Whole seconds of a duration, as the anchor's `Duration.toSeconds()` (truncating).
 pub fn whole_seconds(d: Duration) -> f64 {
@@ -450,6 +471,44 @@ mod tests {
         assert_eq!(o.metrics_window, Duration::from_secs(900));
         assert_eq!(o.vertex_max_parallelism, 200);
         assert_eq!(o.scale_up_max_factor, 100_000.0);
+    }
+
+    // Found by the config_toml fuzz target's invariants: these limits were accepted, and a
+    // job with them never scales (min above max) or scales everything to its maximum (target 0).
+    #[test]
+    fn parallelism_limits_and_a_zero_target_are_refused() {
+        let keys = |pairs: &[(&str, &str)]| -> Vec<String> {
+            let errors = AutoscalerOptions::from_config(&cfg(pairs)).unwrap_err();
+            errors
+                .into_iter()
+                .map(|e| format!("{}: {}", e.key, e.message))
+                .collect()
+        };
+        let errors = keys(&[
+            ("vertex.min-parallelism", "50"),
+            ("vertex.max-parallelism", "10"),
+        ]);
+        assert_eq!(
+            errors,
+            vec!["vertex.min-parallelism: must be at most vertex.max-parallelism (10), got 50"]
+        );
+        let errors = keys(&[("vertex.max-parallelism", "32769")]);
+        assert_eq!(
+            errors,
+            vec!["vertex.max-parallelism: must be between 1 and 32768, got 32769"]
+        );
+        let errors = keys(&[("utilization.target", "0")]);
+        assert_eq!(
+            errors,
+            vec!["utilization.target: must be above 0 and at most 1, got 0"]
+        );
+        assert!(
+            AutoscalerOptions::from_config(&cfg(&[
+                ("vertex.min-parallelism", "10"),
+                ("vertex.max-parallelism", "10"),
+            ]))
+            .is_ok()
+        );
     }
 
     #[test]
