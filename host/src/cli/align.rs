@@ -590,6 +590,22 @@ fn answer_line(
     answer(&request, base, catalog).map_err(|source| LineError::Request { line, source })
 }
 
+/// Answers one `align --batch` input line (1-based `line`, the bytes without the line end):
+/// the JSON answer line `--batch` prints for it (without the newline), or the message of the
+/// error line it prints instead (`line N: ...`). `base` is the job's configuration the request's
+/// `config` keys are laid over. Nothing is read or written; a fuzz target drives it.
+pub fn batch_line(
+    line: usize,
+    bytes: &[u8],
+    base: &JobConfig,
+    catalog: &dyn ModeCatalog,
+) -> Result<String, String> {
+    match answer_line(line, bytes, base, catalog) {
+        Ok(answer) => serde_json::to_string(&answer).map_err(|e| format!("line {line}: {e}")),
+        Err(err) => Err(err.to_string()),
+    }
+}
+
 /// Answers every line of `input` on `out`, one line each, in order: the bytes are read as they
 /// come, so a line that is blank, not UTF-8 or not a request costs only its own answer (an error
 /// line `{"line": N, "error": "line N: ..."}`), and answer `N` is always the answer to line `N`.
@@ -649,5 +665,58 @@ fn batch(base: &JobConfig, catalog: &dyn ModeCatalog) -> u8 {
             eprintln!("error: {err}");
             exit_codes::FAILED
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::alignment::NoCustomModes;
+
+    fn line(text: &str) -> Result<String, String> {
+        batch_line(7, text.as_bytes(), &JobConfig::new(), &NoCustomModes)
+    }
+
+    #[test]
+    fn a_batch_line_is_answered_or_refused_with_its_number() {
+        let answer = line(r#"{"current":16,"target":24,"max_parallelism":128}"#).unwrap();
+        let value: serde_json::Value = serde_json::from_str(&answer).unwrap();
+        assert_eq!(value["target"], 24);
+        let err = line("{\"current\":").unwrap_err();
+        assert!(err.starts_with("line 7: "), "{err}");
+        let err = batch_line(3, b"\xff\xfe", &JobConfig::new(), &NoCustomModes).unwrap_err();
+        assert!(err.starts_with("line 3: "), "{err}");
+    }
+
+    // Found by the align_batch_line fuzz target: a target below `lower` was answered as is.
+    #[test]
+    fn a_target_below_lower_is_refused() {
+        let err = line(r#"{"current":1,"target":1,"max_parallelism":8,"lower":4}"#).unwrap_err();
+        assert!(err.contains("`target` 1 is outside [4, 8]"), "{err}");
+        assert!(line(r#"{"current":1,"target":4,"max_parallelism":8,"lower":4}"#).is_ok());
+    }
+
+    // Found by the align_batch_line fuzz target: `upper` and `max_parallelism` up to u32::MAX
+    // gave answers above i32::MAX, which no Flink vertex can run.
+    #[test]
+    fn limits_above_i32_max_are_refused() {
+        let big = u64::from(u32::MAX);
+        let err = line(&format!(
+            r#"{{"current":1,"target":{big},"max_parallelism":{big},"upper":{big}}}"#
+        ))
+        .unwrap_err();
+        assert!(
+            err.contains("`max_parallelism` must be in [1, 32768]"),
+            "{err}"
+        );
+        let err = line(&format!(
+            r#"{{"current":1,"scale_factor":1e308,"max_parallelism":8,"upper":{big}}}"#
+        ))
+        .unwrap_err();
+        assert!(err.contains("`upper` must be in [1, 2147483647]"), "{err}");
+        // A huge factor is clamped to the cap, as the pipeline clamps it.
+        let answer = line(r#"{"current":1,"scale_factor":1e308,"max_parallelism":32768}"#).unwrap();
+        let value: serde_json::Value = serde_json::from_str(&answer).unwrap();
+        assert_eq!(value["target"], 32_768);
     }
 }

@@ -17,6 +17,8 @@ mod worker;
 
 use std::process::ExitCode;
 
+pub use align::batch_line as align_batch_line;
+
 use clap::{Parser, Subcommand};
 
 /// flowscale: an autoscaler for stream-processing jobs with pluggable parallelism alignment.

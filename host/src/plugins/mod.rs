@@ -17,7 +17,10 @@
 //!    others (a root-owned sticky directory such as `/tmp` is fine); a plugin runs with the
 //!    host's rights, so anyone who can change one of them could run code as the host. What is
 //!    probed and loaded afterwards is the checked, resolved path;
-//! 2. the probe: the file opens as a shared library and carries a flowscale manifest with a
+//! 2. the probe: the file's header says it is a shared library for this platform (on Linux an
+//!    ELF `ET_DYN` of the host's class, byte order and machine, checked on the bytes before
+//!    anything is loaded: see [`precheck_file`]); then it opens as a shared library and carries
+//!    a flowscale manifest with a
 //!    compatible SDK version, unwinding panics, valid and non-reserved implementation ids
 //!    (the library is closed again right after);
 //! 3. no other file and no linked mode exports one of its implementation ids (otherwise every
@@ -65,3 +68,10 @@ pub use crate::alignment::ModeOrigin;
 
 /// The built-in names a plugin mode can never claim.
 pub use crate::alignment::RESERVED_NAMES as RESERVED_MODE_NAMES;
+
+/// The checks discovery makes on a candidate plugin file before it opens it as a library: who
+/// may have planted it (`trust`), and its header is a shared library for this platform (on
+/// Linux: ELF, this host's class, byte order and machine, type `ET_DYN`, program headers within
+/// the file). `Ok` means discovery would go on to `dlopen` it; nothing is loaded or run here, so
+/// any bytes are safe to check.
+pub use probe::precheck as precheck_file;

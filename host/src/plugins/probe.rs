@@ -31,8 +31,145 @@ pub(super) fn error_chain(err: &dyn std::error::Error) -> String {
 /// is returned for the load, which must not follow the link again.
 pub(super) fn probe_file(file: &Path) -> Result<(ManifestInfo, PathBuf), Refusal> {
     let real = trust::check(file)?;
+    check_header_of(&real)?;
     let info = read_manifest(&real)?;
     Ok((info, real))
+}
+
+/// The ELF machine number of the platform the host was built for, when known.
+#[cfg(target_os = "linux")]
+fn elf_machine() -> Option<u16> {
+    Some(match std::env::consts::ARCH {
+        "x86" => 3,
+        "arm" => 40,
+        "powerpc64" => 21,
+        "s390x" => 22,
+        "x86_64" => 62,
+        "aarch64" => 183,
+        "riscv64" => 243,
+        "loongarch64" => 258,
+        _ => return None,
+    })
+}
+
+/// The checks made on a candidate file before it is opened as a library, on the file's first
+/// bytes and length: `dlopen` trusts what it maps (the dynamic loader is not hardened against
+/// malformed files, and a well-formed one runs its constructors), so anything that is not a
+/// shared library for this platform is refused here. On Linux that is an ELF header of this
+/// pointer width, byte order and machine, of type `ET_DYN`, whose program headers lie within
+/// the file.
+#[cfg(target_os = "linux")]
+pub(super) fn check_library_header(header: &[u8], file_len: u64) -> Result<(), Refusal> {
+    const ET_DYN: u16 = 3;
+    let refuse = |why: String| Err(Refusal::NotLoadable(why));
+    if header.len() < 4 || header[..4] != *b"\x7fELF" {
+        return refuse("not an ELF file: it does not start with the ELF magic number".into());
+    }
+    let (class, header_len, phdr_len) = if cfg!(target_pointer_width = "64") {
+        (2, 64, 56)
+    } else {
+        (1, 52, 32)
+    };
+    if header.len() < header_len {
+        return refuse(format!(
+            "truncated ELF header: {} bytes, expected {header_len}",
+            header.len()
+        ));
+    }
+    if header[4] != class {
+        return refuse(format!(
+            "ELF class {} does not match this {}-bit host",
+            header[4],
+            if class == 2 { 64 } else { 32 }
+        ));
+    }
+    let little = cfg!(target_endian = "little");
+    if header[5] != if little { 1 } else { 2 } {
+        return refuse(format!(
+            "ELF byte order {} does not match this host's",
+            header[5]
+        ));
+    }
+    if header[6] != 1 {
+        return refuse(format!("unknown ELF version {}", header[6]));
+    }
+    let u16_at = |at: usize| {
+        let bytes = [header[at], header[at + 1]];
+        if little {
+            u16::from_le_bytes(bytes)
+        } else {
+            u16::from_be_bytes(bytes)
+        }
+    };
+    let word_at = |at: usize, wide: bool| -> u64 {
+        let mut bytes = [0u8; 8];
+        let n = if wide { 8 } else { 4 };
+        bytes[..n].copy_from_slice(&header[at..at + n]);
+        if little {
+            u64::from_le_bytes(bytes)
+        } else {
+            u64::from_be_bytes(bytes) >> (8 * (8 - n))
+        }
+    };
+    let e_type = u16_at(16);
+    if e_type != ET_DYN {
+        return refuse(format!(
+            "ELF type {e_type} is not a shared library (type {ET_DYN})"
+        ));
+    }
+    let e_machine = u16_at(18);
+    if let Some(machine) = elf_machine()
+        && e_machine != machine
+    {
+        return refuse(format!(
+            "built for ELF machine {e_machine}, this host is {} (machine {machine})",
+            std::env::consts::ARCH
+        ));
+    }
+    let wide = class == 2;
+    let (phoff_at, phentsize_at, phnum_at) = if wide { (32, 54, 56) } else { (28, 42, 44) };
+    let phoff = word_at(phoff_at, wide);
+    let phentsize = u16_at(phentsize_at);
+    let phnum = u16_at(phnum_at);
+    if usize::from(phentsize) != phdr_len || phnum == 0 {
+        return refuse(format!(
+            "malformed ELF header: {phnum} program headers of {phentsize} bytes"
+        ));
+    }
+    let end = u64::from(phnum)
+        .checked_mul(u64::from(phentsize))
+        .and_then(|size| size.checked_add(phoff));
+    if end.is_none_or(|end| end > file_len) {
+        return refuse(format!(
+            "truncated ELF file: its program headers at offset {phoff} lie beyond its {file_len} bytes"
+        ));
+    }
+    Ok(())
+}
+
+/// Other platforms' library formats are left to the platform's loader.
+#[cfg(not(target_os = "linux"))]
+pub(super) fn check_library_header(_header: &[u8], _file_len: u64) -> Result<(), Refusal> {
+    Ok(())
+}
+
+/// Everything checked about a candidate file before it is opened: who may have planted it
+/// (`trust`), then [`check_library_header`] on the first bytes of the file it resolves to.
+/// Nothing is loaded or run, so any bytes are safe to check (a fuzz target does).
+pub fn precheck(path: &Path) -> Result<(), Refusal> {
+    let real = trust::check(path)?;
+    check_header_of(&real)
+}
+
+/// [`check_library_header`] on the first bytes of `path`.
+fn check_header_of(path: &Path) -> Result<(), Refusal> {
+    use std::io::Read;
+    let unreadable = |e: std::io::Error| Refusal::Unreadable(e.to_string());
+    let file = std::fs::File::open(path).map_err(unreadable)?;
+    let file_len = file.metadata().map_err(unreadable)?.len();
+    let mut header = Vec::with_capacity(64);
+    file.take(64).read_to_end(&mut header).map_err(unreadable)?;
+    check_library_header(&header, file_len)
 }
 
 /// Opens `path`, copies its manifest and closes it again.
@@ -127,6 +264,71 @@ mod tests {
             err.to_string()
                 .contains("built against flowscale-sdk 0.0.9")
         );
+    }
+
+    #[cfg(unix)]
+    /// A minimal header of this host's kind: ELF64 little-endian x86-64 shared library with one
+    /// program header right after the header.
+    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+    fn elf_header() -> Vec<u8> {
+        let mut h = vec![0u8; 64];
+        h[..4].copy_from_slice(b"\x7fELF");
+        h[4] = 2; // 64-bit
+        h[5] = 1; // little-endian
+        h[6] = 1; // version
+        h[16..18].copy_from_slice(&3u16.to_le_bytes()); // ET_DYN
+        h[18..20].copy_from_slice(&62u16.to_le_bytes()); // x86-64
+        h[32..40].copy_from_slice(&64u64.to_le_bytes()); // e_phoff
+        h[54..56].copy_from_slice(&56u16.to_le_bytes()); // e_phentsize
+        h[56..58].copy_from_slice(&1u16.to_le_bytes()); // e_phnum
+        h
+    }
+
+    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+    #[test]
+    fn library_headers_are_checked_before_anything_is_loaded() {
+        let h = elf_header();
+        assert_eq!(check_library_header(&h, 120), Ok(()));
+        let refused = |header: &[u8], len: u64, why: &str| {
+            let err = check_library_header(header, len).unwrap_err();
+            assert!(matches!(err, Refusal::NotLoadable(_)), "{err}");
+            assert!(err.to_string().contains(why), "{err} lacks {why}");
+        };
+        refused(b"", 0, "ELF magic");
+        refused(b"just text\n", 10, "ELF magic");
+        refused(&h[..40], 40, "truncated ELF header");
+        let with = |at: usize, bytes: &[u8]| {
+            let mut h = elf_header();
+            h[at..at + bytes.len()].copy_from_slice(bytes);
+            h
+        };
+        refused(&with(4, &[1]), 120, "ELF class 1");
+        refused(&with(5, &[2]), 120, "byte order");
+        refused(&with(6, &[0]), 120, "ELF version");
+        refused(&with(16, &2u16.to_le_bytes()), 120, "not a shared library");
+        refused(&with(18, &183u16.to_le_bytes()), 120, "ELF machine 183");
+        refused(&with(56, &0u16.to_le_bytes()), 120, "0 program headers");
+        refused(&with(54, &32u16.to_le_bytes()), 120, "of 32 bytes");
+        // The program headers end at 64 + 56 = 120.
+        refused(&h, 119, "beyond its 119 bytes");
+        // An offset near u64::MAX must not wrap around into the file.
+        refused(&with(32, &u64::MAX.to_le_bytes()), 120, "beyond");
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn precheck_refuses_a_text_file_without_loading_it() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("x.so");
+        fs::write(&file, b"just text\n").unwrap();
+        fs::set_permissions(&file, fs::Permissions::from_mode(0o644)).unwrap();
+        let err = precheck(&file).unwrap_err();
+        assert!(
+            err.to_string().contains("not a loadable shared library"),
+            "{err}"
+        );
+        assert!(err.to_string().contains("ELF magic"), "{err}");
     }
 
     #[test]

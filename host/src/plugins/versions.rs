@@ -108,11 +108,14 @@ impl PluginVersions {
         self.loaded.len()
     }
 
-    /// Checks who may have planted `file` (see `trust`), copies its bytes privately and reads
-    /// the copy's manifest (once per content).
+    /// Checks who may have planted `file` (see `trust`) and that its header is a shared library
+    /// for this platform, copies its bytes privately and reads the copy's manifest (once per
+    /// content).
     pub(super) fn stage(&mut self, file: &Path) -> Result<Staged, Refusal> {
         let real = trust::check(file)?;
         let bytes = fs::read(&real).map_err(|e| Refusal::Unreadable(e.to_string()))?;
+        // Nothing that is not a shared library for this platform reaches the loader.
+        probe::check_library_header(&bytes[..bytes.len().min(64)], bytes.len() as u64)?;
         let hash = content_hash(&bytes);
         let load_from = match &self.private {
             Some(dir) => {

@@ -642,6 +642,7 @@ mod tests {
         assert_eq!(o.stabilization_interval, Duration::ZERO);
     }
 
+    // The config_toml fuzz target's invariants found these limits accepted too.
     #[test]
     fn parallelism_limits_lie_in_flinks_range_with_min_at_most_max() {
         let e = only_error(&[("vertex.max-parallelism", "32769")]);
