@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use crate::alignment::ModeCatalog;
 use crate::config::DEFAULT_PLUGINS_DIR;
-use crate::plugins::ModeRegistry;
+use crate::plugins::{ModeRegistry, PluginFileReport};
 
 /// The plugins directory: `--plugins`, else the fleet's, else `plugins/` in the working directory.
 pub fn plugins_dir(flag: Option<&Path>, from_fleet: Option<&Path>) -> PathBuf {
@@ -16,6 +16,13 @@ pub fn plugins_dir(flag: Option<&Path>, from_fleet: Option<&Path>) -> PathBuf {
 /// The modes linked into the binary and those of the loadable plugins in `dir`. Each refused
 /// file is logged as a warning by discovery, and the others are used.
 pub fn load_catalog(dir: &Path) -> Box<dyn ModeCatalog + Send + Sync> {
-    let (registry, _reports) = ModeRegistry::discover(dir);
-    Box::new(registry)
+    load_catalog_with_reports(dir).0
+}
+
+/// [`load_catalog`], and what discovery found about each file (the `plugins --json` document).
+pub fn load_catalog_with_reports(
+    dir: &Path,
+) -> (Box<dyn ModeCatalog + Send + Sync>, Vec<PluginFileReport>) {
+    let (registry, reports) = ModeRegistry::discover(dir);
+    (Box::new(registry), reports)
 }

@@ -3,10 +3,11 @@
 
 use std::path::Path;
 
-use super::catalog::{load_catalog, plugins_dir};
+use super::catalog::{load_catalog_with_reports, plugins_dir};
 use crate::alignment::ModeCatalog;
 use crate::config::{Diagnostic, EngineSpec, FleetReading, KeyPolicy, read_fleet};
 use crate::plan::{FleetPlan, plan_fleet};
+use crate::plugins::PluginFileReport;
 use crate::runner::check_state_dir;
 
 /// The custom modes of a plugins directory, as loaded at start.
@@ -24,6 +25,9 @@ pub struct CheckedFleet {
     /// The plugins the file was planned with, when the file could be read far enough to know
     /// where they are.
     pub catalog: Option<Catalog>,
+    /// What discovery found about each plugin file (the `plugins --json` document), when the
+    /// plugins were loaded.
+    pub plugin_reports: Vec<PluginFileReport>,
 }
 
 impl CheckedFleet {
@@ -33,6 +37,7 @@ impl CheckedFleet {
             errors,
             warnings: Vec::new(),
             catalog: None,
+            plugin_reports: Vec::new(),
         }
     }
 }
@@ -68,13 +73,14 @@ pub fn check_fleet(file: &Path, plugins_flag: Option<&Path>, checks: Checks) -> 
         reading.errors.extend(state.errors);
         extra_warnings = state.warnings;
     }
-    let catalog = load_catalog(&plugins_dir(
+    let (catalog, reports) = load_catalog_with_reports(&plugins_dir(
         plugins_flag,
         Some(&reading.fleet.host.plugins_dir),
     ));
     let mut checked = plan_reading(reading, catalog.as_ref());
     checked.warnings.extend(extra_warnings);
     checked.catalog = Some(catalog);
+    checked.plugin_reports = reports;
     checked
 }
 
@@ -102,12 +108,14 @@ fn plan_reading(reading: FleetReading, catalog: &dyn ModeCatalog) -> CheckedFlee
             plan: Some(plan),
             errors,
             catalog: None,
+            plugin_reports: Vec::new(),
         },
         _ => CheckedFleet {
             plan: None,
             errors,
             warnings,
             catalog: None,
+            plugin_reports: Vec::new(),
         },
     }
 }

@@ -1,6 +1,7 @@
 //! `flowscale run`: the control loop over every job of a fleet configuration.
 
 use std::io::Write;
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
@@ -8,18 +9,24 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use super::align::answer_request;
 use super::exit_codes;
-use super::load::{Catalog, Checks, check_fleet};
+use super::load::{Checks, check_fleet};
 use super::reload::FleetWatcher;
 use super::signals::Signals;
 use crate::alignment::ModeCatalog;
-use crate::config::{ConfigErrors, DurationError, EngineSpec, KeyPolicy, parse_duration};
+use crate::config::{
+    ConfigErrors, DurationError, EngineSpec, KeyPolicy, ListenError, check_listen, parse_duration,
+    parse_listen,
+};
 use crate::events::Event;
 use crate::plan::FleetPlan;
+use crate::plugins::{PluginFileReport, PluginStatus};
 use crate::runner::{
     CycleReport, Interrupted, JobRun, Pace, Printer, RunOptions, format_time, ignored_state,
     run_fleet, run_fleet_reloading, wall_ms,
 };
+use crate::serve::{Backend, FleetView, ServeConfig, Server};
 use crate::sim::{Summary, render_comparison_table};
 use crate::state::{FileStateStore, InMemoryStateStore, StateError, StateStore};
 
@@ -54,6 +61,91 @@ pub struct RunArgs {
     /// (default: as fast as possible).
     #[arg(long, value_name = "X", allow_negative_numbers = true)]
     pace: Option<Pace>,
+    /// Serve metrics, the API and the dashboard on this address, e.g. 127.0.0.1:9464 (default:
+    /// `[host] listen`, else no server). Any other address than loopback needs `[host] api-token`.
+    #[arg(long, value_name = "ADDR", value_parser = parse_listen_arg)]
+    listen: Option<SocketAddr>,
+}
+
+fn parse_listen_arg(text: &str) -> Result<SocketAddr, ListenError> {
+    parse_listen(text)
+}
+
+/// What the server asks of `run`: the plugin listing it started with, and its plugins for the
+/// align what-if.
+struct RunBackend {
+    plugins: serde_json::Value,
+    catalog: Arc<dyn ModeCatalog + Send + Sync>,
+}
+
+impl Backend for RunBackend {
+    fn plugins(&self) -> serde_json::Value {
+        self.plugins.clone()
+    }
+
+    fn align(&self, request: &[u8]) -> Result<serde_json::Value, serde_json::Value> {
+        answer_request(request, self.catalog.as_ref())
+    }
+}
+
+/// The engine of a fleet entry, in a word.
+fn engine_kind(spec: &EngineSpec) -> &'static str {
+    match spec {
+        EngineSpec::Sim { .. } => "sim",
+        EngineSpec::Flink { .. } => "flink",
+        EngineSpec::Replay { .. } => "replay",
+    }
+}
+
+/// Starts the server when `--listen` or `[host] listen` asks for one: `Ok(None)` without, `Err`
+/// (printed) when it cannot listen.
+fn start_server(
+    args: &RunArgs,
+    plan: &FleetPlan,
+    catalog: &Arc<dyn ModeCatalog + Send + Sync>,
+    reports: &[PluginFileReport],
+) -> Result<Option<(Server, Arc<FleetView>)>, ()> {
+    let Some(listen) = args.listen.or(plan.fleet.host.listen) else {
+        return Ok(None);
+    };
+    let token = plan.fleet.host.api_token.clone();
+    if let Err(why) = check_listen(listen, token.as_deref()) {
+        eprintln!("error: --listen: {why}");
+        return Err(());
+    }
+    let view = Arc::new(FleetView::new());
+    view.metrics().set_plugins_loaded(
+        reports
+            .iter()
+            .filter(|r| r.status == PluginStatus::Loaded)
+            .count(),
+    );
+    for job in &plan.jobs {
+        let mode = job.alignment.mode_id();
+        view.add_job(&job.spec.name, engine_kind(&job.spec.engine), &mode);
+        view.metrics().add_job(&job.spec.name, &mode);
+    }
+    let backend = Arc::new(RunBackend {
+        plugins: serde_json::to_value(reports).unwrap_or_default(),
+        catalog: Arc::clone(catalog),
+    });
+    let config = ServeConfig {
+        listen,
+        api_token: token,
+    };
+    match Server::start(&config, Arc::clone(&view), backend) {
+        Ok(server) => {
+            eprintln!(
+                "serving metrics, API and dashboard on http://{}/",
+                server.local_addr()
+            );
+            Ok(Some((server, view)))
+        }
+        Err(err) => {
+            eprintln!("error: {err}");
+            Err(())
+        }
+    }
 }
 
 /// Parses a duration flag with Flink's syntax.
@@ -79,7 +171,11 @@ struct JobSummary<'a> {
 
 /// Runs `flowscale run`.
 pub fn exec(args: RunArgs) -> u8 {
-    let Some((plan, catalog)) = load_plan(&args) else {
+    let Some((plan, catalog, reports)) = load_plan(&args) else {
+        return exit_codes::FAILED;
+    };
+    let catalog: Arc<dyn ModeCatalog + Send + Sync> = Arc::from(catalog);
+    let Ok(server) = start_server(&args, &plan, &catalog, &reports) else {
         return exit_codes::FAILED;
     };
     let Some((store, ignored)) = open_store(&plan) else {
@@ -115,7 +211,16 @@ pub fn exec(args: RunArgs) -> u8 {
         policy: key_policy(&args),
         signals,
     });
-    let runs = run_printing(&plan, &options, &ignored, watch, (args.json, args.verbose));
+    let view = server.as_ref().map(|(_, view)| view.as_ref());
+    let runs = run_printing(
+        &plan,
+        &options,
+        &ignored,
+        watch,
+        view,
+        (args.json, args.verbose),
+    );
+    drop(server);
     let failed = report_runs(&runs, args.json, args.once);
     if report_interrupted("flowscale run", &runs) {
         exit_codes::INTERRUPTED
@@ -153,7 +258,7 @@ pub(super) fn report_interrupted(command: &str, runs: &[JobRun]) -> bool {
 
 /// The fleet file, checked and planned with its plugins exactly as `validate` does; every error
 /// and warning printed (all of them, not only the first).
-fn load_plan(args: &RunArgs) -> Option<(FleetPlan, Catalog)> {
+fn load_plan(args: &RunArgs) -> Option<LoadedPlan> {
     let checked = check_fleet(
         &args.config,
         args.plugins.as_deref(),
@@ -169,8 +274,15 @@ fn load_plan(args: &RunArgs) -> Option<(FleetPlan, Catalog)> {
         eprint!("error: {}", ConfigErrors(checked.errors));
         return None;
     }
-    checked.plan.zip(checked.catalog)
+    let reports = checked.plugin_reports;
+    checked
+        .plan
+        .zip(checked.catalog)
+        .map(|(plan, catalog)| (plan, catalog, reports))
 }
+
+/// A planned fleet, its plugins and what discovery found about each plugin file.
+type LoadedPlan = (FleetPlan, super::load::Catalog, Vec<PluginFileReport>);
 
 fn key_policy(args: &RunArgs) -> KeyPolicy {
     KeyPolicy {
@@ -233,6 +345,7 @@ fn run_printing(
     options: &RunOptions<'_>,
     start_events: &[Event],
     watch: Option<Watch<'_>>,
+    view: Option<&FleetView>,
     (json, verbose): (bool, bool),
 ) -> Vec<JobRun> {
     let mut start = Printer::new(std::io::stdout(), json, verbose);
@@ -247,6 +360,9 @@ fn run_printing(
     let simulated: Mutex<Vec<CycleReport>> = Mutex::new(Vec::new());
     let hold = !json && options.pace.is_none();
     let sink = |report: &CycleReport| {
+        if let Some(view) = view {
+            view.record(report);
+        }
         if report.virtual_clock && hold {
             if report.is_noteworthy() || verbose {
                 if let Ok(mut held) = simulated.lock() {

@@ -136,6 +136,8 @@ pub fn exec(args: SimulateArgs) -> u8 {
             plugins_dir: dir,
             interval: args.interval.unwrap_or(DEFAULT_INTERVAL),
             state_dir: None,
+            listen: None,
+            api_token: None,
         },
         jobs,
         warnings: Vec::new(),
