@@ -180,9 +180,8 @@ async fn job(State(state): State<Arc<AppState>>, Path(name): Path<String>) -> Re
         );
     }
     body.push_str("</table><h2>Last decision</h2>");
-    match &detail.last_decision {
-        None => body.push_str("<p id=\"last-decision\" class=\"muted\">No decision yet.</p>"),
-        Some(_) => {}
+    if detail.last_decision.is_none() {
+        body.push_str("<p id=\"last-decision\" class=\"muted\">No decision yet.</p>");
     }
     for (i, d) in detail.decisions.iter().enumerate() {
         if i == 1 {
@@ -197,7 +196,7 @@ async fn job(State(state): State<Arc<AppState>>, Path(name): Path<String>) -> Re
             escape(&d.text)
         );
         for v in &d.vertices {
-            let mut why = format!("{}", escape(&v.reason));
+            let mut why = escape(&v.reason);
             if !v.explanation.is_empty() {
                 why.push_str("<ul>");
                 for line in &v.explanation {
@@ -365,7 +364,7 @@ fn truncate(s: &str, max: usize) -> String {
 }
 
 fn nice_max(v: f64) -> f64 {
-    if !(v > 0.0) || !v.is_finite() {
+    if v.is_nan() || v <= 0.0 || !v.is_finite() {
         return 1.0;
     }
     let mag = 10f64.powf(v.log10().floor());
