@@ -186,6 +186,7 @@ LAYERS = [
     ["sim"],
     ["plan"],
     ["runner"],
+    ["serve"],
     ["cli"],
 ]
 

@@ -21,5 +21,6 @@ pub mod plan;
 pub mod plugins;
 pub mod runner;
 pub mod scaling;
+pub mod serve;
 pub mod sim;
 pub mod state;

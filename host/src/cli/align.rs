@@ -606,6 +606,24 @@ pub fn batch_line(
     }
 }
 
+/// The answer to one request (the body of `POST /api/v1/align`), as a batch answers its line 1:
+/// `Ok` with the answer, `Err` with the error answer.
+pub(super) fn answer_request(
+    bytes: &[u8],
+    catalog: &dyn ModeCatalog,
+) -> Result<serde_json::Value, serde_json::Value> {
+    let encode = |v: Result<serde_json::Value, serde_json::Error>| {
+        v.unwrap_or_else(|e| serde_json::json!({"line": 1, "error": e.to_string()}))
+    };
+    match answer_line(1, strip_line_end(bytes), &JobConfig::new(), catalog) {
+        Ok(answer) => Ok(encode(serde_json::to_value(&answer))),
+        Err(err) => Err(encode(serde_json::to_value(ErrorAnswer {
+            line: err.line(),
+            error: err.to_string(),
+        }))),
+    }
+}
+
 /// Answers every line of `input` on `out`, one line each, in order: the bytes are read as they
 /// come, so a line that is blank, not UTF-8 or not a request costs only its own answer (an error
 /// line `{"line": N, "error": "line N: ..."}`), and answer `N` is always the answer to line `N`.

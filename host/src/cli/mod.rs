@@ -10,6 +10,7 @@ mod load;
 pub mod plugins;
 mod reload;
 mod run;
+mod serving;
 mod signals;
 mod simulate;
 mod validate;

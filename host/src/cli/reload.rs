@@ -5,17 +5,29 @@
 
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
+use crate::alignment::ModeCatalog;
 use crate::config::{ConfigErrors, FleetConfig, KeyPolicy};
 use crate::events::{Event, EventReason, Severity};
 use crate::plan::{FleetPlan, replan_fleet};
 use crate::plugins::LivePlugins;
 use crate::runner::{FleetSource, Printer, wall_ms};
 
-use super::load::{Catalog, recheck_fleet};
+use super::load::recheck_fleet;
 
 use super::signals::Signals;
+
+/// What changed while the host runs, for those who show it (the HTTP server).
+pub(super) enum Changed<'a> {
+    /// The fleet runs this plan from now on.
+    Plan(&'a FleetPlan),
+    /// The plugins directory changed.
+    Plugins(&'a LivePlugins),
+}
+
+/// What is told of every [`Changed`].
+pub(super) type OnChange<'p> = Box<dyn FnMut(Changed<'_>) + 'p>;
 
 /// Watches one fleet file for the running host.
 ///
@@ -34,7 +46,9 @@ pub(super) struct FleetWatcher<'p, W: Write> {
     /// The configuration the fleet runs with.
     fleet: FleetConfig,
     /// The modes plans are made with now.
-    catalog: Catalog,
+    catalog: Arc<dyn ModeCatalog + Send + Sync>,
+    /// Told of every new plan and every change of the plugins.
+    on_change: Option<OnChange<'p>>,
     plugins: Option<LivePlugins>,
     /// The next plan comes from a plugin change: its `ConfigReloaded` summary is not printed
     /// (the plugin events say what happened).
@@ -54,7 +68,7 @@ impl<'p, W: Write> FleetWatcher<'p, W> {
     pub fn new(
         path: PathBuf,
         fleet: FleetConfig,
-        (catalog, plugins): (Catalog, Option<LivePlugins>),
+        (catalog, plugins): (Arc<dyn ModeCatalog + Send + Sync>, Option<LivePlugins>),
         (policy, signals): (KeyPolicy, Signals),
         printer: &'p Mutex<Printer<W>>,
     ) -> FleetWatcher<'p, W> {
@@ -63,6 +77,7 @@ impl<'p, W: Write> FleetWatcher<'p, W> {
             path,
             fleet,
             catalog,
+            on_change: None,
             plugins,
             quiet: false,
             policy,
@@ -70,6 +85,17 @@ impl<'p, W: Write> FleetWatcher<'p, W> {
             printer,
             acted_on,
             seen: None,
+        }
+    }
+
+    /// Has `callback` told of every new plan and every change of the plugins directory.
+    pub fn on_change(&mut self, callback: OnChange<'p>) {
+        self.on_change = Some(callback);
+    }
+
+    fn tell(&mut self, change: Changed<'_>) {
+        if let Some(callback) = self.on_change.as_mut() {
+            callback(change);
         }
     }
 
@@ -111,15 +137,22 @@ impl<W: Write> FleetWatcher<'_, W> {
     /// Acts on a settled change of the plugins directory: its events, and a new plan when the
     /// modes on offer changed.
     fn poll_plugins(&mut self) -> Option<FleetPlan> {
-        let update = self.plugins.as_mut()?.poll()?;
+        let mut plugins = self.plugins.take()?;
+        let update = plugins.poll();
+        if update.is_some() {
+            self.tell(Changed::Plugins(&plugins));
+        }
+        self.plugins = Some(plugins);
+        let update = update?;
         for event in &update.events {
             self.print(event);
         }
         let registry = update.registry?;
-        self.catalog = Box::new(registry);
+        self.catalog = registry;
         match replan_fleet(self.fleet.clone(), self.catalog.as_ref()) {
             Ok(plan) => {
                 self.quiet = true;
+                self.tell(Changed::Plan(&plan));
                 Some(plan)
             }
             // Only the modes changed, and a missing one falls back: nothing else can fail.
@@ -157,6 +190,7 @@ impl<W: Write> FleetSource for FleetWatcher<'_, W> {
         self.acted_on = Some(bytes);
         let plan = self.plan()?;
         self.fleet = plan.fleet.clone();
+        self.tell(Changed::Plan(&plan));
         Some(plan)
     }
 

@@ -1,6 +1,7 @@
 //! `flowscale run`: the control loop over every job of a fleet configuration.
 
 use std::io::Write;
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
@@ -11,9 +12,12 @@ use serde::Serialize;
 use super::exit_codes;
 use super::load::{Catalog, Checks, check_fleet};
 use super::reload::FleetWatcher;
+use super::serving::Serving;
 use super::signals::Signals;
+use crate::alignment::ModeCatalog;
 use crate::config::{
-    ConfigErrors, DurationError, EngineSpec, KeyPolicy, PluginIsolation, parse_duration,
+    ConfigErrors, DurationError, EngineSpec, KeyPolicy, ListenError, PluginIsolation,
+    parse_duration, parse_listen,
 };
 use crate::events::Event;
 use crate::plan::FleetPlan;
@@ -61,6 +65,14 @@ pub struct RunArgs {
     /// (default: as fast as possible).
     #[arg(long, value_name = "X", allow_negative_numbers = true)]
     pace: Option<Pace>,
+    /// Serve metrics, the API and the dashboard on this address, e.g. 127.0.0.1:9464 (default:
+    /// `[host] listen`, else no server). Any other address than loopback needs `[host] api-token`.
+    #[arg(long, value_name = "ADDR", value_parser = parse_listen_arg)]
+    listen: Option<SocketAddr>,
+}
+
+fn parse_listen_arg(text: &str) -> Result<SocketAddr, ListenError> {
+    parse_listen(text)
 }
 
 /// Parses a duration flag with Flink's syntax.
@@ -87,6 +99,11 @@ struct JobSummary<'a> {
 /// Runs `flowscale run`.
 pub fn exec(args: RunArgs) -> u8 {
     let Some((plan, catalog, plugins)) = load_plan(&args) else {
+        return exit_codes::FAILED;
+    };
+    let catalog: Arc<dyn ModeCatalog + Send + Sync> = Arc::from(catalog);
+    let listen = args.listen.or(plan.fleet.host.listen);
+    let Ok(serving) = Serving::start(listen, &plan, catalog.clone(), plugins.as_ref()) else {
         return exit_codes::FAILED;
     };
     let Some((store, ignored)) = open_store(&plan) else {
@@ -123,7 +140,15 @@ pub fn exec(args: RunArgs) -> u8 {
         policy: key_policy(&args),
         signals,
     });
-    let runs = run_printing(&plan, &options, &ignored, watch, (args.json, args.verbose));
+    let runs = run_printing(
+        &plan,
+        &options,
+        &ignored,
+        watch,
+        serving.as_ref(),
+        (args.json, args.verbose),
+    );
+    drop(serving);
     let failed = report_runs(&runs, args.json, args.once);
     if report_interrupted("flowscale run", &runs) {
         exit_codes::INTERRUPTED
@@ -194,7 +219,7 @@ fn key_policy(args: &RunArgs) -> KeyPolicy {
 /// plugins directory.
 struct Watch {
     path: PathBuf,
-    catalog: Catalog,
+    catalog: Arc<dyn ModeCatalog + Send + Sync>,
     plugins: Option<LivePlugins>,
     policy: KeyPolicy,
     signals: Signals,
@@ -247,6 +272,7 @@ fn run_printing(
     options: &RunOptions<'_>,
     start_events: &[Event],
     watch: Option<Watch>,
+    serving: Option<&Serving>,
     (json, verbose): (bool, bool),
 ) -> Vec<JobRun> {
     let mut start = Printer::new(std::io::stdout(), json, verbose);
@@ -261,6 +287,9 @@ fn run_printing(
     let simulated: Mutex<Vec<CycleReport>> = Mutex::new(Vec::new());
     let hold = !json && options.pace.is_none();
     let sink = |report: &CycleReport| {
+        if let Some(serving) = serving {
+            serving.view().record(report);
+        }
         if report.virtual_clock && hold {
             if report.is_noteworthy() || verbose {
                 if let Ok(mut held) = simulated.lock() {
@@ -280,6 +309,9 @@ fn run_printing(
                 (watch.policy, watch.signals),
                 &printer,
             );
+            if let Some(serving) = serving {
+                watcher.on_change(Box::new(|change| serving.changed(change)));
+            }
             run_fleet_reloading(plan.clone(), options, &sink, Some(&mut watcher))
         }
         None => run_fleet(plan, options, &sink),

@@ -143,6 +143,8 @@ pub fn exec(args: SimulateArgs) -> u8 {
             state_dir: None,
             plugin_isolation: args.plugin_isolation.unwrap_or_default(),
             plugin_call_timeout: DEFAULT_PLUGIN_CALL_TIMEOUT,
+            listen: None,
+            api_token: None,
         },
         jobs,
         warnings: Vec::new(),

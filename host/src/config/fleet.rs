@@ -23,6 +23,7 @@
 //! table. Unquoted dotted keys are flattened back into the same flat keys where TOML allows them.
 
 use std::collections::BTreeSet;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -61,6 +62,8 @@ const HOST_KEYS: &[&str] = &[
     "state-dir",
     "plugin-isolation",
     "plugin-call-timeout",
+    "listen",
+    "api-token",
 ];
 
 /// The `[host]` section.
@@ -76,6 +79,46 @@ pub struct HostSettings {
     pub plugin_isolation: PluginIsolation,
     /// The deadline of one call into a plugin.
     pub plugin_call_timeout: Duration,
+    /// Where the HTTP server (metrics, API, dashboard) listens; no server when unset.
+    pub listen: Option<SocketAddr>,
+    /// The bearer token every request to the server must carry; required when `listen` is not
+    /// a loopback address.
+    pub api_token: Option<String>,
+}
+
+/// Why a listen address cannot be used as it is.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ListenError {
+    /// Not `IP:PORT`.
+    #[error("expected IP:PORT such as \"127.0.0.1:9464\", got `{0}`")]
+    Syntax(String),
+    /// Another address than loopback without a token: anyone on the network could read it.
+    #[error(
+        "{0} is not a loopback address: set `[host] api-token` so that every request needs a bearer token"
+    )]
+    NeedsToken(SocketAddr),
+    /// A token that cannot be sent in an HTTP header.
+    #[error("api-token must be 16 to 256 visible ASCII characters (no spaces)")]
+    BadToken,
+}
+
+/// The listen address of `text`.
+pub fn parse_listen(text: &str) -> Result<SocketAddr, ListenError> {
+    text.trim()
+        .parse()
+        .map_err(|_| ListenError::Syntax(text.to_string()))
+}
+
+/// Checks a listen address and token together: a token is well formed, and only a loopback
+/// address may go without one.
+pub fn check_listen(addr: SocketAddr, token: Option<&str>) -> Result<(), ListenError> {
+    match token {
+        Some(t) if !(16..=256).contains(&t.len()) || !t.bytes().all(|b| b.is_ascii_graphic()) => {
+            Err(ListenError::BadToken)
+        }
+        None if !addr.ip().is_loopback() => Err(ListenError::NeedsToken(addr)),
+        _ => Ok(()),
+    }
 }
 
 /// Which engine runs a job.
@@ -214,6 +257,8 @@ pub fn parse_fleet_with(
         state_dir: None,
         plugin_isolation: PluginIsolation::default(),
         plugin_call_timeout: DEFAULT_PLUGIN_CALL_TIMEOUT,
+        listen: None,
+        api_token: None,
     };
     let mut defaults = JobConfig::new();
     let mut jobs = Vec::new();
@@ -400,6 +445,15 @@ impl Parser<'_> {
             self.error(value, "host", "must be a table (`[host]`)");
             return;
         };
+        self.host_keys(table, base, host);
+        if let Some(addr) = host.listen
+            && let Err(why) = check_listen(addr, host.api_token.as_deref())
+        {
+            self.error(value, "host.listen", &why.to_string());
+        }
+    }
+
+    fn host_keys(&mut self, table: &DeTable<'_>, base: &Path, host: &mut HostSettings) {
         for (key, value) in table.iter() {
             let name: &str = key.get_ref().as_ref();
             let path = join("host", name);
@@ -454,6 +508,19 @@ impl Parser<'_> {
                         } else {
                             host.plugin_call_timeout = d;
                         }
+                    }
+                }
+                "listen" => {
+                    if let Some(text) = self.string(value, &path) {
+                        match parse_listen(&text) {
+                            Ok(addr) => host.listen = Some(addr),
+                            Err(why) => self.error(value, &path, &why.to_string()),
+                        }
+                    }
+                }
+                "api-token" => {
+                    if let Some(token) = self.string(value, &path) {
+                        host.api_token = Some(token);
                     }
                 }
                 other => self.unknown(key, other, "host", HOST_KEYS),

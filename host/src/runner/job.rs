@@ -197,6 +197,7 @@ impl<E: Engine> JobRunner<E> {
         if !cycle_due && !rate_due && extra_events.is_empty() {
             return None;
         }
+        let started = std::time::Instant::now();
         let mut report = CycleReport::new(&self.name, now_ms);
         let mut events = extra_events;
         if cycle_due {
@@ -253,6 +254,8 @@ impl<E: Engine> JobRunner<E> {
                 report.events.push(event);
             }
         }
+        report.cooldown_until_ms = self.cooldown.period_end_ms().filter(|&end| now_ms < end);
+        report.elapsed = started.elapsed();
         Some(report)
     }
 
@@ -316,6 +319,7 @@ impl<E: Engine> JobRunner<E> {
             &mut self.scaling,
         );
         report.stage = Some(outcome.stage.clone());
+        report.load = source_load(observation, &outcome.evaluated);
         report.vertices = outcome.vertices;
         let mut decided = outcome.events;
         let running: BTreeMap<String, u32> = observation
@@ -438,4 +442,29 @@ fn dedupe_key(event: &Event) -> Dedupe {
         (EventReason::PluginFault, None) => Dedupe::Key(format!("PluginFault{vertex}")),
         _ => Dedupe::Message,
     }
+}
+
+/// The sum of the sources' target data rates (records/s), when every source has one: the load
+/// the job was asked to carry in this cycle.
+fn source_load(
+    observation: &JobObservation,
+    evaluated: &BTreeMap<String, crate::scaling::VertexEvaluation>,
+) -> Option<f64> {
+    let mut total = 0.0;
+    let mut any = false;
+    for vertex in &observation.vertices {
+        if observation.edges.iter().any(|e| e.to == vertex.id) {
+            continue;
+        }
+        let rate = evaluated
+            .get(&vertex.id)?
+            .get(&crate::scaling::ScalingMetric::TargetDataRate)?
+            .average;
+        if !rate.is_finite() {
+            return None;
+        }
+        total += rate;
+        any = true;
+    }
+    any.then_some(total)
 }

@@ -41,6 +41,16 @@ pub struct CycleReport {
     /// faster than real time, so a readable log orders them by time across jobs.
     #[serde(skip)]
     pub virtual_clock: bool,
+    /// Records per second the job's sources were asked to read in this cycle (the sum of their
+    /// target data rates), once the metrics were evaluated: the load a dashboard plots.
+    #[serde(skip)]
+    pub load: Option<f64>,
+    /// The end of the cooldown period the job is in (engine time, ms), if it is in one.
+    #[serde(skip)]
+    pub cooldown_until_ms: Option<i64>,
+    /// How long the step took (wall clock).
+    #[serde(skip)]
+    pub elapsed: std::time::Duration,
 }
 
 impl CycleReport {
@@ -58,6 +68,9 @@ impl CycleReport {
             engine_failed: false,
             job_gone: false,
             virtual_clock: false,
+            load: None,
+            cooldown_until_ms: None,
+            elapsed: std::time::Duration::ZERO,
         }
     }
 

@@ -17,5 +17,6 @@ mod plugin_loading;
 mod readme;
 mod reload;
 mod run;
+mod serve;
 mod state;
 mod validate;

@@ -1,0 +1,81 @@
+//! The server's cost: a `/metrics` scrape of a large fleet (1,000 jobs x 20 vertices), and the
+//! update the control loop pays per step (`FleetView::record`).
+//!
+//! `cargo bench -p flowscale --bench metrics_scrape`
+
+use std::collections::BTreeMap;
+use std::hint::black_box;
+use std::time::Duration;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use flowscale::runner::CycleReport;
+use flowscale::scaling::{CycleStage, VertexDecision};
+use flowscale::serve::FleetView;
+
+const JOBS: usize = 1_000;
+const VERTICES: usize = 20;
+
+fn report(job: usize, step: i64) -> CycleReport {
+    let mut r = CycleReport::new(&format!("job-{job:04}"), step * 10_000);
+    r.stage = Some(CycleStage::WithinBounds);
+    r.load = Some(1000.0);
+    r.elapsed = Duration::from_micros(250);
+    r.vertices = (0..VERTICES)
+        .map(|v| VertexDecision {
+            vertex: format!("{v:032x}"),
+            name: format!("operator-{v}"),
+            current: 8,
+            target: Some(12),
+            aligned: Some(16),
+            proposed: Some(16),
+            mode: Some("BALANCED".into()),
+            outside_band: false,
+            excluded: false,
+            reason: "within bounds".into(),
+            explanation: vec!["kept".into()],
+        })
+        .collect();
+    if step % 10 == 0 {
+        r.operation = Some(BTreeMap::from([(format!("{:032x}", 0), 16)]));
+    }
+    r
+}
+
+fn fleet() -> FleetView {
+    let view = FleetView::new();
+    for job in 0..JOBS {
+        let name = format!("job-{job:04}");
+        view.add_job(&name, "sim", "BALANCED");
+        view.metrics().add_job(&name, "BALANCED");
+        for step in 0..3 {
+            view.record(&report(job, step));
+        }
+    }
+    view
+}
+
+fn scrape(c: &mut Criterion) {
+    let view = fleet();
+    let text = view.metrics().encode_text();
+    eprintln!(
+        "scrape of {JOBS} jobs x {VERTICES} vertices: {} lines, {} bytes",
+        text.lines().count(),
+        text.len()
+    );
+    let mut group = c.benchmark_group("metrics_scrape");
+    group.sample_size(20);
+    group.bench_function("encode_text_1000x20", |b| {
+        b.iter(|| black_box(view.metrics().encode_text()))
+    });
+    group.bench_function("encode_openmetrics_1000x20", |b| {
+        b.iter(|| black_box(view.metrics().encode()))
+    });
+    group.finish();
+    let step = report(7, 4);
+    c.bench_function("record_step_20_vertices", |b| {
+        b.iter(|| view.record(black_box(&step)))
+    });
+}
+
+criterion_group!(benches, scrape);
+criterion_main!(benches);

@@ -1,0 +1,163 @@
+//! `flowscale run`'s side of the HTTP server: what the server asks of the running host (the
+//! plugin listing, the align what-if) and keeping the server's view of the fleet in step with
+//! reloads of the fleet file and of the plugins directory.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use super::align::answer_request;
+use crate::alignment::ModeCatalog;
+use crate::config::{EngineSpec, check_listen};
+use crate::plan::FleetPlan;
+use crate::plugins::{LivePlugins, PluginFileReport, PluginStatus};
+use crate::serve::{Backend, FleetView, ServeConfig, Server};
+
+use super::reload::Changed;
+
+/// The plugins as the running host has them now: the server's listing and its align what-if
+/// read them, the plugins watcher replaces them.
+struct PluginsNow {
+    listing: serde_json::Value,
+    catalog: Arc<dyn ModeCatalog + Send + Sync>,
+}
+
+/// What the server asks of `run`.
+struct RunBackend {
+    plugins: Arc<Mutex<PluginsNow>>,
+}
+
+impl Backend for RunBackend {
+    fn plugins(&self) -> serde_json::Value {
+        self.now().listing.clone()
+    }
+
+    fn align(&self, request: &[u8]) -> Result<serde_json::Value, serde_json::Value> {
+        let catalog = Arc::clone(&self.now().catalog);
+        answer_request(request, catalog.as_ref())
+    }
+}
+
+impl RunBackend {
+    fn now(&self) -> std::sync::MutexGuard<'_, PluginsNow> {
+        self.plugins.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The engine of a fleet entry, in a word.
+fn engine_kind(spec: &EngineSpec) -> &'static str {
+    match spec {
+        EngineSpec::Sim { .. } => "sim",
+        EngineSpec::Flink { .. } => "flink",
+        EngineSpec::Replay { .. } => "replay",
+    }
+}
+
+fn loaded(reports: &[PluginFileReport]) -> usize {
+    reports
+        .iter()
+        .filter(|r| r.status == PluginStatus::Loaded)
+        .count()
+}
+
+/// A running server and what keeps it current.
+pub(super) struct Serving {
+    /// Serves until dropped.
+    _server: Server,
+    view: Arc<FleetView>,
+    plugins: Arc<Mutex<PluginsNow>>,
+    /// The fleet entries shown, to forget those a reload removes (a Flink entry without a job
+    /// id shows its jobs under their own names: those come and go with their reports).
+    entries: Mutex<Vec<String>>,
+}
+
+impl Serving {
+    /// Starts the server on `listen` (`None`: no server), for `plan` and the plugins it was
+    /// planned with; an error is printed.
+    pub fn start(
+        listen: Option<SocketAddr>,
+        plan: &FleetPlan,
+        catalog: Arc<dyn ModeCatalog + Send + Sync>,
+        plugins: Option<&LivePlugins>,
+    ) -> Result<Option<Serving>, ()> {
+        let Some(listen) = listen else {
+            return Ok(None);
+        };
+        let token = plan.fleet.host.api_token.clone();
+        if let Err(why) = check_listen(listen, token.as_deref()) {
+            eprintln!("error: --listen: {why}");
+            return Err(());
+        }
+        let view = Arc::new(FleetView::new());
+        let listing = plugins.map(LivePlugins::listing);
+        let reports = listing.as_ref().map_or(&[][..], |l| l.files.as_slice());
+        view.metrics().set_plugins_loaded(loaded(reports));
+        let plugins = Arc::new(Mutex::new(PluginsNow {
+            listing: serde_json::to_value(&listing).unwrap_or_default(),
+            catalog,
+        }));
+        let serving_plugins = Arc::clone(&plugins);
+        let backend = Arc::new(RunBackend { plugins });
+        let config = ServeConfig {
+            listen,
+            api_token: token,
+        };
+        match Server::start(&config, Arc::clone(&view), backend) {
+            Ok(server) => {
+                eprintln!(
+                    "serving metrics, API and dashboard on http://{}/",
+                    server.local_addr()
+                );
+                let serving = Serving {
+                    _server: server,
+                    view,
+                    plugins: serving_plugins,
+                    entries: Mutex::new(Vec::new()),
+                };
+                serving.show(plan);
+                Ok(Some(serving))
+            }
+            Err(err) => {
+                eprintln!("error: {err}");
+                Err(())
+            }
+        }
+    }
+
+    /// The fleet as the server shows it.
+    pub fn view(&self) -> &FleetView {
+        &self.view
+    }
+
+    /// Lists every job of `plan`, with its engine and mode, and forgets the entries it no
+    /// longer has.
+    fn show(&self, plan: &FleetPlan) {
+        for job in &plan.jobs {
+            let mode = job.alignment.mode_id();
+            self.view
+                .add_job(&job.spec.name, engine_kind(&job.spec.engine), &mode);
+            self.view.metrics().add_job(&job.spec.name, &mode);
+        }
+        let names: Vec<String> = plan.jobs.iter().map(|j| j.spec.name.clone()).collect();
+        let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
+        for gone in entries.iter().filter(|e| !names.contains(e)) {
+            self.view.remove_job(gone);
+        }
+        *entries = names;
+    }
+
+    /// Keeps the server current with what the running host changed.
+    pub fn changed(&self, change: Changed<'_>) {
+        match change {
+            Changed::Plan(plan) => self.show(plan),
+            Changed::Plugins(live) => {
+                let listing = live.listing();
+                self.view
+                    .metrics()
+                    .set_plugins_loaded(loaded(&listing.files));
+                let mut now = self.plugins.lock().unwrap_or_else(PoisonError::into_inner);
+                now.listing = serde_json::to_value(&listing).unwrap_or_default();
+                now.catalog = Arc::new(live.registry());
+            }
+        }
+    }
+}

@@ -1,0 +1,334 @@
+//! The routes: health, metrics, the JSON API (described by an OpenAPI document generated from
+//! these handlers and their types) and the dashboard.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use axum::Json;
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde::Serialize;
+use tower_http::limit::RequestBodyLimitLayer;
+use tower_http::timeout::TimeoutLayer;
+use utoipa::{OpenApi, ToSchema};
+
+use super::shared::{AppState, MAX_BODY_BYTES, REQUEST_TIMEOUT};
+use super::view::{
+    CooldownView, DecisionSummary, DecisionView, EventView, JobDetail, JobSummary, Point,
+    VertexDecisionView, VertexView,
+};
+use super::{auth, dashboard, metrics};
+
+/// An error answer of the API.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ApiError {
+    /// What went wrong.
+    pub error: String,
+}
+
+/// The readiness of the host.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Readiness {
+    /// Plugins are loaded and every job's engine answered at least once.
+    pub ready: bool,
+    /// Jobs whose engine has not answered yet.
+    pub waiting_for: Vec<String>,
+}
+
+/// A mode exported by a plugin file.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PluginModeDoc {
+    /// The implementation id.
+    pub id: String,
+    /// The one-line description.
+    pub description: String,
+}
+
+/// One plugin file, as `flowscale plugins --json` describes it.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PluginFileDoc {
+    /// The file.
+    pub file: String,
+    /// `loaded` or `refused`.
+    pub status: String,
+    /// Why it was refused and what to do (null when loaded).
+    pub reason: Option<String>,
+    /// The plugin's name, when its manifest could be read.
+    pub plugin: Option<String>,
+    /// The plugin's version.
+    pub version: Option<String>,
+    /// The SDK version it was built against.
+    pub sdk_version: Option<String>,
+    /// The modes it exports.
+    pub modes: Vec<PluginModeDoc>,
+}
+
+/// One `align --batch` request: a vertex, its numbers and the configuration to decide with.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AlignRequestDoc {
+    /// Current parallelism, in [1, 2147483647].
+    pub current: i64,
+    /// The computed target (or give `scale_factor`).
+    pub target: Option<i64>,
+    /// A scale factor, finite and > 0 (or give `target`).
+    pub scale_factor: Option<f64>,
+    /// Key groups, in [1, 32768].
+    pub max_parallelism: i64,
+    /// Partitions of a source (0: not a source).
+    pub source_partitions: Option<i64>,
+    /// Lower parallelism limit (default 1).
+    pub lower: Option<i64>,
+    /// Upper parallelism limit (default 2147483647).
+    pub upper: Option<i64>,
+    /// Input ship strategies (HASH, REBALANCE, CUSTOM:48, ...).
+    pub ship_strategies: Option<Vec<String>>,
+    /// Configuration keys, e.g. `{"scaling.alignment.mode": "EVENLY_SPREAD"}`.
+    #[schema(value_type = Option<Object>)]
+    pub config: Option<BTreeMap<String, serde_json::Value>>,
+    /// A name for the vertex in the answer.
+    pub vertex: Option<String>,
+}
+
+/// The answer to an align request.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AlignAnswerDoc {
+    /// The vertex name of the request.
+    pub vertex: Option<String>,
+    /// Current parallelism.
+    pub current: u32,
+    /// Target before alignment.
+    pub target: u32,
+    /// The aligned parallelism.
+    pub parallelism: u32,
+    /// The mode that decided.
+    pub mode: String,
+    /// Whether the mode applied to the vertex.
+    pub applicable: bool,
+    /// Events of the decision.
+    #[schema(value_type = Vec<Object>)]
+    pub events: Vec<serde_json::Value>,
+    /// Why, step by step.
+    pub explanation: Vec<String>,
+}
+
+/// A request that could not be answered.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AlignErrorDoc {
+    /// Always 1: the body is one request line.
+    pub line: usize,
+    /// Why.
+    pub error: String,
+}
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "flowscale",
+        description = "The flowscale host: its fleet, decisions, events, plugins and a what-if for alignment."
+    ),
+    paths(
+        healthz,
+        readyz,
+        metrics_text,
+        jobs,
+        job,
+        job_events,
+        plugins,
+        align,
+        openapi
+    ),
+    components(schemas(
+        ApiError,
+        Readiness,
+        JobSummary,
+        DecisionSummary,
+        JobDetail,
+        VertexView,
+        CooldownView,
+        DecisionView,
+        VertexDecisionView,
+        EventView,
+        Point,
+        PluginFileDoc,
+        PluginModeDoc,
+        AlignRequestDoc,
+        AlignAnswerDoc,
+        AlignErrorDoc
+    ))
+)]
+struct ApiDoc;
+
+/// The OpenAPI document of the API.
+pub fn openapi_json() -> String {
+    ApiDoc::openapi()
+        .to_pretty_json()
+        .unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+}
+
+/// Every route, behind the token check, the body limit and the request deadline.
+pub(super) fn router(state: Arc<AppState>) -> Router {
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics_text))
+        .route("/api/v1/jobs", get(jobs))
+        .route("/api/v1/jobs/{job}", get(job))
+        .route("/api/v1/jobs/{job}/events", get(job_events))
+        .route("/api/v1/plugins", get(plugins))
+        .route("/api/v1/align", post(align))
+        .route("/api/v1/openapi.json", get(openapi))
+        .merge(dashboard::routes())
+        .fallback(not_found)
+        .layer(RequestBodyLimitLayer::new(MAX_BODY_BYTES))
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&state),
+            auth::require_token,
+        ))
+        .layer(TimeoutLayer::with_status_code(
+            StatusCode::REQUEST_TIMEOUT,
+            REQUEST_TIMEOUT,
+        ))
+        .with_state(state)
+}
+
+fn error(status: StatusCode, message: impl Into<String>) -> Response {
+    (
+        status,
+        Json(ApiError {
+            error: message.into(),
+        }),
+    )
+        .into_response()
+}
+
+async fn not_found() -> Response {
+    error(StatusCode::NOT_FOUND, "no such page")
+}
+
+/// The process serves.
+#[utoipa::path(get, path = "/healthz", responses((status = 200, description = "Serving", body = String, content_type = "text/plain")))]
+async fn healthz() -> &'static str {
+    "ok\n"
+}
+
+/// Plugins are loaded and every job's engine answered at least once.
+#[utoipa::path(get, path = "/readyz", responses(
+    (status = 200, description = "Ready", body = Readiness),
+    (status = 503, description = "Not ready yet", body = Readiness)
+))]
+async fn readyz(State(state): State<Arc<AppState>>) -> Response {
+    // Plugins are loaded before the server starts; what remains is every engine.
+    let waiting_for: Vec<String> = state
+        .view
+        .jobs()
+        .into_iter()
+        .filter(|j| !j.reached)
+        .map(|j| j.job)
+        .collect();
+    let ready = waiting_for.is_empty();
+    let status = if ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (status, Json(Readiness { ready, waiting_for })).into_response()
+}
+
+/// The metrics: OpenMetrics when the client asks for it (Prometheus does), else the
+/// Prometheus text format.
+#[utoipa::path(get, path = "/metrics", responses((status = 200, description = "Metrics", body = String, content_type = "text/plain")))]
+async fn metrics_text(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
+    let openmetrics = headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.contains("application/openmetrics-text"));
+    let m = state.view.metrics();
+    if openmetrics {
+        (
+            [(header::CONTENT_TYPE, metrics::OPENMETRICS_TYPE)],
+            m.encode(),
+        )
+            .into_response()
+    } else {
+        (
+            [(header::CONTENT_TYPE, metrics::TEXT_TYPE)],
+            m.encode_text(),
+        )
+            .into_response()
+    }
+}
+
+/// Every job, with its engine, mode, status and last decision.
+#[utoipa::path(get, path = "/api/v1/jobs", responses((status = 200, description = "The fleet", body = Vec<JobSummary>)))]
+async fn jobs(State(state): State<Arc<AppState>>) -> Json<Vec<JobSummary>> {
+    Json(state.view.jobs())
+}
+
+/// One job: vertices with current, target and aligned parallelism, its decisions with their
+/// explanations, its cooldown and its time series.
+#[utoipa::path(get, path = "/api/v1/jobs/{job}",
+    params(("job" = String, Path, description = "The job's name")),
+    responses(
+        (status = 200, description = "The job", body = JobDetail),
+        (status = 404, description = "No such job", body = ApiError)
+    ))]
+async fn job(State(state): State<Arc<AppState>>, Path(name): Path<String>) -> Response {
+    match state.view.job(&name) {
+        Some(detail) => Json(detail).into_response(),
+        None => error(StatusCode::NOT_FOUND, format!("no job `{name}`")),
+    }
+}
+
+/// One job's recent events, newest first.
+#[utoipa::path(get, path = "/api/v1/jobs/{job}/events",
+    params(("job" = String, Path, description = "The job's name")),
+    responses(
+        (status = 200, description = "Its events", body = Vec<EventView>),
+        (status = 404, description = "No such job", body = ApiError)
+    ))]
+async fn job_events(State(state): State<Arc<AppState>>, Path(name): Path<String>) -> Response {
+    match state.view.events(&name) {
+        Some(events) => Json(events).into_response(),
+        None => error(StatusCode::NOT_FOUND, format!("no job `{name}`")),
+    }
+}
+
+/// The plugin files, loaded or refused and why: the document of `flowscale plugins --json`.
+#[utoipa::path(get, path = "/api/v1/plugins", responses((status = 200, description = "The plugin files", body = Vec<PluginFileDoc>)))]
+async fn plugins(State(state): State<Arc<AppState>>) -> Json<serde_json::Value> {
+    Json(state.backend.plugins())
+}
+
+/// A what-if: aligns one vertex as `flowscale align --batch` answers one request line, with the
+/// plugins the host loaded.
+#[utoipa::path(post, path = "/api/v1/align",
+    request_body(content = AlignRequestDoc, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The answer", body = AlignAnswerDoc),
+        (status = 413, description = "The body is larger than 64 KiB"),
+        (status = 422, description = "The request cannot be answered", body = AlignErrorDoc)
+    ))]
+async fn align(State(state): State<Arc<AppState>>, body: Bytes) -> Response {
+    // A plugin mode runs outside the connection loop, so that a slow one holds up only its
+    // own request.
+    let backend = Arc::clone(&state.backend);
+    match tokio::task::spawn_blocking(move || backend.align(&body)).await {
+        Ok(Ok(answer)) => Json(answer).into_response(),
+        Ok(Err(answer)) => (StatusCode::UNPROCESSABLE_ENTITY, Json(answer)).into_response(),
+        Err(_) => error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "the alignment of this request failed",
+        ),
+    }
+}
+
+/// This document.
+#[utoipa::path(get, path = "/api/v1/openapi.json", responses((status = 200, description = "The OpenAPI document", body = Object)))]
+async fn openapi() -> Response {
+    ([(header::CONTENT_TYPE, "application/json")], openapi_json()).into_response()
+}

@@ -1,0 +1,35 @@
+//! What the server's parts share: its limits, what it asks of the command that runs it, and
+//! the state every handler reads.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::view::FleetView;
+
+/// The largest `POST /api/v1/align` body.
+pub const MAX_BODY_BYTES: usize = 64 * 1024;
+/// How long a client may take to send its request headers.
+pub const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a request may take, body included.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// The longest a connection stays open (keep-alive included).
+pub const CONNECTION_LIFETIME: Duration = Duration::from_secs(120);
+/// Connections served at once; more wait in the listen backlog.
+pub const MAX_CONNECTIONS: usize = 128;
+
+/// What the server asks of the command that runs it: the documents it cannot build from the
+/// fleet view.
+pub trait Backend: Send + Sync + 'static {
+    /// The plugin listing, the same document as `flowscale plugins --json`.
+    fn plugins(&self) -> serde_json::Value;
+    /// The answer to one `align --batch` request line: `Ok` with the answer, `Err` with the
+    /// error answer (`{"line": 1, "error": ...}`).
+    fn align(&self, request: &[u8]) -> Result<serde_json::Value, serde_json::Value>;
+}
+
+/// What the handlers share.
+pub(crate) struct AppState {
+    pub(crate) view: Arc<FleetView>,
+    pub(crate) backend: Arc<dyn Backend>,
+    pub(crate) token: Option<String>,
+}

@@ -1,0 +1,411 @@
+//! Tests of the server: the view and its metrics, the routes, the token, and clients that are
+//! slow or send garbage.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::view::MAX_POINTS;
+use super::{Backend, FleetView, HEADER_TIMEOUT, MAX_BODY_BYTES, ServeConfig, Server};
+use crate::events::{Event, EventReason, Severity};
+use crate::runner::CycleReport;
+use crate::scaling::{CycleStage, VertexDecision};
+
+struct FakeBackend;
+
+impl Backend for FakeBackend {
+    fn plugins(&self) -> serde_json::Value {
+        serde_json::json!([{"file": "/p/libx.so", "status": "refused", "reason": "bad <layout>",
+            "plugin": null, "version": null, "sdk_version": null, "modes": []}])
+    }
+    fn align(&self, request: &[u8]) -> Result<serde_json::Value, serde_json::Value> {
+        serde_json::from_slice::<serde_json::Value>(request)
+            .map(|v| serde_json::json!({"echo": v}))
+            .map_err(|e| serde_json::json!({"line": 1, "error": e.to_string()}))
+    }
+}
+
+fn vertex(id: &str, current: u32, target: u32, aligned: u32) -> VertexDecision {
+    VertexDecision {
+        vertex: id.to_string(),
+        name: format!("op {id}"),
+        current,
+        target: Some(target),
+        aligned: Some(aligned),
+        proposed: Some(aligned),
+        mode: Some("BALANCED".into()),
+        outside_band: true,
+        excluded: false,
+        reason: "busy 0.95 > 0.8".into(),
+        explanation: vec!["accepted <26> by LOAD_REDUCING".into()],
+    }
+}
+
+fn report(job: &str, at_ms: i64, current: u32, scaled_to: Option<u32>) -> CycleReport {
+    let mut r = CycleReport::new(job, at_ms);
+    r.stage = Some(if scaled_to.is_some() {
+        CycleStage::Scaled
+    } else {
+        CycleStage::WithinBounds
+    });
+    r.vertices = vec![vertex("a", current, 24, scaled_to.unwrap_or(current))];
+    r.operation = scaled_to.map(|p| BTreeMap::from([("a".to_string(), p)]));
+    r.load = Some(1000.0 + at_ms as f64);
+    r.elapsed = Duration::from_micros(300);
+    r
+}
+
+fn start(view: Arc<FleetView>, token: Option<&str>) -> Server {
+    let config = ServeConfig {
+        listen: "127.0.0.1:0".parse().expect("an address"),
+        api_token: token.map(str::to_string),
+    };
+    Server::start(&config, view, Arc::new(FakeBackend)).expect("the server starts")
+}
+
+/// Sends `request` as is and returns the status code and the body of the answer.
+fn raw(addr: SocketAddr, request: &[u8]) -> (u16, String) {
+    let mut stream = TcpStream::connect(addr).expect("connects");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .expect("a timeout");
+    stream.write_all(request).expect("sends");
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer);
+    let text = String::from_utf8_lossy(&answer).to_string();
+    let status = text
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (status, body)
+}
+
+fn get(addr: SocketAddr, path: &str, extra: &str) -> (u16, String) {
+    raw(
+        addr,
+        format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n{extra}\r\n").as_bytes(),
+    )
+}
+
+fn post(addr: SocketAddr, path: &str, body: &[u8]) -> (u16, String) {
+    let mut request = format!(
+        "POST {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    request.extend_from_slice(body);
+    raw(addr, &request)
+}
+
+#[test]
+fn the_view_keeps_the_last_decision_and_the_metrics_count_steps() {
+    let view = FleetView::new();
+    view.add_job("j", "sim", "BALANCED");
+    view.metrics().add_job("j", "BALANCED");
+    assert!(!view.all_reached(), "no step yet");
+    view.record(&report("j", 10_000, 10, None));
+    let mut scaled = report("j", 20_000, 10, Some(26));
+    scaled
+        .events
+        .push(Event::new(EventReason::PluginFault, Severity::Warning, "boom").job("j"));
+    view.record(&scaled);
+    view.record(&report("j", 30_000, 26, None));
+    assert!(view.all_reached());
+
+    let detail = view.job("j").expect("the job");
+    assert_eq!(detail.steps, 3);
+    assert_eq!(detail.vertices[0].current, 26);
+    let last = detail.last_decision.expect("a decision");
+    assert_eq!(last.at_ms, 20_000);
+    assert_eq!(last.text, "rescaled: op a=26");
+    assert_eq!(
+        last.vertices[0].explanation,
+        vec!["accepted <26> by LOAD_REDUCING"]
+    );
+    let parallelism: Vec<u32> = detail.series.iter().map(|p| p.parallelism[0]).collect();
+    assert_eq!(parallelism, vec![10, 26, 26]);
+    assert_eq!(view.events("j").expect("events")[0].reason, "PluginFault");
+
+    let text = view.metrics().encode_text();
+    for line in [
+        "flowscale_decisions_total{job=\"j\",mode=\"BALANCED\"} 3",
+        "flowscale_rescales_total{job=\"j\"} 1",
+        "flowscale_plugin_faults_total{job=\"j\",mode=\"BALANCED\"} 1",
+        "flowscale_engine_errors_total{job=\"j\"} 0",
+        "flowscale_vertex_parallelism{job=\"j\",vertex=\"op a\",kind=\"current\"} 26",
+        "flowscale_vertex_parallelism{job=\"j\",vertex=\"op a\",kind=\"target\"} 24",
+        "flowscale_cycle_duration_seconds_count 3",
+        "# TYPE flowscale_decisions_total counter",
+    ] {
+        assert!(text.lines().any(|l| l == line), "no `{line}` in:\n{text}");
+    }
+    assert!(!text.contains("# EOF"), "{text}");
+    assert!(view.metrics().encode().ends_with("# EOF\n"));
+}
+
+#[test]
+fn a_long_series_is_thinned_to_cover_the_whole_run() {
+    let view = FleetView::new();
+    let steps = MAX_POINTS * 5;
+    for i in 0..steps {
+        view.record(&report("j", i as i64 * 1000, 10 + (i as u32 % 3), None));
+    }
+    let series = view.job("j").expect("the job").series;
+    assert!(
+        series.len() <= MAX_POINTS && series.len() >= MAX_POINTS / 2,
+        "{}",
+        series.len()
+    );
+    assert_eq!(series[0].at_ms, 0, "the start is kept");
+    let last = series.last().expect("points").at_ms;
+    assert!(last >= (steps as i64 - 8) * 1000, "the end is kept: {last}");
+}
+
+#[test]
+fn the_routes_answer_json_html_and_metrics() {
+    let view = Arc::new(FleetView::new());
+    view.add_job("a&b", "sim", "EVENLY_SPREAD");
+    view.record(&report("a&b", 1000, 10, Some(16)));
+    let server = start(Arc::clone(&view), None);
+    let addr = server.local_addr();
+
+    assert_eq!(get(addr, "/healthz", ""), (200, "ok\n".to_string()));
+    assert_eq!(get(addr, "/readyz", "").0, 200);
+    let (status, jobs) = get(addr, "/api/v1/jobs", "");
+    assert_eq!(status, 200);
+    let jobs: serde_json::Value = serde_json::from_str(&jobs).expect("JSON");
+    assert_eq!(jobs[0]["job"], "a&b");
+    assert_eq!(jobs[0]["mode"], "EVENLY_SPREAD");
+    let (status, job) = get(addr, "/api/v1/jobs/a%26b", "");
+    assert_eq!(status, 200, "{job}");
+    let job: serde_json::Value = serde_json::from_str(&job).expect("JSON");
+    assert_eq!(job["last_decision"]["operation"]["a"], 16);
+    assert_eq!(get(addr, "/api/v1/jobs/nope", "").0, 404);
+    assert_eq!(get(addr, "/api/v1/jobs/nope/events", "").0, 404);
+    assert_eq!(get(addr, "/api/v1/jobs/a%26b/events", "").0, 200);
+    let (_, plugins) = get(addr, "/api/v1/plugins", "");
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&plugins).expect("JSON"),
+        FakeBackend.plugins()
+    );
+    let (status, answer) = post(addr, "/api/v1/align", br#"{"current": 3}"#);
+    assert_eq!(
+        (status, answer.as_str()),
+        (200, r#"{"echo":{"current":3}}"#)
+    );
+    assert_eq!(post(addr, "/api/v1/align", b"{nope").0, 422);
+
+    let (status, metrics) = get(addr, "/metrics", "");
+    assert_eq!(status, 200);
+    assert!(
+        metrics.contains("flowscale_rescales_total{job=\"a&b\"} 1"),
+        "{metrics}"
+    );
+    let (_, om) = get(addr, "/metrics", "Accept: application/openmetrics-text\r\n");
+    assert!(om.ends_with("# EOF\n"));
+
+    let (status, fleet) = get(addr, "/", "");
+    assert_eq!(status, 200);
+    assert!(
+        fleet.contains("a&amp;b") && !fleet.contains("a&b<"),
+        "escaped: {fleet}"
+    );
+    assert!(fleet.contains("href=\"/jobs/a%26b\""));
+    let (status, page) = get(addr, "/jobs/a%26b", "");
+    assert_eq!(status, 200);
+    assert!(page.contains("<svg id=\"chart\"") && page.contains("<polyline"));
+    assert!(page.contains("accepted &lt;26&gt; by LOAD_REDUCING"));
+    let (_, plugins_page) = get(addr, "/plugins", "");
+    assert!(plugins_page.contains("bad &lt;layout&gt;"));
+    assert_eq!(get(addr, "/no/such/page", "").0, 404);
+}
+
+#[test]
+fn the_openapi_document_describes_every_api_route() {
+    let doc: serde_json::Value =
+        serde_json::from_str(&super::openapi_json()).expect("the document is JSON");
+    assert!(doc["openapi"].as_str().is_some_and(|v| v.starts_with("3.")));
+    for path in [
+        "/healthz",
+        "/readyz",
+        "/metrics",
+        "/api/v1/jobs",
+        "/api/v1/jobs/{job}",
+        "/api/v1/jobs/{job}/events",
+        "/api/v1/plugins",
+        "/api/v1/align",
+        "/api/v1/openapi.json",
+    ] {
+        assert!(doc["paths"][path].is_object(), "no {path} in the document");
+    }
+    assert!(doc["paths"]["/api/v1/align"]["post"]["requestBody"].is_object());
+    assert!(doc["components"]["schemas"]["JobDetail"].is_object());
+}
+
+#[test]
+fn with_a_token_every_request_needs_it() {
+    let token = "s3cret-token-0123456789";
+    let server = start(Arc::new(FleetView::new()), Some(token));
+    let addr = server.local_addr();
+    for path in ["/healthz", "/metrics", "/api/v1/jobs", "/"] {
+        assert_eq!(get(addr, path, "").0, 401, "{path} without a token");
+        assert_eq!(
+            get(
+                addr,
+                path,
+                "Authorization: Bearer wrong-token-0123456789\r\n"
+            )
+            .0,
+            401,
+            "{path} with a wrong token"
+        );
+        assert_eq!(
+            get(addr, path, &format!("Authorization: Bearer {token}\r\n")).0,
+            200,
+            "{path} with the token"
+        );
+    }
+    assert_eq!(post(addr, "/api/v1/align", b"{}").0, 401);
+}
+
+#[test]
+fn malformed_requests_get_an_error_and_the_server_carries_on() {
+    let server = start(Arc::new(FleetView::new()), None);
+    let addr = server.local_addr();
+    let too_big = vec![b'x'; MAX_BODY_BYTES + 1];
+    assert_eq!(post(addr, "/api/v1/align", &too_big).0, 413);
+    // A body longer than announced, or announced larger than the limit.
+    assert_eq!(
+        raw(
+            addr,
+            b"POST /api/v1/align HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999\r\n\r\n{}"
+        )
+        .0,
+        413
+    );
+    for garbage in [
+        &b"\x00\x01\x02 garbage\r\n\r\n"[..],
+        b"GET\r\n\r\n",
+        b"GET / HTTP/9.9\r\n\r\n",
+        b"GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: -3\r\n\r\n",
+        b"GET /%ff%fe HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    ] {
+        let (status, _) = raw(addr, garbage);
+        assert!(
+            status == 0 || (400..500).contains(&status),
+            "{:?} got {status}",
+            String::from_utf8_lossy(garbage)
+        );
+    }
+    // Headers larger than the server's buffer.
+    let huge = format!(
+        "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\n\r\n",
+        "a".repeat(200_000)
+    );
+    let (status, _) = raw(addr, huge.as_bytes());
+    assert!(status == 0 || status == 431 || status == 400, "{status}");
+    assert_eq!(post(addr, "/api/v1/align", b"\xff\xfe not json").0, 422);
+    assert_eq!(get(addr, "/healthz", ""), (200, "ok\n".to_string()));
+}
+
+#[test]
+fn slow_clients_neither_block_others_nor_stay_forever() {
+    let server = start(Arc::new(FleetView::new()), None);
+    let addr = server.local_addr();
+    // A few clients that send half a request line and then nothing, and one that sends its
+    // body a byte at a time.
+    let mut idle: Vec<TcpStream> = (0..16)
+        .map(|_| {
+            let mut s = TcpStream::connect(addr).expect("connects");
+            s.write_all(b"GET /heal").expect("sends");
+            s
+        })
+        .collect();
+    let mut dribble = TcpStream::connect(addr).expect("connects");
+    dribble
+        .write_all(b"POST /api/v1/align HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{")
+        .expect("sends");
+    let started = Instant::now();
+    assert_eq!(get(addr, "/healthz", ""), (200, "ok\n".to_string()));
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "a request waited {:?} behind slow clients",
+        started.elapsed()
+    );
+    // The idle clients are cut off once the header deadline passes.
+    let first = &mut idle[0];
+    first
+        .set_read_timeout(Some(HEADER_TIMEOUT + Duration::from_secs(10)))
+        .expect("a timeout");
+    let waited = Instant::now();
+    let mut buf = Vec::new();
+    let read = first.read_to_end(&mut buf);
+    assert!(
+        read.is_ok() && waited.elapsed() < HEADER_TIMEOUT + Duration::from_secs(5),
+        "an idle client was kept {:?}: {read:?}",
+        waited.elapsed()
+    );
+    assert_eq!(get(addr, "/healthz", ""), (200, "ok\n".to_string()));
+    drop(dribble);
+}
+
+#[test]
+fn a_non_loopback_address_without_a_token_is_refused() {
+    use crate::config::{ListenError, check_listen};
+    let any: SocketAddr = "0.0.0.0:9464".parse().expect("an address");
+    assert_eq!(check_listen(any, None), Err(ListenError::NeedsToken(any)));
+    assert_eq!(check_listen(any, Some("short")), Err(ListenError::BadToken));
+    assert_eq!(check_listen(any, Some("a-long-enough-token")), Ok(()));
+    let local: SocketAddr = "127.0.0.1:9464".parse().expect("an address");
+    assert_eq!(check_listen(local, None), Ok(()));
+    let v6: SocketAddr = "[::1]:9464".parse().expect("an address");
+    assert_eq!(check_listen(v6, None), Ok(()));
+}
+
+/// `promtool check metrics` on the output of a view fed like a fleet's. `#[ignore]`d: it needs
+/// promtool (Debian's `prometheus` package), which `.ci/run` installs, running it with
+/// `FLOWSCALE_PROMTOOL=1`.
+#[test]
+#[ignore = "needs promtool (Debian package prometheus) and FLOWSCALE_PROMTOOL=1; .ci/run runs it"]
+fn promtool_accepts_the_metrics() {
+    assert_eq!(
+        std::env::var("FLOWSCALE_PROMTOOL").as_deref(),
+        Ok("1"),
+        "this test runs promtool and needs FLOWSCALE_PROMTOOL=1"
+    );
+    let view = FleetView::new();
+    view.metrics().set_plugins_loaded(2);
+    for job in ["a", "b"] {
+        view.add_job(job, "sim", "BALANCED");
+        view.metrics().add_job(job, "BALANCED");
+        view.record(&report(job, 1000, 10, Some(16)));
+    }
+    let mut child = std::process::Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("promtool runs (apt-get install prometheus)");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(view.metrics().encode_text().as_bytes())
+        .expect("promtool reads");
+    let output = child.wait_with_output().expect("promtool ends");
+    assert!(
+        output.status.success(),
+        "promtool check metrics failed:\n{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}

@@ -1,0 +1,485 @@
+//! The fleet view: what the server shows, kept up to date by the control loop.
+//!
+//! The loop hands every step's report to [`FleetView::record`], which takes one short lock to
+//! update the job's entry and then updates the metrics (atomics). Requests read a copy of an
+//! entry under the same lock and render it after releasing it, so a slow client never holds the
+//! lock and never slows the loop.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use super::metrics::Metrics;
+use crate::events::Event;
+use crate::runner::CycleReport;
+use crate::scaling::CycleStage;
+
+/// Decisions kept per job (the newest first on the job's page).
+pub const MAX_DECISIONS: usize = 50;
+/// Events kept per job.
+pub const MAX_EVENTS: usize = 200;
+/// Points of the time series kept per job; older ones are thinned out, not dropped, so the
+/// chart always covers the whole run.
+pub const MAX_POINTS: usize = 720;
+
+/// A job as the server lists it.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct JobSummary {
+    /// The job's name.
+    pub job: String,
+    /// Its engine: `sim`, `flink` or `replay`.
+    pub engine: String,
+    /// Its alignment mode.
+    pub mode: String,
+    /// What its last step did, in a word or two (`starting` before the first).
+    pub status: String,
+    /// Steps so far.
+    pub steps: u64,
+    /// The engine answered at least once.
+    pub reached: bool,
+    /// The last decision: when (engine time, ms) and in words.
+    pub last_decision: Option<DecisionSummary>,
+}
+
+/// A decision in a line.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct DecisionSummary {
+    /// Engine time, ms.
+    pub at_ms: i64,
+    /// What was decided, e.g. `scaled: map=24` or `within bounds`.
+    pub text: String,
+}
+
+/// One vertex's parallelism.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct VertexView {
+    /// The vertex id.
+    pub vertex: String,
+    /// The vertex name.
+    pub name: String,
+    /// The running parallelism.
+    pub current: u32,
+    /// The target of the last evaluation, before alignment.
+    pub target: Option<u32>,
+    /// The target after alignment.
+    pub aligned: Option<u32>,
+}
+
+/// One vertex of a decision, with its reasons.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct VertexDecisionView {
+    /// The vertex id.
+    pub vertex: String,
+    /// The vertex name.
+    pub name: String,
+    /// Running parallelism.
+    pub current: u32,
+    /// Target before alignment.
+    pub target: Option<u32>,
+    /// Target after alignment.
+    pub aligned: Option<u32>,
+    /// The alignment mode that decided.
+    pub mode: Option<String>,
+    /// Why, with the numbers.
+    pub reason: String,
+    /// The alignment's explanation.
+    pub explanation: Vec<String>,
+}
+
+/// A decision cycle that changed or queued something, or was blocked.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct DecisionView {
+    /// Engine time, ms.
+    pub at_ms: i64,
+    /// In a line.
+    pub text: String,
+    /// The parallelism applied to the changed vertices, if an operation was realized.
+    pub operation: Option<BTreeMap<String, u32>>,
+    /// The decision was queued by the cooldown.
+    pub queued: bool,
+    /// Every vertex of the decision.
+    pub vertices: Vec<VertexDecisionView>,
+}
+
+/// An event with its time.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct EventView {
+    /// Engine time, ms.
+    pub at_ms: i64,
+    /// The reason, e.g. `ScalingReport`.
+    pub reason: String,
+    /// `Normal` or `Warning`.
+    pub severity: String,
+    /// The vertex it concerns, if any.
+    pub vertex: Option<String>,
+    /// What happened.
+    pub message: String,
+}
+
+/// The cooldown of a job.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct CooldownView {
+    /// In a cooldown period at the last step.
+    pub active: bool,
+    /// Its end (engine time, ms).
+    pub until_ms: Option<i64>,
+    /// A decision is queued until it ends.
+    pub queued: bool,
+}
+
+/// One point of a job's time series.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Point {
+    /// Engine time, ms.
+    pub at_ms: i64,
+    /// Records/s the sources were asked to read, once evaluated.
+    pub load: Option<f64>,
+    /// The running parallelism of each vertex, in the order of the job's `vertices`.
+    pub parallelism: Vec<u32>,
+}
+
+/// Everything the server knows about a job.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct JobDetail {
+    /// The job's name.
+    pub job: String,
+    /// Its engine: `sim`, `flink` or `replay`.
+    pub engine: String,
+    /// Its alignment mode.
+    pub mode: String,
+    /// What its last step did.
+    pub status: String,
+    /// Steps so far.
+    pub steps: u64,
+    /// The engine answered at least once.
+    pub reached: bool,
+    /// Engine time of the last step, ms.
+    pub at_ms: Option<i64>,
+    /// Its vertices, in topological order.
+    pub vertices: Vec<VertexView>,
+    /// The cooldown.
+    pub cooldown: CooldownView,
+    /// The last decision with its explanation.
+    pub last_decision: Option<DecisionView>,
+    /// Recent decisions, newest first.
+    pub decisions: Vec<DecisionView>,
+    /// The time series of parallelism and load, oldest first.
+    pub series: Vec<Point>,
+}
+
+/// A job's entry.
+#[derive(Debug, Clone)]
+struct JobEntry {
+    engine: String,
+    mode: String,
+    status: String,
+    steps: u64,
+    reached: bool,
+    at_ms: Option<i64>,
+    vertices: Vec<VertexView>,
+    cooldown_until_ms: Option<i64>,
+    queued: bool,
+    decisions: VecDeque<DecisionView>,
+    events: VecDeque<EventView>,
+    series: VecDeque<Point>,
+    /// Keep every `stride`-th point once the series is full.
+    stride: u64,
+    skipped: u64,
+}
+
+impl JobEntry {
+    fn new(engine: &str, mode: &str) -> JobEntry {
+        JobEntry {
+            engine: engine.to_string(),
+            mode: mode.to_string(),
+            status: "starting".to_string(),
+            steps: 0,
+            reached: false,
+            at_ms: None,
+            vertices: Vec::new(),
+            cooldown_until_ms: None,
+            queued: false,
+            decisions: VecDeque::new(),
+            events: VecDeque::new(),
+            series: VecDeque::new(),
+            stride: 1,
+            skipped: 0,
+        }
+    }
+
+    fn summary(&self, job: &str) -> JobSummary {
+        JobSummary {
+            job: job.to_string(),
+            engine: self.engine.clone(),
+            mode: self.mode.clone(),
+            status: self.status.clone(),
+            steps: self.steps,
+            reached: self.reached,
+            last_decision: self.decisions.front().map(|d| DecisionSummary {
+                at_ms: d.at_ms,
+                text: d.text.clone(),
+            }),
+        }
+    }
+
+    fn push_point(&mut self, point: Point) {
+        self.skipped += 1;
+        if self.skipped < self.stride {
+            return;
+        }
+        self.skipped = 0;
+        self.series.push_back(point);
+        if self.series.len() > MAX_POINTS {
+            // Halve the resolution: keep every other point, and from now on every other step.
+            let kept: VecDeque<Point> = self.series.drain(..).step_by(2).collect();
+            self.series = kept;
+            self.stride *= 2;
+        }
+    }
+}
+
+/// What the control loop knows about the fleet, for the server.
+pub struct FleetView {
+    jobs: Mutex<BTreeMap<String, JobEntry>>,
+    metrics: Metrics,
+}
+
+impl Default for FleetView {
+    fn default() -> Self {
+        FleetView::new()
+    }
+}
+
+/// Words for a stage.
+fn stage_text(stage: &CycleStage) -> String {
+    match stage {
+        CycleStage::NotRunning => "not running".into(),
+        CycleStage::NotReady(why) => format!("not ready: {why}"),
+        CycleStage::Failed(why) => format!("failed: {why}"),
+        CycleStage::CollectingMetrics { samples } => format!("collecting metrics ({samples})"),
+        CycleStage::WindowNotFull => "window not full".into(),
+        CycleStage::MemoryPressure => "memory pressure".into(),
+        CycleStage::WithinBounds => "within bounds".into(),
+        CycleStage::Blocked(why) => format!("blocked: {why}"),
+        CycleStage::Scaled => "scaled".into(),
+    }
+}
+
+fn event_view(at_ms: i64, event: &Event) -> EventView {
+    EventView {
+        at_ms,
+        reason: event.reason.as_str().to_string(),
+        severity: format!("{:?}", event.severity),
+        vertex: event.vertex.clone(),
+        message: event.message.clone(),
+    }
+}
+
+/// The decision of a report, when it is one worth keeping: an operation, a queued scale, a
+/// scaled or blocked stage.
+fn decision_of(report: &CycleReport) -> Option<DecisionView> {
+    let stage = report.stage.as_ref()?;
+    let keep = report.operation.is_some()
+        || report.queued
+        || matches!(stage, CycleStage::Scaled | CycleStage::Blocked(_));
+    if !keep {
+        return None;
+    }
+    let names: BTreeMap<&str, &str> = report
+        .vertices
+        .iter()
+        .map(|v| (v.vertex.as_str(), v.name.as_str()))
+        .collect();
+    let text = match (&report.operation, report.queued) {
+        (Some(op), _) => format!(
+            "rescaled: {}",
+            op.iter()
+                .map(|(v, p)| format!("{}={p}", names.get(v.as_str()).unwrap_or(&v.as_str())))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        (None, true) => "scale queued by the cooldown".to_string(),
+        (None, false) => stage_text(stage),
+    };
+    Some(DecisionView {
+        at_ms: report.at_ms,
+        text,
+        operation: report.operation.clone(),
+        queued: report.queued,
+        vertices: report
+            .vertices
+            .iter()
+            .map(|v| VertexDecisionView {
+                vertex: v.vertex.clone(),
+                name: v.name.clone(),
+                current: v.current,
+                target: v.target,
+                aligned: v.aligned,
+                mode: v.mode.clone(),
+                reason: v.reason.clone(),
+                explanation: v.explanation.clone(),
+            })
+            .collect(),
+    })
+}
+
+impl FleetView {
+    /// An empty view with its metrics.
+    pub fn new() -> FleetView {
+        FleetView {
+            jobs: Mutex::new(BTreeMap::new()),
+            metrics: Metrics::new(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, BTreeMap<String, JobEntry>> {
+        // A panic while holding the lock leaves a consistent map: every update is a whole
+        // assignment or push.
+        self.jobs.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The metrics.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    /// Registers a job before its first step, so that it is listed (and not ready) from the
+    /// start.
+    pub fn add_job(&self, job: &str, engine: &str, mode: &str) {
+        let mut jobs = self.lock();
+        let entry = jobs
+            .entry(job.to_string())
+            .or_insert_with(|| JobEntry::new(engine, mode));
+        entry.engine = engine.to_string();
+        entry.mode = mode.to_string();
+    }
+
+    /// Forgets a job that left the fleet (a reload removed it).
+    pub fn remove_job(&self, job: &str) {
+        self.lock().remove(job);
+    }
+
+    /// Takes in one step's report: the short locked update the control loop pays for.
+    pub fn record(&self, report: &CycleReport) {
+        let mode = {
+            let mut jobs = self.lock();
+            let entry = jobs
+                .entry(report.job.clone())
+                .or_insert_with(|| JobEntry::new("-", "-"));
+            entry.steps += 1;
+            entry.at_ms = Some(report.at_ms);
+            entry.cooldown_until_ms = report.cooldown_until_ms;
+            if report.operation.is_some() {
+                entry.queued = false;
+            } else if report.queued {
+                entry.queued = true;
+            }
+            if let Some(stage) = &report.stage {
+                entry.reached = true;
+                entry.status = stage_text(stage);
+            } else if report.engine_failed {
+                entry.status = "engine unreachable".into();
+            } else if report.job_gone {
+                entry.status = "gone".into();
+            }
+            if !report.vertices.is_empty() {
+                entry.vertices = report
+                    .vertices
+                    .iter()
+                    .map(|v| VertexView {
+                        vertex: v.vertex.clone(),
+                        name: v.name.clone(),
+                        current: v.operation_after(report.operation.as_ref()),
+                        target: v.target,
+                        aligned: v.aligned,
+                    })
+                    .collect();
+                if entry
+                    .series
+                    .back()
+                    .is_some_and(|p| p.parallelism.len() != entry.vertices.len())
+                {
+                    entry.series.clear();
+                    entry.stride = 1;
+                }
+                let point = Point {
+                    at_ms: report.at_ms,
+                    load: report.load,
+                    parallelism: entry.vertices.iter().map(|v| v.current).collect(),
+                };
+                entry.push_point(point);
+            }
+            if let Some(decision) = decision_of(report) {
+                entry.decisions.push_front(decision);
+                entry.decisions.truncate(MAX_DECISIONS);
+            }
+            for event in &report.events {
+                entry.events.push_front(event_view(report.at_ms, event));
+            }
+            entry.events.truncate(MAX_EVENTS);
+            entry.mode.clone()
+        };
+        self.metrics.record(report, &mode);
+    }
+
+    /// The jobs, by name.
+    pub fn jobs(&self) -> Vec<JobSummary> {
+        self.lock()
+            .iter()
+            .map(|(name, e)| e.summary(name))
+            .collect()
+    }
+
+    /// One job.
+    pub fn job(&self, job: &str) -> Option<JobDetail> {
+        let jobs = self.lock();
+        let e = jobs.get(job)?;
+        let now = e.at_ms.unwrap_or(i64::MIN);
+        Some(JobDetail {
+            job: job.to_string(),
+            engine: e.engine.clone(),
+            mode: e.mode.clone(),
+            status: e.status.clone(),
+            steps: e.steps,
+            reached: e.reached,
+            at_ms: e.at_ms,
+            vertices: e.vertices.clone(),
+            cooldown: CooldownView {
+                active: e.cooldown_until_ms.is_some_and(|end| now < end),
+                until_ms: e.cooldown_until_ms,
+                queued: e.queued,
+            },
+            last_decision: e.decisions.front().cloned(),
+            decisions: e.decisions.iter().cloned().collect(),
+            series: e.series.iter().cloned().collect(),
+        })
+    }
+
+    /// One job's events, newest first.
+    pub fn events(&self, job: &str) -> Option<Vec<EventView>> {
+        self.lock()
+            .get(job)
+            .map(|e| e.events.iter().cloned().collect())
+    }
+
+    /// Every job's engine answered at least once (a job with no entry yet is not ready).
+    pub fn all_reached(&self) -> bool {
+        self.lock().values().all(|e| e.reached)
+    }
+}
+
+/// The parallelism a vertex runs at after a step.
+trait AfterOperation {
+    fn operation_after(&self, operation: Option<&BTreeMap<String, u32>>) -> u32;
+}
+
+impl AfterOperation for crate::scaling::VertexDecision {
+    fn operation_after(&self, operation: Option<&BTreeMap<String, u32>>) -> u32 {
+        operation
+            .and_then(|op| op.get(&self.vertex))
+            .copied()
+            .unwrap_or(self.current)
+    }
+}

@@ -1,0 +1,386 @@
+//! `flowscale run --listen`: the API answers what the command line answers, and the dashboard
+//! shows the demo fleet in a real browser (headless Chromium driven through chromedriver's
+//! WebDriver protocol; `#[ignore]`d, it runs with `FLOWSCALE_BROWSER_E2E=1`, as `.ci/run` does).
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use flowscale_tests::{build, plugin_file, plugins_dir, profile_dir};
+use serde_json::{Value, json};
+
+use crate::harness::{Cli, flowscale_bin, repo_root};
+
+/// A free loopback port (bound, then released for the child to take).
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+fn agent() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .timeout_global(Some(Duration::from_secs(30)))
+        .http_status_as_error(false)
+        .build()
+        .into()
+}
+
+/// `GET url`: status and body.
+fn get(url: &str) -> (u16, String) {
+    match agent().get(url).call() {
+        Ok(mut r) => (
+            r.status().as_u16(),
+            r.body_mut().read_to_string().unwrap_or_default(),
+        ),
+        Err(_) => (0, String::new()),
+    }
+}
+
+/// `method url` with a JSON body: status and parsed body.
+fn send(method: &str, url: &str, body: &Value) -> (u16, Value) {
+    let agent = agent();
+    let bytes = body.to_string();
+    let response = match method {
+        "POST" => agent
+            .post(url)
+            .content_type("application/json")
+            .send(bytes.as_bytes()),
+        _ => agent.delete(url).call(),
+    };
+    match response {
+        Ok(mut r) => (
+            r.status().as_u16(),
+            serde_json::from_str(&r.body_mut().read_to_string().unwrap_or_default())
+                .unwrap_or(Value::Null),
+        ),
+        Err(e) => panic!("{method} {url}: {e}"),
+    }
+}
+
+fn wait_for<T>(what: &str, timeout: Duration, mut check: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = check() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+/// A child process killed when dropped.
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `flowscale run examples/fleet.toml --pace 60 --listen ...` with the example plugins.
+struct Served {
+    base: String,
+    plugins: tempfile::TempDir,
+    _child: Killed,
+}
+
+fn serve_demo_fleet() -> Served {
+    let profile = build(&["bucket-align", "slot-align"]);
+    let bucket = plugin_file(&profile, "bucket-align");
+    let slot = plugin_file(&profile, "slot-align");
+    let plugins = plugins_dir(&[(&bucket, "libbucket_align.so"), (&slot, "libslot_align.so")]);
+    let port = free_port();
+    let child = Command::new(flowscale_bin())
+        .current_dir(repo_root())
+        .args(["run", "examples/fleet.toml", "--pace", "60", "--listen"])
+        .arg(format!("127.0.0.1:{port}"))
+        .arg("--plugins")
+        .arg(plugins.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("flowscale runs");
+    let base = format!("http://127.0.0.1:{port}");
+    let child = Killed(child);
+    wait_for("the server", Duration::from_secs(60), || {
+        (get(&format!("{base}/healthz")).0 == 200).then_some(())
+    });
+    Served {
+        base,
+        plugins,
+        _child: child,
+    }
+}
+
+const DEMO_JOBS: [(&str, &str); 6] = [
+    ("clicks", "BALANCED"),
+    ("graph-iterations", "BALANCED"),
+    ("orders", "ADVANCED"),
+    ("payments", "EVENLY_SPREAD"),
+    ("sensors", "bucket-align"),
+    ("sensors-balanced", "BALANCED"),
+];
+
+#[test]
+fn the_api_answers_what_the_command_line_answers() {
+    let served = serve_demo_fleet();
+    let base = &served.base;
+    wait_for("readiness", Duration::from_secs(60), || {
+        (get(&format!("{base}/readyz")).0 == 200).then_some(())
+    });
+
+    let (status, jobs) = get(&format!("{base}/api/v1/jobs"));
+    assert_eq!(status, 200);
+    let jobs: Value = serde_json::from_str(&jobs).expect("JSON");
+    let listed: Vec<(String, String)> = jobs
+        .as_array()
+        .expect("an array")
+        .iter()
+        .map(|j| {
+            (
+                j["job"].as_str().unwrap_or("").into(),
+                j["mode"].as_str().unwrap_or("").into(),
+            )
+        })
+        .collect();
+    let expected: Vec<(String, String)> = DEMO_JOBS
+        .iter()
+        .map(|(j, m)| (j.to_string(), m.to_string()))
+        .collect();
+    assert_eq!(listed, expected);
+
+    // The plugins document is `plugins --json`'s.
+    let dir = served.plugins.path().to_string_lossy().to_string();
+    let cli = Cli::new(["plugins", "--json", "--plugins", &dir]).run();
+    let (_, api) = get(&format!("{base}/api/v1/plugins"));
+    assert_eq!(
+        serde_json::from_str::<Value>(&api).expect("JSON"),
+        cli.json(),
+        "GET /api/v1/plugins differs from `flowscale plugins --json`"
+    );
+
+    // The align what-if is `align --batch`'s answer to the same line, plugin modes included.
+    for request in [
+        json!({"current": 16, "target": 24, "max_parallelism": 128, "ship_strategies": ["HASH"]}),
+        json!({"current": 10, "target": 17, "max_parallelism": 128, "ship_strategies": ["CUSTOM:48"],
+               "config": {"scaling.alignment.mode": "b", "scaling.alignment.mode.b.class": "bucket-align"}}),
+        json!({"current": 0, "target": 24, "max_parallelism": 128}),
+    ] {
+        let batch = Cli::new(["align", "--batch", "--plugins", &dir])
+            .stdin(format!("{request}\n"))
+            .run();
+        let expected = batch.json_lines().remove(0);
+        let (status, answer) = send("POST", &format!("{base}/api/v1/align"), &request);
+        assert_eq!(answer, expected, "{request}");
+        assert_eq!(
+            status,
+            if expected.get("error").is_some() {
+                422
+            } else {
+                200
+            }
+        );
+    }
+
+    let (status, metrics) = get(&format!("{base}/metrics"));
+    assert_eq!(status, 200);
+    for (job, mode) in DEMO_JOBS {
+        let line = format!("flowscale_decisions_total{{job=\"{job}\",mode=\"{mode}\"}} ");
+        assert!(metrics.contains(&line), "no {line} in:\n{metrics}");
+    }
+    assert!(metrics.contains("flowscale_plugins_loaded 2"), "{metrics}");
+}
+
+/// A tiny WebDriver client: one session of headless Chromium through chromedriver.
+struct Browser {
+    url: String,
+    session: String,
+    _driver: Killed,
+}
+
+impl Browser {
+    fn start() -> Browser {
+        let port = free_port();
+        let driver = Command::new("chromedriver")
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("chromedriver runs (apt-get install chromium chromium-driver)");
+        let driver = Killed(driver);
+        let url = format!("http://127.0.0.1:{port}");
+        wait_for("chromedriver", Duration::from_secs(30), || {
+            (get(&format!("{url}/status")).0 == 200).then_some(())
+        });
+        let (status, answer) = send(
+            "POST",
+            &format!("{url}/session"),
+            &json!({"capabilities": {"alwaysMatch": {"goog:chromeOptions": {"args": [
+                "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                "--window-size=1280,1100"
+            ]}}}}),
+        );
+        assert_eq!(status, 200, "no session: {answer}");
+        let session = answer["value"]["sessionId"]
+            .as_str()
+            .expect("a session id")
+            .to_string();
+        Browser {
+            url,
+            session,
+            _driver: driver,
+        }
+    }
+
+    fn command(&self, path: &str, body: &Value) -> Value {
+        let (status, answer) = send(
+            "POST",
+            &format!("{}/session/{}/{path}", self.url, self.session),
+            body,
+        );
+        assert_eq!(status, 200, "{path}: {answer}");
+        answer["value"].clone()
+    }
+
+    fn open(&self, url: &str) {
+        self.command("url", &json!({ "url": url }));
+    }
+
+    fn script(&self, script: &str) -> Value {
+        self.command("execute/sync", &json!({"script": script, "args": []}))
+    }
+
+    fn screenshot(&self, to: &Path) {
+        let (status, answer) = match agent()
+            .get(format!("{}/session/{}/screenshot", self.url, self.session))
+            .call()
+        {
+            Ok(mut r) => (
+                r.status().as_u16(),
+                serde_json::from_str::<Value>(&r.body_mut().read_to_string().unwrap_or_default())
+                    .unwrap_or(Value::Null),
+            ),
+            Err(e) => panic!("screenshot: {e}"),
+        };
+        assert_eq!(status, 200);
+        let png = decode_base64(answer["value"].as_str().expect("base64"));
+        assert!(png.starts_with(b"\x89PNG"), "not a PNG");
+        std::fs::write(to, png).expect("the screenshot is written");
+    }
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        let _ = send(
+            "DELETE",
+            &format!("{}/session/{}", self.url, self.session),
+            &Value::Null,
+        );
+    }
+}
+
+fn decode_base64(text: &str) -> Vec<u8> {
+    let value = |c: u8| match c {
+        b'A'..=b'Z' => Some(c - b'A'),
+        b'a'..=b'z' => Some(c - b'a' + 26),
+        b'0'..=b'9' => Some(c - b'0' + 52),
+        b'+' => Some(62),
+        b'/' => Some(63),
+        _ => None,
+    };
+    let mut out = Vec::with_capacity(text.len() / 4 * 3);
+    let (mut acc, mut bits) = (0u32, 0);
+    for v in text.bytes().filter_map(value) {
+        acc = (acc << 6) | u32::from(v);
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+        }
+    }
+    out
+}
+
+/// Where the screenshots go: `FLOWSCALE_SCREENSHOT_DIR`, else the target directory.
+fn screenshot_dir() -> PathBuf {
+    std::env::var_os("FLOWSCALE_SCREENSHOT_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(profile_dir)
+}
+
+#[test]
+#[ignore = "needs chromium, chromedriver and FLOWSCALE_BROWSER_E2E=1; .ci/run runs it"]
+fn the_dashboard_shows_the_fleet_and_a_jobs_chart_in_a_browser() {
+    assert_eq!(
+        std::env::var("FLOWSCALE_BROWSER_E2E").as_deref(),
+        Ok("1"),
+        "this test drives headless Chromium and needs FLOWSCALE_BROWSER_E2E=1"
+    );
+    let served = serve_demo_fleet();
+    let browser = Browser::start();
+    browser.open(&format!("{}/", served.base));
+    let rows = wait_for("the six jobs", Duration::from_secs(30), || {
+        let rows = browser.script(
+            "return Array.from(document.querySelectorAll('#fleet tr.job')).map(r => \
+             [r.dataset.job, r.querySelector('.mode').textContent]);",
+        );
+        (rows.as_array().map(Vec::len) == Some(6)).then_some(rows)
+    });
+    let shown: Vec<(String, String)> = rows
+        .as_array()
+        .expect("rows")
+        .iter()
+        .map(|r| {
+            (
+                r[0].as_str().unwrap_or("").into(),
+                r[1].as_str().unwrap_or("").into(),
+            )
+        })
+        .collect();
+    let expected: Vec<(String, String)> = DEMO_JOBS
+        .iter()
+        .map(|(j, m)| (j.to_string(), m.to_string()))
+        .collect();
+    assert_eq!(shown, expected);
+
+    // The plugin job rescales its router about 21 simulated minutes in: 22 s at pace 60.
+    let dir = screenshot_dir();
+    std::fs::create_dir_all(&dir).expect("the screenshot directory");
+    wait_for("a decision of sensors", Duration::from_secs(90), || {
+        let (_, job) = get(&format!("{}/api/v1/jobs/sensors", served.base));
+        let job: Value = serde_json::from_str(&job).ok()?;
+        job["last_decision"].is_object().then_some(())
+    });
+    browser.open(&format!("{}/", served.base));
+    let fleet_text = browser.script("return document.querySelector('#fleet').textContent;");
+    assert!(
+        fleet_text.as_str().is_some_and(|t| t.contains("rescaled")),
+        "{fleet_text}"
+    );
+    browser.screenshot(&dir.join("dashboard.png"));
+    browser.script("document.querySelector('a[href=\"/jobs/sensors\"]').click(); return 0;");
+    let page = wait_for("the job page", Duration::from_secs(30), || {
+        let page = browser.script(
+            "const d = document.querySelector('#last-decision'); \
+             const svg = document.querySelector('svg#chart'); \
+             return d && svg ? {title: document.querySelector('h1').textContent, \
+               decision: d.textContent, lines: svg.querySelectorAll('polyline').length, \
+               width: svg.getBoundingClientRect().width} : null;",
+        );
+        (!page.is_null()).then_some(page)
+    });
+    assert_eq!(page["title"], "sensors");
+    let decision = page["decision"].as_str().unwrap_or("");
+    assert!(
+        decision.contains("rescaled") && decision.contains("bucket-align"),
+        "{decision}"
+    );
+    assert!(page["lines"].as_u64().is_some_and(|n| n >= 2), "{page}");
+    assert!(page["width"].as_f64().is_some_and(|w| w > 500.0), "{page}");
+    browser.screenshot(&dir.join("dashboard-job.png"));
+    eprintln!("screenshots in {}", dir.display());
+}
