@@ -17,9 +17,11 @@
 //!   `share(p)`. With an even spread it is `1/p`; the computed target `t` assumed exactly that,
 //!   i.e. `1/t`.
 //! * Choice, over the direction's region (scale-up `[t, cap]`, scale-down `[t, min(c, cap)]`,
-//!   scanned upward, `cap = min(N, K, upper)`): the lowest `p` with
-//!   `share(p) <= tolerance / t`. If none, the lowest `p` whose share is within `slack` of
-//!   the lowest share in the region. An empty region answers `min(t, cap)`.
+//!   scanned upward, `cap = min(N, K, upper)`) up to `ceil(t * (1 + reach))`: the lowest `p`
+//!   with `share(p) <= tolerance / t`. If none, the lowest `p` whose share is within `slack`
+//!   of the lowest share there. An empty region answers `min(t, cap)`.
+//! * A load that is nearly even (its hottest unit at most `min-skew` above the mean unit)
+//!   answers as BALANCED: measurement noise must not move the parallelism.
 //! * Without per-subtask load (the engine reports none, the list does not match the current
 //!   parallelism, or the chosen signal is missing anywhere) it answers exactly as BALANCED.
 //!   With a load that is even per unit it also answers as BALANCED (`ceil(N/p) <= N/t` holds
@@ -34,15 +36,24 @@
 //! * `tolerance`: a number in `[1, 2]`, default `1`: accept `p` when its predicted busiest
 //!   share is at most `tolerance / t`. Above 1 trades a little headroom for fewer subtasks.
 //! * `slack`: a number in `[0, 1]`, default `0.02`: when no `p` is accepted, take the lowest
-//!   `p` whose share is within `(1 + slack)` of the lowest share in the region, instead of
-//!   paying for many more subtasks for a marginally lighter busiest one.
+//!   `p` whose share is within `(1 + slack)` of the lowest share the fallback considers,
+//!   instead of paying for more subtasks for a marginally lighter busiest one.
+//! * `reach`: a number in `[0, 100]`, default `0.5`: only `p <= ceil(t * (1 + reach))` are
+//!   considered, for acceptance and fallback alike. The estimate spreads a subtask's load
+//!   evenly over its units, so it cannot tell one hot key group from many warm ones and
+//!   predicts a lighter busiest subtask for ever more subtasks; without a reach a key group
+//!   nearly as hot as `1/t` would send the answer towards the cap. `100` is practically
+//!   unbounded.
+//! * `min-skew`: a number in `[0, 10]`, default `0.1`: the estimated hottest unit must carry
+//!   more than `(1 + min-skew)` times the mean unit's load for the load to count as skewed;
+//!   otherwise the answer is BALANCED's.
 
 use flowscale_sdk::{AlignmentContext, AlignmentMode, ModeError, ModeParams, SubtaskLoad};
 
 /// The implementation id (`scaling.alignment.mode.<name>.class = "load-align"`).
 pub const ID: &str = "load-align";
 
-const PARAMS: &[&str] = &["class", "signal", "tolerance", "slack"];
+const PARAMS: &[&str] = &["class", "signal", "tolerance", "slack", "reach", "min-skew"];
 const SIGNALS: &[&str] = &["AUTO", "RECORDS_IN", "BUSY"];
 /// Relative slack for float comparisons: shares that are equal in exact arithmetic compare
 /// equal.
@@ -68,6 +79,10 @@ pub struct Settings {
     pub tolerance: f64,
     /// Fallback: within `(1 + slack)` of the lowest share.
     pub slack: f64,
+    /// Only `p <= ceil(t * (1 + reach))` are considered.
+    pub reach: f64,
+    /// Below this skew (hottest unit over the mean unit, minus 1) the load counts as even.
+    pub min_skew: f64,
 }
 
 impl Default for Settings {
@@ -76,6 +91,8 @@ impl Default for Settings {
             signal: Signal::Auto,
             tolerance: 1.0,
             slack: 0.02,
+            reach: 0.5,
+            min_skew: 0.1,
         }
     }
 }
@@ -87,7 +104,10 @@ impl Settings {
             return Err(params
                 .error(
                     unknown,
-                    &format!("is not a parameter of {ID} (known: signal, tolerance, slack)"),
+                    &format!(
+                        "is not a parameter of {ID} (known: signal, tolerance, slack, \
+                         reach, min-skew)"
+                    ),
                 )
                 .into());
         }
@@ -112,6 +132,12 @@ impl Settings {
         }
         if let Some(v) = ranged("slack", 0.0, 1.0)? {
             settings.slack = v;
+        }
+        if let Some(v) = ranged("reach", 0.0, 100.0)? {
+            settings.reach = v;
+        }
+        if let Some(v) = ranged("min-skew", 0.0, 10.0)? {
+            settings.min_skew = v;
         }
         Ok(settings)
     }
@@ -271,6 +297,8 @@ pub struct Decision {
     pub share_at_target: Option<f64>,
     /// Whether a parallelism met `tolerance / t` (false: the lowest-share fallback).
     pub accepted: bool,
+    /// The measured skew (hottest unit over the mean unit, minus 1), when there was load.
+    pub skew: Option<f64>,
 }
 
 /// The decision for a context under `settings`.
@@ -283,6 +311,7 @@ pub fn decide(ctx: &AlignmentContext, settings: &Settings) -> Decision {
         share_at_choice: None,
         share_at_target: None,
         accepted: false,
+        skew: None,
     };
     if t == c || t == 0 || n == 0 {
         return as_balanced;
@@ -300,6 +329,14 @@ pub fn decide(ctx: &AlignmentContext, settings: &Settings) -> Decision {
         Assignment::KeyGroupRanges
     };
     let predictor = Predictor::new(unit_loads(&loads, n, assignment), assignment);
+    let skew = predictor.hottest_unit_share() * f64::from(n) - 1.0;
+    if skew <= settings.min_skew {
+        return Decision {
+            skew: Some(skew),
+            ..as_balanced
+        };
+    }
+    let skew = Some(skew);
     let end = if t > c { cap } else { c.min(cap) };
     let share_at_target = Some(predictor.busiest_share(t));
     if t > end {
@@ -308,12 +345,14 @@ pub fn decide(ctx: &AlignmentContext, settings: &Settings) -> Decision {
             share_at_choice: Some(predictor.busiest_share(t.min(cap))),
             share_at_target,
             accepted: false,
+            skew,
         };
     }
     let limit = settings.tolerance / f64::from(t) * (1.0 + EPS);
     let floor = predictor.hottest_unit_share();
+    let reach = search_end(t, end, settings.reach);
     let mut best: Option<(u32, f64)> = None;
-    for p in t..=end {
+    for p in t..=reach {
         let share = predictor.busiest_share(p);
         if share <= limit {
             return Decision {
@@ -321,6 +360,7 @@ pub fn decide(ctx: &AlignmentContext, settings: &Settings) -> Decision {
                 share_at_choice: Some(share),
                 share_at_target,
                 accepted: true,
+                skew,
             };
         }
         if best.is_none_or(|(_, s)| share < s * (1.0 - EPS)) {
@@ -336,7 +376,7 @@ pub fn decide(ctx: &AlignmentContext, settings: &Settings) -> Decision {
         return as_balanced;
     };
     let within = lowest * (1.0 + settings.slack) * (1.0 + EPS);
-    let chosen = (t..=end)
+    let chosen = (t..=reach)
         .map(|p| (p, predictor.busiest_share(p)))
         .find(|&(_, s)| s <= within)
         .unwrap_or((t, lowest));
@@ -345,6 +385,17 @@ pub fn decide(ctx: &AlignmentContext, settings: &Settings) -> Decision {
         share_at_choice: Some(chosen.1),
         share_at_target,
         accepted: false,
+        skew,
+    }
+}
+
+/// The last parallelism considered: `ceil(t * (1 + reach))`, within the region.
+pub fn search_end(t: u32, end: u32, reach: f64) -> u32 {
+    let far = (f64::from(t) * (1.0 + reach)).ceil();
+    if far >= f64::from(end) {
+        end
+    } else {
+        (far as u32).max(t)
     }
 }
 
@@ -380,11 +431,21 @@ impl AlignmentMode for LoadAlign {
                     "none within it; the lowest parallelism near the lightest busiest subtask"
                 }
             ),
-            _ => flowscale_sdk::tracing::info!(
-                "{ID}: vertex `{}`: no per-subtask load; answered as BALANCED: {}",
-                ctx.vertex_name(),
-                d.parallelism
-            ),
+            _ => match d.skew {
+                Some(skew) => flowscale_sdk::tracing::info!(
+                    "{ID}: vertex `{}`: hottest unit {:.1}% above the mean, within min-skew \
+                     {:.1}%; answered as BALANCED: {}",
+                    ctx.vertex_name(),
+                    skew * 100.0,
+                    settings.min_skew * 100.0,
+                    d.parallelism
+                ),
+                None => flowscale_sdk::tracing::info!(
+                    "{ID}: vertex `{}`: no per-subtask load; answered as BALANCED: {}",
+                    ctx.vertex_name(),
+                    d.parallelism
+                ),
+            },
         }
         Ok(d.parallelism)
     }

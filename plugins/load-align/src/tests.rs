@@ -58,7 +58,9 @@ fn reference(ctx: &AlignmentContext, units: &[f64], modulo: bool, s: &Settings) 
     if t > end {
         return t.min(cap);
     }
+    let reach = (f64::from(t) * (1.0 + s.reach)).ceil();
     let shares: Vec<(u32, f64)> = (t..=end)
+        .filter(|&p| f64::from(p) <= reach)
         .map(|p| (p, reference_share(units, p, modulo)))
         .collect();
     if let Some(&(p, _)) = shares
@@ -67,6 +69,7 @@ fn reference(ctx: &AlignmentContext, units: &[f64], modulo: bool, s: &Settings) 
     {
         return p;
     }
+
     let lowest = shares.iter().map(|x| x.1).fold(f64::INFINITY, f64::min);
     shares
         .iter()
@@ -114,7 +117,11 @@ fn a_load_list_of_the_wrong_length_or_without_values_is_ignored() {
 #[test]
 fn hot_key_groups_get_the_lowest_parallelism_that_spreads_them() {
     let ctx = keyed(4, 6, 128, &[0.7, 0.1, 0.1, 0.1]);
-    let d = decide(&ctx, &Settings::default());
+    let far = Settings {
+        reach: 3.0,
+        ..Settings::default()
+    };
+    let d = decide(&ctx, &far);
     assert_eq!(d.parallelism, 19, "{d:?}");
     assert!(d.accepted);
     let at_19 = d.share_at_choice.expect("a prediction");
@@ -124,6 +131,12 @@ fn hot_key_groups_get_the_lowest_parallelism_that_spreads_them() {
     assert!((at_t - 22.0 * 0.7 / 32.0).abs() < 1e-12, "{at_t}");
     // BALANCED would stop at 7.
     assert_eq!(balanced(4, 6, 128, 128), 7);
+    // The default reach (50%) looks at [6, 9] only: subtask 0 holds ceil(128/p) hot groups,
+    // 22, 19, 16, 15; none within 1/6, the lightest is 9 with 15 * 0.7/32 = 32.8%.
+    let near = decide(&ctx, &Settings::default());
+    assert_eq!(near.parallelism, 9, "{near:?}");
+    assert!(!near.accepted);
+    assert!((near.share_at_choice.unwrap() - 15.0 * 0.7 / 32.0).abs() < 1e-12);
 }
 
 /// A single hot group (50% of the load) can never be split: no p reaches 1/t, so the answer
@@ -135,7 +148,10 @@ fn an_unsplittable_hot_group_takes_the_cheapest_near_lightest_parallelism() {
     // p = 6 and 7 put two of them on subtask 0 (46.5%); p = 8 one.
     let x = 0.01;
     let ctx = keyed(2, 6, 8, &[0.5 + 3.0 * x, 4.0 * x]);
-    let s = Settings::default();
+    let s = Settings {
+        reach: 1.0,
+        ..Settings::default()
+    };
     let d = decide(&ctx, &s);
     let units = unit_loads(&[0.5 + 3.0 * x, 4.0 * x], 8, Assignment::KeyGroupRanges);
     assert_eq!(d.parallelism, reference(&ctx, &units, false, &s));
@@ -145,6 +161,29 @@ fn an_unsplittable_hot_group_takes_the_cheapest_near_lightest_parallelism() {
     let lightest = (0.5 + 3.0 * x) / 4.0 / (0.5 + 7.0 * x);
     assert!((d.share_at_choice.unwrap() - lightest).abs() < 1e-12);
     assert_eq!(d.parallelism, 8);
+    // With the default reach (50%: up to ceil(6 * 1.5) = 9, within the cap 8) the same;
+    // with none, t itself.
+    assert_eq!(decide(&ctx, &Settings::default()).parallelism, 8);
+    let no_reach = Settings {
+        reach: 0.0,
+        ..Settings::default()
+    };
+    assert_eq!(decide(&ctx, &no_reach).parallelism, 6);
+}
+
+#[test]
+fn a_nearly_even_load_is_answered_as_balanced() {
+    // K = 128, c = 4, t = 6: 5% noise on an even load. BALANCED: 7.
+    let noisy = keyed(4, 6, 128, &[0.52, 0.5, 0.49, 0.5]);
+    let d = decide(&noisy, &Settings::default());
+    assert_eq!((d.parallelism, d.share_at_choice), (7, None));
+    assert!((d.skew.unwrap() - (0.52 / 2.01 * 4.0 - 1.0)).abs() < 1e-12);
+    // With min-skew 0 the noise counts and the decision follows the prediction.
+    let strict = Settings {
+        min_skew: 0.0,
+        ..Settings::default()
+    };
+    assert!(decide(&noisy, &strict).share_at_choice.is_some());
 }
 
 #[test]
@@ -305,17 +344,24 @@ proptest! {
     fn any_load_matches_the_reference(
         k in 1u32..300, c in 1u32..40, t in 1u32..80,
         loads in proptest::collection::vec(0.0f64..1.0, 40),
-        tolerance in 1.0f64..1.5, slack in 0.0f64..0.2,
+        tolerance in 1.0f64..1.5, slack in 0.0f64..0.2, reach in 0.0f64..3.0,
     ) {
         prop_assume!(c <= k);
         let t = t.min(k);
         let busy = &loads[..c as usize];
         prop_assume!(busy.iter().sum::<f64>() > 0.0);
         let ctx = keyed(c, t, k, busy);
-        let s = Settings { signal: Signal::Auto, tolerance, slack };
+        let s = Settings { signal: Signal::Auto, tolerance, slack, reach, min_skew: 0.0 };
         let units = unit_loads(busy, k, Assignment::KeyGroupRanges);
         let d = decide(&ctx, &s);
-        prop_assert_eq!(d.parallelism, reference(&ctx, &units, false, &s));
+        let even = Predictor::new(units.clone(), Assignment::KeyGroupRanges).hottest_unit_share()
+            * f64::from(k) <= 1.0;
+        let expected = if even {
+            balanced(c, t, k, ctx.alignment_cap())
+        } else {
+            reference(&ctx, &units, false, &s)
+        };
+        prop_assert_eq!(d.parallelism, expected);
         for p in [1, t, k] {
             let fast = Predictor::new(units.clone(), Assignment::KeyGroupRanges).busiest_share(p);
             prop_assert!((fast - reference_share(&units, p, false)).abs() < 1e-9);
