@@ -134,6 +134,7 @@ impl SimJob {
                         num_records_out: self.records[v],
                         accumulated_busy_time: 0.0,
                     },
+                    subtasks: Vec::new(),
                 },
             );
         }

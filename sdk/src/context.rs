@@ -50,6 +50,19 @@ pub struct JobTopology {
     pub edges: Vec<TopologyEdge>,
 }
 
+/// The load of one subtask of the vertex, at the parallelism it runs at now, as the engine
+/// reports it (Flink: `busyTimeMsPerSecond` / 1000 and `numRecordsInPerSecond`). A half the
+/// engine did not report is `None`.
+///
+/// Added in SDK 0.1.1 (see [`AlignmentContext::subtask_loads`]).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct SubtaskLoad {
+    /// The share of the time the subtask was busy processing, in `[0, 1]`.
+    pub busy_ratio: Option<f64>,
+    /// The records the subtask received per second.
+    pub records_in_per_second: Option<f64>,
+}
+
 /// Everything an alignment mode may look at for one vertex in one decision.
 ///
 /// It is built by the host once per vertex per decision and never changes afterwards. Fields are
@@ -70,6 +83,7 @@ pub struct AlignmentContext {
     metrics: Vec<(String, EvaluatedMetric)>,
     topology: Arc<JobTopology>,
     params: ModeParams,
+    subtask_loads: Option<Vec<SubtaskLoad>>,
 }
 
 impl AlignmentContext {
@@ -93,6 +107,7 @@ impl AlignmentContext {
                 metrics: Vec::new(),
                 topology: Arc::default(),
                 params: ModeParams::default(),
+                subtask_loads: None,
             },
         }
     }
@@ -155,6 +170,14 @@ impl AlignmentContext {
     /// The selected mode's parameters: every `scaling.alignment.mode.<name>.<rest>` key as `<rest>`.
     pub fn params(&self) -> &ModeParams {
         &self.params
+    }
+
+    /// The load of each subtask of the vertex at the current parallelism, subtask `i` at index
+    /// `i`, when the host knows it: `None` when the engine reported none, and always `None` in a
+    /// host older than SDK 0.1.1 (which cannot tell). When present there is one entry per
+    /// subtask of the current parallelism; an entry's halves may still be `None` each.
+    pub fn subtask_loads(&self) -> Option<&[SubtaskLoad]> {
+        self.subtask_loads.as_deref()
     }
 
     /// `N`: what parallelism is aligned to — the source partitions when known, else the key groups.
@@ -242,6 +265,12 @@ impl AlignmentContextBuilder {
     /// The selected mode's prefix-stripped parameters.
     pub fn params(mut self, params: ModeParams) -> Self {
         self.ctx.params = params;
+        self
+    }
+    /// The per-subtask load of the vertex at the current parallelism, subtask `i` at index `i`.
+    /// An empty list means "not known" and reads back as `None`.
+    pub fn subtask_loads(mut self, loads: Vec<SubtaskLoad>) -> Self {
+        self.ctx.subtask_loads = (!loads.is_empty()).then_some(loads);
         self
     }
     /// Freezes the context.

@@ -6,7 +6,8 @@
 //!   reports partitions, or a `keyBy` input) and `align`.
 //! * [`AlignmentContext`] is the immutable input of one decision: current and target
 //!   parallelism, partitions, key groups, limits, input ship strategies, the vertex's evaluated
-//!   metrics, the job graph and the mode's [`ModeParams`].
+//!   metrics, the job graph, the mode's [`ModeParams`] and, since 0.1.1, the per-subtask load
+//!   ([`SubtaskLoad`]).
 //! * [`ShipStrategy`] is the fixed set of input ship strategies.
 //! * [`export_plugin!`] turns a crate into a plugin `cdylib` the host can load; [`abi`] is what
 //!   it expands to and what the host probes.
@@ -53,6 +54,19 @@
 //! * Error kinds are integers ([`abi::FfiErrorKind`]), so new kinds are additions, not layout
 //!   changes.
 //!
+//! # Releases
+//!
+//! * **0.1.0**: the first release, the source tree of commit
+//!   `2d6c3bf3d8aa6af5e56e288b8b6f5ad4adc9f2d6` of the flowscale repository (recorded by hash
+//!   because tags do not always travel with a clone). A test builds a plugin from that tree and
+//!   runs it in the current host, and runs a current plugin in a host built from it.
+//! * **0.1.1**: the context gains the per-subtask load of the vertex at its current parallelism,
+//!   [`AlignmentContext::subtask_loads`] (each subtask's busy ratio and records-in rate, where
+//!   the engine reports them), appended to the accessor table. A patch release: plugins built
+//!   against 0.1.0 load unchanged into a 0.1.1 host and give the same answers (they never see
+//!   the new accessor); plugins built against 0.1.1 load into a 0.1.0 host and read `None`
+//!   there, as they do whenever the engine reports no per-subtask load. Nothing else changed.
+//!
 //! The manifest ([`abi::PluginManifest`]) has its own format number behind a fixed magic, so a
 //! host can always tell "not a plugin" from "a plugin of another format".
 //!
@@ -82,8 +96,8 @@ mod params;
 mod ship;
 
 pub use crate::context::{
-    AlignmentContext, AlignmentContextBuilder, EvaluatedMetric, JobTopology, TopologyEdge,
-    TopologyVertex,
+    AlignmentContext, AlignmentContextBuilder, EvaluatedMetric, JobTopology, SubtaskLoad,
+    TopologyEdge, TopologyVertex,
 };
 pub use crate::mode::{AlignmentMode, ModeError};
 pub use crate::params::{MODE_KEY, ModeParams, ParamError};

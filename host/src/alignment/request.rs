@@ -2,7 +2,9 @@
 
 use std::sync::Arc;
 
-use flowscale_sdk::{AlignmentContext, EvaluatedMetric, JobTopology, ModeParams, ShipStrategy};
+use flowscale_sdk::{
+    AlignmentContext, EvaluatedMetric, JobTopology, ModeParams, ShipStrategy, SubtaskLoad,
+};
 
 /// One vertex's decision as the scaling pipeline (or `flowscale align`) describes it: the
 /// vertex, where it stands, the target computed for it and the limits it was computed within.
@@ -35,6 +37,9 @@ pub struct AlignmentRequest {
     pub metrics: Vec<(String, EvaluatedMetric)>,
     /// The job graph; the requests of one cycle share one graph instead of a copy each.
     pub topology: Arc<JobTopology>,
+    /// The load of each subtask at the current parallelism, subtask `i` at index `i`; empty
+    /// when the engine reported none (modes then read `None`).
+    pub subtask_loads: Vec<SubtaskLoad>,
 }
 
 impl AlignmentRequest {
@@ -54,6 +59,7 @@ impl AlignmentRequest {
             input_ship_strategies: Vec::new(),
             metrics: Vec::new(),
             topology: Arc::default(),
+            subtask_loads: Vec::new(),
         }
     }
 
@@ -67,6 +73,7 @@ impl AlignmentRequest {
             .metrics(self.metrics)
             .shared_topology(self.topology)
             .params(params)
+            .subtask_loads(self.subtask_loads)
             .build()
     }
 }

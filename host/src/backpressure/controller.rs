@@ -263,6 +263,7 @@ mod tests {
         VertexMetrics {
             aggregated: pairs.iter().map(|(k, m)| (k.to_string(), *m)).collect(),
             io: Default::default(),
+            subtasks: Vec::new(),
         }
     }
 

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
 
-use flowscale_sdk::ShipStrategy;
+use flowscale_sdk::{ShipStrategy, SubtaskLoad};
 use serde::{Deserialize, Serialize};
 
 use super::catalog::{isolation, load_catalog_isolated, plugins_dir};
@@ -70,6 +70,14 @@ pub struct AlignArgs {
     /// A name for the vertex in the answer.
     #[arg(long)]
     vertex: Option<String>,
+    /// Busy ratio of each subtask at the current parallelism, comma-separated, each in [0, 1]
+    /// (one per subtask; Flink's busyTimeMsPerSecond / 1000). Load-aware modes read it.
+    #[arg(long, value_delimiter = ',', value_name = "RATIO,...")]
+    subtask_busy: Vec<f64>,
+    /// Records received per second by each subtask at the current parallelism, comma-separated
+    /// (one per subtask; Flink's numRecordsInPerSecond).
+    #[arg(long, value_delimiter = ',', value_name = "RATE,...")]
+    subtask_records_in: Vec<f64>,
     /// Plugins directory (default: the fleet's, else ./plugins).
     #[arg(long, env = "FLOWSCALE_PLUGINS_DIR")]
     plugins: Option<PathBuf>,
@@ -86,7 +94,7 @@ pub struct AlignArgs {
     /// describing one request are refused with it: each line carries its own fields.
     #[arg(long, conflicts_with_all = [
         "current", "target", "scale_factor", "max_parallelism", "source_partitions",
-        "lower", "upper", "ship", "set", "vertex",
+        "lower", "upper", "ship", "set", "vertex", "subtask_busy", "subtask_records_in",
     ])]
     batch: bool,
 }
@@ -143,6 +151,12 @@ struct Request {
     config: BTreeMap<String, serde_json::Value>,
     #[serde(default)]
     vertex: Option<String>,
+    /// Busy ratio per subtask at the current parallelism (empty: not known).
+    #[serde(default)]
+    subtask_busy: Vec<f64>,
+    /// Records in per second per subtask at the current parallelism (empty: not known).
+    #[serde(default)]
+    subtask_records_in: Vec<f64>,
 }
 
 fn default_lower() -> i64 {
@@ -222,6 +236,23 @@ enum RequestError {
         lower: u32,
         max_parallelism: u32,
         upper: u32,
+    },
+    /// A per-subtask list whose length is not the current parallelism.
+    #[error(
+        "`{field}` needs one value per subtask: {current} (the current parallelism), got {len}"
+    )]
+    SubtaskCount {
+        field: &'static str,
+        current: u32,
+        len: usize,
+    },
+    /// A per-subtask value outside its range.
+    #[error("`{field}`[{index}] must be {range}, got {value}")]
+    SubtaskValue {
+        field: &'static str,
+        index: usize,
+        range: &'static str,
+        value: f64,
     },
     /// A `config` value that is not a string, number or boolean.
     #[error("config `{key}`: expected a string, number or boolean, got {value}")]
@@ -394,6 +425,49 @@ fn config_of(request: &Request, base: &JobConfig) -> Result<JobConfig, RequestEr
     Ok(config)
 }
 
+/// The per-subtask load of a request: each list empty or one value per subtask, busy ratios
+/// in [0, 1], rates finite and >= 0. Empty when neither list is given.
+fn subtask_loads(request: &Request, current: u32) -> Result<Vec<SubtaskLoad>, RequestError> {
+    type Check = fn(f64) -> bool;
+    let lists: [(&'static str, &[f64], &'static str, Check); 2] = [
+        ("subtask_busy", &request.subtask_busy, "in [0, 1]", |v| {
+            (0.0..=1.0).contains(&v)
+        }),
+        (
+            "subtask_records_in",
+            &request.subtask_records_in,
+            "finite and >= 0",
+            |v| v.is_finite() && v >= 0.0,
+        ),
+    ];
+    for (field, values, range, ok) in lists {
+        if !values.is_empty() && values.len() != current as usize {
+            return Err(RequestError::SubtaskCount {
+                field,
+                current,
+                len: values.len(),
+            });
+        }
+        if let Some((index, &value)) = values.iter().enumerate().find(|(_, v)| !ok(**v)) {
+            return Err(RequestError::SubtaskValue {
+                field,
+                index,
+                range,
+                value,
+            });
+        }
+    }
+    if request.subtask_busy.is_empty() && request.subtask_records_in.is_empty() {
+        return Ok(Vec::new());
+    }
+    Ok((0..current as usize)
+        .map(|i| SubtaskLoad {
+            busy_ratio: request.subtask_busy.get(i).copied(),
+            records_in_per_second: request.subtask_records_in.get(i).copied(),
+        })
+        .collect())
+}
+
 fn answer(
     request: &Request,
     base: &JobConfig,
@@ -407,6 +481,7 @@ fn answer(
         .vertex
         .clone()
         .unwrap_or_else(|| "vertex".to_string());
+    let subtask_loads = subtask_loads(request, checked.current)?;
     let outcome = alignment.align(AlignmentRequest {
         job: "align".to_string(),
         vertex_id: vertex.clone(),
@@ -419,6 +494,7 @@ fn answer(
             .iter()
             .map(|s| ShipStrategy::parse(s))
             .collect(),
+        subtask_loads,
         ..AlignmentRequest::new(checked.current, checked.target, checked.max_parallelism)
     });
     Ok(Answer {
@@ -488,6 +564,8 @@ pub fn exec(args: AlignArgs) -> u8 {
         ship_strategies: args.ship.clone(),
         config,
         vertex: args.vertex.clone(),
+        subtask_busy: args.subtask_busy.clone(),
+        subtask_records_in: args.subtask_records_in.clone(),
     };
     match answer(&request, &base, catalog.as_ref()) {
         Ok(answer) => {

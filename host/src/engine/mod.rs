@@ -10,7 +10,7 @@ pub mod replay;
 
 pub use observation::{
     AggregatedMetric, EngineError, IoMetrics, JobObservation, JobStatus, ObservedEdge,
-    ObservedVertex, VertexMetrics,
+    ObservedVertex, SubtaskMetrics, VertexMetrics,
 };
 
 use std::collections::BTreeMap;

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use flowscale_sdk::ShipStrategy;
+use flowscale_sdk::{ShipStrategy, SubtaskLoad};
 use serde::{Deserialize, Serialize};
 
 /// The job's state as the engine reports it (Flink's names).
@@ -102,6 +102,30 @@ pub struct IoMetrics {
     pub accumulated_busy_time: f64,
 }
 
+/// The load of one subtask as the engine reports it, under Flink's metric names. A metric the
+/// engine did not report is `None`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct SubtaskMetrics {
+    /// `busyTimeMsPerSecond`: ms per second the subtask was busy, in `[0, 1000]`.
+    #[serde(rename = "busyTimeMsPerSecond", default)]
+    pub busy_time_ms_per_second: Option<f64>,
+    /// `numRecordsInPerSecond`: records the subtask received per second.
+    #[serde(rename = "numRecordsInPerSecond", default)]
+    pub num_records_in_per_second: Option<f64>,
+}
+
+impl SubtaskMetrics {
+    /// The SDK's view: busy time as a ratio in `[0, 1]`; values that are not finite or are
+    /// negative are not known.
+    pub fn to_sdk(self) -> SubtaskLoad {
+        let known = |x: Option<f64>| x.filter(|v| v.is_finite() && *v >= 0.0);
+        SubtaskLoad {
+            busy_ratio: known(self.busy_time_ms_per_second).map(|ms| (ms / 1000.0).min(1.0)),
+            records_in_per_second: known(self.num_records_in_per_second),
+        }
+    }
+}
+
 /// The metrics of one vertex: aggregated subtask metrics by Flink metric name
 /// (`busyTimeMsPerSecond`, `backPressuredTimeMsPerSecond`, `Source__x.numRecordsInPerSecond`,
 /// `Source__x.numRecordsIn`, `x.pendingRecords`, `numRecordsInPerSecond`, ...) and the IO counters.
@@ -113,6 +137,24 @@ pub struct VertexMetrics {
     /// Cumulative IO counters.
     #[serde(default)]
     pub io: IoMetrics,
+    /// Per-subtask load, subtask `i` at index `i`, when the engine reports it (empty otherwise).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub subtasks: Vec<SubtaskMetrics>,
+}
+
+impl VertexMetrics {
+    /// The per-subtask load for alignment when there is one entry per subtask of a vertex
+    /// running at `parallelism` and at least one value is known; else empty ("not known").
+    pub fn subtask_loads(&self, parallelism: u32) -> Vec<SubtaskLoad> {
+        if self.subtasks.len() != parallelism as usize {
+            return Vec::new();
+        }
+        let loads: Vec<SubtaskLoad> = self.subtasks.iter().map(|s| s.to_sdk()).collect();
+        let any = loads
+            .iter()
+            .any(|l| l.busy_ratio.is_some() || l.records_in_per_second.is_some());
+        if any { loads } else { Vec::new() }
+    }
 }
 
 /// One observation of a job.

@@ -104,6 +104,7 @@ pub fn run_cycle(
         aligner,
         topology: &sdk_topology,
         graph: &topology,
+        observed: &observation.metrics,
         restart_time,
         now_ms,
     };

@@ -42,6 +42,7 @@
 //! ship = "HASH"            # HASH REBALANCE RESCALE FORWARD BROADCAST GLOBAL SHUFFLE CUSTOM:<buckets>
 //! # buckets = 48           # alternative to CUSTOM:<buckets>
 //! # keys = { kind = "zipf", exponent = 1.0 }   # this edge's key (or bucket) distribution
+//! # drift = "20 min"     # a drifting hot set: the shares are drawn anew every period
 //!
 //! [[feedback]]             # iterations: `fraction` of what the tail emits goes back to the head
 //! from = "tail"

@@ -10,7 +10,7 @@ use super::simulation::{Simulation, Subtask, VertexState};
 use super::spec::{VertexKind, VertexSpec};
 use crate::engine::{
     AggregatedMetric, Collector, EngineError, IoMetrics, JobObservation, JobStatus, ObservedEdge,
-    ObservedVertex, Realizer, VertexMetrics,
+    ObservedVertex, Realizer, SubtaskMetrics, VertexMetrics,
 };
 
 impl Simulation {
@@ -160,7 +160,19 @@ fn vertex_metrics(s: &VertexSpec, v: &VertexState, tick_s: f64) -> VertexMetrics
         num_records_out: v.subtasks.iter().map(|t| t.cum_out as f64).sum(),
         accumulated_busy_time: v.subtasks.iter().map(|t| t.cum_busy_ms).sum(),
     };
-    VertexMetrics { aggregated: m, io }
+    let subtasks = v
+        .subtasks
+        .iter()
+        .map(|t| SubtaskMetrics {
+            busy_time_ms_per_second: Some(t.busy_ms),
+            num_records_in_per_second: Some(t.records_in as f64 / tick_s),
+        })
+        .collect();
+    VertexMetrics {
+        aggregated: m,
+        io,
+        subtasks,
+    }
 }
 
 impl Collector for Simulation {

@@ -62,6 +62,10 @@ pub struct EdgeSpec {
     pub ship: ShipStrategy,
     /// How records spread over key groups (HASH) or buckets (CUSTOM).
     pub keys: Distribution,
+    /// A drifting hot set: every `drift_ms` the shares are drawn anew (a Zipf distribution's
+    /// ranks land on other key groups), seeded by the period. `None`: fixed shares.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub drift_ms: Option<i64>,
 }
 
 fn ship_to_string<S: serde::Serializer>(ship: &ShipStrategy, s: S) -> Result<S::Ok, S::Error> {

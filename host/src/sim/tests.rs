@@ -747,3 +747,103 @@ fn a_limited_timeline_keeps_the_latest_rows() {
     assert!((100..200).contains(&rows.len()), "{}", rows.len());
     assert_eq!(rows.last().map(|r| r.t_ms), Some(999_000));
 }
+
+/// A keyed job with Zipf keys over 16 key groups on 4 subtasks; `drift` is the edge's extra.
+fn drifting_job(drift: &str) -> String {
+    format!(
+        r#"
+[job]
+seed = 3
+[[vertices]]
+id = "src"
+kind = "source"
+parallelism = 1
+capacity = 100000
+partitions = 1
+[[vertices]]
+id = "agg"
+kind = "operator"
+parallelism = 4
+max_parallelism = 16
+capacity = 100000
+[[edges]]
+from = "src"
+to = "agg"
+ship = "HASH"
+keys = {{ kind = "zipf", exponent = 1.5 }}
+{drift}
+[workload.src]
+[[workload.src.rate]]
+kind = "constant"
+rate = 16000
+"#
+    )
+}
+
+/// Records in per second of each `agg` subtask, as the collector reports them.
+fn subtask_rates(s: &Simulation) -> Vec<f64> {
+    s.observation().metrics["agg"]
+        .subtasks
+        .iter()
+        .map(|t| t.num_records_in_per_second.unwrap_or(f64::NAN))
+        .collect()
+}
+
+#[test]
+fn subtasks_report_their_own_busy_time_and_input_rate() {
+    let mut s = sim(&drifting_job(""));
+    s.advance_to(30_000);
+    let obs = s.observation();
+    let agg = &obs.metrics["agg"];
+    assert_eq!(agg.subtasks.len(), 4);
+    let rates = subtask_rates(&s);
+    let sum: f64 = rates.iter().sum();
+    assert!((sum - 16000.0).abs() < 1.0, "{rates:?}");
+    let max = rates.iter().copied().fold(0.0, f64::max);
+    assert!(
+        max > 4000.0 * 1.3,
+        "Zipf keys load one subtask more: {rates:?}"
+    );
+    assert_eq!(
+        agg.aggregated["numRecordsInPerSecond"].max,
+        Some(max),
+        "the aggregate is over the same values"
+    );
+    assert!(
+        agg.subtasks
+            .iter()
+            .all(|t| t.busy_time_ms_per_second.is_some())
+    );
+}
+
+#[test]
+fn a_drifting_hot_set_moves_between_subtasks_and_a_fixed_one_stays() {
+    let mut fixed = sim(&drifting_job(""));
+    let mut drifting = sim(&drifting_job(r#"drift = "1 min""#));
+    for s in [&mut fixed, &mut drifting] {
+        s.advance_to(30_000);
+    }
+    let (fixed_before, drifting_before) = (subtask_rates(&fixed), subtask_rates(&drifting));
+    assert_eq!(
+        fixed_before, drifting_before,
+        "period 0 draws the same shares"
+    );
+    for s in [&mut fixed, &mut drifting] {
+        s.advance_to(90_000);
+    }
+    assert_eq!(subtask_rates(&fixed), fixed_before);
+    assert_ne!(
+        subtask_rates(&drifting),
+        drifting_before,
+        "the hot set moved"
+    );
+}
+
+#[test]
+fn a_drift_period_must_be_positive() {
+    let text = drifting_job(r#"drift = "0s""#);
+    match Simulation::from_toml_str(&text) {
+        Ok(_) => panic!("a zero drift period is refused"),
+        Err(err) => assert!(err.to_string().contains("edges[0].drift"), "{err}"),
+    }
+}

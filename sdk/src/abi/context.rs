@@ -18,7 +18,7 @@ use std::sync::Arc;
 use abi_stable::StableAbi;
 
 use crate::context::{
-    AlignmentContext, EvaluatedMetric, JobTopology, TopologyEdge, TopologyVertex,
+    AlignmentContext, EvaluatedMetric, JobTopology, SubtaskLoad, TopologyEdge, TopologyVertex,
 };
 use crate::params::ModeParams;
 use crate::ship::ShipStrategy;
@@ -155,6 +155,30 @@ pub struct FfiParam {
     value: FfiStr,
 }
 
+/// The load of one subtask (SDK 0.1.1). Frozen. NaN stands for "not reported".
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct FfiSubtaskLoad {
+    busy_ratio: f64,
+    records_in_per_second: f64,
+}
+
+impl FfiSubtaskLoad {
+    fn from_load(l: &SubtaskLoad) -> FfiSubtaskLoad {
+        FfiSubtaskLoad {
+            busy_ratio: l.busy_ratio.unwrap_or(f64::NAN),
+            records_in_per_second: l.records_in_per_second.unwrap_or(f64::NAN),
+        }
+    }
+    fn to_load(self) -> SubtaskLoad {
+        let known = |x: f64| (!x.is_nan()).then_some(x);
+        SubtaskLoad {
+            busy_ratio: known(self.busy_ratio),
+            records_in_per_second: known(self.records_in_per_second),
+        }
+    }
+}
+
 type Data = *const c_void;
 
 /// The accessor table of the context, version 1. Append-only (see the module docs).
@@ -181,6 +205,11 @@ pub struct ContextVTable {
     mode_name: unsafe extern "C" fn(Data) -> FfiStr,
     param_count: unsafe extern "C" fn(Data) -> usize,
     param: unsafe extern "C" fn(Data, usize) -> FfiParam,
+    // ---- SDK 0.1.0 ends here (the table of the released 0.1.0 is exactly the fields above).
+    /// SDK 0.1.1: the number of per-subtask loads (0: not known).
+    subtask_load_count: unsafe extern "C" fn(Data) -> usize,
+    /// SDK 0.1.1: the load of subtask `i`.
+    subtask_load: unsafe extern "C" fn(Data, usize) -> FfiSubtaskLoad,
     // Fields added in later SDK releases go here, each read behind `has`.
 }
 
@@ -323,6 +352,16 @@ unsafe extern "C" fn param(d: Data, i: usize) -> FfiParam {
     }
 }
 
+unsafe extern "C" fn subtask_load_count(d: Data) -> usize {
+    ctx(d).subtask_loads().map_or(0, <[SubtaskLoad]>::len)
+}
+unsafe extern "C" fn subtask_load(d: Data, i: usize) -> FfiSubtaskLoad {
+    match ctx(d).subtask_loads().and_then(|l| l.get(i)) {
+        Some(l) => FfiSubtaskLoad::from_load(l),
+        None => FfiSubtaskLoad::from_load(&SubtaskLoad::default()),
+    }
+}
+
 /// The table this SDK version's host side hands out.
 static HOST_VTABLE: ContextVTable = ContextVTable {
     size: size_of::<ContextVTable>(),
@@ -341,6 +380,8 @@ static HOST_VTABLE: ContextVTable = ContextVTable {
     mode_name,
     param_count,
     param,
+    subtask_load_count,
+    subtask_load,
 };
 
 /// Plugin side: copies a lent context into an owned [`AlignmentContext`] for the mode.
@@ -378,6 +419,17 @@ pub unsafe fn rebuild(r: ContextRef<'_>) -> AlignmentContext {
                 (p.key.to_owned_string(), p.value.to_owned_string())
             })
             .collect();
+        // SDK 0.1.1; a 0.1.0 host's table ends before it, and its plugins read `None`.
+        let subtask_loads = if vt.has(
+            offset_of!(ContextVTable, subtask_load),
+            size_of::<unsafe extern "C" fn(Data, usize) -> FfiSubtaskLoad>(),
+        ) {
+            (0..(vt.subtask_load_count)(d))
+                .map(|i| (vt.subtask_load)(d, i).to_load())
+                .collect()
+        } else {
+            Vec::new()
+        };
         AlignmentContext::builder(n.current, n.target, n.max_parallelism)
             .identity(
                 (vt.job_name)(d).to_owned_string(),
@@ -390,6 +442,7 @@ pub unsafe fn rebuild(r: ContextRef<'_>) -> AlignmentContext {
             .metrics(metrics)
             .shared_topology(topology)
             .params(ModeParams::new((vt.mode_name)(d).to_owned_string(), params))
+            .subtask_loads(subtask_loads)
             .build()
     }
 }
@@ -516,6 +569,81 @@ mod tests {
         assert_eq!(copy.metric("LOAD").map(|m| m.current), Some(0.7));
         assert_eq!(copy.topology(), original.topology());
         assert_eq!(copy.params(), original.params());
+    }
+
+    fn loaded_context() -> AlignmentContext {
+        AlignmentContext::builder(3, 5, 128)
+            .subtask_loads(vec![
+                SubtaskLoad {
+                    busy_ratio: Some(0.9),
+                    records_in_per_second: Some(1200.0),
+                },
+                SubtaskLoad {
+                    busy_ratio: None,
+                    records_in_per_second: Some(300.0),
+                },
+                SubtaskLoad {
+                    busy_ratio: Some(0.25),
+                    records_in_per_second: None,
+                },
+            ])
+            .build()
+    }
+
+    #[test]
+    fn subtask_loads_cross_the_table_with_their_unknown_halves() {
+        let original = loaded_context();
+        let copy = unsafe { rebuild(ContextRef::new(&original)) };
+        assert_eq!(copy.subtask_loads(), original.subtask_loads());
+        assert_eq!(copy.subtask_loads().map(<[_]>::len), Some(3));
+
+        let none = AlignmentContext::builder(3, 5, 128).build();
+        let copy = unsafe { rebuild(ContextRef::new(&none)) };
+        assert_eq!(copy.subtask_loads(), None);
+    }
+
+    /// A host of SDK 0.1.0 hands out a table that ends right before the 0.1.1 accessors: the
+    /// plugin must read `None` there and never call past the end.
+    #[test]
+    fn a_table_of_a_0_1_0_host_reads_as_no_subtask_loads() {
+        let original = loaded_context();
+        // Past the end of an old table lies whatever memory follows it: here, accessors that
+        // would make a load appear if they were called.
+        unsafe extern "C" fn past_the_end_count(_: Data) -> usize {
+            1
+        }
+        unsafe extern "C" fn past_the_end_load(_: Data, _: usize) -> FfiSubtaskLoad {
+            FfiSubtaskLoad {
+                busy_ratio: 0.5,
+                records_in_per_second: 1.0,
+            }
+        }
+        let old = ContextVTable {
+            size: offset_of!(ContextVTable, subtask_load_count),
+            subtask_load_count: past_the_end_count,
+            subtask_load: past_the_end_load,
+            ..HOST_VTABLE
+        };
+        let lent = ContextRef {
+            data: (&original as *const AlignmentContext).cast(),
+            vtable: &old,
+            _borrow: PhantomData,
+        };
+        let copy = unsafe { rebuild(lent) };
+        assert_eq!(copy.subtask_loads(), None);
+        assert_eq!(copy.current_parallelism(), 3);
+        assert_eq!(copy.target_parallelism(), 5);
+    }
+
+    /// The released 0.1.0 table: 15 pointer-sized accessors after the size. Appending must
+    /// never move them.
+    #[test]
+    fn the_0_1_0_accessors_keep_their_offsets() {
+        let word = size_of::<usize>();
+        assert_eq!(offset_of!(ContextVTable, param), 15 * word);
+        assert_eq!(offset_of!(ContextVTable, subtask_load_count), 16 * word);
+        assert_eq!(offset_of!(ContextVTable, subtask_load), 17 * word);
+        assert_eq!(size_of::<ContextVTable>(), 18 * word);
     }
 
     #[test]

@@ -8,7 +8,8 @@ use super::metrics::{FlinkMetric, count_source_partitions, select_metric_names};
 use super::rest::{AggregatedEntry, JobDetails, Plan, PlanAnswer, ValueEntry};
 use super::topology::{Topology, all_tasks_up, build_topology, map_status};
 use crate::engine::{
-    AggregatedMetric, Collector, EngineError, JobObservation, JobStatus, VertexMetrics,
+    AggregatedMetric, Collector, EngineError, JobObservation, JobStatus, SubtaskMetrics,
+    VertexMetrics,
 };
 
 /// JobManager metrics read into [`JobObservation::global`].
@@ -154,6 +155,40 @@ impl FlinkCollector {
             .collect())
     }
 
+    /// Each subtask's `busyTimeMsPerSecond` and `numRecordsInPerSecond`, in one request per
+    /// vertex: the vertex metrics endpoint answers task metrics under `<subtask>.<name>`.
+    /// Best effort: when the vertex reports neither metric, or the request fails, the vertex
+    /// has no per-subtask load (alignment then treats every subtask alike).
+    fn subtask_metrics(
+        &self,
+        vertex: &str,
+        parallelism: u32,
+        available: Option<&Vec<String>>,
+    ) -> Vec<SubtaskMetrics> {
+        let wanted: Vec<&str> = SUBTASK_METRICS
+            .into_iter()
+            .filter(|m| available.is_some_and(|names| names.iter().any(|n| n == m)))
+            .collect();
+        if wanted.is_empty() || parallelism == 0 || parallelism > MAX_SUBTASKS_READ {
+            return Vec::new();
+        }
+        let names: Vec<String> = (0..parallelism)
+            .flat_map(|i| wanted.iter().map(move |m| format!("{i}.{m}")))
+            .collect();
+        let path = format!(
+            "/jobs/{}/vertices/{vertex}/metrics?get={}",
+            self.job_id,
+            query_list(&names)
+        );
+        match self.client.get::<Vec<ValueEntry>>(&path) {
+            Ok(entries) => subtask_metrics_of(&entries, parallelism),
+            Err(err) => {
+                tracing::debug!(job = %self.job_id, vertex, %err, "no per-subtask metrics");
+                Vec::new()
+            }
+        }
+    }
+
     /// The TaskManager metrics (max over TaskManagers). Flink answers nothing when any requested
     /// name is missing; the GC metric is the one that may be, so an empty first answer is
     /// remembered as "no GC metric" and the rest asked for at once. An empty answer without
@@ -287,6 +322,7 @@ impl Collector for FlinkCollector {
                     let metrics = VertexMetrics {
                         aggregated: BTreeMap::new(),
                         io: *io,
+                        subtasks: Vec::new(),
                     };
                     (id.clone(), metrics)
                 })
@@ -322,17 +358,59 @@ impl Collector for FlinkCollector {
                     count_source_partitions(names.iter().map(String::as_str));
             }
         }
-        for id in &active {
+        for vertex in topology.vertices.iter().filter(|v| active.contains(&v.id)) {
+            let id = &vertex.id;
             let aggregated =
                 self.vertex_metrics(id, names_of(id), topology.sources.contains(id))?;
+            let subtasks = self.subtask_metrics(id, vertex.parallelism, names_of(id));
             if let Some(metrics) = observation.metrics.get_mut(id) {
                 metrics.aggregated = aggregated;
+                metrics.subtasks = subtasks;
             }
         }
         observation.global = self.global_metrics();
         observation.vertices = topology.vertices;
         Ok(observation)
     }
+}
+
+/// The per-subtask metrics read for alignment, under Flink's names.
+const SUBTASK_METRICS: [&str; 2] = ["busyTimeMsPerSecond", "numRecordsInPerSecond"];
+
+/// Above this parallelism the per-subtask request is not made (its query would run to several
+/// hundred kilobytes); such a vertex has no per-subtask load.
+const MAX_SUBTASKS_READ: u32 = 4096;
+
+/// The per-subtask metrics of `<subtask>.<name>` entries: one entry per subtask of
+/// `parallelism`, each metric `None` where Flink gave no (numeric) value. Empty when no entry
+/// carried a value.
+fn subtask_metrics_of(entries: &[ValueEntry], parallelism: u32) -> Vec<SubtaskMetrics> {
+    let mut out = vec![SubtaskMetrics::default(); parallelism as usize];
+    let mut any = false;
+    for entry in entries {
+        let Some((index, name)) = entry.id.split_once('.') else {
+            continue;
+        };
+        let (Ok(index), Some(value)) = (
+            index.parse::<usize>(),
+            entry
+                .value
+                .as_deref()
+                .and_then(|v| v.trim().parse::<f64>().ok()),
+        ) else {
+            continue;
+        };
+        let Some(slot) = out.get_mut(index) else {
+            continue;
+        };
+        match name {
+            "busyTimeMsPerSecond" => slot.busy_time_ms_per_second = Some(value),
+            "numRecordsInPerSecond" => slot.num_records_in_per_second = Some(value),
+            _ => continue,
+        }
+        any = true;
+    }
+    if any { out } else { Vec::new() }
 }
 
 /// A comma-separated query value with each item percent-encoded (metric names may carry topic
@@ -357,6 +435,40 @@ fn query_list(items: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn entry(id: &str, value: Option<&str>) -> ValueEntry {
+        ValueEntry {
+            id: id.to_string(),
+            value: value.map(str::to_string),
+        }
+    }
+
+    #[test]
+    fn subtask_metrics_are_placed_by_their_index_prefix() {
+        let entries = [
+            entry("2.busyTimeMsPerSecond", Some("900.0")),
+            entry("0.busyTimeMsPerSecond", Some("250")),
+            entry("0.numRecordsInPerSecond", Some("1200.5")),
+            entry("1.numRecordsInPerSecond", Some("NaN-ish")),
+            entry("1.busyTimeMsPerSecond", None),
+            entry("7.busyTimeMsPerSecond", Some("1000")),
+            entry("x.busyTimeMsPerSecond", Some("1000")),
+            entry("2.backPressuredTimeMsPerSecond", Some("3")),
+        ];
+        let got = subtask_metrics_of(&entries, 3);
+        assert_eq!(got.len(), 3);
+        assert_eq!(got[0].busy_time_ms_per_second, Some(250.0));
+        assert_eq!(got[0].num_records_in_per_second, Some(1200.5));
+        assert_eq!(got[1], SubtaskMetrics::default(), "nothing usable for 1");
+        assert_eq!(got[2].busy_time_ms_per_second, Some(900.0));
+        assert_eq!(got[2].num_records_in_per_second, None);
+    }
+
+    #[test]
+    fn no_usable_subtask_value_means_no_subtask_metrics() {
+        assert!(subtask_metrics_of(&[entry("0.busyTimeMsPerSecond", None)], 2).is_empty());
+        assert!(subtask_metrics_of(&[], 2).is_empty());
+    }
 
     #[test]
     fn query_lists_encode_items_but_keep_separators() {

@@ -82,6 +82,12 @@ fn serve_running_job(fake: &FakeFlink) {
                 {"id":"numRecordsInPerSecond","min":60.9,"max":60.9,"avg":60.9,"sum":60.9,"skew":0.0}]"#,
         );
     }
+    // Per-subtask load: the vertex metrics endpoint, names prefixed with the subtask index.
+    // Only `cost` answers; the others' 404 must leave them without per-subtask load.
+    fake.json(
+        &format!("GET /jobs/{JOB}/vertices/{COST}/metrics?get=0.busyTimeMsPerSecond,0.numRecordsInPerSecond"),
+        r#"[{"id":"0.busyTimeMsPerSecond","value":"958.0"},{"id":"0.numRecordsInPerSecond","value":"60.9"}]"#,
+    );
     // The sink lists a busy time but answers no value for it: it must degrade, not fail.
     fake.json(
         &metrics_path(SINK),
@@ -160,6 +166,37 @@ fn the_collector_reads_topology_metrics_and_partitions() {
         Some(958.0)
     );
     assert!(observation.metrics[SINK].aggregated.is_empty());
+    assert_eq!(
+        observation.metrics[COST].subtasks,
+        [crate::engine::SubtaskMetrics {
+            busy_time_ms_per_second: Some(958.0),
+            num_records_in_per_second: Some(60.9),
+        }]
+    );
+    assert!(
+        observation.metrics[COUNT].subtasks.is_empty(),
+        "a 404 reads as none"
+    );
+    assert!(observation.metrics[SINK].subtasks.is_empty());
+    // One per-subtask request per vertex that lists either metric, none for the others.
+    let per_subtask = |v: &str| {
+        fake.requests()
+            .iter()
+            .filter(|r| {
+                r.target
+                    .starts_with(&format!("/jobs/{JOB}/vertices/{v}/metrics?"))
+            })
+            .count()
+    };
+    assert_eq!(
+        [
+            per_subtask(SRC),
+            per_subtask(COST),
+            per_subtask(COUNT),
+            per_subtask(SINK)
+        ],
+        [1, 1, 1, 1]
+    );
     assert_eq!(observation.global["taskSlotsTotal"], 8.0);
     assert_eq!(observation.global["taskSlotsAvailable"], 4.0);
     assert_eq!(observation.global["Status.JVM.Memory.Heap.Max"], 5.0e8);

@@ -24,8 +24,8 @@ use std::io::{self, Read, Write};
 use std::sync::Arc;
 
 use flowscale_sdk::{
-    AlignmentContext, EvaluatedMetric, JobTopology, ModeParams, ShipStrategy, TopologyEdge,
-    TopologyVertex,
+    AlignmentContext, EvaluatedMetric, JobTopology, ModeParams, ShipStrategy, SubtaskLoad,
+    TopologyEdge, TopologyVertex,
 };
 use serde::{Deserialize, Serialize};
 
@@ -329,6 +329,19 @@ pub struct WireContext {
     pub edges: Vec<WireEdge>,
     /// Mode parameters.
     pub params: WireParams,
+    /// Per-subtask load at the current parallelism (SDK 0.1.1), empty when unknown. A worker
+    /// of an older host sends none: the field defaults to empty.
+    #[serde(default)]
+    pub subtask_loads: Vec<WireSubtaskLoad>,
+}
+
+/// One subtask's load on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct WireSubtaskLoad {
+    /// Busy share in `[0, 1]`, when reported.
+    pub busy_ratio: Option<f64>,
+    /// Records in per second, when reported.
+    pub records_in_per_second: Option<f64>,
 }
 
 fn finite(value: f64) -> Option<f64> {
@@ -383,6 +396,15 @@ impl From<&AlignmentContext> for WireContext {
                 })
                 .collect(),
             params: WireParams::from(ctx.params()),
+            subtask_loads: ctx
+                .subtask_loads()
+                .unwrap_or_default()
+                .iter()
+                .map(|l| WireSubtaskLoad {
+                    busy_ratio: l.busy_ratio.and_then(finite),
+                    records_in_per_second: l.records_in_per_second.and_then(finite),
+                })
+                .collect(),
         }
     }
 }
@@ -434,6 +456,15 @@ impl WireContext {
             )
             .shared_topology(Arc::new(topology))
             .params(self.params.into())
+            .subtask_loads(
+                self.subtask_loads
+                    .into_iter()
+                    .map(|l| SubtaskLoad {
+                        busy_ratio: l.busy_ratio,
+                        records_in_per_second: l.records_in_per_second,
+                    })
+                    .collect(),
+            )
             .build()
     }
 }
@@ -485,6 +516,16 @@ mod tests {
                 "buckets",
                 BTreeMap::from([("rule".to_string(), "DIVISOR".to_string())]),
             ))
+            .subtask_loads(vec![
+                SubtaskLoad {
+                    busy_ratio: Some(0.9),
+                    records_in_per_second: Some(1200.0),
+                },
+                SubtaskLoad {
+                    busy_ratio: None,
+                    records_in_per_second: Some(300.0),
+                },
+            ])
             .build()
     }
 
@@ -507,6 +548,7 @@ mod tests {
         assert!(back.metric("LOAD").unwrap().average.is_nan());
         assert_eq!(back.topology(), ctx.topology());
         assert_eq!(back.params(), ctx.params());
+        assert_eq!(back.subtask_loads(), ctx.subtask_loads());
         assert_eq!(back.alignment_cap(), ctx.alignment_cap());
     }
 

@@ -106,6 +106,7 @@ mod tests {
                 VertexMetrics {
                     aggregated,
                     io: Default::default(),
+                    subtasks: Vec::new(),
                 },
             );
         }

@@ -319,6 +319,7 @@ mod tests {
                     .map(|(k, v)| (k.to_string(), v))
                     .collect(),
                 io: source_io,
+                subtasks: Vec::new(),
             },
         );
         metrics.insert(
@@ -335,6 +336,7 @@ mod tests {
                     num_records_out: 0.0,
                     accumulated_busy_time: 3.0,
                 },
+                subtasks: Vec::new(),
             },
         );
         JobObservation {

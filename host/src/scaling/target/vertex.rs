@@ -12,6 +12,7 @@ use super::ineffective::ineffective_scale_up;
 use super::scalability::observed_scalability_coefficient;
 use super::scaled::{ScaledTarget, scaled_target};
 use crate::alignment::{AlignOutcome, Aligner, AlignmentRequest};
+use crate::engine::VertexMetrics;
 use crate::events::Event;
 use crate::scaling::evaluation::capacity;
 use crate::scaling::metrics::{
@@ -65,6 +66,8 @@ pub(crate) struct ScalerContext<'a> {
     pub topology: &'a OnceCell<Arc<JobTopology>>,
     /// The graph the SDK view is built from.
     pub graph: &'a Topology<'a>,
+    /// The observation's metrics by vertex id: alignment reads the per-subtask load there.
+    pub observed: &'a BTreeMap<String, VertexMetrics>,
     pub restart_time: Duration,
     pub now_ms: i64,
 }
@@ -383,6 +386,11 @@ fn align(
             .map(|(k, v)| (k.as_str().to_string(), v.to_sdk()))
             .collect(),
         topology: Arc::clone(ctx.topology.get_or_init(|| Arc::new(ctx.graph.to_sdk()))),
+        subtask_loads: ctx
+            .observed
+            .get(vertex.id)
+            .map(|m| m.subtask_loads(vertex.parallelism))
+            .unwrap_or_default(),
     })
 }
 
@@ -437,6 +445,7 @@ mod tests {
         opts: AutoscalerOptions,
         topology: OnceCell<Arc<JobTopology>>,
         graph: Topology<'static>,
+        observed: BTreeMap<String, VertexMetrics>,
     }
 
     impl Fixture {
@@ -448,6 +457,7 @@ mod tests {
                     vertices: Vec::new(),
                     index: Default::default(),
                 },
+                observed: BTreeMap::new(),
             }
         }
         fn ctx<'a>(&'a self, aligner: &'a dyn Aligner, now_ms: i64) -> ScalerContext<'a> {
@@ -457,6 +467,7 @@ mod tests {
                 aligner,
                 topology: &self.topology,
                 graph: &self.graph,
+                observed: &self.observed,
                 restart_time: Duration::ZERO,
                 now_ms,
             }

@@ -89,6 +89,7 @@ impl Job {
                     num_records_out: records_in,
                     accumulated_busy_time: 0.0,
                 },
+                subtasks: Vec::new(),
             },
         );
     }
@@ -118,6 +119,7 @@ impl Job {
                     num_records_out: records_out,
                     accumulated_busy_time: 0.0,
                 },
+                subtasks: Vec::new(),
             },
         );
     }

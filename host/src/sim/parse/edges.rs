@@ -30,11 +30,26 @@ pub(super) fn edges(
             Some(d) => distribution(ctx, d, &format!("edges[{i}].keys"))?,
             None => default_keys.clone(),
         };
+        let drift_ms = match &e.drift {
+            None => None,
+            Some(d) => match d.get_ref().millis() {
+                Ok(ms) if ms > 0 => Some(ms),
+                _ => {
+                    return Err(ctx.problem(
+                        d.span(),
+                        &format!("edges[{i}].drift"),
+                        "the drift period must be a positive duration",
+                        "e.g. `drift = \"20 min\"`",
+                    ));
+                }
+            },
+        };
         edges.push(EdgeSpec {
             from,
             to,
             ship,
             keys,
+            drift_ms,
         });
     }
     Ok(edges)

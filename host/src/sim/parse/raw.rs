@@ -105,6 +105,7 @@ pub(super) struct RawEdge {
     pub(super) ship: Spanned<String>,
     pub(super) buckets: Option<Spanned<i64>>,
     pub(super) keys: Option<Spanned<RawDist>>,
+    pub(super) drift: Option<Spanned<RawDuration>>,
 }
 
 #[derive(Deserialize)]

@@ -69,6 +69,32 @@ impl Simulation {
         }
     }
 
+    /// Draws new shares for every drifting edge whose drift period changed, and reroutes it.
+    /// Period 0 keeps the shares drawn at build time.
+    pub(super) fn drift_keys(&mut self) {
+        for (ei, e) in self.edges.iter_mut().enumerate() {
+            let Some(drift_ms) = self.spec.edges[ei].drift_ms else {
+                continue;
+            };
+            let period = self.now_ms / drift_ms.max(1);
+            if period == e.period {
+                continue;
+            }
+            e.period = period;
+            let label = (2000 + ei as u64) ^ (period as u64).wrapping_mul(0x1_0000_0001);
+            e.shares = self.spec.edges[ei].keys.shares(
+                e.shares.len(),
+                &mut SplitMix64::derive(self.spec.seed, label),
+            );
+            e.route = route(
+                &e.ship,
+                &e.shares,
+                self.vertices[e.from].parallelism,
+                self.vertices[e.to].parallelism,
+            );
+        }
+    }
+
     /// Routes every edge by the current parallelism at both ends.
     pub(super) fn reroute(&mut self) {
         for e in &mut self.edges {
@@ -145,6 +171,7 @@ fn edge_states(spec: &SimulatedJobSpec, vertices: &mut [VertexState]) -> Vec<Edg
             to: e.to,
             ship: e.ship,
             shares,
+            period: 0,
             route: Route::Broadcast,
             slot,
         });

@@ -87,6 +87,8 @@ pub(crate) struct EdgeState {
     pub(crate) to: usize,
     pub(crate) ship: ShipStrategy,
     pub(super) shares: Vec<f64>,
+    /// The drift period the shares were drawn for (0 without drift).
+    pub(super) period: i64,
     pub(crate) route: Route,
     /// Index of this edge among the downstream vertex's inputs.
     pub(crate) slot: usize,

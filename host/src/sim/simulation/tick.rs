@@ -37,6 +37,7 @@ impl Simulation {
                 self.events.push("restarted".to_string());
             }
         }
+        self.drift_keys();
         self.arrive(tick_s);
         if self.pending.is_some() {
             self.restarting_ms += self.spec.tick_ms;
