@@ -14,7 +14,7 @@ use crate::scaling::metrics::{EvaluatedScalingMetric, ScalingMetric, VertexEvalu
 use crate::scaling::options::{EXCLUDED_PERIODS_KEY, SCALING_ENABLED_KEY};
 use crate::scaling::outcome::{CycleOutcome, CycleStage, VertexDecision};
 use crate::scaling::state::{JobScalingState, ScalingSummary};
-use crate::scaling::target::{ParallelismChange, ScalerContext, compute_scale_target};
+use crate::scaling::target::{ParallelismChange, Reason, ScalerContext, compute_scale_target};
 use crate::scaling::topology::{Topology, VertexInfo};
 
 /// Decides the cycle's scaling operation on an evaluated, fully collected window.
@@ -96,17 +96,17 @@ fn decide_vertex(
         mode: None,
         outside_band: false,
         excluded,
-        reason: String::new(),
+        reason: Reason::default(),
         explanation: Vec::new(),
     };
     if excluded {
-        decision.reason = if vertex.finished {
-            "finished; not scaled".into()
+        decision.reason = Reason::text(if vertex.finished {
+            "finished; not scaled"
         } else if cycle_excluded.contains(vertex.id) {
-            "no finite busy time; not scaled in this cycle".into()
+            "no finite busy time; not scaled in this cycle"
         } else {
-            "listed in vertex.exclude.ids; not scaled".into()
-        };
+            "listed in vertex.exclude.ids; not scaled"
+        });
         return (decision, None);
     }
     let result = compute_scale_target(
