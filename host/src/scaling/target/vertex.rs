@@ -62,7 +62,7 @@ pub(crate) struct ScalerContext<'a> {
     pub opts: &'a AutoscalerOptions,
     pub aligner: &'a dyn Aligner,
     /// The job graph as alignment contexts carry it, built on first use (most cycles of a
-    /// steady job align nothing).
+    /// steady job align nothing); empty for aligners that do not read it.
     pub topology: &'a OnceCell<Arc<JobTopology>>,
     /// The graph the SDK view is built from.
     pub graph: &'a Topology<'a>,
@@ -376,10 +376,19 @@ fn align(
     upper: i64,
 ) -> AlignOutcome {
     let to_u32 = |x: i64| u32::try_from(x.max(0)).unwrap_or(u32::MAX);
+    // Copies of the identity, the metrics and the graph only for aligners that read them.
+    let details = ctx.aligner.reads_details();
+    let text = |s: &str| {
+        if details {
+            s.to_string()
+        } else {
+            String::new()
+        }
+    };
     ctx.aligner.align(AlignmentRequest {
-        job: ctx.job.to_string(),
-        vertex_id: vertex.id.to_string(),
-        vertex_name: vertex.name.to_string(),
+        job: text(ctx.job),
+        vertex_id: text(vertex.id),
+        vertex_name: text(vertex.name),
         current: vertex.parallelism,
         target,
         max_parallelism: vertex.max_parallelism,
@@ -387,11 +396,21 @@ fn align(
         lower_limit: to_u32(lower),
         upper_limit: to_u32(upper),
         input_ship_strategies: vertex.inputs.iter().map(|&(_, s)| s).collect(),
-        metrics: metrics
-            .iter()
-            .map(|(k, v)| (k.as_str().to_string(), v.to_sdk()))
-            .collect(),
-        topology: Arc::clone(ctx.topology.get_or_init(|| Arc::new(ctx.graph.to_sdk()))),
+        metrics: if details {
+            metrics
+                .iter()
+                .map(|(k, v)| (k.as_str().to_string(), v.to_sdk()))
+                .collect()
+        } else {
+            Vec::new()
+        },
+        topology: Arc::clone(ctx.topology.get_or_init(|| {
+            Arc::new(if details {
+                ctx.graph.to_sdk()
+            } else {
+                JobTopology::default()
+            })
+        })),
     })
 }
 
