@@ -64,16 +64,34 @@ pub fn ceil_2_decimals(x: f64) -> f64 {
 /// Java's `String.format("%.Nf", x)`: HALF_UP on the shortest representation, `NaN`,
 /// `Infinity`, `-Infinity` for non-finite values.
 pub fn java_format_fixed(x: f64, scale: usize) -> String {
+    let mut out = String::new();
+    push_java_format_fixed(&mut out, x, scale);
+    out
+}
+
+/// [`java_format_fixed`] appended to `out`, formatting on the stack: the scaling report writes
+/// three of these per vertex.
+pub fn push_java_format_fixed(out: &mut String, x: f64, scale: usize) {
     if !x.is_finite() {
-        return java_double_to_string(x);
+        out.push_str(&java_double_to_string(x));
+        return;
     }
-    let negative = x.is_sign_negative() && x != 0.0;
-    let digits = rounded_digits(&format!("{}", x.abs()), scale, round_half_up_digit);
     // Java keeps the sign of a negative value even when it rounds to zero ("-0.00").
-    if negative {
-        format!("-{digits}")
+    if x.is_sign_negative() && x != 0.0 {
+        out.push('-');
+    }
+    let mut plain = StackText::new();
+    if write!(plain, "{}", x.abs()).is_ok() {
+        let mut rounded = StackText::new();
+        rounded_digits_into(plain.as_str(), scale, round_half_up_digit, &mut rounded);
+        out.push_str(rounded.as_str());
     } else {
-        digits
+        // Longer than the buffer (|x| > 1e300 or so): take the allocating path.
+        out.push_str(&rounded_digits(
+            &format!("{}", x.abs()),
+            scale,
+            round_half_up_digit,
+        ));
     }
 }
 
@@ -460,6 +478,18 @@ mod tests {
                 proptest::prop_assert_eq!(fast.to_bits(), slow.to_bits(), "{}", x);
             }
             proptest::prop_assert_eq!(round_decimal(x, 3, DecimalRounding::HalfUp).to_bits(), slow.to_bits());
+        }
+
+        #[test]
+        fn fixed_format_on_the_stack_equals_the_string_path(
+            bits in proptest::prelude::any::<u64>(),
+            scale in 0usize..4,
+        ) {
+            let x = f64::from_bits(bits);
+            proptest::prop_assume!(x.is_finite());
+            let digits = rounded_digits(&format!("{}", x.abs()), scale, round_half_up_digit);
+            let expected = if x.is_sign_negative() && x != 0.0 { format!("-{digits}") } else { digits };
+            proptest::prop_assert_eq!(java_format_fixed(x, scale), expected);
         }
 
         #[test]

@@ -32,7 +32,9 @@ pub(crate) fn decide_operation(
         return CycleStage::MemoryPressure;
     }
 
-    let mut summaries: BTreeMap<String, ScalingSummary> = BTreeMap::new();
+    // The changing vertices with their new parallelism; their summaries are only built when
+    // some vertex is outside its band, since most cycles of a steady job end within bounds.
+    let mut changes: Vec<(&VertexInfo, u32)> = Vec::new();
     let mut any_outside = false;
     for vertex in &topology.vertices {
         let Some(metrics) = evaluation.vertices.get_mut(vertex.id) else {
@@ -41,15 +43,29 @@ pub(crate) fn decide_operation(
         let (decision, change) =
             decide_vertex(ctx, vertex, metrics, cycle_excluded, state, outcome);
         outcome.vertices.push(decision);
-        if let Some((summary, outside)) = change {
+        if let Some((new, outside)) = change {
             any_outside |= outside;
-            summaries.insert(vertex.id.to_string(), summary);
+            changes.push((vertex, new));
         }
     }
     if !any_outside {
         // All changed vertices are within their band: nothing to do ("all within target").
         return CycleStage::WithinBounds;
     }
+    // Each vertex's metrics are as its own decision left them: later vertices only write
+    // their own.
+    let summaries: BTreeMap<String, ScalingSummary> = changes
+        .into_iter()
+        .filter_map(|(vertex, new)| {
+            let metrics = evaluation.vertices.get(vertex.id)?.clone();
+            let summary = ScalingSummary {
+                current_parallelism: vertex.parallelism,
+                new_parallelism: new,
+                metrics,
+            };
+            Some((vertex.id.to_string(), summary))
+        })
+        .collect();
 
     for (vertex, summary) in &summaries {
         if let Some(m) = evaluation.vertices.get_mut(vertex) {
@@ -73,8 +89,8 @@ pub(crate) fn decide_operation(
     CycleStage::Scaled
 }
 
-/// One vertex's decision, and its summary with whether it is outside its band when it asks for
-/// a change. Excluded vertices (`vertex.exclude.ids`, finished, no finite busy time) keep their
+/// One vertex's decision, and the parallelism it asks for with whether it is outside its band
+/// when it asks for a change. Excluded vertices (`vertex.exclude.ids`, finished, no finite busy time) keep their
 /// parallelism.
 fn decide_vertex(
     ctx: &ScalerContext<'_>,
@@ -83,7 +99,7 @@ fn decide_vertex(
     cycle_excluded: &BTreeSet<String>,
     state: &mut JobScalingState,
     outcome: &mut CycleOutcome,
-) -> (VertexDecision, Option<(ScalingSummary, bool)>) {
+) -> (VertexDecision, Option<(u32, bool)>) {
     let excluded = ctx.opts.vertex_exclude_ids.iter().any(|e| e == vertex.id)
         || cycle_excluded.contains(vertex.id);
     let mut decision = VertexDecision {
@@ -127,12 +143,7 @@ fn decide_vertex(
         return (decision, None);
     };
     decision.proposed = Some(new);
-    let summary = ScalingSummary {
-        current_parallelism: vertex.parallelism,
-        new_parallelism: new,
-        metrics: metrics.clone(),
-    };
-    (decision, Some((summary, outside)))
+    (decision, Some((new, outside)))
 }
 
 /// Why a decided operation is not executed, in the anchor's words: advisor mode
