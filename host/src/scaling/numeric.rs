@@ -185,7 +185,8 @@ fn half_up_by_arithmetic(a: f64, scale: usize) -> Option<f64> {
         _ => return None,
     };
     let y = a * factor;
-    if !(y < 4_503_599_627_370_496.0) {
+    // `a` is finite; beyond 2^52 the fractional part is not representable.
+    if y >= 4_503_599_627_370_496.0 {
         return None;
     }
     let floor = y.floor();
