@@ -344,6 +344,10 @@ fn bench(c: &mut Criterion) {
                     })
                 },
             );
+            if timed.cycles == 0 {
+                // Filtered out on the command line: nothing was timed.
+                continue;
+            }
             eprintln!(
                 "{label}: {jobs} jobs, timed cycles: {} cycles, {} decided {:?}, {} vertex targets, {} aligned",
                 timed.cycles, timed.decided, timed.stages, timed.targets, timed.aligned
