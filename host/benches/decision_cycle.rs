@@ -4,22 +4,28 @@
 //! plugin mode (`bucket-align`, loaded from its `.so` through the registry).
 //!
 //! Only `run_cycle` is timed; advancing each job's synthetic observation is not. Busy times move
-//! every cycle, so most vertices get a new target and are aligned every cycle: a worst case. A
-//! large share of that cost is copying the job graph into each vertex's `AlignmentContext`
-//! (the SDK context owns its topology).
+//! every cycle, so most vertices get a new target and are aligned every cycle: a worst case. The
+//! bench asserts that every timed cycle decides (see `Tally::assert_decides`). In plugin mode a
+//! large share of the cost is the plugin call: each aligned vertex's context, job graph included,
+//! crosses the plugin boundary twice (`is_applicable`, then `align`); the built-in modes read no
+//! graph, so none is built for them.
+//!
+//! `DECISION_CYCLE_PROFILE=<builtin|plugin>:<jobs>:<window samples>:<rounds>` runs a fixed
+//! workload instead, for instruction counts that do not depend on machine noise:
+//! `valgrind --tool=callgrind --toggle-collect='*timed_cycle*' <bench binary>`.
 
 use std::collections::BTreeMap;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group};
 use flowscale::alignment::{Aligner, JobAlignment};
 use flowscale::engine::{
     AggregatedMetric, IoMetrics, JobObservation, JobStatus, ObservedEdge, ObservedVertex,
     VertexMetrics,
 };
 use flowscale::plugins::ModeRegistry;
-use flowscale::scaling::{AutoscalerOptions, JobScalingState, run_cycle};
+use flowscale::scaling::{AutoscalerOptions, CycleOutcome, CycleStage, JobScalingState, run_cycle};
 use flowscale_tests::{build, plugin_file, plugins_dir};
 
 const VERTICES: usize = 20;
@@ -176,11 +182,143 @@ fn aligners(registry: &ModeRegistry) -> Vec<(&'static str, JobAlignment)> {
     vec![("builtin", builtin), ("plugin", plugin)]
 }
 
-fn bench(c: &mut Criterion) {
+/// What the cycles of one or more rounds did: where they ended, how many vertices got a target
+/// and how many of those went through the aligner.
+#[derive(Debug, Default)]
+struct Tally {
+    stages: BTreeMap<String, usize>,
+    cycles: usize,
+    /// Cycles that reached the operation decision (every vertex's target computed).
+    decided: usize,
+    vertices: usize,
+    /// Vertices with a computed target.
+    targets: usize,
+    /// Vertices whose target differed from the current parallelism and was aligned.
+    aligned: usize,
+}
+
+impl Tally {
+    fn add(&mut self, out: &CycleOutcome) {
+        let stage = match &out.stage {
+            CycleStage::Blocked(_) => "Blocked".to_string(),
+            CycleStage::Failed(why) => format!("Failed({why})"),
+            CycleStage::NotReady(why) => format!("NotReady({why})"),
+            other => format!("{other:?}"),
+        };
+        *self.stages.entry(stage).or_default() += 1;
+        self.cycles += 1;
+        if matches!(
+            out.stage,
+            CycleStage::Scaled | CycleStage::WithinBounds | CycleStage::Blocked(_)
+        ) {
+            self.decided += 1;
+        }
+        self.vertices += out.vertices.len();
+        self.targets += out.vertices.iter().filter(|v| v.target.is_some()).count();
+        self.aligned += out.vertices.iter().filter(|v| v.mode.is_some()).count();
+    }
+
+    /// The bench measures decisions, not warm-up: every timed cycle must reach the operation
+    /// decision with a target for every vertex, and alignment must run on a large share of the
+    /// vertices (busy times move every cycle, so most targets differ from the current
+    /// parallelism).
+    fn assert_decides(&self, what: &str) {
+        assert!(
+            self.cycles > 0 && self.decided == self.cycles,
+            "{what}: not every timed cycle decided: {self:?}"
+        );
+        assert_eq!(
+            self.targets,
+            self.cycles * VERTICES,
+            "{what}: not every vertex got a target: {self:?}"
+        );
+        assert!(
+            self.aligned * 2 >= self.targets,
+            "{what}: fewer than half of the targets were aligned: {self:?}"
+        );
+    }
+}
+
+/// A fleet of jobs sharing one clock.
+struct Fleet {
+    jobs: Vec<SimJob>,
+    cycle: usize,
+    now: i64,
+}
+
+impl Fleet {
+    fn new(jobs: usize) -> Fleet {
+        Fleet {
+            jobs: (0..jobs).map(SimJob::new).collect(),
+            cycle: 0,
+            now: 0,
+        }
+    }
+
+    /// Runs the cycles that fill the window (`samples` collected cycles) and one more, so that
+    /// the next cycle starts on a full window; returns what the last of them did.
+    fn fill(&mut self, opts: &AutoscalerOptions, aligner: &dyn Aligner, samples: u64) -> Tally {
+        let mut last = Tally::default();
+        for round in 0..=samples {
+            let mut tally = Tally::default();
+            for job in &mut self.jobs {
+                job.advance(self.cycle);
+                let out = run_cycle(&job.name, opts, &job.obs, self.now, aligner, &mut job.state);
+                tally.add(&out);
+            }
+            self.cycle += 1;
+            self.now += INTERVAL_MS;
+            if round == samples {
+                last = tally;
+            }
+        }
+        last
+    }
+
+    /// One cycle of every job; only `run_cycle` is timed.
+    fn round(
+        &mut self,
+        opts: &AutoscalerOptions,
+        aligner: &dyn Aligner,
+        tally: &mut Tally,
+    ) -> Duration {
+        let mut total = Duration::ZERO;
+        for job in &mut self.jobs {
+            job.advance(self.cycle);
+            let start = Instant::now();
+            let out = timed_cycle(job, opts, self.now, aligner);
+            total += start.elapsed();
+            tally.add(&out);
+            black_box(out);
+        }
+        self.cycle += 1;
+        self.now += INTERVAL_MS;
+        total
+    }
+}
+
+/// The measured call, kept out of line so that a profiler can collect only the timed cycles
+/// (`valgrind --tool=callgrind --toggle-collect='*timed_cycle*'`).
+#[inline(never)]
+fn timed_cycle(
+    job: &mut SimJob,
+    opts: &AutoscalerOptions,
+    now: i64,
+    aligner: &dyn Aligner,
+) -> CycleOutcome {
+    run_cycle(&job.name, opts, &job.obs, now, aligner, &mut job.state)
+}
+
+fn plugin_registry() -> (ModeRegistry, tempfile::TempDir) {
     let profile = build(&["bucket-align"]);
     let file = plugin_file(&profile, "bucket-align");
     let dir = plugins_dir(&[(&file, "libbucket_align.so")]);
     let (registry, _) = ModeRegistry::discover(dir.path());
+    (registry, dir)
+}
+
+fn bench(c: &mut Criterion) {
+    let (registry, _dir) = plugin_registry();
     let mut group = c.benchmark_group("decision_cycle");
     group.sample_size(10);
     // The window holds `samples` collected cycles; the 10,000-job fleet keeps it short so the
@@ -189,58 +327,77 @@ fn bench(c: &mut Criterion) {
         for (jobs, samples) in [(100usize, 8u64), (1_000, 8), (10_000, 3)] {
             let aligner: &dyn Aligner = &aligner;
             let opts = options(samples);
-            let mut fleet: Vec<SimJob> = (0..jobs).map(SimJob::new).collect();
-            let mut cycle = 0usize;
-            let mut now = 0i64;
-            // Fill the window so that every measured cycle evaluates and decides.
-            let mut stages: BTreeMap<String, usize> = BTreeMap::new();
-            for round in 0..=samples {
-                for job in &mut fleet {
-                    job.advance(cycle);
-                    let out = run_cycle(&job.name, &opts, &job.obs, now, aligner, &mut job.state);
-                    if round == samples {
-                        let stage = format!("{:?}", out.stage);
-                        *stages.entry(stage).or_default() += 1;
-                    }
-                }
-                cycle += 1;
-                now += INTERVAL_MS;
-            }
+            let mut fleet = Fleet::new(jobs);
+            let filled = fleet.fill(&opts, aligner, samples);
             eprintln!(
-                "{label}: {jobs} jobs, window of {samples} samples: stages of one cycle {stages:?}"
+                "{label}: {jobs} jobs, window of {samples} samples: stages of one cycle {:?}",
+                filled.stages
             );
+            let mut timed = Tally::default();
             group.throughput(Throughput::Elements(jobs as u64));
             group.bench_function(
                 BenchmarkId::new(format!("{label}/jobs_x20_vertices_window{samples}"), jobs),
                 |b| {
                     b.iter_custom(|iters| {
-                        let mut total = Duration::ZERO;
-                        for _ in 0..iters {
-                            for job in &mut fleet {
-                                job.advance(cycle);
-                                let start = Instant::now();
-                                let out = run_cycle(
-                                    &job.name,
-                                    &opts,
-                                    &job.obs,
-                                    now,
-                                    aligner,
-                                    &mut job.state,
-                                );
-                                total += start.elapsed();
-                                black_box(out);
-                            }
-                            cycle += 1;
-                            now += INTERVAL_MS;
-                        }
-                        total
+                        (0..iters)
+                            .map(|_| fleet.round(&opts, aligner, &mut timed))
+                            .sum()
                     })
                 },
             );
+            if timed.cycles == 0 {
+                // Filtered out on the command line: nothing was timed.
+                continue;
+            }
+            eprintln!(
+                "{label}: {jobs} jobs, timed cycles: {} cycles, {} decided {:?}, {} vertex targets, {} aligned",
+                timed.cycles, timed.decided, timed.stages, timed.targets, timed.aligned
+            );
+            timed.assert_decides(&format!("{label}/{jobs}"));
         }
     }
     group.finish();
 }
 
+/// A fixed workload for instruction counting (no timing loop, no statistics):
+/// `DECISION_CYCLE_PROFILE=<builtin|plugin>:<jobs>:<window samples>:<rounds>`.
+fn profile(spec: &str) {
+    let parts: Vec<&str> = spec.split(':').collect();
+    let [label, jobs, samples, rounds] = parts[..] else {
+        panic!("DECISION_CYCLE_PROFILE is <builtin|plugin>:<jobs>:<window samples>:<rounds>");
+    };
+    let (jobs, samples, rounds): (usize, u64, usize) = (
+        jobs.parse().expect("jobs"),
+        samples.parse().expect("window samples"),
+        rounds.parse().expect("rounds"),
+    );
+    let (registry, _dir) = plugin_registry();
+    let (_, aligner) = aligners(&registry)
+        .into_iter()
+        .find(|(l, _)| *l == label)
+        .expect("builtin or plugin");
+    let opts = options(samples);
+    let mut fleet = Fleet::new(jobs);
+    fleet.fill(&opts, &aligner, samples);
+    let mut tally = Tally::default();
+    let mut total = Duration::ZERO;
+    for _ in 0..rounds {
+        total += fleet.round(&opts, &aligner, &mut tally);
+    }
+    eprintln!(
+        "{label}: {jobs} jobs, window of {samples} samples, {rounds} rounds: {:?} per round; {tally:?}",
+        total / rounds.max(1) as u32
+    );
+    tally.assert_decides(label);
+}
+
 criterion_group!(benches, bench);
-criterion_main!(benches);
+
+fn main() {
+    if let Ok(spec) = std::env::var("DECISION_CYCLE_PROFILE") {
+        profile(&spec);
+        return;
+    }
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}

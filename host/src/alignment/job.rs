@@ -229,6 +229,12 @@ impl Aligner for JobAlignment {
     fn align(&self, request: AlignmentRequest) -> AlignOutcome {
         self.decide(&request.into_context(self.resolved.params.clone()))
     }
+
+    /// The built-in modes decide from the numbers (and ship strategies) alone and emit no
+    /// events: they never read the identity, the metrics or the graph.
+    fn reads_details(&self) -> bool {
+        !matches!(self.resolved.selection, Selection::BuiltIn(_))
+    }
 }
 
 impl JobAlignment {

@@ -24,4 +24,11 @@ pub struct AlignOutcome {
 pub trait Aligner {
     /// Aligns one vertex's target. Never fails: faults become events and the target is kept.
     fn align(&self, request: AlignmentRequest) -> AlignOutcome;
+
+    /// Whether [`Aligner::align`] reads the request's identity (job, vertex id and name), its
+    /// metrics and the job graph. Modes that decide from the numbers alone answer false, and
+    /// callers may then leave those empty instead of copying them for every vertex.
+    fn reads_details(&self) -> bool {
+        true
+    }
 }

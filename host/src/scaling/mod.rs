@@ -53,5 +53,5 @@ pub use state::{
     ScalingSummary, ScalingTracking, VertexDelayedScaleDown,
 };
 pub use target::{
-    ParallelismChange, ScaledTarget, observed_scalability_coefficient, scaled_target,
+    ParallelismChange, Reason, ScaledTarget, observed_scalability_coefficient, scaled_target,
 };

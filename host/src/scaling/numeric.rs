@@ -64,16 +64,34 @@ pub fn ceil_2_decimals(x: f64) -> f64 {
 /// Java's `String.format("%.Nf", x)`: HALF_UP on the shortest representation, `NaN`,
 /// `Infinity`, `-Infinity` for non-finite values.
 pub fn java_format_fixed(x: f64, scale: usize) -> String {
+    let mut out = String::new();
+    push_java_format_fixed(&mut out, x, scale);
+    out
+}
+
+/// [`java_format_fixed`] appended to `out`, formatting on the stack: the scaling report writes
+/// three of these per vertex.
+pub fn push_java_format_fixed(out: &mut String, x: f64, scale: usize) {
     if !x.is_finite() {
-        return java_double_to_string(x);
+        out.push_str(&java_double_to_string(x));
+        return;
     }
-    let negative = x.is_sign_negative() && x != 0.0;
-    let digits = rounded_digits(&format!("{}", x.abs()), scale, round_half_up_digit);
     // Java keeps the sign of a negative value even when it rounds to zero ("-0.00").
-    if negative {
-        format!("-{digits}")
+    if x.is_sign_negative() && x != 0.0 {
+        out.push('-');
+    }
+    let mut plain = StackText::new();
+    if write!(plain, "{}", x.abs()).is_ok() {
+        let mut rounded = StackText::new();
+        rounded_digits_into(plain.as_str(), scale, round_half_up_digit, &mut rounded);
+        out.push_str(rounded.as_str());
     } else {
-        digits
+        // Longer than the buffer (|x| > 1e300 or so): take the allocating path.
+        out.push_str(&rounded_digits(
+            &format!("{}", x.abs()),
+            scale,
+            round_half_up_digit,
+        ));
     }
 }
 
@@ -127,6 +145,11 @@ fn round_decimal(x: f64, scale: usize, mode: DecimalRounding) -> f64 {
         return x;
     }
     let negative = x < 0.0;
+    if mode == DecimalRounding::HalfUp {
+        if let Some(magnitude) = half_up_by_arithmetic(x.abs(), scale) {
+            return if negative { -magnitude } else { magnitude };
+        }
+    }
     let up: fn(&[u8]) -> bool = match (mode, negative) {
         (DecimalRounding::HalfUp, _) => round_half_up_digit,
         // CEILING rounds the magnitude up for positive values and truncates negative ones.
@@ -144,6 +167,39 @@ fn round_decimal(x: f64, scale: usize, mode: DecimalRounding) -> f64 {
         digits.parse().unwrap_or(f64::NAN)
     };
     if negative { -magnitude } else { magnitude }
+}
+
+/// HALF_UP of the shortest representation of `a >= 0` to `scale` decimals without its digits,
+/// when the scaled value is clearly on one side of a half; None when it is too close to tell
+/// (the decimal path decides those) or too large.
+///
+/// `y = a · 10^scale` is within a few ulps of the scaled shortest representation (that
+/// representation is within half an ulp of `a`, and `10^scale` < 2^10), so a fractional part
+/// more than `1e-9 · y` away from one half rounds the same way for both. Near an integer both
+/// round to that integer. The result `k / 10^scale` is the correctly rounded quotient of two
+/// exact doubles, which is the double that parsing the decimal `k / 10^scale` gives.
+fn half_up_by_arithmetic(a: f64, scale: usize) -> Option<f64> {
+    let factor = match scale {
+        2 => 100.0,
+        3 => 1000.0,
+        _ => return None,
+    };
+    let y = a * factor;
+    // `a` is finite; beyond 2^52 the fractional part is not representable.
+    if y >= 4_503_599_627_370_496.0 {
+        return None;
+    }
+    let floor = y.floor();
+    let frac = y - floor;
+    let margin = y * 1e-9;
+    let k = if frac - 0.5 > margin {
+        floor + 1.0
+    } else if 0.5 - frac > margin {
+        floor
+    } else {
+        return None;
+    };
+    Some(k / factor)
 }
 
 /// True when the decimal `k / 10^scale` nearest to `x` is exactly `x`: then the shortest
@@ -400,6 +456,41 @@ mod tests {
             proptest::prop_assume!(x.is_finite());
             let fast = round_decimal(x, 3, DecimalRounding::HalfUp);
             proptest::prop_assert_eq!(fast.to_bits(), slow_round(x, 3, round_half_up_digit).to_bits());
+        }
+
+        #[test]
+        fn arithmetic_path_equals_string_path_near_halves(
+            k in 0i64..100_000_000_000i64,
+            ulps in -64i64..64,
+        ) {
+            // Values within a few ulps of (k + 0.5) / 1000, where the arithmetic path must
+            // either agree with the digits or leave them to decide.
+            let half = (k as f64 + 0.5) / 1000.0;
+            let x = f64::from_bits((half.to_bits() as i64 + ulps) as u64);
+            if let Some(fast) = half_up_by_arithmetic(x, 3) {
+                proptest::prop_assert_eq!(fast.to_bits(), slow_round(x, 3, round_half_up_digit).to_bits(), "{}", x);
+            }
+        }
+
+        #[test]
+        fn arithmetic_path_equals_string_path(x in 0.0f64..1e12) {
+            let slow = slow_round(x, 3, round_half_up_digit);
+            if let Some(fast) = half_up_by_arithmetic(x, 3) {
+                proptest::prop_assert_eq!(fast.to_bits(), slow.to_bits(), "{}", x);
+            }
+            proptest::prop_assert_eq!(round_decimal(x, 3, DecimalRounding::HalfUp).to_bits(), slow.to_bits());
+        }
+
+        #[test]
+        fn fixed_format_on_the_stack_equals_the_string_path(
+            bits in proptest::prelude::any::<u64>(),
+            scale in 0usize..4,
+        ) {
+            let x = f64::from_bits(bits);
+            proptest::prop_assume!(x.is_finite());
+            let digits = rounded_digits(&format!("{}", x.abs()), scale, round_half_up_digit);
+            let expected = if x.is_sign_negative() && x != 0.0 { format!("-{digits}") } else { digits };
+            proptest::prop_assert_eq!(java_format_fixed(x, scale), expected);
         }
 
         #[test]

@@ -9,6 +9,7 @@ use serde::Serialize;
 use super::error::CycleError;
 use super::metrics::{EvaluatedScalingMetric, ScalingMetric, VertexEvaluation};
 use super::state::ScalingSummary;
+use super::target::Reason;
 use crate::events::{Event, EventReason, Severity};
 
 /// Where a cycle ended.
@@ -60,8 +61,8 @@ pub struct VertexDecision {
     pub outside_band: bool,
     /// Not scaled: `vertex.exclude.ids`, finished, or no finite busy time.
     pub excluded: bool,
-    /// Why, in words, with the numbers.
-    pub reason: String,
+    /// Why, in words, with the numbers (rendered when first read).
+    pub reason: Reason,
     /// The alignment's explanation.
     pub explanation: Vec<String>,
 }

@@ -1,6 +1,7 @@
 //! The job graph of one observation, in topological order, with inputs and outputs per vertex.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 
 use flowscale_sdk::ShipStrategy;
 
@@ -34,7 +35,7 @@ impl VertexInfo<'_> {
 #[derive(Debug, Clone)]
 pub(crate) struct Topology<'a> {
     pub vertices: Vec<VertexInfo<'a>>,
-    pub index: HashMap<&'a str, usize>,
+    pub index: IdMap<'a>,
 }
 
 impl<'a> Topology<'a> {
@@ -45,8 +46,8 @@ impl<'a> Topology<'a> {
             ));
         }
         let position = positions(obs)?;
-        let (inputs, outputs) = edges(obs, &position)?;
-        let order = topological_order(&inputs, &outputs)?;
+        let edges = Edges::of(obs, &position)?;
+        let order = topological_order(&edges)?;
         let mut new_index = vec![0usize; order.len()];
         for (new, &old) in order.iter().enumerate() {
             new_index[old] = new;
@@ -62,19 +63,17 @@ impl<'a> Topology<'a> {
                     max_parallelism: v.max_parallelism,
                     source_partitions: v.source_partitions,
                     finished: v.finished,
-                    inputs: inputs[old]
+                    inputs: edges
+                        .inputs(old)
                         .iter()
                         .map(|&(u, s)| (new_index[u], s))
                         .collect(),
-                    outputs: outputs[old].iter().map(|&o| new_index[o]).collect(),
+                    outputs: edges.outputs(old).iter().map(|&o| new_index[o]).collect(),
                 }
             })
             .collect::<Vec<_>>();
-        let index = vertices
-            .iter()
-            .enumerate()
-            .map(|(i, v)| (v.id, i))
-            .collect();
+        let mut index = IdMap::with_capacity_and_hasher(vertices.len(), Default::default());
+        index.extend(vertices.iter().enumerate().map(|(i, v)| (v.id, i)));
         Ok(Topology { vertices, index })
     }
 
@@ -107,10 +106,39 @@ impl<'a> Topology<'a> {
     }
 }
 
+/// Vertex ids to indices. Ids are engine-assigned (Flink: 32 hex digits), not adversarial, so a
+/// multiply-rotate hash does instead of SipHash, which was most of building a topology.
+pub(crate) type IdMap<'a> = HashMap<&'a str, usize, BuildHasherDefault<IdHasher>>;
+
+/// A word-at-a-time multiply-rotate hasher (the Fx hash) for vertex ids.
+#[derive(Default, Clone, Copy)]
+pub(crate) struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        const K: u64 = 0x51_7c_c1_b7_27_22_0a_95;
+        let mut chunks = bytes.chunks_exact(8);
+        for chunk in &mut chunks {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(chunk);
+            self.0 = (self.0.rotate_left(5) ^ u64::from_le_bytes(word)).wrapping_mul(K);
+        }
+        for &b in chunks.remainder() {
+            self.0 = (self.0.rotate_left(5) ^ u64::from(b)).wrapping_mul(K);
+        }
+    }
+    fn write_u8(&mut self, b: u8) {
+        self.write(&[b]);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
 /// Each vertex's position in the observation; every vertex listed once, with positive
 /// parallelism and max parallelism.
-fn positions(obs: &JobObservation) -> Result<HashMap<&str, usize>, CycleError> {
-    let mut position: HashMap<&str, usize> = HashMap::with_capacity(obs.vertices.len());
+fn positions(obs: &JobObservation) -> Result<IdMap<'_>, CycleError> {
+    let mut position = IdMap::with_capacity_and_hasher(obs.vertices.len(), Default::default());
     for (i, v) in obs.vertices.iter().enumerate() {
         if position.insert(v.id.as_str(), i).is_some() {
             return Err(CycleError::InvalidObservation(format!(
@@ -132,50 +160,94 @@ fn positions(obs: &JobObservation) -> Result<HashMap<&str, usize>, CycleError> {
     Ok(position)
 }
 
-/// Inputs (with their ship strategies) and outputs per vertex, by position in the observation.
-type Edges = (Vec<Vec<(usize, ShipStrategy)>>, Vec<Vec<usize>>);
+/// Inputs (with their ship strategies) and outputs per vertex, by position in the observation,
+/// each kept in edge order; one flat list per direction instead of a list per vertex.
+struct Edges {
+    input_start: Vec<usize>,
+    inputs: Vec<(usize, ShipStrategy)>,
+    output_start: Vec<usize>,
+    outputs: Vec<usize>,
+}
 
-fn edges(obs: &JobObservation, position: &HashMap<&str, usize>) -> Result<Edges, CycleError> {
-    let n = obs.vertices.len();
-    let mut inputs: Vec<Vec<(usize, ShipStrategy)>> = vec![Vec::new(); n];
-    let mut outputs: Vec<Vec<usize>> = vec![Vec::new(); n];
-    for e in &obs.edges {
-        let (Some(&from), Some(&to)) = (position.get(e.from.as_str()), position.get(e.to.as_str()))
-        else {
-            return Err(CycleError::InvalidObservation(format!(
-                "edge {} -> {} names an unknown vertex",
-                e.from, e.to
-            )));
-        };
-        inputs[to].push((from, e.strategy()));
-        outputs[from].push(to);
+impl Edges {
+    fn of(obs: &JobObservation, position: &IdMap<'_>) -> Result<Edges, CycleError> {
+        let n = obs.vertices.len();
+        let mut resolved = Vec::with_capacity(obs.edges.len());
+        for e in &obs.edges {
+            let (Some(&from), Some(&to)) =
+                (position.get(e.from.as_str()), position.get(e.to.as_str()))
+            else {
+                return Err(CycleError::InvalidObservation(format!(
+                    "edge {} -> {} names an unknown vertex",
+                    e.from, e.to
+                )));
+            };
+            resolved.push((from, to, e.strategy()));
+        }
+        // Counting sort by endpoint keeps the edge order within each vertex's list.
+        let mut input_start = vec![0usize; n + 1];
+        let mut output_start = vec![0usize; n + 1];
+        for &(from, to, _) in &resolved {
+            input_start[to + 1] += 1;
+            output_start[from + 1] += 1;
+        }
+        for i in 0..n {
+            input_start[i + 1] += input_start[i];
+            output_start[i + 1] += output_start[i];
+        }
+        let mut inputs = vec![(0usize, ShipStrategy::Forward); resolved.len()];
+        let mut outputs = vec![0usize; resolved.len()];
+        let mut next_in = input_start.clone();
+        let mut next_out = output_start.clone();
+        for &(from, to, strategy) in &resolved {
+            inputs[next_in[to]] = (from, strategy);
+            next_in[to] += 1;
+            outputs[next_out[from]] = to;
+            next_out[from] += 1;
+        }
+        Ok(Edges {
+            input_start,
+            inputs,
+            output_start,
+            outputs,
+        })
     }
-    Ok((inputs, outputs))
+
+    fn len(&self) -> usize {
+        self.input_start.len() - 1
+    }
+
+    fn inputs(&self, v: usize) -> &[(usize, ShipStrategy)] {
+        &self.inputs[self.input_start[v]..self.input_start[v + 1]]
+    }
+
+    fn outputs(&self, v: usize) -> &[usize] {
+        &self.outputs[self.output_start[v]..self.output_start[v + 1]]
+    }
 }
 
 /// Kahn's algorithm by levels over the observation's positions; inside a level the positions
 /// are sorted, which makes the order deterministic.
-fn topological_order(
-    inputs: &[Vec<(usize, ShipStrategy)>],
-    outputs: &[Vec<usize>],
-) -> Result<Vec<usize>, CycleError> {
-    let n = inputs.len();
-    let mut indegree: Vec<usize> = inputs.iter().map(Vec::len).collect();
+fn topological_order(edges: &Edges) -> Result<Vec<usize>, CycleError> {
+    let n = edges.len();
+    let mut indegree: Vec<usize> = (0..n).map(|v| edges.inputs(v).len()).collect();
     let mut order: Vec<usize> = Vec::with_capacity(n);
-    let mut level: Vec<usize> = (0..n).filter(|&i| indegree[i] == 0).collect();
-    while !level.is_empty() {
-        let mut next = Vec::new();
-        for &v in &level {
-            order.push(v);
-            for &o in &outputs[v] {
+    order.extend((0..n).filter(|&i| indegree[i] == 0));
+    // The levels are consecutive runs of `order`: each is built from the one before it.
+    let mut level_start = 0;
+    while level_start < order.len() {
+        let level_end = order.len();
+        for at in level_start..level_end {
+            let v = order[at];
+            for &o in edges.outputs(v) {
                 indegree[o] -= 1;
                 if indegree[o] == 0 {
-                    next.push(o);
+                    order.push(o);
                 }
             }
         }
-        next.sort_unstable();
-        level = next;
+        order[level_end..].sort_unstable();
+        level_start = level_end;
     }
     if order.len() != n {
         return Err(CycleError::InvalidObservation(

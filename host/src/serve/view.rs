@@ -318,7 +318,7 @@ fn decision_of(report: &CycleReport) -> Option<DecisionView> {
                 target: v.target,
                 aligned: v.aligned,
                 mode: v.mode.clone(),
-                reason: v.reason.clone(),
+                reason: v.reason.to_string(),
                 explanation: v.explanation.clone(),
             })
             .collect(),

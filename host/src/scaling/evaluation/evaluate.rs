@@ -12,8 +12,8 @@ use super::global::evaluate_global;
 use super::rates::{DataRates, Processing, downstream_rates, source_rates};
 use crate::scaling::error::CycleError;
 use crate::scaling::metrics::{
-    EvaluatedScalingMetric, MetricHistory, ScalingMetric, Series, VertexEvaluation, latest, series,
-    series_rate,
+    EvaluatedScalingMetric, MetricHistory, ScalingMetric, Series, VertexEvaluation, series,
+    series_latest, series_rate,
 };
 use crate::scaling::options::{AutoscalerOptions, whole_seconds};
 use crate::scaling::topology::{Topology, VertexInfo};
@@ -57,8 +57,8 @@ fn backlog_in(
         .iter()
         .zip(all)
         .filter(|(v, _)| v.is_source())
-        .any(|(v, s)| {
-            let lag = latest(history, v.id, ScalingMetric::Lag).unwrap_or(0.0);
+        .any(|(_, s)| {
+            let lag = series_latest(history, s, ScalingMetric::Lag).unwrap_or(0.0);
             let r = series_rate(s, ScalingMetric::NumRecordsIn);
             !r.is_nan() && lag / r > threshold
         })
@@ -81,7 +81,7 @@ pub(crate) fn evaluate(
     for (index, vertex) in topology.vertices.iter().enumerate() {
         let own = &all[index];
         let in_rate = series_rate(own, ScalingMetric::NumRecordsIn);
-        let latest_lag = latest(history, vertex.id, ScalingMetric::Lag);
+        let latest_lag = series_latest(history, own, ScalingMetric::Lag);
         let rates = if vertex.is_source() {
             source_rates(vertex, own, in_rate, latest_lag, opts)?
         } else {
@@ -113,38 +113,36 @@ fn vertex_metrics(
     latest_lag: Option<f64>,
 ) -> VertexEvaluation {
     let of_count = |count: u32| EvaluatedScalingMetric::of(f64::from(count));
-    let mut m: VertexEvaluation = [
-        (
-            ScalingMetric::TargetDataRate,
-            EvaluatedScalingMetric::avg(rates.target),
-        ),
-        (
-            ScalingMetric::CatchUpDataRate,
-            EvaluatedScalingMetric::of(rates.catch_up),
-        ),
-        (
-            ScalingMetric::TrueProcessingRate,
-            EvaluatedScalingMetric::avg(processing.true_processing_rate),
-        ),
-        (
-            ScalingMetric::Load,
-            EvaluatedScalingMetric::avg(processing.busy_ms / 1000.0),
-        ),
-        (ScalingMetric::Parallelism, of_count(vertex.parallelism)),
-        (
-            ScalingMetric::MaxParallelism,
-            of_count(vertex.max_parallelism),
-        ),
-        (
-            ScalingMetric::NumSourcePartitions,
-            of_count(vertex.source_partitions),
-        ),
-    ]
-    .into_iter()
-    .collect();
+    // Inserted in the metrics' order, which appends to the map's last node.
+    let mut m = VertexEvaluation::new();
+    m.insert(
+        ScalingMetric::Load,
+        EvaluatedScalingMetric::avg(processing.busy_ms / 1000.0),
+    );
     if let Some(lag) = latest_lag {
         m.insert(ScalingMetric::Lag, EvaluatedScalingMetric::of(lag));
     }
+    m.insert(
+        ScalingMetric::TrueProcessingRate,
+        EvaluatedScalingMetric::avg(processing.true_processing_rate),
+    );
+    m.insert(
+        ScalingMetric::TargetDataRate,
+        EvaluatedScalingMetric::avg(rates.target),
+    );
+    m.insert(
+        ScalingMetric::CatchUpDataRate,
+        EvaluatedScalingMetric::of(rates.catch_up),
+    );
+    m.insert(ScalingMetric::Parallelism, of_count(vertex.parallelism));
+    m.insert(
+        ScalingMetric::MaxParallelism,
+        of_count(vertex.max_parallelism),
+    );
+    m.insert(
+        ScalingMetric::NumSourcePartitions,
+        of_count(vertex.source_partitions),
+    );
     m
 }
 

@@ -5,25 +5,24 @@ use crate::scaling::metrics::{ScalingMetric, Series, series_rate};
 use crate::scaling::topology::{Topology, VertexInfo};
 
 /// Inputs of a vertex without repetitions (an upstream vertex counts once, as in the anchor's
-/// keyed maps), in edge order.
-pub(crate) fn distinct_inputs(vertex: &VertexInfo) -> Vec<usize> {
-    let mut seen = Vec::with_capacity(vertex.inputs.len());
-    for &(u, _) in &vertex.inputs {
-        if !seen.contains(&u) {
-            seen.push(u);
-        }
-    }
-    seen
+/// keyed maps), in edge order. A vertex has a handful of inputs: a scan of the ones before
+/// beats building a set for every rate.
+pub(crate) fn distinct_inputs<'v>(vertex: &'v VertexInfo) -> impl Iterator<Item = usize> + 'v {
+    let inputs = &vertex.inputs;
+    inputs
+        .iter()
+        .enumerate()
+        .filter(|&(i, &(u, _))| !inputs[..i].iter().any(|&(w, _)| w == u))
+        .map(|(_, &(u, _))| u)
 }
 
 fn distinct_output_count(topology: &Topology, w: usize) -> usize {
-    let mut seen: Vec<usize> = Vec::new();
-    for &o in &topology.vertices[w].outputs {
-        if !seen.contains(&o) {
-            seen.push(o);
-        }
-    }
-    seen.len()
+    let outputs = &topology.vertices[w].outputs;
+    outputs
+        .iter()
+        .enumerate()
+        .filter(|&(i, o)| !outputs[..i].contains(o))
+        .count()
 }
 
 /// `ratio(u, v)`: the share of `u`'s input that reaches `v` (docs/decision-pipeline.md#output-ratios).
@@ -40,13 +39,12 @@ pub(crate) fn output_ratio(all: &[Series<'_>], topology: &Topology, u: usize, v:
 
 /// The records per second flowing along `u -> v`.
 fn edge_rate(all: &[Series<'_>], topology: &Topology, u: usize, v: usize) -> f64 {
-    let inputs = distinct_inputs(&topology.vertices[v]);
-    if inputs.len() == 1 {
+    if distinct_inputs(&topology.vertices[v]).nth(1).is_none() {
         return series_rate(&all[v], ScalingMetric::NumRecordsIn);
     }
     let mut other = 0.0;
     let mut usable = true;
-    for &w in inputs.iter().filter(|&&w| w != u) {
+    for w in distinct_inputs(&topology.vertices[v]).filter(|&w| w != u) {
         if distinct_output_count(topology, w) > 1 {
             usable = false;
             break;

@@ -65,8 +65,15 @@ pub(crate) fn collect(
 
     let fully_collected = now_ms >= window_full_time;
     if fully_collected {
+        // Drops the samples older than the window from the front: usually one, and without
+        // the new map a `split_off` builds.
         let keep_from = now_ms.saturating_sub(window);
-        history.samples = history.samples.split_off(&keep_from);
+        while let Some(oldest) = history.samples.first_entry() {
+            if *oldest.key() >= keep_from {
+                break;
+            }
+            oldest.remove();
+        }
     }
     Ok(Collection {
         fully_collected,

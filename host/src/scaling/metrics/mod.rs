@@ -13,7 +13,7 @@ pub use names::{EvaluatedScalingMetric, ScalingMetric, VertexEvaluation};
 #[cfg(test)]
 pub(crate) use samples::compute_sample;
 pub(crate) use statistics::{
-    Series, average_of, latest, series, series_average, series_average_or_rate, series_rate,
+    Series, average_of, series, series_average, series_average_or_rate, series_latest, series_rate,
 };
 pub use statistics::{average, average_or_rate, rate};
 pub use window::{CollectedMetrics, MetricHistory};

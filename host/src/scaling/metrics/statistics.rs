@@ -114,9 +114,19 @@ pub(crate) fn series_average_or_rate(
     }
 }
 
-/// The metric's value in the newest sample.
-pub(crate) fn latest(history: &MetricHistory, vertex: &str, metric: ScalingMetric) -> Option<f64> {
-    history.latest()?.vertex(vertex, metric)
+/// The metric's value in the newest sample of the window, from a vertex's series (the newest
+/// sample is its last entry unless the vertex is missing from it).
+pub(crate) fn series_latest(
+    history: &MetricHistory,
+    series: &Series<'_>,
+    metric: ScalingMetric,
+) -> Option<f64> {
+    let (newest, _) = history.samples.last_key_value()?;
+    let &(at, sample) = series.last()?;
+    if at != *newest {
+        return None;
+    }
+    sample.get(&metric).copied()
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use crate::scaling::metrics::{EvaluatedScalingMetric, ScalingMetric, VertexEvalu
 use crate::scaling::options::{EXCLUDED_PERIODS_KEY, SCALING_ENABLED_KEY};
 use crate::scaling::outcome::{CycleOutcome, CycleStage, VertexDecision};
 use crate::scaling::state::{JobScalingState, ScalingSummary};
-use crate::scaling::target::{ParallelismChange, ScalerContext, compute_scale_target};
+use crate::scaling::target::{ParallelismChange, Reason, ScalerContext, compute_scale_target};
 use crate::scaling::topology::{Topology, VertexInfo};
 
 /// Decides the cycle's scaling operation on an evaluated, fully collected window.
@@ -32,7 +32,9 @@ pub(crate) fn decide_operation(
         return CycleStage::MemoryPressure;
     }
 
-    let mut summaries: BTreeMap<String, ScalingSummary> = BTreeMap::new();
+    // The changing vertices with their new parallelism; their summaries are only built when
+    // some vertex is outside its band, since most cycles of a steady job end within bounds.
+    let mut changes: Vec<(&VertexInfo, u32)> = Vec::new();
     let mut any_outside = false;
     for vertex in &topology.vertices {
         let Some(metrics) = evaluation.vertices.get_mut(vertex.id) else {
@@ -41,15 +43,29 @@ pub(crate) fn decide_operation(
         let (decision, change) =
             decide_vertex(ctx, vertex, metrics, cycle_excluded, state, outcome);
         outcome.vertices.push(decision);
-        if let Some((summary, outside)) = change {
+        if let Some((new, outside)) = change {
             any_outside |= outside;
-            summaries.insert(vertex.id.to_string(), summary);
+            changes.push((vertex, new));
         }
     }
     if !any_outside {
         // All changed vertices are within their band: nothing to do ("all within target").
         return CycleStage::WithinBounds;
     }
+    // Each vertex's metrics are as its own decision left them: later vertices only write
+    // their own.
+    let summaries: BTreeMap<String, ScalingSummary> = changes
+        .into_iter()
+        .filter_map(|(vertex, new)| {
+            let metrics = evaluation.vertices.get(vertex.id)?.clone();
+            let summary = ScalingSummary {
+                current_parallelism: vertex.parallelism,
+                new_parallelism: new,
+                metrics,
+            };
+            Some((vertex.id.to_string(), summary))
+        })
+        .collect();
 
     for (vertex, summary) in &summaries {
         if let Some(m) = evaluation.vertices.get_mut(vertex) {
@@ -73,8 +89,8 @@ pub(crate) fn decide_operation(
     CycleStage::Scaled
 }
 
-/// One vertex's decision, and its summary with whether it is outside its band when it asks for
-/// a change. Excluded vertices (`vertex.exclude.ids`, finished, no finite busy time) keep their
+/// One vertex's decision, and the parallelism it asks for with whether it is outside its band
+/// when it asks for a change. Excluded vertices (`vertex.exclude.ids`, finished, no finite busy time) keep their
 /// parallelism.
 fn decide_vertex(
     ctx: &ScalerContext<'_>,
@@ -83,7 +99,7 @@ fn decide_vertex(
     cycle_excluded: &BTreeSet<String>,
     state: &mut JobScalingState,
     outcome: &mut CycleOutcome,
-) -> (VertexDecision, Option<(ScalingSummary, bool)>) {
+) -> (VertexDecision, Option<(u32, bool)>) {
     let excluded = ctx.opts.vertex_exclude_ids.iter().any(|e| e == vertex.id)
         || cycle_excluded.contains(vertex.id);
     let mut decision = VertexDecision {
@@ -96,17 +112,17 @@ fn decide_vertex(
         mode: None,
         outside_band: false,
         excluded,
-        reason: String::new(),
+        reason: Reason::default(),
         explanation: Vec::new(),
     };
     if excluded {
-        decision.reason = if vertex.finished {
-            "finished; not scaled".into()
+        decision.reason = Reason::text(if vertex.finished {
+            "finished; not scaled"
         } else if cycle_excluded.contains(vertex.id) {
-            "no finite busy time; not scaled in this cycle".into()
+            "no finite busy time; not scaled in this cycle"
         } else {
-            "listed in vertex.exclude.ids; not scaled".into()
-        };
+            "listed in vertex.exclude.ids; not scaled"
+        });
         return (decision, None);
     }
     let result = compute_scale_target(
@@ -127,12 +143,7 @@ fn decide_vertex(
         return (decision, None);
     };
     decision.proposed = Some(new);
-    let summary = ScalingSummary {
-        current_parallelism: vertex.parallelism,
-        new_parallelism: new,
-        metrics: metrics.clone(),
-    };
-    (decision, Some((summary, outside)))
+    (decision, Some((new, outside)))
 }
 
 /// Why a decided operation is not executed, in the anchor's words: advisor mode

@@ -2,10 +2,11 @@
 //! parallelism, processing capacity and target data rate.
 
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 
 use crate::events::{Event, EventReason, Severity};
 use crate::scaling::metrics::{ScalingMetric, evaluated_or_nan};
-use crate::scaling::numeric::java_format_fixed;
+use crate::scaling::numeric::push_java_format_fixed;
 use crate::scaling::state::ScalingSummary;
 
 /// Header of an executed operation's scaling report.
@@ -19,18 +20,36 @@ pub(crate) fn scaling_report(
     header: &str,
     summaries: &BTreeMap<String, ScalingSummary>,
 ) -> Event {
-    let mut message = header.to_string();
+    // One buffer for the whole message; each entry reads
+    // "{ Vertex ID v | Parallelism c -> n | Processing capacity a -> b | Target data rate r}".
+    let mut message = String::with_capacity(header.len() + 128 * summaries.len());
+    message.push_str(header);
     let get = |s: &ScalingSummary, m: ScalingMetric| evaluated_or_nan(&s.metrics, m);
     for (vertex, s) in summaries {
-        message.push_str(&format!(
-            "{{ Vertex ID {} | Parallelism {} -> {} | Processing capacity {} -> {} | Target data rate {}}}",
-            vertex,
-            s.current_parallelism,
-            s.new_parallelism,
-            java_format_fixed(get(s, ScalingMetric::TrueProcessingRate).average, 2),
-            java_format_fixed(get(s, ScalingMetric::ExpectedProcessingRate).current, 2),
-            java_format_fixed(get(s, ScalingMetric::TargetDataRate).average, 2),
-        ));
+        // Writing to a String cannot fail.
+        let _ = write!(
+            message,
+            "{{ Vertex ID {vertex} | Parallelism {} -> {} | Processing capacity ",
+            s.current_parallelism, s.new_parallelism
+        );
+        push_java_format_fixed(
+            &mut message,
+            get(s, ScalingMetric::TrueProcessingRate).average,
+            2,
+        );
+        message.push_str(" -> ");
+        push_java_format_fixed(
+            &mut message,
+            get(s, ScalingMetric::ExpectedProcessingRate).current,
+            2,
+        );
+        message.push_str(" | Target data rate ");
+        push_java_format_fixed(
+            &mut message,
+            get(s, ScalingMetric::TargetDataRate).average,
+            2,
+        );
+        message.push('}');
     }
     Event::new(EventReason::ScalingReport, Severity::Normal, message).job(job)
 }

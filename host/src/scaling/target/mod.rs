@@ -2,10 +2,12 @@
 //! the job's aligner, and the ineffective-scale-up and delayed-scale-down rules.
 
 mod ineffective;
+mod reason;
 mod scalability;
 mod scaled;
 mod vertex;
 
+pub use reason::Reason;
 pub use scalability::observed_scalability_coefficient;
 pub use scaled::{ScaledTarget, scaled_target};
 pub use vertex::ParallelismChange;

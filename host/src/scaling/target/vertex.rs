@@ -9,6 +9,7 @@ use std::time::Duration;
 use flowscale_sdk::JobTopology;
 
 use super::ineffective::ineffective_scale_up;
+use super::reason::{BandNote, Reason, ScaleNote, Step};
 use super::scalability::observed_scalability_coefficient;
 use super::scaled::{ScaledTarget, scaled_target};
 use crate::alignment::{AlignOutcome, Aligner, AlignmentRequest};
@@ -48,8 +49,8 @@ pub(crate) struct VertexOutcome {
     pub mode: Option<String>,
     /// Outside the utilization band.
     pub outside: bool,
-    /// Why, in words.
-    pub reason: String,
+    /// Why, in words (rendered when read).
+    pub reason: Reason,
     /// The alignment's own explanation.
     pub explanation: Vec<String>,
     /// Events (alignment's, ineffective scaling).
@@ -62,7 +63,7 @@ pub(crate) struct ScalerContext<'a> {
     pub opts: &'a AutoscalerOptions,
     pub aligner: &'a dyn Aligner,
     /// The job graph as alignment contexts carry it, built on first use (most cycles of a
-    /// steady job align nothing).
+    /// steady job align nothing); empty for aligners that do not read it.
     pub topology: &'a OnceCell<Arc<JobTopology>>,
     /// The graph the SDK view is built from.
     pub graph: &'a Topology<'a>,
@@ -74,14 +75,14 @@ pub(crate) struct ScalerContext<'a> {
 
 impl VertexOutcome {
     /// No decision possible, for `reason`.
-    fn no_change(reason: impl Into<String>) -> VertexOutcome {
+    fn no_change(reason: &'static str) -> VertexOutcome {
         VertexOutcome {
             change: ParallelismChange::NoChange,
             target: None,
             aligned: None,
             mode: None,
             outside: false,
-            reason: reason.into(),
+            reason: Reason::text(reason),
             explanation: Vec::new(),
             events: Vec::new(),
         }
@@ -92,7 +93,7 @@ impl VertexOutcome {
         VertexOutcome {
             target: Some(target),
             aligned: Some(target),
-            ..VertexOutcome::no_change(String::new())
+            ..VertexOutcome::no_change("")
         }
     }
 
@@ -105,14 +106,14 @@ impl VertexOutcome {
     }
 
     /// Decides a change to `new`, for `reason`.
-    fn change(mut self, new: u32, outside: bool, reason: String) -> VertexOutcome {
+    fn change(mut self, new: u32, outside: bool, reason: Reason) -> VertexOutcome {
         self.change = ParallelismChange::Change { new, outside };
         self.reason = reason;
         self
     }
 
     /// Decides nothing, for `reason`.
-    fn keep(mut self, reason: String) -> VertexOutcome {
+    fn keep(mut self, reason: Reason) -> VertexOutcome {
         self.reason = reason;
         self
     }
@@ -159,11 +160,12 @@ pub(crate) fn compute_scale_target(
     out.aligned = Some(new);
     if new == 0 || new == cur {
         delayed.clear_vertex(vertex.id);
-        return out.keep(if new == 0 {
-            format!("{scale_note}; alignment answered 0, kept {cur}")
+        let step = if new == 0 {
+            Step::AlignedZero
         } else {
-            format!("{scale_note}; no change")
-        });
+            Step::NoChange
+        };
+        return out.keep(Reason::target(scale_note, None, step));
     }
 
     metrics.insert(
@@ -172,7 +174,10 @@ pub(crate) fn compute_scale_target(
     );
     let band = Band::of(metrics, tpr);
     out.outside = band.outside;
-    let note = format!("{scale_note}; {}", band.describe(tpr));
+    let note = Note {
+        scale: scale_note,
+        band: band.describe(tpr),
+    };
     if new > cur {
         delayed.clear_vertex(vertex.id);
         scale_up(ctx, vertex, history, tpr, new, note, out)
@@ -243,19 +248,18 @@ impl ScaleFactor {
     }
 
     /// How the target was computed, for the vertex's reason.
-    fn describe(&self, current: u32, scaled: &ScaledTarget, lower: i64) -> String {
-        format!(
-            "capacity {} / TPR {}{} -> factor {}, ceil(factor * {current}) = {}, limits [{lower}, {}] -> {}",
-            self.capacity,
-            self.tpr,
-            self.coefficient
-                .map(|c| format!(" / coefficient {c}"))
-                .unwrap_or_default(),
-            self.value,
-            scaled.raw,
-            scaled.upper_bound,
-            scaled.target
-        )
+    fn describe(&self, current: u32, scaled: &ScaledTarget, lower: i64) -> ScaleNote {
+        ScaleNote {
+            capacity: self.capacity,
+            tpr: self.tpr,
+            coefficient: self.coefficient,
+            factor: self.value,
+            current,
+            raw: scaled.raw,
+            lower,
+            upper_bound: scaled.upper_bound,
+            target: scaled.target,
+        }
     }
 }
 
@@ -279,13 +283,27 @@ impl Band {
         }
     }
 
-    fn describe(&self, tpr: f64) -> String {
-        format!(
-            "TPR {tpr} {} band [{}, {}]",
-            if self.outside { "outside" } else { "inside" },
-            self.up_threshold,
-            self.down_threshold
-        )
+    fn describe(&self, tpr: f64) -> BandNote {
+        BandNote {
+            tpr,
+            outside: self.outside,
+            up_threshold: self.up_threshold,
+            down_threshold: self.down_threshold,
+        }
+    }
+}
+
+/// How the target was computed and where the vertex stands against its band: what every
+/// reason of a changing vertex starts with.
+#[derive(Clone, Copy)]
+struct Note {
+    scale: ScaleNote,
+    band: BandNote,
+}
+
+impl Note {
+    fn then(self, step: Step) -> Reason {
+        Reason::target(self.scale, Some(self.band), step)
     }
 }
 
@@ -297,7 +315,7 @@ fn scale_up(
     history: Option<&BTreeMap<i64, ScalingSummary>>,
     tpr: f64,
     new: u32,
-    note: String,
+    note: Note,
     mut out: VertexOutcome,
 ) -> VertexOutcome {
     let cur = vertex.parallelism;
@@ -311,14 +329,12 @@ fn scale_up(
         if let Some(event) = ineffective_scale_up(ctx.job, ctx.opts, vertex, last, tpr) {
             out.events.push(event);
             if ctx.opts.scaling_effectiveness_detection_enabled {
-                return out.keep(format!(
-                    "{note}; blocked: previous scale-up was ineffective"
-                ));
+                return out.keep(note.then(Step::Ineffective));
             }
         }
     }
     let outside = out.outside;
-    out.change(new, outside, format!("{note}; scale up {cur} -> {new}"))
+    out.change(new, outside, note.then(Step::ScaleUp(new)))
 }
 
 /// A scale-down to `new`, delayed until it has been recommended for a whole
@@ -328,33 +344,26 @@ fn scale_down(
     vertex: &VertexInfo,
     delayed: &mut DelayedScaleDown,
     new: u32,
-    note: String,
+    note: Note,
     mut out: VertexOutcome,
 ) -> VertexOutcome {
     let cur = vertex.parallelism;
     let outside = out.outside;
     let interval = millis(ctx.opts.scale_down_interval);
     if interval <= 0 {
-        return out.change(new, outside, format!("{note}; scale down {cur} -> {new}"));
+        return out.change(new, outside, note.then(Step::ScaleDown(new)));
     }
     delayed.trigger(vertex.id, ctx.now_ms, new, outside);
     let window_start = ctx.now_ms.saturating_sub(interval);
     match delayed.max_in_window(vertex.id, window_start) {
-        None => out.keep(format!(
-            "{note}; scale down to {new} delayed (scale-down.interval not yet elapsed)"
-        )),
-        Some(max) if max.parallelism == cur => {
-            out.keep(format!("{note}; delayed maximum equals current"))
-        }
+        None => out.keep(note.then(Step::Delayed(new))),
+        Some(max) if max.parallelism == cur => out.keep(note.then(Step::DelayedAtCurrent)),
         Some(max) => {
             out.outside = max.outside_utilization_bound;
             out.change(
                 max.parallelism,
                 max.outside_utilization_bound,
-                format!(
-                    "{note}; scale down {cur} -> {} (maximum recommended within scale-down.interval)",
-                    max.parallelism
-                ),
+                note.then(Step::DelayedMax(max.parallelism)),
             )
         }
     }
@@ -370,10 +379,19 @@ fn align(
     upper: i64,
 ) -> AlignOutcome {
     let to_u32 = |x: i64| u32::try_from(x.max(0)).unwrap_or(u32::MAX);
+    // Copies of the identity, the metrics and the graph only for aligners that read them.
+    let details = ctx.aligner.reads_details();
+    let text = |s: &str| {
+        if details {
+            s.to_string()
+        } else {
+            String::new()
+        }
+    };
     ctx.aligner.align(AlignmentRequest {
-        job: ctx.job.to_string(),
-        vertex_id: vertex.id.to_string(),
-        vertex_name: vertex.name.to_string(),
+        job: text(ctx.job),
+        vertex_id: text(vertex.id),
+        vertex_name: text(vertex.name),
         current: vertex.parallelism,
         target,
         max_parallelism: vertex.max_parallelism,
@@ -381,16 +399,29 @@ fn align(
         lower_limit: to_u32(lower),
         upper_limit: to_u32(upper),
         input_ship_strategies: vertex.inputs.iter().map(|&(_, s)| s).collect(),
-        metrics: metrics
-            .iter()
-            .map(|(k, v)| (k.as_str().to_string(), v.to_sdk()))
-            .collect(),
-        topology: Arc::clone(ctx.topology.get_or_init(|| Arc::new(ctx.graph.to_sdk()))),
-        subtask_loads: ctx
-            .observed
-            .get(vertex.id)
-            .map(|m| m.subtask_loads(vertex.parallelism))
-            .unwrap_or_default(),
+        metrics: if details {
+            metrics
+                .iter()
+                .map(|(k, v)| (k.as_str().to_string(), v.to_sdk()))
+                .collect()
+        } else {
+            Vec::new()
+        },
+        topology: Arc::clone(ctx.topology.get_or_init(|| {
+            Arc::new(if details {
+                ctx.graph.to_sdk()
+            } else {
+                JobTopology::default()
+            })
+        })),
+        subtask_loads: if details {
+            ctx.observed
+                .get(vertex.id)
+                .map(|m| m.subtask_loads(vertex.parallelism))
+                .unwrap_or_default()
+        } else {
+            Vec::new()
+        },
     })
 }
 
