@@ -3,9 +3,9 @@
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
@@ -140,6 +140,8 @@ pub fn exec(args: RunArgs) -> u8 {
         policy: key_policy(&args),
         signals,
     });
+    let done = Arc::new(AtomicBool::new(false));
+    exit_if_stuck(Arc::clone(&stop), Arc::clone(&done), STOP_GRACE);
     let runs = run_printing(
         &plan,
         &options,
@@ -148,6 +150,7 @@ pub fn exec(args: RunArgs) -> u8 {
         serving.as_ref(),
         (args.json, args.verbose),
     );
+    done.store(true, Ordering::Release);
     drop(serving);
     let failed = report_runs(&runs, args.json, args.once);
     if report_interrupted("flowscale run", &runs) {
@@ -157,6 +160,39 @@ pub fn exec(args: RunArgs) -> u8 {
     } else {
         exit_codes::OK
     }
+}
+
+/// How long the jobs have to stop after Ctrl-C (or SIGTERM) before the host ends without them.
+const STOP_GRACE: Duration = Duration::from_secs(5);
+
+/// Ends the process when the fleet has not stopped `grace` after a stop was asked for. A job
+/// thread stuck in a call that never returns (an in-process plugin in an endless loop: nothing
+/// can interrupt it) would otherwise keep the host from ending; every job's state was persisted
+/// after its last step, so ending without it loses nothing it had decided.
+fn exit_if_stuck(stop: Arc<AtomicBool>, done: Arc<AtomicBool>, grace: Duration) {
+    std::thread::spawn(move || {
+        let poll = Duration::from_millis(100);
+        while !stop.load(Ordering::Acquire) {
+            if done.load(Ordering::Acquire) {
+                return;
+            }
+            std::thread::sleep(poll);
+        }
+        let deadline = Instant::now() + grace;
+        while Instant::now() < deadline {
+            if done.load(Ordering::Acquire) {
+                return;
+            }
+            std::thread::sleep(poll);
+        }
+        eprintln!(
+            "flowscale: a job is still busy {} s after the stop (a call into an in-process plugin \
+             that does not return?); ending without it. `[host] plugin-isolation = \"process\"` \
+             bounds every plugin call",
+            grace.as_secs()
+        );
+        std::process::exit(i32::from(exit_codes::INTERRUPTED));
+    });
 }
 
 /// Says on stderr, after the summary, which simulated jobs Ctrl-C stopped and at what

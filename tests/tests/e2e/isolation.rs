@@ -6,7 +6,7 @@ use std::path::Path;
 use flowscale_tests::{build, plugin_file, plugins_dir};
 use serde_json::Value;
 
-use crate::harness::{Cli, Output, repo_root};
+use crate::harness::{Cli, Output, flowscale_bin, repo_root};
 
 /// The misbehaving fixture's modes and what their `PluginFault` events must say.
 const BAD: &[(&str, &str)] = &[
@@ -274,4 +274,101 @@ fn align_and_simulate_take_the_isolation_flag() {
     ])
     .run();
     assert_eq!(simulated.json(), in_process.json());
+}
+
+/// In-process, nothing can interrupt a plugin call that never returns: its job is stuck. Ctrl-C
+/// still ends the host, a few seconds later, saying why.
+#[test]
+fn ctrl_c_ends_a_host_whose_in_process_plugin_never_returns() {
+    let profile = build(&["fixture-misbehaving"]);
+    let plugins = plugins_dir(&[(
+        &plugin_file(&profile, "fixture-misbehaving"),
+        "libmisbehaving.so",
+    )]);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let keyed = repo_root().join("examples/jobs/keyed-step-spike.toml");
+    let file = dir.path().join("stuck.toml");
+    std::fs::write(
+        &file,
+        format!(
+            r#"
+[defaults]
+"metrics.window" = "3 min"
+"stabilization.interval" = "1 min"
+
+[[jobs]]
+name = "healthy"
+job = "{keyed}"
+
+[[jobs]]
+name = "stuck"
+job = "{keyed}"
+[jobs.config]
+"scaling.alignment.mode" = "bad"
+"scaling.alignment.mode.bad.class" = "loop-forever"
+"#,
+            keyed = keyed.display()
+        ),
+    )
+    .expect("write the fleet");
+    let mut host = std::process::Command::new(flowscale_bin())
+        .args(["run", "--json", "--verbose", "--pace", "600", "--plugins"])
+        .arg(plugins.path())
+        .arg(&file)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start flowscale");
+    // The healthy job decides on while the stuck one stays at the first decision it aligns:
+    // its simulated time falls behind by more than ten minutes.
+    let stdout = host.stdout.take().expect("stdout");
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(stdout));
+    let (mut healthy_at, mut stuck_at) = (0, 0);
+    for line in lines.by_ref().map_while(Result::ok) {
+        let Ok(value) = serde_json::from_str::<Value>(&line) else {
+            continue;
+        };
+        let at = value["data"]["at_ms"].as_i64().unwrap_or(0);
+        match value["data"]["job"].as_str() {
+            Some("healthy") => healthy_at = at,
+            Some("stuck") => stuck_at = at,
+            _ => {}
+        }
+        if healthy_at - stuck_at > 600_000 {
+            break;
+        }
+    }
+    assert!(
+        healthy_at - stuck_at > 600_000,
+        "the stuck job never got stuck (healthy at {healthy_at} ms, stuck at {stuck_at} ms)"
+    );
+    std::thread::spawn(move || for _ in lines {});
+    let status = std::process::Command::new("kill")
+        .args(["-INT", &host.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    let stopped = std::time::Instant::now();
+    let pid = host.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(host.wait_with_output());
+    });
+    let Ok(output) = rx.recv_timeout(std::time::Duration::from_secs(30)) else {
+        let _ = std::process::Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status();
+        panic!("the host did not end within 30 s of Ctrl-C");
+    };
+    let output = output.expect("the host ends");
+    let took = stopped.elapsed();
+    // The grace period is 5 s; a busy machine may take a little longer to get there.
+    assert!(took < std::time::Duration::from_secs(15), "took {took:?}");
+    assert_eq!(output.status.code(), Some(130), "{:?}", output.status);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("still busy") && stderr.contains("plugin-isolation"),
+        "{stderr}"
+    );
 }
