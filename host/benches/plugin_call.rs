@@ -15,7 +15,7 @@ use flowscale::plugins::isolation::protocol::{Call, WireContext, encode};
 use flowscale::plugins::{Isolation, ModeRegistry};
 use flowscale_sdk::{
     AlignmentContext, AlignmentMode, EvaluatedMetric, JobTopology, ModeParams, ShipStrategy,
-    TopologyEdge, TopologyVertex,
+    SubtaskLoad, TopologyEdge, TopologyVertex,
 };
 use flowscale_tests::{build, plugin_file, plugins_dir};
 
@@ -148,6 +148,37 @@ fn plugin_call(c: &mut Criterion) {
             })
         })
     });
+
+    // load-align on a vertex of 32768 key groups (Flink's largest max parallelism), 64 subtasks
+    // today with a skewed load, asked to scale up to 100: one decision predicts the busiest
+    // subtask for every candidate parallelism it may pick.
+    let skewed = AlignmentContext::builder(64, 100, 32_768)
+        .identity("orders", "agg", "aggregate")
+        .limits(1, 32_768)
+        .subtask_loads(
+            (0..64)
+                .map(|i| SubtaskLoad {
+                    busy_ratio: Some(if i % 16 == 3 { 0.95 } else { 0.55 }),
+                    records_in_per_second: Some(if i % 16 == 3 { 9_000.0 } else { 4_000.0 }),
+                })
+                .collect(),
+        )
+        .build();
+    let profile = build(&["load-align"]);
+    let load_dir = plugins_dir(&[(&plugin_file(&profile, "load-align"), "libload_align.so")]);
+    let (loaded, reports) = ModeRegistry::discover(load_dir.path());
+    let load_align = loaded
+        .get("load-align")
+        .unwrap_or_else(|| panic!("load-align is loaded: {reports:#?}"))
+        .mode
+        .clone();
+    let answer = load_align.align(&skewed);
+    assert!(answer.is_ok(), "{answer:?}");
+    eprintln!("load-align on 32768 key groups answers {answer:?}");
+    c.bench_function(
+        "load-align: one decision, 32768 key groups, 64 -> 100",
+        |b| b.iter(|| load_align.align(black_box(&skewed))),
+    );
 
     c.bench_function("discover+load 2 plugins (warm)", |b| {
         b.iter(|| ModeRegistry::discover(black_box(dir.path())))
