@@ -94,7 +94,7 @@ fn build_sdk_0_1_0() -> PathBuf {
     base.join("target").join("debug")
 }
 
-/// `flowscale plugins --json` of `host` over `dir`.
+/// The plugin files `flowscale plugins --json` of `host` lists for `dir`.
 fn plugins(host: &Path, dir: &Path) -> Vec<Value> {
     let out = Command::new(host)
         .args(["plugins", "--json", "--plugins"])
@@ -104,9 +104,15 @@ fn plugins(host: &Path, dir: &Path) -> Vec<Value> {
         .output()
         .expect("flowscale runs");
     let text = String::from_utf8_lossy(&out.stdout);
+    // The host of SDK 0.1.0 prints the files as an array; later hosts print an object whose
+    // `files` is that array (next to the plugin versions they keep loaded).
     match serde_json::from_str(&text) {
         Ok(Value::Array(items)) => items,
-        _ => panic!("{host:?} plugins --json prints an array:\n{text}"),
+        Ok(Value::Object(mut listing)) => match listing.remove("files") {
+            Some(Value::Array(items)) => items,
+            _ => panic!("{host:?} plugins --json has no `files` array:\n{text}"),
+        },
+        _ => panic!("{host:?} plugins --json prints an array or a listing:\n{text}"),
     }
 }
 
