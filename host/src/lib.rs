@@ -11,6 +11,8 @@
 //!
 //! This library is the host binary's implementation; only `flowscale-sdk` is a stable API.
 
+#![warn(missing_docs, unreachable_pub)]
+
 pub mod alignment;
 pub mod backpressure;
 pub mod cli;

@@ -6,6 +6,8 @@
 //! directory and profile as the running test, so the tests work from a clean clone whether the
 //! whole workspace is being tested or a single package.
 
+#![warn(missing_docs, unreachable_pub)]
+
 pub mod flink;
 
 use std::path::{Path, PathBuf};

@@ -4,6 +4,8 @@
 //! 128 divides the key groups evenly. This mode rounds the target up to the next power of two,
 //! never above the alignment cap, and never more than `max-overshoot` subtasks above the target.
 
+#![warn(missing_docs, unreachable_pub)]
+
 use flowscale_sdk::{AlignmentContext, AlignmentMode, ModeError, ModeParams};
 
 /// The mode. Plugin objects must be `Send + Sync`; a plain struct is.

@@ -15,11 +15,11 @@ use super::search::{Rule, Scan, first_accepted, relaxed_downward};
 use crate::config::KeyError;
 
 /// Parameter with the scale-up steps.
-pub const SCALE_UP: &str = "scale-up";
+pub(super) const SCALE_UP: &str = "scale-up";
 /// Parameter with the scale-down steps.
-pub const SCALE_DOWN: &str = "scale-down";
+pub(super) const SCALE_DOWN: &str = "scale-down";
 /// Parameter with the fallback.
-pub const FALLBACK: &str = "fallback";
+pub(super) const FALLBACK: &str = "fallback";
 /// Every parameter ADVANCED reads (`class` is ignored: ADVANCED is built in).
 const KNOWN_PARAMS: &[&str] = &[SCALE_UP, SCALE_DOWN, FALLBACK, "class"];
 

@@ -78,7 +78,7 @@ impl BuiltIn {
 }
 
 /// The anchor's single region: `[t, UA]` for a scale-up, `[t, min(c, UA)]` for a scale-down.
-pub fn anchor_region(inputs: &Inputs) -> Scan {
+pub(super) fn anchor_region(inputs: &Inputs) -> Scan {
     let end = if inputs.up {
         inputs.cap
     } else {
@@ -89,7 +89,7 @@ pub fn anchor_region(inputs: &Inputs) -> Scan {
 
 /// The anchor's `firstAlignedInRegion`, scanned value by value (the test reference).
 #[cfg(test)]
-pub fn first_aligned_in_region_scan(inputs: &Inputs, rule: Rule) -> Option<u64> {
+pub(super) fn first_aligned_in_region_scan(inputs: &Inputs, rule: Rule) -> Option<u64> {
     first_accepted_scan(inputs.n, inputs.t, anchor_region(inputs), rule)
 }
 
@@ -116,7 +116,7 @@ fn describe_anchor_region(inputs: &Inputs, rule: Rule) -> String {
 }
 
 /// Why `p` was accepted, in numbers.
-pub fn accepted_because(inputs: &Inputs, rule: Rule, p: u64) -> String {
+pub(super) fn accepted_because(inputs: &Inputs, rule: Rule, p: u64) -> String {
     if inputs.n % p == 0 {
         format!(
             "accepted {p}: it divides N = {} ({} per subtask, no skew)",

@@ -7,13 +7,13 @@ use flowscale_sdk::AlignmentContext;
 /// A panic of a custom mode, caught before it unwinds into the host.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("panicked: {message}")]
-pub struct Panicked {
+pub(super) struct Panicked {
     /// The panic's message (or a note that its payload is not text).
     pub message: String,
 }
 
 /// Runs `f`, turning a panic into an error instead of unwinding into the host.
-pub fn contain<T>(f: impl FnOnce() -> T) -> Result<T, Panicked> {
+pub(super) fn contain<T>(f: impl FnOnce() -> T) -> Result<T, Panicked> {
     catch_unwind(AssertUnwindSafe(f)).map_err(|payload| {
         let message = payload
             .downcast_ref::<&str>()
@@ -26,7 +26,7 @@ pub fn contain<T>(f: impl FnOnce() -> T) -> Result<T, Panicked> {
 
 /// Why a custom mode's answer is refused, if it is: below 1, above `min(K, upper)`, or above the
 /// partition count of a source.
-pub fn refuse_answer(ctx: &AlignmentContext, answer: u32) -> Option<String> {
+pub(super) fn refuse_answer(ctx: &AlignmentContext, answer: u32) -> Option<String> {
     let bound = ctx.max_parallelism().min(ctx.upper_limit());
     if answer < 1 {
         Some(format!("answered {answer}, below 1"))

@@ -71,12 +71,12 @@ impl Inputs {
 }
 
 /// Narrows a value that is bounded by a `u32` input back to `u32`.
-pub fn narrow(value: u64) -> u32 {
+pub(super) fn narrow(value: u64) -> u32 {
     u32::try_from(value).unwrap_or(u32::MAX)
 }
 
 /// The SCALING_LIMITED event of the anchor, with every field it carries.
-pub fn scaling_limited(ctx: &AlignmentContext, inputs: &Inputs, actual: u64) -> Event {
+pub(super) fn scaling_limited(ctx: &AlignmentContext, inputs: &Inputs, actual: u64) -> Event {
     let vertex = if ctx.vertex_id().is_empty() {
         ctx.vertex_name()
     } else {

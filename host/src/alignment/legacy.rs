@@ -75,7 +75,7 @@ impl Legacy {
 /// The anchor's blocking fallback with one correction: when the cap (not alignment) is why the
 /// candidate inverts the scale — the target is above the cap and the candidate within it — the
 /// candidate is applied rather than holding a source above its partition count.
-pub fn blocking_fallback(
+pub(super) fn blocking_fallback(
     ctx: &AlignmentContext,
     inputs: &Inputs,
     candidate: u64,

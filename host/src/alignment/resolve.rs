@@ -46,7 +46,7 @@ impl Selection {
 
 /// The selected mode and its parameters.
 #[derive(Debug, Clone)]
-pub struct Resolved {
+pub(super) struct Resolved {
     /// The mode.
     pub selection: Selection,
     /// The prefix-stripped `scaling.alignment.mode.<name>.*` parameters of the selected name.
@@ -68,7 +68,7 @@ pub fn mode_params(config: &impl ConfigLookup, name: &str) -> ModeParams {
 }
 
 /// Resolves a job's mode, reporting every problem (for loading and `validate`).
-pub fn resolve(
+pub(super) fn resolve(
     config: &impl ConfigLookup,
     catalog: &dyn ModeCatalog,
 ) -> Result<Resolved, Vec<KeyError>> {

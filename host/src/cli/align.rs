@@ -27,7 +27,7 @@ pub(super) const MAX_KEY_GROUPS: u32 = 32_768;
   flowscale align --current 16 --target 24 --max-parallelism 128 --ship HASH
   flowscale align --current 16 --target 24 --max-parallelism 128 --ship HASH --set scaling.alignment.mode=EVENLY_SPREAD
   echo '{\"current\":16,\"target\":24,\"max_parallelism\":128,\"ship_strategies\":[\"HASH\"]}' | flowscale align --batch")]
-pub struct AlignArgs {
+pub(super) struct AlignArgs {
     /// Current parallelism of the vertex.
     #[arg(long, required_unless_present = "batch",
           value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_PARALLELISM_VALUE)))]
@@ -510,7 +510,7 @@ fn answer(
 }
 
 /// Runs `flowscale align`.
-pub fn exec(args: AlignArgs) -> u8 {
+pub(super) fn exec(args: AlignArgs) -> u8 {
     let (base, fleet_plugins) = match (&args.config, &args.job) {
         (Some(path), Some(job)) => match load_fleet(path) {
             Ok(fleet) => match fleet.job(job) {

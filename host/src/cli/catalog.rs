@@ -9,7 +9,7 @@ use crate::config::{
 use crate::plugins::{Isolation, ModeRegistry};
 
 /// The plugins directory: `--plugins`, else the fleet's, else `plugins/` in the working directory.
-pub fn plugins_dir(flag: Option<&Path>, from_fleet: Option<&Path>) -> PathBuf {
+pub(super) fn plugins_dir(flag: Option<&Path>, from_fleet: Option<&Path>) -> PathBuf {
     flag.or(from_fleet)
         .map(Path::to_path_buf)
         .unwrap_or_else(|| PathBuf::from(DEFAULT_PLUGINS_DIR))
@@ -17,7 +17,7 @@ pub fn plugins_dir(flag: Option<&Path>, from_fleet: Option<&Path>) -> PathBuf {
 
 /// Where plugins run: `--plugin-isolation`, else the fleet's `[host] plugin-isolation`, else
 /// in-process; calls are bounded by the fleet's `plugin-call-timeout` (default 1s).
-pub fn isolation(flag: Option<PluginIsolation>, host: Option<&HostSettings>) -> Isolation {
+pub(super) fn isolation(flag: Option<PluginIsolation>, host: Option<&HostSettings>) -> Isolation {
     let chosen = flag
         .or(host.map(|h| h.plugin_isolation))
         .unwrap_or_default();
@@ -28,7 +28,7 @@ pub fn isolation(flag: Option<PluginIsolation>, host: Option<&HostSettings>) -> 
 /// The modes linked into the binary and those of the loadable plugins in `dir`, loaded as
 /// `isolation` says. Each refused file is logged as a warning by discovery, and the others are
 /// used.
-pub fn load_catalog_isolated(
+pub(super) fn load_catalog_isolated(
     dir: &Path,
     isolation: &Isolation,
 ) -> Box<dyn ModeCatalog + Send + Sync> {

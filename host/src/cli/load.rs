@@ -11,10 +11,10 @@ use crate::plugins::LivePlugins;
 use crate::runner::check_state_dir;
 
 /// The custom modes of a plugins directory, as loaded at start.
-pub type Catalog = Box<dyn ModeCatalog + Send + Sync>;
+pub(super) type Catalog = Box<dyn ModeCatalog + Send + Sync>;
 
 /// A fleet file checked from top to bottom: its plan when nothing is wrong, else every problem.
-pub struct CheckedFleet {
+pub(super) struct CheckedFleet {
     /// The plan, only when there are no errors.
     pub plan: Option<FleetPlan>,
     /// Every problem: host section, each job's fields, keys, options and mode, its engine, and
@@ -43,7 +43,7 @@ impl CheckedFleet {
 
 /// What to check besides the file itself.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Checks {
+pub(super) struct Checks {
     /// Which unknown keys are errors.
     pub policy: KeyPolicy,
     /// Also look into the state directory (`validate`; `run` does when it opens it).
@@ -57,7 +57,11 @@ pub struct Checks {
 /// Reads, checks and plans the fleet file `file`. Problems found while reading do not stop the
 /// checks of the jobs that could be read (their modes and options), so one pass reports all
 /// of them; plugins come from `plugins_flag`, else the directory the file names.
-pub fn check_fleet(file: &Path, plugins_flag: Option<&Path>, checks: Checks) -> CheckedFleet {
+pub(super) fn check_fleet(
+    file: &Path,
+    plugins_flag: Option<&Path>,
+    checks: Checks,
+) -> CheckedFleet {
     let mut reading = match read_fleet(file, checks.policy) {
         Ok(reading) => reading,
         Err(errors) => return CheckedFleet::unreadable(errors.0),
@@ -92,7 +96,11 @@ pub fn check_fleet(file: &Path, plugins_flag: Option<&Path>, checks: Checks) -> 
 }
 
 /// Reads, checks and plans `file` again while the host runs, with the plugins it started with.
-pub fn recheck_fleet(file: &Path, catalog: &dyn ModeCatalog, policy: KeyPolicy) -> CheckedFleet {
+pub(super) fn recheck_fleet(
+    file: &Path,
+    catalog: &dyn ModeCatalog,
+    policy: KeyPolicy,
+) -> CheckedFleet {
     match read_fleet(file, policy) {
         Ok(reading) => plan_reading(reading, catalog),
         Err(errors) => CheckedFleet::unreadable(errors.0),

@@ -65,7 +65,7 @@ pub(super) struct FleetWatcher<'p, W: Write> {
 impl<'p, W: Write> FleetWatcher<'p, W> {
     /// A watcher of `path`, whose current bytes are what the running `fleet` was made from,
     /// planned with `catalog` (from `plugins`, when watched).
-    pub fn new(
+    pub(super) fn new(
         path: PathBuf,
         fleet: FleetConfig,
         (catalog, plugins): (Arc<dyn ModeCatalog + Send + Sync>, Option<LivePlugins>),
@@ -89,7 +89,7 @@ impl<'p, W: Write> FleetWatcher<'p, W> {
     }
 
     /// Has `callback` told of every new plan and every change of the plugins directory.
-    pub fn on_change(&mut self, callback: OnChange<'p>) {
+    pub(super) fn on_change(&mut self, callback: OnChange<'p>) {
         self.on_change = Some(callback);
     }
 

@@ -31,7 +31,7 @@ use crate::state::{FileStateStore, InMemoryStateStore, StateError, StateStore};
 
 /// Arguments of `flowscale run`.
 #[derive(Debug, clap::Args)]
-pub struct RunArgs {
+pub(super) struct RunArgs {
     /// The fleet configuration file.
     config: PathBuf,
     /// Plugins directory (default: the one the file names, else plugins/ beside it).
@@ -76,7 +76,7 @@ fn parse_listen_arg(text: &str) -> Result<SocketAddr, ListenError> {
 }
 
 /// Parses a duration flag with Flink's syntax.
-pub fn parse_duration_arg(text: &str) -> Result<Duration, DurationError> {
+pub(super) fn parse_duration_arg(text: &str) -> Result<Duration, DurationError> {
     parse_duration(text)
 }
 
@@ -97,7 +97,7 @@ struct JobSummary<'a> {
 }
 
 /// Runs `flowscale run`.
-pub fn exec(args: RunArgs) -> u8 {
+pub(super) fn exec(args: RunArgs) -> u8 {
     let Some((plan, catalog, plugins)) = load_plan(&args) else {
         return exit_codes::FAILED;
     };

@@ -73,7 +73,7 @@ pub(super) struct Serving {
 impl Serving {
     /// Starts the server on `listen` (`None`: no server), for `plan` and the plugins it was
     /// planned with; an error is printed.
-    pub fn start(
+    pub(super) fn start(
         listen: Option<SocketAddr>,
         plan: &FleetPlan,
         catalog: Arc<dyn ModeCatalog + Send + Sync>,
@@ -124,7 +124,7 @@ impl Serving {
     }
 
     /// The fleet as the server shows it.
-    pub fn view(&self) -> &FleetView {
+    pub(super) fn view(&self) -> &FleetView {
         &self.view
     }
 
@@ -146,7 +146,7 @@ impl Serving {
     }
 
     /// Keeps the server current with what the running host changed.
-    pub fn changed(&self, change: Changed<'_>) {
+    pub(super) fn changed(&self, change: Changed<'_>) {
         match change {
             Changed::Plan(plan) => self.show(plan),
             Changed::Plugins(live) => {

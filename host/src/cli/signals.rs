@@ -16,7 +16,7 @@ pub(super) struct Signals {
 impl Signals {
     /// Installs the handlers. A handler that cannot be installed is a warning: the host runs,
     /// but that signal does not reach it cleanly.
-    pub fn install() -> Signals {
+    pub(super) fn install() -> Signals {
         let signals = Signals {
             stop: Arc::new(AtomicBool::new(false)),
             reload: Arc::new(AtomicBool::new(false)),
@@ -35,7 +35,7 @@ impl Signals {
     }
 
     /// True once, for each SIGHUP (or several in a row) since the last call.
-    pub fn take_reload(&self) -> bool {
+    pub(super) fn take_reload(&self) -> bool {
         self.reload.swap(false, Ordering::AcqRel)
     }
 }

@@ -29,7 +29,7 @@ use crate::state::{InMemoryStateStore, StateStore};
 #[command(after_help = "Examples:
   flowscale simulate examples/jobs/keyed-step-spike.toml
   flowscale simulate examples/jobs/custom-buckets.toml --compare BALANCED,EVENLY_SPREAD,bucket-align --plot buckets.svg")]
-pub struct SimulateArgs {
+pub(super) struct SimulateArgs {
     /// The simulated job (TOML).
     job: PathBuf,
     /// The alignment mode (a built-in name or a plugin implementation id).
@@ -94,7 +94,7 @@ fn mode_keys(mode: &str, catalog: &dyn ModeCatalog) -> Vec<(String, String)> {
 }
 
 /// Runs `flowscale simulate`.
-pub fn exec(args: SimulateArgs) -> u8 {
+pub(super) fn exec(args: SimulateArgs) -> u8 {
     let modes: Vec<String> = match (&args.mode, args.compare.is_empty()) {
         (Some(mode), _) => vec![mode.clone()],
         (None, false) => args.compare.clone(),

@@ -12,7 +12,7 @@ use crate::config::{Diagnostic, KeyPolicy};
 
 /// Arguments of `flowscale validate`.
 #[derive(Debug, clap::Args)]
-pub struct ValidateArgs {
+pub(super) struct ValidateArgs {
     /// The fleet configuration file.
     file: PathBuf,
     /// Plugins directory (default: the one the file names, else plugins/ beside it).
@@ -43,7 +43,7 @@ struct JobReport {
 }
 
 /// Runs `flowscale validate`.
-pub fn exec(args: ValidateArgs) -> u8 {
+pub(super) fn exec(args: ValidateArgs) -> u8 {
     let checked = check_fleet(
         &args.file,
         args.plugins.as_deref(),

@@ -10,7 +10,7 @@ use crate::plugins::load_file;
 
 /// Arguments of `flowscale plugin-worker`.
 #[derive(Debug, clap::Args)]
-pub struct WorkerArgs {
+pub(super) struct WorkerArgs {
     /// The plugin file to serve.
     file: PathBuf,
     /// The most verbose log level the host records (1 error ... 5 trace).
@@ -25,7 +25,7 @@ pub struct WorkerArgs {
 }
 
 /// Runs `flowscale plugin-worker`.
-pub fn exec(args: WorkerArgs) -> u8 {
+pub(super) fn exec(args: WorkerArgs) -> u8 {
     let limits = WorkerLimits {
         address_space: args.max_address_space,
         cpu_seconds: args.max_cpu_seconds,

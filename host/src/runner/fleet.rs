@@ -22,7 +22,7 @@ use super::report::CycleReport;
 /// Simulated time a simulated job runs for when neither the fleet nor the command says.
 pub const DEFAULT_SIMULATED_DURATION: Duration = Duration::from_secs(2 * 3600);
 /// The longest a bounded simulated job may take to finish.
-pub const MAX_SIMULATED_DURATION: Duration = Duration::from_secs(30 * 86_400);
+pub(super) const MAX_SIMULATED_DURATION: Duration = Duration::from_secs(30 * 86_400);
 
 /// How long and how the fleet runs.
 pub struct RunOptions<'a> {

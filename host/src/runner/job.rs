@@ -411,7 +411,7 @@ fn mark_queued(events: &mut [Event], now_ms: i64, end_ms: i64) {
 }
 
 /// Header of the scaling report of a decision queued by the cooldown, followed by when it runs.
-pub const REPORT_HEADER_QUEUED: &str = "Scaling decision queued by the cooldown until";
+pub(super) const REPORT_HEADER_QUEUED: &str = "Scaling decision queued by the cooldown until";
 
 /// How an event is rate-limited (`scaling.event.interval`).
 enum Dedupe {

@@ -12,7 +12,7 @@ use crate::plan::JobPlan;
 /// thread compares the counter with the one it last took, so taking a change costs one atomic
 /// load per step and never blocks the supervisor.
 #[derive(Debug)]
-pub struct LiveEntry {
+pub(super) struct LiveEntry {
     plan: Mutex<Arc<JobPlan>>,
     interval_ms: AtomicI64,
     generation: AtomicU64,
@@ -21,7 +21,7 @@ pub struct LiveEntry {
 
 impl LiveEntry {
     /// An entry running `plan`, cycling every `interval_ms`.
-    pub fn new(plan: JobPlan, interval_ms: i64) -> LiveEntry {
+    pub(super) fn new(plan: JobPlan, interval_ms: i64) -> LiveEntry {
         LiveEntry {
             plan: Mutex::new(Arc::new(plan)),
             interval_ms: AtomicI64::new(interval_ms),
@@ -31,30 +31,30 @@ impl LiveEntry {
     }
 
     /// The plan and cycle interval now.
-    pub fn current(&self) -> (Arc<JobPlan>, i64) {
+    pub(super) fn current(&self) -> (Arc<JobPlan>, i64) {
         let plan = Arc::clone(&self.plan.lock().unwrap_or_else(PoisonError::into_inner));
         (plan, self.interval_ms.load(Ordering::Acquire))
     }
 
     /// Replaces the plan; the entry's jobs take it at their next step.
-    pub fn update(&self, plan: JobPlan, interval_ms: i64) {
+    pub(super) fn update(&self, plan: JobPlan, interval_ms: i64) {
         *self.plan.lock().unwrap_or_else(PoisonError::into_inner) = Arc::new(plan);
         self.interval_ms.store(interval_ms, Ordering::Release);
         self.generation.fetch_add(1, Ordering::AcqRel);
     }
 
     /// The entry left the fleet (or must restart): its jobs stop at their next step.
-    pub fn remove(&self) {
+    pub(super) fn remove(&self) {
         self.removed.store(true, Ordering::Release);
     }
 
     /// True once [`LiveEntry::remove`] was called.
-    pub fn is_removed(&self) -> bool {
+    pub(super) fn is_removed(&self) -> bool {
         self.removed.load(Ordering::Acquire)
     }
 
     /// A follower that has seen the plan as it is now.
-    pub fn follow(&self) -> Follower<'_> {
+    pub(super) fn follow(&self) -> Follower<'_> {
         Follower {
             entry: self,
             seen: self.generation.load(Ordering::Acquire),
@@ -64,14 +64,14 @@ impl LiveEntry {
 
 /// One job thread's view of its entry: which update it took last.
 #[derive(Debug)]
-pub struct Follower<'a> {
+pub(super) struct Follower<'a> {
     entry: &'a LiveEntry,
     seen: u64,
 }
 
 impl Follower<'_> {
     /// The plan and interval when they changed since the last call (or since following began).
-    pub fn changed(&mut self) -> Option<(Arc<JobPlan>, i64)> {
+    pub(super) fn changed(&mut self) -> Option<(Arc<JobPlan>, i64)> {
         let now = self.entry.generation.load(Ordering::Acquire);
         if now == self.seen {
             return None;

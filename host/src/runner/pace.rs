@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 /// The longest a paced wait sleeps before looking at the stop flag again, so Ctrl-C ends a
 /// paced run promptly even when its steps are minutes of wall time apart.
-pub const STOP_POLL: Duration = Duration::from_millis(100);
+pub(super) const STOP_POLL: Duration = Duration::from_millis(100);
 
 /// Simulated seconds per wall second: a positive, finite number.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -64,14 +64,14 @@ impl FromStr for Pace {
 /// The wall instant by which a clock paced at `pace` and started at `started` reaches
 /// `simulated` elapsed time. It is computed from the start each time, so the waits do not
 /// accumulate the time the steps themselves take. `None`: never.
-pub fn deadline(pace: Pace, started: Instant, simulated: Duration) -> Option<Instant> {
+pub(super) fn deadline(pace: Pace, started: Instant, simulated: Duration) -> Option<Instant> {
     pace.wall_time(simulated)
         .and_then(|wall| started.checked_add(wall))
 }
 
 /// Sleeps until `deadline` (forever when `None`), asking `stopped` at least every
 /// [`STOP_POLL`]; false when the job was stopped first (Ctrl-C, or its entry left the fleet).
-pub fn wait_until(deadline: Option<Instant>, stopped: &dyn Fn() -> bool) -> bool {
+pub(super) fn wait_until(deadline: Option<Instant>, stopped: &dyn Fn() -> bool) -> bool {
     loop {
         if stopped() {
             return false;

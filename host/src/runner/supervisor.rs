@@ -80,7 +80,7 @@ struct Running<'scope> {
 }
 
 /// The threads of a fleet's entries and what they came to.
-pub struct Supervisor<'scope, 'env> {
+pub(super) struct Supervisor<'scope, 'env> {
     scope: &'scope Scope<'scope, 'env>,
     options: &'env RunOptions<'env>,
     sink: &'env (dyn Fn(&CycleReport) + Sync),
@@ -96,7 +96,7 @@ pub struct Supervisor<'scope, 'env> {
 
 impl<'scope, 'env> Supervisor<'scope, 'env> {
     /// Starts a thread for every entry of `plan`.
-    pub fn start(
+    pub(super) fn start(
         scope: &'scope Scope<'scope, 'env>,
         plan: FleetPlan,
         options: &'env RunOptions<'env>,
@@ -121,7 +121,7 @@ impl<'scope, 'env> Supervisor<'scope, 'env> {
     }
 
     /// Waits for every thread; the runs in fleet order.
-    pub fn join_all(mut self) -> Vec<JobRun> {
+    pub(super) fn join_all(mut self) -> Vec<JobRun> {
         for running in std::mem::take(&mut self.running) {
             self.join(running);
         }
@@ -130,7 +130,7 @@ impl<'scope, 'env> Supervisor<'scope, 'env> {
 
     /// Runs until every job has ended by itself (or, with no job planned, until the stop),
     /// applying each plan `source` offers meanwhile.
-    pub fn serve(mut self, source: &mut dyn FleetSource) -> Vec<JobRun> {
+    pub(super) fn serve(mut self, source: &mut dyn FleetSource) -> Vec<JobRun> {
         loop {
             self.reap();
             if self.running.is_empty()

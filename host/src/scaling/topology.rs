@@ -25,7 +25,7 @@ pub(crate) struct VertexInfo<'a> {
 }
 
 impl VertexInfo<'_> {
-    pub fn is_source(&self) -> bool {
+    pub(crate) fn is_source(&self) -> bool {
         self.inputs.is_empty()
     }
 }
@@ -39,7 +39,7 @@ pub(crate) struct Topology<'a> {
 }
 
 impl<'a> Topology<'a> {
-    pub fn from_observation(obs: &'a JobObservation) -> Result<Topology<'a>, CycleError> {
+    pub(crate) fn from_observation(obs: &'a JobObservation) -> Result<Topology<'a>, CycleError> {
         if obs.vertices.is_empty() {
             return Err(CycleError::NotReady(
                 "No nodes found in the plan, job is not ready yet".into(),
@@ -78,7 +78,7 @@ impl<'a> Topology<'a> {
     }
 
     /// The SDK's view of the graph, for alignment contexts.
-    pub fn to_sdk(&self) -> flowscale_sdk::JobTopology {
+    pub(crate) fn to_sdk(&self) -> flowscale_sdk::JobTopology {
         flowscale_sdk::JobTopology {
             vertices: self
                 .vertices

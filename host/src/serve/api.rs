@@ -25,14 +25,14 @@ use super::{auth, dashboard, metrics};
 
 /// An error answer of the API.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct ApiError {
+pub(super) struct ApiError {
     /// What went wrong.
     pub error: String,
 }
 
 /// The readiness of the host.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct Readiness {
+pub(super) struct Readiness {
     /// Plugins are loaded and every job's engine answered at least once.
     pub ready: bool,
     /// Jobs whose engine has not answered yet.
@@ -41,7 +41,7 @@ pub struct Readiness {
 
 /// A mode exported by a plugin file.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct PluginModeDoc {
+pub(super) struct PluginModeDoc {
     /// The implementation id.
     pub id: String,
     /// The one-line description.
@@ -50,7 +50,7 @@ pub struct PluginModeDoc {
 
 /// One plugin file, as `flowscale plugins --json` describes it.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct PluginFileDoc {
+pub(super) struct PluginFileDoc {
     /// The file.
     pub file: String,
     /// `loaded` or `refused`.
@@ -69,7 +69,7 @@ pub struct PluginFileDoc {
 
 /// One `align --batch` request: a vertex, its numbers and the configuration to decide with.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct AlignRequestDoc {
+pub(super) struct AlignRequestDoc {
     /// Current parallelism, in [1, 2147483647].
     pub current: i64,
     /// The computed target (or give `scale_factor`).
@@ -95,7 +95,7 @@ pub struct AlignRequestDoc {
 
 /// The answer to an align request.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct AlignAnswerDoc {
+pub(super) struct AlignAnswerDoc {
     /// The vertex name of the request.
     pub vertex: Option<String>,
     /// Current parallelism.
@@ -117,7 +117,7 @@ pub struct AlignAnswerDoc {
 
 /// A request that could not be answered.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct AlignErrorDoc {
+pub(super) struct AlignErrorDoc {
     /// Always 1: the body is one request line.
     pub line: usize,
     /// Why.

@@ -15,7 +15,7 @@ use super::shared::AppState;
 use super::view::{JobDetail, Point};
 
 /// Seconds between two reloads of a page.
-pub const REFRESH_SECONDS: u32 = 3;
+pub(super) const REFRESH_SECONDS: u32 = 3;
 
 const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:0;color:#222;background:#fafafa}\
 header{background:#263238;color:#fff;padding:10px 20px}header a{color:#fff;margin-right:18px;text-decoration:none}\

@@ -19,6 +19,8 @@
 //!
 //! With several custom inputs, the first one with a known bucket count decides.
 
+#![warn(missing_docs, unreachable_pub)]
+
 use flowscale_sdk::{AlignmentContext, AlignmentMode, ModeError, ModeParams, ShipStrategy};
 
 /// The implementation id (`scaling.alignment.mode.<name>.class = "bucket-align"`).

@@ -48,6 +48,8 @@
 //!   more than `(1 + min-skew)` times the mean unit's load for the load to count as skewed;
 //!   otherwise the answer is BALANCED's.
 
+#![warn(missing_docs, unreachable_pub)]
+
 use flowscale_sdk::{AlignmentContext, AlignmentMode, ModeError, ModeParams, SubtaskLoad};
 
 /// The implementation id (`scaling.alignment.mode.<name>.class = "load-align"`).

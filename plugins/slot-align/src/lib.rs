@@ -13,6 +13,8 @@
 //!   Never above the cap.
 //! * Parameter (`scaling.alignment.mode.<name>.slots-per-worker`): required positive integer.
 
+#![warn(missing_docs, unreachable_pub)]
+
 use flowscale_sdk::{AlignmentContext, AlignmentMode, ModeError, ModeParams};
 
 /// The implementation id (`scaling.alignment.mode.<name>.class = "slot-align"`).

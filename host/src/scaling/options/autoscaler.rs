@@ -150,12 +150,12 @@ const UP_TO_A_YEAR: DurationRange = DurationRange {
 
 /// The highest parallelism Flink accepts for a vertex (its maximum max-parallelism, 2^15):
 /// a limit above it can never be reached, so it is a configuration mistake.
-pub const FLINK_MAX_PARALLELISM: i64 = 32_768;
+pub(super) const FLINK_MAX_PARALLELISM: i64 = 32_768;
 
 /// The canonical key the anchor names in "Scaling execution disabled by config" reports.
-pub const SCALING_ENABLED_KEY: &str = "scaling.enabled";
+pub(crate) const SCALING_ENABLED_KEY: &str = "scaling.enabled";
 /// The canonical key of the excluded periods.
-pub const EXCLUDED_PERIODS_KEY: &str = "excluded.periods";
+pub(crate) const EXCLUDED_PERIODS_KEY: &str = "excluded.periods";
 
 /// Collects typed reads, keeping every error instead of stopping at the first.
 struct Reader<'a, C: ConfigLookup + ?Sized> {
@@ -477,12 +477,12 @@ impl AutoscalerOptions {
 }
 
 /// Whole seconds of a duration, as the anchor's `Duration.toSeconds()` (truncating).
-pub fn whole_seconds(d: Duration) -> f64 {
+pub(crate) fn whole_seconds(d: Duration) -> f64 {
     d.as_secs() as f64
 }
 
 /// Milliseconds of a duration, saturating.
-pub fn millis(d: Duration) -> i64 {
+pub(crate) fn millis(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 
