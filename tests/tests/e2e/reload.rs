@@ -5,7 +5,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
@@ -62,7 +62,39 @@ struct Lines {
     seen: Vec<Value>,
 }
 
+/// `flowscale run --json --verbose` with `args`, its stdout piped.
+fn start_run(args: &[&std::ffi::OsStr]) -> Child {
+    Command::new(flowscale_bin())
+        .args(["run", "--json", "--verbose"])
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .env_remove("FLOWSCALE_LOG")
+        .spawn()
+        .expect("start flowscale")
+}
+
 impl Lines {
+    /// Follows the JSON lines `host` prints, read on a thread of their own.
+    fn of(host: &mut Child) -> Lines {
+        let stdout = host.stdout.take().expect("stdout");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Ok(value) = serde_json::from_str(&line)
+                    && tx.send(value).is_err()
+                {
+                    break;
+                }
+            }
+        });
+        Lines {
+            rx,
+            seen: Vec::new(),
+        }
+    }
+
     /// Waits for the first line after the ones already seen that `matches`; its index.
     fn wait_for(&mut self, what: &str, matches: impl Fn(&Value) -> bool) -> usize {
         let deadline = Instant::now() + PATIENCE;
@@ -141,30 +173,8 @@ fn an_edited_fleet_is_taken_while_running_and_an_invalid_edit_is_refused() {
         &path,
         &fleet(&rest, &[("a", "BALANCED"), ("b", "BALANCED")]),
     );
-    let mut host = Command::new(flowscale_bin())
-        .args(["run", "--json", "--verbose"])
-        .arg(&path)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .env_remove("FLOWSCALE_LOG")
-        .spawn()
-        .expect("start flowscale");
-    let stdout = host.stdout.take().expect("stdout");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if let Ok(value) = serde_json::from_str(&line)
-                && tx.send(value).is_err()
-            {
-                break;
-            }
-        }
-    });
-    let mut lines = Lines {
-        rx,
-        seen: Vec::new(),
-    };
+    let mut host = start_run(&[path.as_os_str()]);
+    let mut lines = Lines::of(&mut host);
     lines.wait_for("a deciding with BALANCED", |l| {
         decided_with(l, "a", "BALANCED")
     });
@@ -257,31 +267,14 @@ fn plugins_copied_in_replaced_and_removed_are_taken_while_running() {
     let installed = plugins.join("libversioned.so");
     let path = dir.path().join("fleet.toml");
     write(&path, &paced_fleet("BALANCED"));
-    let mut host = Command::new(flowscale_bin())
-        .args(["run", "--json", "--verbose", "--pace", "600", "--plugins"])
-        .arg(&plugins)
-        .arg(&path)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .env_remove("FLOWSCALE_LOG")
-        .spawn()
-        .expect("start flowscale");
-    let stdout = host.stdout.take().expect("stdout");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if let Ok(value) = serde_json::from_str(&line)
-                && tx.send(value).is_err()
-            {
-                break;
-            }
-        }
-    });
-    let mut lines = Lines {
-        rx,
-        seen: Vec::new(),
-    };
+    let mut host = start_run(&[
+        "--pace".as_ref(),
+        "600".as_ref(),
+        "--plugins".as_ref(),
+        plugins.as_os_str(),
+        path.as_os_str(),
+    ]);
+    let mut lines = Lines::of(&mut host);
     lines.wait_for("a decision with BALANCED", |l| {
         decided_with(l, "d", "BALANCED")
     });
