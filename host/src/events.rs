@@ -55,6 +55,16 @@ pub enum EventReason {
     /// A plugin file in the plugins directory cannot be used; the message says why and what to
     /// do.
     PluginRefused,
+    /// This host took the job's lease (`[host] state = "postgres://..."`): it acts on the job
+    /// from now on, resuming the state the previous owner stored. `details.token` is the
+    /// lease's fencing token.
+    LeaseAcquired,
+    /// This host no longer holds the job's lease (it expired, or the job moved to another
+    /// host to even out the load): it stopped acting on the job at once.
+    LeaseLost,
+    /// A rescale was not sent: this host's fencing token is no longer the job's current one
+    /// (another host took the job over while this one was paused or cut off).
+    RescaleFenced,
 }
 
 impl EventReason {
@@ -80,6 +90,9 @@ impl EventReason {
             EventReason::PluginReplaced => "PluginReplaced",
             EventReason::PluginRemoved => "PluginRemoved",
             EventReason::PluginRefused => "PluginRefused",
+            EventReason::LeaseAcquired => "LeaseAcquired",
+            EventReason::LeaseLost => "LeaseLost",
+            EventReason::RescaleFenced => "RescaleFenced",
         }
     }
 }

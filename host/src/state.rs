@@ -11,8 +11,10 @@
 
 mod event_log;
 mod file;
+mod lease;
 mod lock;
 mod names;
+pub mod postgres;
 mod quarantine;
 mod scan;
 mod store;
@@ -22,6 +24,7 @@ pub use event_log::{
     LoggedEvent,
 };
 pub use file::FileStateStore;
+pub use lease::{Fenced, JobLeases};
 pub use lock::{LOCK_FILE, StateDirLock};
 pub use quarantine::QUARANTINE_DIR;
 pub use scan::{DirScan, StateFinding, StoredJob, scan_dir};

@@ -2,9 +2,12 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+
+use super::lease::JobLeases;
 
 /// Names of the sections the host stores per job.
 pub mod sections {
@@ -46,6 +49,17 @@ pub trait StateStore {
     /// Makes every change since the last flush durable. Call once per cycle.
     fn flush(&mut self) -> Result<(), StateError> {
         Ok(())
+    }
+    /// Reads `job`'s state again from where it is kept, dropping what this store holds of it
+    /// in memory. A store shared by several hosts needs it when a job changes hands: the new
+    /// owner resumes what the previous one last stored. Stores only one host writes need not.
+    fn refresh(&mut self, _job: &str) -> Result<(), StateError> {
+        Ok(())
+    }
+    /// The job leases of the hosts sharing this store, when it is shared: a job is only acted
+    /// on by the host holding its lease. `None` for a store of one host (files, memory).
+    fn leases(&self) -> Option<Arc<dyn JobLeases>> {
+        None
     }
 }
 
@@ -131,6 +145,25 @@ pub enum StateError {
         path: PathBuf,
         /// What the file holds instead.
         holds: String,
+    },
+    /// The database behind `[host] state` refused a statement or cannot be reached.
+    #[error("PostgreSQL state ({action}): {source}")]
+    Database {
+        /// What was being done.
+        action: String,
+        /// What the client said.
+        #[source]
+        source: postgres::Error,
+    },
+    /// The database holds a schema newer than this host knows: a newer flowscale migrated it.
+    #[error(
+        "the PostgreSQL schema is at version {found}, this host knows up to {known}: upgrade this host (a newer flowscale migrated the database)"
+    )]
+    SchemaTooNew {
+        /// The version in the database.
+        found: i32,
+        /// The newest version this host knows.
+        known: i32,
     },
     /// A stored section does not have the shape its owner expects.
     #[error("state section `{section}` of job `{job}` cannot be decoded: {source}")]

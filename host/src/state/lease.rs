@@ -1,0 +1,54 @@
+//! The seam between a job's control loop and the leases of a store several hosts share: which
+//! jobs this host may act on now, and the fence every rescale passes.
+
+use std::collections::BTreeMap;
+
+/// Job leases of one host over a shared store.
+///
+/// A job thread announces its job with [`JobLeases::want`]; the leases are taken and renewed
+/// elsewhere (a lease thread of the host), so [`JobLeases::held`] is a cheap look at what this
+/// host holds now. A lease this host lets expire, or gives up, is not held from that instant on,
+/// even before the next renewal notices.
+pub trait JobLeases: Send + Sync {
+    /// This host's id (`[host] id`).
+    fn host_id(&self) -> &str;
+    /// Asks for `job`'s lease: the host runs a loop for it and will act on it when it holds it.
+    fn want(&self, job: &str);
+    /// The job's loop ended: its lease, if held, is given up at the next renewal.
+    fn unwant(&self, job: &str);
+    /// Marks `job` as in the middle of something (a cooldown period, a rescale): it is not
+    /// moved to another host to even out the load while busy, only when this host is gone.
+    fn set_busy(&self, job: &str, busy: bool);
+    /// The fencing token of `job`'s lease when this host holds it now.
+    fn held(&self, job: &str) -> Option<i64>;
+    /// Records a rescale of `job` to `parallelism` under `token`, in the transaction that
+    /// checks that `token` is still the job's current one. `Ok` means the rescale may be sent.
+    fn admit(
+        &self,
+        job: &str,
+        token: i64,
+        parallelism: &BTreeMap<String, u32>,
+    ) -> Result<(), Fenced>;
+}
+
+/// Why a rescale was not admitted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Fenced {
+    /// Another lease (or none) is current: this host lost the job.
+    #[error(
+        "fencing token {token} of this host is no longer current (the job's lease is now {} with token {current})",
+        owner.as_deref().map_or_else(|| "free".to_string(), |o| format!("held by {o}"))
+    )]
+    Superseded {
+        /// The token this host holds.
+        token: i64,
+        /// The current token.
+        current: i64,
+        /// The current holder, when the lease is held.
+        owner: Option<String>,
+    },
+    /// The check could not be made (the database cannot be reached): the rescale is not sent,
+    /// since whether this host still owns the job cannot be told.
+    #[error("the fencing token cannot be checked: {0}")]
+    Unavailable(String),
+}

@@ -1,0 +1,247 @@
+//! A host's job leases: what it holds, renewed by a thread of its own, and the fence of its
+//! rescales.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use postgres::{Client, NoTls};
+
+use super::db_error;
+use super::round::{DB_NOW_MS, RoundOutcome, leave, run_round};
+use super::schema::migrate;
+use crate::state::{Fenced, JobLeases, StateError};
+
+/// The lease TTL when `[host] lease-ttl` is unset.
+pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(30);
+
+/// A lease as this host sees it.
+#[derive(Debug, Clone, Copy)]
+struct Held {
+    token: i64,
+    /// When this host stops counting on it: the start of the round that renewed it plus the
+    /// TTL. The database's expiry is the TTL after a later instant, so this host always stops
+    /// before another one can take the job.
+    until: Instant,
+}
+
+#[derive(Debug, Default)]
+struct Book {
+    wanted: BTreeSet<String>,
+    busy: BTreeSet<String>,
+    held: BTreeMap<String, Held>,
+}
+
+/// One host's leases over a shared database.
+pub struct HostLeases {
+    id: String,
+    ttl: Duration,
+    url: String,
+    client: Mutex<Client>,
+    book: Mutex<Book>,
+}
+
+impl std::fmt::Debug for HostLeases {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HostLeases")
+            .field("id", &self.id)
+            .field("ttl", &self.ttl)
+            .finish_non_exhaustive()
+    }
+}
+
+impl HostLeases {
+    /// Connects host `id` to the database at `url` (creating or migrating the schema), with
+    /// leases valid for `ttl`. Nothing is claimed until the first [`HostLeases::renew`].
+    pub fn connect(url: &str, id: &str, ttl: Duration) -> Result<HostLeases, StateError> {
+        let mut client = Client::connect(url, NoTls).map_err(db_error("connect"))?;
+        migrate(&mut client)?;
+        Ok(HostLeases {
+            id: id.to_string(),
+            ttl,
+            url: url.to_string(),
+            client: Mutex::new(client),
+            book: Mutex::new(Book::default()),
+        })
+    }
+
+    /// The lease TTL.
+    pub fn ttl(&self) -> Duration {
+        self.ttl
+    }
+
+    /// How often to renew: a third of the TTL, so that two renewals in a row may fail (a slow
+    /// database, a short network cut) before a lease lapses; never slower than `interval`, the
+    /// host's cycle.
+    pub fn renew_period(&self, interval: Duration) -> Duration {
+        (self.ttl / 3).min(interval).max(Duration::from_millis(50))
+    }
+
+    fn book(&self) -> MutexGuard<'_, Book> {
+        self.book.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn client(&self) -> Result<MutexGuard<'_, Client>, StateError> {
+        let mut client = self.client.lock().unwrap_or_else(|e| e.into_inner());
+        if client.is_closed() {
+            *client = Client::connect(&self.url, NoTls).map_err(db_error("reconnect"))?;
+        }
+        Ok(client)
+    }
+
+    /// One lease round: heartbeat, renew what this host holds, give up or claim jobs to even
+    /// out the load. A failed round changes nothing here: the leases lapse at their own time.
+    pub fn renew(&self) -> Result<RoundOutcome, StateError> {
+        let started = Instant::now();
+        let (wanted, busy) = {
+            let book = self.book();
+            (book.wanted.clone(), book.busy.clone())
+        };
+        let ttl_ms = i64::try_from(self.ttl.as_millis()).unwrap_or(i64::MAX / 4);
+        let outcome = {
+            let mut client = self.client()?;
+            let mut tx = client
+                .transaction()
+                .map_err(db_error("begin a lease round"))?;
+            let outcome = run_round(&mut tx, &self.id, ttl_ms, &wanted, &busy, None)?;
+            tx.commit().map_err(db_error("commit a lease round"))?;
+            outcome
+        };
+        let until = started + self.ttl;
+        self.book().held = outcome
+            .held
+            .iter()
+            .map(|(job, &token)| (job.clone(), Held { token, until }))
+            .collect();
+        Ok(outcome)
+    }
+
+    /// Renews every `period` until `stop` is set, then gives every lease up so that the other
+    /// hosts take the jobs at once. A failed round is logged; the next one tries again.
+    pub fn run_renewals(&self, period: Duration, stop: &AtomicBool) {
+        while !stop.load(Ordering::Relaxed) {
+            let started = Instant::now();
+            match self.renew() {
+                Ok(outcome) => {
+                    for job in &outcome.claimed {
+                        tracing::info!(host = %self.id, job, "lease claimed");
+                    }
+                    for job in &outcome.released {
+                        tracing::info!(host = %self.id, job, "lease given up to even out the load");
+                    }
+                }
+                Err(err) => tracing::warn!(host = %self.id, %err, "lease round failed"),
+            }
+            while started.elapsed() < period && !stop.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(20).min(period));
+            }
+        }
+        if let Err(err) = self.leave() {
+            tracing::warn!(host = %self.id, %err, "cannot give up the leases");
+        }
+    }
+
+    /// Gives up every lease and the heartbeat.
+    pub fn leave(&self) -> Result<(), StateError> {
+        self.book().held.clear();
+        let mut client = self.client()?;
+        let mut tx = client.transaction().map_err(db_error("begin leaving"))?;
+        leave(&mut tx, &self.id)?;
+        tx.commit().map_err(db_error("commit leaving"))
+    }
+
+    /// Every job this host holds now, with its token.
+    pub fn held_jobs(&self) -> BTreeMap<String, i64> {
+        let now = Instant::now();
+        self.book()
+            .held
+            .iter()
+            .filter(|(_, h)| now < h.until)
+            .map(|(job, h)| (job.clone(), h.token))
+            .collect()
+    }
+}
+
+impl JobLeases for HostLeases {
+    fn host_id(&self) -> &str {
+        &self.id
+    }
+
+    fn want(&self, job: &str) {
+        self.book().wanted.insert(job.to_string());
+    }
+
+    fn unwant(&self, job: &str) {
+        let mut book = self.book();
+        book.wanted.remove(job);
+        book.busy.remove(job);
+    }
+
+    fn set_busy(&self, job: &str, busy: bool) {
+        let mut book = self.book();
+        if busy {
+            book.busy.insert(job.to_string());
+        } else {
+            book.busy.remove(job);
+        }
+    }
+
+    fn held(&self, job: &str) -> Option<i64> {
+        let book = self.book();
+        let held = book.held.get(job)?;
+        (Instant::now() < held.until).then_some(held.token)
+    }
+
+    fn admit(
+        &self,
+        job: &str,
+        token: i64,
+        parallelism: &BTreeMap<String, u32>,
+    ) -> Result<(), Fenced> {
+        let unavailable = |err: StateError| Fenced::Unavailable(err.to_string());
+        let value = serde_json::to_value(parallelism)
+            .map_err(|e| Fenced::Unavailable(format!("cannot encode the operation: {e}")))?;
+        let mut client = self.client().map_err(unavailable)?;
+        let mut tx = client
+            .transaction()
+            .map_err(db_error("begin the fence check"))
+            .map_err(unavailable)?;
+        let now_ms: i64 = tx
+            .query_one(DB_NOW_MS, &[])
+            .map_err(db_error("read the clock"))
+            .map_err(unavailable)?
+            .get(0);
+        let row = tx
+            .query_opt(
+                "SELECT owner, token, expires_ms FROM flowscale_leases WHERE job = $1 FOR UPDATE",
+                &[&job],
+            )
+            .map_err(db_error("lock the lease"))
+            .map_err(unavailable)?;
+        let (owner, current, expires_ms): (Option<String>, i64, i64) = row
+            .map(|r| (r.get(0), r.get(1), r.get(2)))
+            .unwrap_or((None, 0, 0));
+        let owner = owner.filter(|_| now_ms < expires_ms);
+        let admitted = owner.as_deref() == Some(self.id.as_str()) && current == token;
+        tx.execute(
+            "INSERT INTO flowscale_operations (job, host, token, at_ms, parallelism, admitted) \
+             VALUES ($1, $2, $3, $4, $5, $6)",
+            &[&job, &self.id, &token, &now_ms, &value, &admitted],
+        )
+        .map_err(db_error("record the operation"))
+        .map_err(unavailable)?;
+        tx.commit()
+            .map_err(db_error("commit the operation"))
+            .map_err(unavailable)?;
+        if admitted {
+            Ok(())
+        } else {
+            Err(Fenced::Superseded {
+                token,
+                current,
+                owner,
+            })
+        }
+    }
+}

@@ -1,0 +1,44 @@
+//! State shared by several hosts in PostgreSQL (`[host] state = "postgres://..."`).
+//!
+//! PostgreSQL does the hard part: every lease round and every fence check is a transaction
+//! that locks the rows it reads (`SELECT ... FOR UPDATE`), so hosts never have to agree among
+//! themselves. The pieces:
+//! - [`migrate`]: the tables, created and migrated by the host (versioned migrations);
+//! - [`PostgresStateStore`]: the jobs' state sections (scaling history, metric window, cooldown
+//!   queue and timer, events), written once per cycle in one transaction, fenced by the lease;
+//! - [`round`]: a host's lease round (heartbeat, renew, even out, claim) and how jobs are
+//!   spread over the live hosts;
+//! - [`HostLeases`]: a host's leases as its jobs see them, and the fence every rescale passes.
+//!
+//! The client is the synchronous `postgres` crate: the host runs a thread per job, and each
+//! statement here is short.
+
+mod host_leases;
+pub mod round;
+mod schema;
+mod store;
+
+#[cfg(test)]
+mod tests;
+
+pub use host_leases::{DEFAULT_LEASE_TTL, HostLeases};
+pub use schema::{SCHEMA_VERSION, migrate};
+pub use store::PostgresStateStore;
+
+use crate::state::StateError;
+
+/// The URL schemes `[host] state` accepts.
+pub const URL_SCHEMES: &[&str] = &["postgres://", "postgresql://"];
+
+/// True when `state` names a PostgreSQL database.
+pub fn is_postgres_url(state: &str) -> bool {
+    URL_SCHEMES.iter().any(|s| state.starts_with(s))
+}
+
+/// Turns a client error into a [`StateError::Database`] saying what was being done.
+fn db_error(action: &str) -> impl FnOnce(postgres::Error) -> StateError + '_ {
+    move |source| StateError::Database {
+        action: action.to_string(),
+        source,
+    }
+}

@@ -1,0 +1,223 @@
+//! Job state sections in PostgreSQL: one row per (job, section), written once per cycle in one
+//! transaction, and fenced by the job's lease when several hosts share the database.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use postgres::{Client, NoTls};
+
+use super::db_error;
+use super::host_leases::HostLeases;
+use super::schema::migrate;
+use crate::state::{JobLeases, StateError, StateStore};
+
+/// A job's sections, by name.
+type Sections = BTreeMap<String, serde_json::Value>;
+
+/// Job state in a PostgreSQL database (`[host] state = "postgres://..."`).
+///
+/// Reads are served from memory (every job's sections are read at open, a job's again by
+/// [`StateStore::refresh`] when it changes hands); [`StateStore::flush`] writes every job
+/// changed since the last flush in one transaction. With leases, a job's sections are written
+/// only while this host's fencing token is the job's current one, checked under a row lock in
+/// that same transaction: a host that lost a job cannot overwrite what the new owner stores.
+pub struct PostgresStateStore {
+    url: String,
+    client: Client,
+    jobs: BTreeMap<String, Sections>,
+    dirty: BTreeSet<String>,
+    removed: BTreeSet<String>,
+    leases: Option<Arc<HostLeases>>,
+}
+
+impl std::fmt::Debug for PostgresStateStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresStateStore")
+            .field("jobs", &self.jobs.len())
+            .field("dirty", &self.dirty)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PostgresStateStore {
+    /// Connects to `url`, creates or migrates the schema, and reads every job's state. With
+    /// `leases`, writes are fenced by them and [`StateStore::leases`] hands them to the jobs.
+    pub fn open(
+        url: &str,
+        leases: Option<Arc<HostLeases>>,
+    ) -> Result<PostgresStateStore, StateError> {
+        let mut client = Client::connect(url, NoTls).map_err(db_error("connect"))?;
+        migrate(&mut client)?;
+        let mut store = PostgresStateStore {
+            url: url.to_string(),
+            client,
+            jobs: BTreeMap::new(),
+            dirty: BTreeSet::new(),
+            removed: BTreeSet::new(),
+            leases,
+        };
+        let rows = store
+            .client
+            .query(
+                "SELECT job, section, value FROM flowscale_job_sections ORDER BY job, section",
+                &[],
+            )
+            .map_err(db_error("read the job state"))?;
+        for row in rows {
+            store
+                .jobs
+                .entry(row.get(0))
+                .or_default()
+                .insert(row.get(1), row.get(2));
+        }
+        Ok(store)
+    }
+
+    /// A new connection when the old one broke (the server restarted, the network dropped).
+    fn connected(&mut self) -> Result<&mut Client, StateError> {
+        if self.client.is_closed() {
+            self.client = Client::connect(&self.url, NoTls).map_err(db_error("reconnect"))?;
+        }
+        Ok(&mut self.client)
+    }
+
+    /// The token under which this host may write `job`: `Some(None)` without leases,
+    /// `Some(Some(token))` while it holds the job, `None` when it does not.
+    fn write_token(&self, job: &str) -> Option<Option<i64>> {
+        match &self.leases {
+            None => Some(None),
+            Some(leases) => leases.held(job).map(Some),
+        }
+    }
+}
+
+impl StateStore for PostgresStateStore {
+    fn get(&self, job: &str, section: &str) -> Option<serde_json::Value> {
+        self.jobs.get(job)?.get(section).cloned()
+    }
+
+    fn put(&mut self, job: &str, section: &str, value: serde_json::Value) {
+        self.jobs
+            .entry(job.to_string())
+            .or_default()
+            .insert(section.to_string(), value);
+        self.removed.remove(job);
+        self.dirty.insert(job.to_string());
+    }
+
+    fn remove_job(&mut self, job: &str) {
+        self.jobs.remove(job);
+        self.dirty.remove(job);
+        self.removed.insert(job.to_string());
+    }
+
+    fn jobs(&self) -> Vec<String> {
+        self.jobs.keys().cloned().collect()
+    }
+
+    /// Keeps the job's sections as they were in `flowscale_quarantine` (there is no file).
+    fn quarantine(
+        &mut self,
+        job: &str,
+        section: Option<&str>,
+    ) -> Result<Option<PathBuf>, StateError> {
+        let kept = serde_json::to_value(self.jobs.get(job).cloned().unwrap_or_default()).map_err(
+            |source| StateError::Encode {
+                job: job.to_string(),
+                section: section.unwrap_or("*").to_string(),
+                source,
+            },
+        )?;
+        self.connected()?
+            .execute(
+                "INSERT INTO flowscale_quarantine (job, sections) VALUES ($1, $2)",
+                &[&job, &kept],
+            )
+            .map_err(db_error("keep quarantined state"))?;
+        match section {
+            Some(section) => {
+                if let Some(sections) = self.jobs.get_mut(job) {
+                    sections.remove(section);
+                }
+                self.dirty.insert(job.to_string());
+            }
+            None => self.remove_job(job),
+        }
+        Ok(None)
+    }
+
+    fn flush(&mut self) -> Result<(), StateError> {
+        if self.dirty.is_empty() && self.removed.is_empty() {
+            return Ok(());
+        }
+        let host = self.leases.as_ref().map(|l| l.host_id().to_string());
+        let writes: Vec<(String, Option<i64>)> = self
+            .dirty
+            .iter()
+            .chain(&self.removed)
+            .filter_map(|job| Some((job.clone(), self.write_token(job)?)))
+            .collect();
+        let removed = self.removed.clone();
+        let jobs = self.jobs.clone();
+        let client = self.connected()?;
+        let mut tx = client.transaction().map_err(db_error("begin a write"))?;
+        for (job, token) in &writes {
+            if let (Some(token), Some(host)) = (token, &host) {
+                let current = tx
+                    .query_opt(
+                        "SELECT 1 FROM flowscale_leases \
+                         WHERE job = $1 AND owner = $2 AND token = $3 FOR SHARE",
+                        &[job, host, token],
+                    )
+                    .map_err(db_error("check the lease"))?;
+                if current.is_none() {
+                    // Another host holds the job now: its state is that host's to write.
+                    tracing::debug!(job, "state not written: the job's lease moved on");
+                    continue;
+                }
+            }
+            tx.execute("DELETE FROM flowscale_job_sections WHERE job = $1", &[job])
+                .map_err(db_error("replace the job state"))?;
+            if removed.contains(job) {
+                continue;
+            }
+            for (section, value) in jobs.get(job).into_iter().flatten() {
+                tx.execute(
+                    "INSERT INTO flowscale_job_sections (job, section, value) VALUES ($1, $2, $3)",
+                    &[job, section, value],
+                )
+                .map_err(db_error("write the job state"))?;
+            }
+        }
+        tx.commit().map_err(db_error("commit the job state"))?;
+        self.dirty.clear();
+        self.removed.clear();
+        Ok(())
+    }
+
+    fn refresh(&mut self, job: &str) -> Result<(), StateError> {
+        let rows = self
+            .connected()?
+            .query(
+                "SELECT section, value FROM flowscale_job_sections WHERE job = $1",
+                &[&job],
+            )
+            .map_err(db_error("read the job state"))?;
+        let sections: Sections = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+        self.dirty.remove(job);
+        self.removed.remove(job);
+        if sections.is_empty() {
+            self.jobs.remove(job);
+        } else {
+            self.jobs.insert(job.to_string(), sections);
+        }
+        Ok(())
+    }
+
+    fn leases(&self) -> Option<Arc<dyn JobLeases>> {
+        self.leases
+            .as_ref()
+            .map(|l| Arc::clone(l) as Arc<dyn JobLeases>)
+    }
+}
