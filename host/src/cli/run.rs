@@ -27,6 +27,7 @@ use crate::runner::{
     run_fleet, run_fleet_reloading, wall_ms,
 };
 use crate::sim::{Summary, render_comparison_table};
+use crate::state::postgres::{HostLeases, PostgresStateStore};
 use crate::state::{FileStateStore, InMemoryStateStore, StateError, StateStore};
 
 /// Arguments of `flowscale run`.
@@ -106,12 +107,13 @@ pub(super) fn exec(args: RunArgs) -> u8 {
     let Ok(serving) = Serving::start(listen, &plan, catalog.clone(), plugins.as_ref()) else {
         return exit_codes::FAILED;
     };
-    let Some((store, ignored)) = open_store(&plan) else {
+    let Some((store, ignored, leases)) = open_store(&plan) else {
         return exit_codes::FAILED;
     };
     let store = Mutex::new(store);
     let signals = Signals::install();
     let stop = Arc::clone(&signals.stop);
+    let renewals = leases.map(|leases| Renewals::start(leases, plan.fleet.host.interval));
     if !args.json {
         eprintln!(
             "running {} job(s) from {}: {}",
@@ -151,6 +153,9 @@ pub(super) fn exec(args: RunArgs) -> u8 {
         (args.json, args.verbose),
     );
     done.store(true, Ordering::Release);
+    if let Some(renewals) = renewals {
+        renewals.finish();
+    }
     drop(serving);
     let failed = report_runs(&runs, args.json, args.once);
     if report_interrupted("flowscale run", &runs) {
@@ -261,15 +266,36 @@ struct Watch {
     signals: Signals,
 }
 
-/// A store, and what in its directory no job of the fleet uses and cannot be read.
-type OpenedStore = (Box<dyn StateStore + Send>, Vec<Event>);
+/// A store, what in its directory no job of the fleet uses and cannot be read, and the job
+/// leases when the store is shared by several hosts.
+type OpenedStore = (
+    Box<dyn StateStore + Send>,
+    Vec<Event>,
+    Option<Arc<HostLeases>>,
+);
 
-/// Where wall-clock jobs keep their state: the fleet's state directory (locked for as long as
-/// the store lives, that is, the whole run), else memory. `None` (with the error printed) when
-/// the directory cannot be used or another host holds it.
+/// Where wall-clock jobs keep their state: the fleet's PostgreSQL database (with job leases),
+/// else its state directory (locked for as long as the store lives, that is, the whole run),
+/// else memory. `None` (with the error printed) when the database or directory cannot be used
+/// or another host holds the directory.
 fn open_store(plan: &FleetPlan) -> Option<OpenedStore> {
+    let host = &plan.fleet.host;
+    if let Some(url) = host.state_url.as_deref() {
+        let id = host.id.clone().unwrap_or_else(default_host_id);
+        let opened = HostLeases::connect(url, &id, host.lease_ttl).and_then(|leases| {
+            let leases = Arc::new(leases);
+            PostgresStateStore::open(url, Some(Arc::clone(&leases))).map(|store| (store, leases))
+        });
+        return match opened {
+            Ok((store, leases)) => Some((Box::new(store), Vec::new(), Some(leases))),
+            Err(err) => {
+                eprintln!("error: cannot use the state database (`[host] state`): {err}");
+                None
+            }
+        };
+    }
     let Some(dir) = plan.fleet.host.state_dir.as_deref() else {
-        return Some((Box::new(InMemoryStateStore::new()), Vec::new()));
+        return Some((Box::new(InMemoryStateStore::new()), Vec::new(), None));
     };
     match FileStateStore::open(dir) {
         Ok(store) => {
@@ -279,7 +305,7 @@ fn open_store(plan: &FleetPlan) -> Option<OpenedStore> {
                 .map(|j| (j.spec.name.as_str(), &j.spec.engine))
                 .collect();
             let ignored = ignored_state(&store, &jobs);
-            Some((Box::new(store), ignored))
+            Some((Box::new(store), ignored, None))
         }
         // The message names the directory and the holder.
         Err(err @ StateError::Locked { .. }) => {
@@ -292,6 +318,43 @@ fn open_store(plan: &FleetPlan) -> Option<OpenedStore> {
                 dir.display()
             );
             None
+        }
+    }
+}
+
+/// `[host] id` when unset: the machine's hostname and this process's id, unique among hosts
+/// running at once.
+fn default_host_id() -> String {
+    let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "host".to_string());
+    format!("{hostname}-{}", std::process::id())
+}
+
+/// The thread that renews this host's job leases while the fleet runs, and gives them up when
+/// it has stopped.
+struct Renewals {
+    stop: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl Renewals {
+    fn start(leases: Arc<HostLeases>, interval: Duration) -> Renewals {
+        let stop = Arc::new(AtomicBool::new(false));
+        let period = leases.renew_period(interval);
+        let thread_stop = Arc::clone(&stop);
+        let thread = std::thread::spawn(move || leases.run_renewals(period, &thread_stop));
+        Renewals { stop, thread }
+    }
+
+    /// Stops renewing and gives every lease up, so that the other hosts take the jobs now.
+    fn finish(self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if self.thread.join().is_err() {
+            eprintln!("warning: the lease thread panicked; the leases lapse after their TTL");
         }
     }
 }

@@ -14,8 +14,8 @@ use super::exit_codes;
 use super::run::{parse_duration_arg, report_interrupted, stop_on_ctrl_c};
 use crate::alignment::{BuiltIn, ModeCatalog};
 use crate::config::{
-    DEFAULT_INTERVAL, DEFAULT_PLUGIN_CALL_TIMEOUT, EngineSpec, FleetConfig, HostSettings,
-    JobConfig, JobSpec, Origin, PluginIsolation,
+    DEFAULT_INTERVAL, DEFAULT_LEASE_TTL, DEFAULT_PLUGIN_CALL_TIMEOUT, EngineSpec, FleetConfig,
+    HostSettings, JobConfig, JobSpec, Origin, PluginIsolation,
 };
 use crate::plan::plan_fleet;
 use crate::runner::{
@@ -145,6 +145,9 @@ pub(super) fn exec(args: SimulateArgs) -> u8 {
             plugin_call_timeout: DEFAULT_PLUGIN_CALL_TIMEOUT,
             listen: None,
             api_token: None,
+            state_url: None,
+            id: None,
+            lease_ttl: DEFAULT_LEASE_TTL,
         },
         jobs,
         warnings: Vec::new(),

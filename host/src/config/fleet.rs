@@ -64,7 +64,21 @@ const HOST_KEYS: &[&str] = &[
     "plugin-call-timeout",
     "listen",
     "api-token",
+    "state",
+    "id",
+    "lease-ttl",
 ];
+
+/// The lease TTL when `[host] lease-ttl` is unset.
+pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(30);
+
+/// The valid range of `[host] lease-ttl`: shorter than 200 ms, a host would spend its time
+/// renewing; longer than an hour, a dead host's jobs would wait that long for a new owner.
+const LEASE_TTL_RANGE: DurationRange = DurationRange {
+    min: Duration::from_millis(200),
+    max: Duration::from_secs(3600),
+    zero_means: None,
+};
 
 /// The `[host]` section.
 #[derive(Debug, Clone, PartialEq)]
@@ -84,6 +98,14 @@ pub struct HostSettings {
     /// The bearer token every request to the server must carry; required when `listen` is not
     /// a loopback address.
     pub api_token: Option<String>,
+    /// `[host] state`: the PostgreSQL database (`postgres://USER@HOST:PORT/DB`) several hosts
+    /// share the fleet through, instead of `state-dir`.
+    pub state_url: Option<String>,
+    /// `[host] id`: this host's name among the hosts sharing the database (default: hostname
+    /// and process id).
+    pub id: Option<String>,
+    /// `[host] lease-ttl`: how long a job's lease holds without renewal.
+    pub lease_ttl: Duration,
 }
 
 /// Why a listen address cannot be used as it is.
@@ -259,6 +281,9 @@ pub fn parse_fleet_with(
         plugin_call_timeout: DEFAULT_PLUGIN_CALL_TIMEOUT,
         listen: None,
         api_token: None,
+        state_url: None,
+        id: None,
+        lease_ttl: DEFAULT_LEASE_TTL,
     };
     let mut defaults = JobConfig::new();
     let mut jobs = Vec::new();
@@ -446,6 +471,13 @@ impl Parser<'_> {
             return;
         };
         self.host_keys(table, base, host);
+        if host.state_url.is_some() && host.state_dir.is_some() {
+            self.error(
+                value,
+                "host.state",
+                "`state` and `state-dir` cannot both be set: choose the database or the directory",
+            );
+        }
         if let Some(addr) = host.listen
             && let Err(why) = check_listen(addr, host.api_token.as_deref())
         {
@@ -521,6 +553,40 @@ impl Parser<'_> {
                 "api-token" => {
                     if let Some(token) = self.string(value, &path) {
                         host.api_token = Some(token);
+                    }
+                }
+                "state" => {
+                    if let Some(url) = self.string(value, &path) {
+                        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+                            host.state_url = Some(url);
+                        } else {
+                            self.error(
+                                value,
+                                &path,
+                                "expected a PostgreSQL URL such as \"postgres://flowscale@127.0.0.1:5432/flowscale\" (for files, use `state-dir`)",
+                            );
+                        }
+                    }
+                }
+                "id" => {
+                    if let Some(id) = self.string(value, &path) {
+                        if id.trim().is_empty() || id.len() > 200 {
+                            self.error(value, &path, "must be 1 to 200 characters");
+                        } else {
+                            host.id = Some(id);
+                        }
+                    }
+                }
+                "lease-ttl" => {
+                    if let Some(d) = self.duration(value, &path) {
+                        match LEASE_TTL_RANGE.check(d) {
+                            Ok(()) => host.lease_ttl = d,
+                            Err(why) => self.error(
+                                value,
+                                &path,
+                                &format!("`{}` is {why}", format_duration(d)),
+                            ),
+                        }
                     }
                 }
                 other => self.unknown(key, other, "host", HOST_KEYS),
@@ -1022,6 +1088,44 @@ duration = "forever"
             job.config.get("scaling.alignment.mode"),
             Some("EVENLY_SPREAD")
         );
+    }
+
+    #[test]
+    fn a_shared_database_with_a_host_id_and_lease_ttl() {
+        let fleet = Path::new("fleet.toml");
+        let text = "[host]\nstate = \"postgres://fs@127.0.0.1:5432/fs\"\nid = \"east-1\"\nlease-ttl = \"10s\"\n";
+        let host = parse_fleet(fleet, text).expect("valid").host;
+        assert_eq!(
+            host.state_url.as_deref(),
+            Some("postgres://fs@127.0.0.1:5432/fs")
+        );
+        assert_eq!(host.id.as_deref(), Some("east-1"));
+        assert_eq!(host.lease_ttl, Duration::from_secs(10));
+        let host = parse_fleet(fleet, "").expect("valid").host;
+        assert_eq!((host.state_url, host.id), (None, None));
+        assert_eq!(host.lease_ttl, Duration::from_secs(30));
+
+        let errors = parse_fleet(
+            fleet,
+            "[host]\nstate = \"mysql://x/y\"\nlease-ttl = \"10ms\"\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            errors.contains("fleet.toml:2: host.state: expected a PostgreSQL URL"),
+            "{errors}"
+        );
+        assert!(
+            errors.contains("fleet.toml:3: host.lease-ttl: `10ms` is out of range"),
+            "{errors}"
+        );
+        let errors = parse_fleet(
+            fleet,
+            "[host]\nstate = \"postgres://x/y\"\nstate-dir = \"dir\"\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(errors.contains("cannot both be set"), "{errors}");
     }
 
     #[test]

@@ -15,6 +15,7 @@ use crate::state::StateStore;
 
 use super::engines::{NamedEngine, OpenedEngines, open_engines};
 use super::job::{JobRunner, PersistError};
+use super::lease::JobLease;
 use super::live::{Follower, LiveEntry};
 use super::pace::{self, Pace};
 use super::report::CycleReport;
@@ -435,15 +436,33 @@ fn drive_wall<E: Engine>(
     let options = steering.options;
     let started = Instant::now();
     let mut gone = false;
+    let mut lease = JobLease::of(options.store, runner.name());
     loop {
         first_events.extend(take_changes(runner, follower));
         let now = wall_ms();
         let step_started = Instant::now();
-        if let Some(report) = runner.step(now, std::mem::take(&mut first_events)) {
-            gone = report.job_gone;
-            tally.account(&report);
+        let mut lease_events = Vec::new();
+        let acting = lease
+            .as_mut()
+            .is_none_or(|lease| lease.before_step(runner, options.store, &mut lease_events));
+        if !acting {
+            // Not this host's job now: only what the lease did is reported.
+            if !lease_events.is_empty() {
+                let mut report = CycleReport::new(runner.name(), now);
+                report.events = lease_events;
+                (tally.sink)(&report);
+            }
+        } else {
+            first_events.extend(lease_events);
+            if let Some(report) = runner.step(now, std::mem::take(&mut first_events)) {
+                gone = report.job_gone;
+                tally.account(&report);
+            }
+            persist(runner, options.store, now, tally);
+            if let Some(lease) = &lease {
+                lease.after_step(runner, now);
+            }
         }
-        persist(runner, options.store, now, tally);
         if options.once
             || runner.is_finished()
             || (gone && !await_return)

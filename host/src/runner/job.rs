@@ -4,6 +4,7 @@
 //! executor → engine. A failing engine call becomes an event; the job goes on at its next step.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::alignment::JobAlignment;
@@ -12,7 +13,9 @@ use crate::engine::{Engine, EngineError, JobObservation, JobStatus};
 use crate::events::{Event, EventReason, Severity};
 use crate::plan::{COOLDOWN_PERIOD_KEY, JobSettings};
 use crate::scaling::{Autoscaler, JobScalingState, REPORT_HEADER_ENABLED};
-use crate::state::{DEFAULT_EVENT_CAPACITY, EventLog, StateError, StateStore, save, sections};
+use crate::state::{
+    DEFAULT_EVENT_CAPACITY, EventLog, JobLeases, StateError, StateStore, save, sections,
+};
 
 use super::cooldown::{CooldownExecutor, CooldownState};
 use super::report::{CycleReport, format_time};
@@ -50,6 +53,8 @@ pub struct JobRunner<E: Engine> {
     rate_settings: Option<BackpressureSettings>,
     scaling: JobScalingState,
     events: EventLog,
+    /// With shared state: the leases and this host's token, which every rescale must pass.
+    fence: Option<(Arc<dyn JobLeases>, i64)>,
 }
 
 impl<E: Engine> JobRunner<E> {
@@ -79,6 +84,7 @@ impl<E: Engine> JobRunner<E> {
                 Duration::from_millis(u64::try_from(settings.event_interval_ms).unwrap_or(0)),
                 DEFAULT_EVENT_CAPACITY,
             ),
+            fence: None,
         }
     }
 
@@ -143,6 +149,33 @@ impl<E: Engine> JobRunner<E> {
             self.events = log.restore(state);
         }
         Ok(restored.report)
+    }
+
+    /// Continues a job this host just took the lease of: forgets what it knew of the job (from
+    /// an earlier lease, now stale), reads what the previous owner stored, and from now on
+    /// sends a rescale only while `token` is the job's current one.
+    pub fn take_over(
+        &mut self,
+        store: &mut dyn StateStore,
+        leases: Arc<dyn JobLeases>,
+        token: i64,
+    ) -> Result<Vec<Event>, RestoreError> {
+        let period = Duration::from_millis(u64::try_from(self.cooldown.period_ms()).unwrap_or(0));
+        self.cooldown = CooldownExecutor::new(self.name.clone(), period);
+        self.scaling = JobScalingState::default();
+        self.fence = Some((leases, token));
+        self.restore(store)
+    }
+
+    /// Stops sending rescales: the lease is gone.
+    pub fn lose_lease(&mut self) {
+        self.fence = None;
+    }
+
+    /// True while the job must not move to another host: a cooldown period runs or decisions
+    /// wait in its queue (a rescale in flight is within the period it started).
+    pub fn is_busy(&self, now_ms: i64) -> bool {
+        self.cooldown.in_cooldown(now_ms) || !self.cooldown.state().queue.is_empty()
     }
 
     /// Takes a changed configuration from the next cycle on, keeping what the job has learned:
@@ -361,6 +394,21 @@ impl<E: Engine> JobRunner<E> {
         events.extend(cooled.events);
         if let Some(operation) = cooled.operation {
             let full = operation.full_parallelism(&running);
+            let fenced = self
+                .fence
+                .as_ref()
+                .and_then(|(leases, token)| leases.admit(&self.name, *token, &full).err());
+            if let Some(why) = fenced {
+                events.push(
+                    Event::new(
+                        EventReason::RescaleFenced,
+                        Severity::Warning,
+                        format!("rescale to {full:?} not sent: {why}"),
+                    )
+                    .job(&self.name),
+                );
+                return;
+            }
             match self.engine.rescale(&full) {
                 Ok(()) => {
                     self.scaling
@@ -434,7 +482,10 @@ fn dedupe_key(event: &Event) -> Dedupe {
             EventReason::ScalingReport
             | EventReason::AutoscalerError
             | EventReason::StateQuarantined
-            | EventReason::StateFileIgnored,
+            | EventReason::StateFileIgnored
+            | EventReason::LeaseAcquired
+            | EventReason::LeaseLost
+            | EventReason::RescaleFenced,
             _,
         ) => Dedupe::Never,
         (_, Some(key)) => Dedupe::Key(key.clone()),

@@ -4,6 +4,7 @@ mod cooldown;
 mod engines;
 mod fleet;
 mod job;
+mod lease;
 mod live;
 mod pace;
 mod report;

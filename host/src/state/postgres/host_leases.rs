@@ -8,13 +8,10 @@ use std::time::{Duration, Instant};
 
 use postgres::{Client, NoTls};
 
-use super::db_error;
+use super::error::db_error;
 use super::round::{DB_NOW_MS, RoundOutcome, leave, run_round};
 use super::schema::migrate;
 use crate::state::{Fenced, JobLeases, StateError};
-
-/// The lease TTL when `[host] lease-ttl` is unset.
-pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(30);
 
 /// A lease as this host sees it.
 #[derive(Debug, Clone, Copy)]

@@ -13,6 +13,7 @@
 //! The client is the synchronous `postgres` crate: the host runs a thread per job, and each
 //! statement here is short.
 
+mod error;
 mod host_leases;
 pub mod round;
 mod schema;
@@ -21,11 +22,9 @@ mod store;
 #[cfg(test)]
 mod tests;
 
-pub use host_leases::{DEFAULT_LEASE_TTL, HostLeases};
+pub use host_leases::HostLeases;
 pub use schema::{SCHEMA_VERSION, migrate};
 pub use store::PostgresStateStore;
-
-use crate::state::StateError;
 
 /// The URL schemes `[host] state` accepts.
 pub const URL_SCHEMES: &[&str] = &["postgres://", "postgresql://"];
@@ -33,12 +32,4 @@ pub const URL_SCHEMES: &[&str] = &["postgres://", "postgresql://"];
 /// True when `state` names a PostgreSQL database.
 pub fn is_postgres_url(state: &str) -> bool {
     URL_SCHEMES.iter().any(|s| state.starts_with(s))
-}
-
-/// Turns a client error into a [`StateError::Database`] saying what was being done.
-fn db_error(action: &str) -> impl FnOnce(postgres::Error) -> StateError + '_ {
-    move |source| StateError::Database {
-        action: action.to_string(),
-        source,
-    }
 }

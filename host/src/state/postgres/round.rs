@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use postgres::Transaction;
 
-use super::db_error;
+use super::error::db_error;
 use crate::state::StateError;
 
 /// The key of the advisory lock that serializes lease rounds.

@@ -8,7 +8,7 @@
 
 use postgres::Client;
 
-use super::db_error;
+use super::error::db_error;
 use crate::state::StateError;
 
 /// The key of the advisory lock migrations take (any constant; "flowscale" in ASCII, folded).

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use postgres::{Client, NoTls};
 
-use super::db_error;
+use super::error::db_error;
 use super::host_leases::HostLeases;
 use super::schema::migrate;
 use crate::state::{JobLeases, StateError, StateStore};

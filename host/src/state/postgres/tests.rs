@@ -8,7 +8,7 @@ use postgres::{Client, NoTls};
 
 use super::round::{leave, run_round};
 use super::*;
-use crate::state::{JobLeases, StateStore};
+use crate::state::{JobLeases, StateError, StateStore};
 
 const NEEDS: &str = "needs PostgreSQL: .ci/run starts one (FLOWSCALE_POSTGRES_URL)";
 
