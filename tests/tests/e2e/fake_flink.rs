@@ -48,11 +48,14 @@ fn records_between(from_s: f64, to_s: f64) -> f64 {
 struct Job {
     parallelism: BTreeMap<&'static str, u32>,
     running_since_ms: i64,
+    /// Resource requirements applied so far (rescales).
+    rescales: usize,
 }
 
 /// The running fake; stops when dropped.
 pub struct FakeFlink {
     addr: SocketAddr,
+    job: Arc<Mutex<Job>>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
@@ -65,9 +68,11 @@ impl FakeFlink {
         let job = Arc::new(Mutex::new(Job {
             parallelism: VERTICES.iter().map(|(id, _, p, _)| (*id, *p)).collect(),
             running_since_ms: now_ms() - 3_600_000,
+            rescales: 0,
         }));
         let stop = Arc::new(AtomicBool::new(false));
         let thread = {
+            let job = Arc::clone(&job);
             let stop = Arc::clone(&stop);
             std::thread::spawn(move || {
                 for stream in listener.incoming() {
@@ -82,6 +87,7 @@ impl FakeFlink {
         };
         FakeFlink {
             addr,
+            job,
             stop,
             thread: Some(thread),
         }
@@ -90,6 +96,11 @@ impl FakeFlink {
     /// The REST endpoint.
     pub fn url(&self) -> String {
         format!("http://{}", self.addr)
+    }
+
+    /// How many rescales (resource requirements) were applied.
+    pub fn rescales(&self) -> usize {
+        self.job.lock().unwrap_or_else(|e| e.into_inner()).rescales
     }
 }
 
@@ -253,6 +264,7 @@ fn apply(job: &mut Job, body: &[u8]) -> (u16, Value) {
         }
     }
     job.running_since_ms = now_ms();
+    job.rescales += 1;
     (200, json!({}))
 }
 

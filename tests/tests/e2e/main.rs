@@ -3,7 +3,9 @@
 //! Where things go: `align` for the alignment command, `validate` for configuration checking,
 //! `plugin_loading` for the plugins directory, `isolation` for plugins in worker processes,
 //! `run` for `run` and `simulate`, `state` for `run` with a state directory (killed, corrupted,
-//! locked), `reload` for a fleet file edited while `run` runs, `flink` for `flowscale run` against
+//! locked), `reload` for a fleet file edited while `run` runs, `multi_host` for several hosts
+//! sharing a fleet through PostgreSQL (`#[ignore]`d: it runs with `--ignored` and
+//! `FLOWSCALE_POSTGRES_URL`, which `.ci/run` sets), `flink` for `flowscale run` against
 //! a real Flink cluster (`#[ignore]`d: it runs with `--ignored` and `FLOWSCALE_FLINK_E2E=1`).
 //! Shared helpers live in `harness`; `fake_flink` serves a Flink REST API for wall-clock jobs
 //! without a cluster.
@@ -13,6 +15,7 @@ mod fake_flink;
 mod flink;
 mod harness;
 mod isolation;
+mod multi_host;
 mod plugin_loading;
 mod readme;
 mod reload;
