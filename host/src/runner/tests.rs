@@ -530,3 +530,109 @@ fn an_engine_still_unreachable_after_a_restart_is_reported_at_its_first_step() {
         0
     );
 }
+
+/// Leases that admit every rescale until `refuse` is set, recording each attempt.
+#[derive(Default)]
+struct StubLeases {
+    refuse: std::sync::atomic::AtomicBool,
+    attempts: std::sync::Mutex<Vec<(i64, bool)>>,
+}
+
+impl crate::state::JobLeases for StubLeases {
+    fn host_id(&self) -> &str {
+        "stub"
+    }
+    fn want(&self, _: &str) {}
+    fn unwant(&self, _: &str) {}
+    fn set_busy(&self, _: &str, _: bool) {}
+    fn held(&self, _: &str) -> Option<i64> {
+        Some(1)
+    }
+    fn admit(
+        &self,
+        _: &str,
+        token: i64,
+        _: &BTreeMap<String, u32>,
+    ) -> Result<(), crate::state::Fenced> {
+        let refused = self.refuse.load(std::sync::atomic::Ordering::Relaxed);
+        self.attempts
+            .lock()
+            .expect("attempts")
+            .push((token, !refused));
+        if refused {
+            Err(crate::state::Fenced::Superseded {
+                token,
+                current: token + 1,
+                owner: Some("other".into()),
+            })
+        } else {
+            Ok(())
+        }
+    }
+}
+
+#[test]
+fn a_taken_over_job_resumes_its_state_and_a_fenced_rescale_is_not_sent() {
+    use std::sync::Arc;
+    use std::sync::atomic::Ordering;
+
+    use crate::state::{InMemoryStateStore, JobLeases, StateStore};
+    let config: &[(&str, &str)] = &[FAST, &[("scaling-cooldown-period", "45 min")]].concat();
+    // The previous owner queued a decision and stored its state.
+    let (first, queued_at) = queued_runner(config);
+    let mut store = InMemoryStateStore::new();
+    first.persist(&mut store).expect("persisted");
+    store.flush().expect("flushed");
+
+    // A runner that ran on its own before (stale state) takes the job over: it resumes the
+    // stored cooldown queue and events, not its own.
+    let mut heir = runner(
+        example("diurnal.toml"),
+        &[FAST, &[("scaling-cooldown-period", "0")]].concat(),
+    );
+    run(&mut heir, 2);
+    let leases = Arc::new(StubLeases::default());
+    let reported = heir
+        .take_over(&mut store, Arc::clone(&leases) as Arc<dyn JobLeases>, 5)
+        .expect("taken over");
+    assert!(reported.is_empty(), "{reported:?}");
+    assert_eq!(heir.cooldown_state(), first.cooldown_state());
+    assert_eq!(
+        heir.events().events().count(),
+        first.events().events().count()
+    );
+
+    // Run on (after the heir's own 2 h): every rescale passes the fence with the heir's
+    // token and reaches the engine; once the fence refuses, none does.
+    let mut now = queued_at.max(2 * 3_600_000) + heir.step_ms();
+    let attempts = |l: &StubLeases| l.attempts.lock().expect("attempts").len();
+    let mut sent = 0;
+    while attempts(&leases) == 0 {
+        assert!(now <= 40 * 3_600_000, "no rescale was attempted");
+        sent += usize::from(
+            heir.step(now, Vec::new())
+                .is_some_and(|r| r.operation.is_some()),
+        );
+        now += heir.step_ms();
+    }
+    assert_eq!(sent, 1, "the admitted rescale was sent");
+    leases.refuse.store(true, Ordering::Relaxed);
+    let mut sent_after = 0;
+    while attempts(&leases) == 1 {
+        assert!(now <= 80 * 3_600_000, "no rescale was attempted");
+        sent_after += usize::from(
+            heir.step(now, Vec::new())
+                .is_some_and(|r| r.operation.is_some()),
+        );
+        now += heir.step_ms();
+    }
+    assert_eq!(sent_after, 0, "the refused rescale was not sent");
+    let attempts = leases.attempts.lock().expect("attempts").clone();
+    assert_eq!(attempts, [(5, true), (5, false)]);
+    assert!(
+        heir.events()
+            .events()
+            .any(|e| e.event.reason == EventReason::RescaleFenced),
+        "the refusal is reported"
+    );
+}

@@ -18,8 +18,8 @@ use utoipa::{OpenApi, ToSchema};
 
 use super::shared::{AppState, MAX_BODY_BYTES, REQUEST_TIMEOUT};
 use super::view::{
-    CooldownView, DecisionSummary, DecisionView, EventView, JobDetail, JobSummary, Point,
-    VertexDecisionView, VertexView,
+    CooldownView, DecisionSummary, DecisionView, EventView, JobDetail, JobSummary, LeaseView,
+    Point, VertexDecisionView, VertexView,
 };
 use super::{auth, dashboard, metrics};
 
@@ -145,6 +145,7 @@ pub(super) struct AlignErrorDoc {
         ApiError,
         Readiness,
         JobSummary,
+        LeaseView,
         DecisionSummary,
         JobDetail,
         VertexView,

@@ -12,7 +12,7 @@ use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 
 use super::shared::AppState;
-use super::view::{JobDetail, Point};
+use super::view::{JobDetail, JobSummary, Point};
 
 /// Seconds between two reloads of a page.
 pub(super) const REFRESH_SECONDS: u32 = 3;
@@ -115,7 +115,7 @@ async fn fleet(State(state): State<Arc<AppState>>) -> Html<String> {
             encode_segment(&j.job),
             escape(&j.engine),
             escape(&j.mode),
-            escape(&j.status),
+            escape(&status_with_lease(j)),
             j.steps,
             decision
         );
@@ -125,6 +125,14 @@ async fn fleet(State(state): State<Arc<AppState>>) -> Html<String> {
         body.push_str("<p class=\"muted\">No jobs yet.</p>");
     }
     page("Fleet", &body)
+}
+
+/// The job's status, and with shared state whether this host holds its lease.
+fn status_with_lease(j: &JobSummary) -> String {
+    match j.lease {
+        Some(lease) if lease.held => format!("{} (lease held, token {})", j.status, lease.token),
+        _ => j.status.clone(),
+    }
 }
 
 async fn job(State(state): State<Arc<AppState>>, Path(name): Path<String>) -> Response {

@@ -75,6 +75,8 @@ pub struct Metrics {
     engine_errors: Family<JobLabels, Counter>,
     cycle_duration: Histogram,
     plugins_loaded: Gauge<i64, AtomicI64>,
+    lease_held: Family<JobLabels, Gauge>,
+    lease_token: Family<JobLabels, Gauge>,
 }
 
 impl Default for Metrics {
@@ -131,6 +133,18 @@ impl Metrics {
             "Plugin files loaded from the plugins directory",
             plugins_loaded.clone(),
         );
+        let lease_held = Family::<JobLabels, Gauge>::default();
+        registry.register(
+            "flowscale_lease_held",
+            "With state shared by several hosts: 1 while this host holds the job's lease",
+            lease_held.clone(),
+        );
+        let lease_token = Family::<JobLabels, Gauge>::default();
+        registry.register(
+            "flowscale_lease_token",
+            "The fencing token of the job's lease this host last held",
+            lease_token.clone(),
+        );
         let build = Family::<BuildLabels, Gauge>::default();
         build
             .get_or_create(&BuildLabels {
@@ -151,6 +165,8 @@ impl Metrics {
             engine_errors,
             cycle_duration,
             plugins_loaded,
+            lease_held,
+            lease_token,
         }
     }
 
@@ -193,6 +209,17 @@ impl Metrics {
         }
         if report.engine_failed {
             self.engine_errors.get_or_create(&job).inc();
+        }
+        for event in &report.events {
+            let held = match event.reason {
+                EventReason::LeaseAcquired => 1,
+                EventReason::LeaseLost => 0,
+                _ => continue,
+            };
+            self.lease_held.get_or_create(&job).set(held);
+            if let Some(&token) = event.details.get("token") {
+                self.lease_token.get_or_create(&job).set(token);
+            }
         }
         let faults = report
             .events

@@ -106,6 +106,53 @@ fn post(addr: SocketAddr, path: &str, body: &[u8]) -> (u16, String) {
 }
 
 #[test]
+fn the_view_and_the_metrics_show_whether_this_host_holds_a_jobs_lease() {
+    let view = FleetView::new();
+    view.add_job("j", "flink", "BALANCED");
+    view.add_job("k", "flink", "BALANCED");
+    assert_eq!(view.jobs()[0].lease, None, "no shared state: no lease");
+    let mut acquired = report("j", 10_000, 10, None);
+    acquired.events.push(
+        Event::new(EventReason::LeaseAcquired, Severity::Normal, "taken")
+            .job("j")
+            .detail("token", 7),
+    );
+    view.record(&acquired);
+    let mut lost = report("k", 10_000, 10, None);
+    lost.events.push(
+        Event::new(EventReason::LeaseLost, Severity::Warning, "lost")
+            .job("k")
+            .detail("token", 3),
+    );
+    view.record(&lost);
+    let jobs = view.jobs();
+    assert_eq!(
+        jobs[0].lease,
+        Some(crate::serve::view::LeaseView {
+            held: true,
+            token: 7
+        })
+    );
+    assert_eq!(
+        jobs[1].lease,
+        Some(crate::serve::view::LeaseView {
+            held: false,
+            token: 3
+        })
+    );
+    assert_eq!(jobs[1].status, "another host holds the lease");
+    let text = view.metrics().encode_text();
+    for line in [
+        "flowscale_lease_held{job=\"j\"} 1",
+        "flowscale_lease_token{job=\"j\"} 7",
+        "flowscale_lease_held{job=\"k\"} 0",
+        "flowscale_lease_token{job=\"k\"} 3",
+    ] {
+        assert!(text.lines().any(|l| l == line), "no `{line}` in:\n{text}");
+    }
+}
+
+#[test]
 fn the_view_keeps_the_last_decision_and_the_metrics_count_steps() {
     let view = FleetView::new();
     view.add_job("j", "sim", "BALANCED");

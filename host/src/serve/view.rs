@@ -12,7 +12,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::metrics::Metrics;
-use crate::events::Event;
+use crate::events::{Event, EventReason};
 use crate::runner::CycleReport;
 use crate::scaling::CycleStage;
 
@@ -41,6 +41,18 @@ pub struct JobSummary {
     pub reached: bool,
     /// The last decision: when (engine time, ms) and in words.
     pub last_decision: Option<DecisionSummary>,
+    /// With state shared by several hosts (`[host] state`): whether this host holds the job's
+    /// lease, and under which fencing token it last held it. `null` without shared state.
+    pub lease: Option<LeaseView>,
+}
+
+/// This host's lease of a job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+pub struct LeaseView {
+    /// This host holds the lease and acts on the job; otherwise another host does.
+    pub held: bool,
+    /// The fencing token of the last lease this host held.
+    pub token: i64,
 }
 
 /// A decision in a line.
@@ -187,6 +199,7 @@ struct JobEntry {
     /// Keep every `stride`-th point once the series is full.
     stride: u64,
     skipped: u64,
+    lease: Option<LeaseView>,
 }
 
 impl JobEntry {
@@ -206,6 +219,7 @@ impl JobEntry {
             series: VecDeque::new(),
             stride: 1,
             skipped: 0,
+            lease: None,
         }
     }
 
@@ -221,6 +235,7 @@ impl JobEntry {
                 at_ms: d.at_ms,
                 text: d.text.clone(),
             }),
+            lease: self.lease,
         }
     }
 
@@ -250,6 +265,17 @@ impl Default for FleetView {
     fn default() -> Self {
         FleetView::new()
     }
+}
+
+/// What a lease event says of this host's lease.
+fn lease_of(event: &Event) -> Option<LeaseView> {
+    let held = match event.reason {
+        EventReason::LeaseAcquired => true,
+        EventReason::LeaseLost => false,
+        _ => return None,
+    };
+    let token = event.details.get("token").copied().unwrap_or(0);
+    Some(LeaseView { held, token })
 }
 
 /// Words for a stage.
@@ -417,6 +443,12 @@ impl FleetView {
             }
             for event in &report.events {
                 entry.events.push_front(event_view(report.at_ms, event));
+                if let Some(lease) = lease_of(event) {
+                    if !lease.held {
+                        entry.status = "another host holds the lease".into();
+                    }
+                    entry.lease = Some(lease);
+                }
             }
             entry.events.truncate(MAX_EVENTS);
             entry.mode.clone()
