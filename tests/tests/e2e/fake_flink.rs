@@ -56,6 +56,7 @@ struct Job {
 pub struct FakeFlink {
     addr: SocketAddr,
     job: Arc<Mutex<Job>>,
+    held: Arc<Held>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
@@ -71,7 +72,9 @@ impl FakeFlink {
             rescales: 0,
         }));
         let stop = Arc::new(AtomicBool::new(false));
+        let held = Arc::new(Held::default());
         let thread = {
+            let held = Arc::clone(&held);
             let job = Arc::clone(&job);
             let stop = Arc::clone(&stop);
             std::thread::spawn(move || {
@@ -81,13 +84,15 @@ impl FakeFlink {
                     }
                     let Ok(stream) = stream else { continue };
                     let job = Arc::clone(&job);
-                    std::thread::spawn(move || serve(stream, &job));
+                    let held = Arc::clone(&held);
+                    std::thread::spawn(move || serve(stream, &job, &held));
                 }
             })
         };
         FakeFlink {
             addr,
             job,
+            held,
             stop,
             thread: Some(thread),
         }
@@ -102,6 +107,29 @@ impl FakeFlink {
     pub fn rescales(&self) -> usize {
         self.job.lock().unwrap_or_else(|e| e.into_inner()).rescales
     }
+
+    /// Holds every answer to a metrics request until [`FakeFlink::release`] (a host's step
+    /// then waits in the middle, between its lease check and its decision).
+    pub fn hold(&self) {
+        self.held.on.store(true, Ordering::SeqCst);
+    }
+
+    /// Answers the held requests.
+    pub fn release(&self) {
+        self.held.on.store(false, Ordering::SeqCst);
+    }
+
+    /// How many requests wait for [`FakeFlink::release`].
+    pub fn waiting(&self) -> usize {
+        self.held.waiting.load(Ordering::SeqCst)
+    }
+}
+
+/// Requests held back on purpose.
+#[derive(Default)]
+struct Held {
+    on: AtomicBool,
+    waiting: std::sync::atomic::AtomicUsize,
 }
 
 impl Drop for FakeFlink {
@@ -121,7 +149,7 @@ fn now_ms() -> i64 {
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
-fn serve(stream: TcpStream, job: &Mutex<Job>) {
+fn serve(stream: TcpStream, job: &Mutex<Job>, held: &Held) {
     let Ok(mut writer) = stream.try_clone() else {
         return;
     };
@@ -148,6 +176,13 @@ fn serve(stream: TcpStream, job: &Mutex<Job>) {
     let mut body = vec![0u8; length];
     if reader.read_exact(&mut body).is_err() {
         return;
+    }
+    if target.contains("/metrics?get=") && held.on.load(Ordering::SeqCst) {
+        held.waiting.fetch_add(1, Ordering::SeqCst);
+        while held.on.load(Ordering::SeqCst) {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        held.waiting.fetch_sub(1, Ordering::SeqCst);
     }
     let (status, answer) = {
         let mut job = job.lock().unwrap_or_else(|e| e.into_inner());

@@ -6,9 +6,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use postgres::{Client, NoTls};
+use postgres::Client;
 
-use super::error::db_error;
+use super::error::{connect, db_error};
 use super::round::{DB_NOW_MS, RoundOutcome, leave, run_round};
 use super::schema::migrate;
 use crate::state::{Fenced, JobLeases, StateError};
@@ -28,6 +28,8 @@ struct Book {
     wanted: BTreeSet<String>,
     busy: BTreeSet<String>,
     held: BTreeMap<String, Held>,
+    /// The token of the last lease this host held of each job, also once it is given up.
+    last_tokens: BTreeMap<String, i64>,
 }
 
 /// One host's leases over a shared database.
@@ -52,7 +54,7 @@ impl HostLeases {
     /// Connects host `id` to the database at `url` (creating or migrating the schema), with
     /// leases valid for `ttl`. Nothing is claimed until the first [`HostLeases::renew`].
     pub fn connect(url: &str, id: &str, ttl: Duration) -> Result<HostLeases, StateError> {
-        let mut client = Client::connect(url, NoTls).map_err(db_error("connect"))?;
+        let mut client = connect(url, Some(ttl))?;
         migrate(&mut client)?;
         Ok(HostLeases {
             id: id.to_string(),
@@ -82,7 +84,7 @@ impl HostLeases {
     fn client(&self) -> Result<MutexGuard<'_, Client>, StateError> {
         let mut client = self.client.lock().unwrap_or_else(|e| e.into_inner());
         if client.is_closed() {
-            *client = Client::connect(&self.url, NoTls).map_err(db_error("reconnect"))?;
+            *client = connect(&self.url, Some(self.ttl))?;
         }
         Ok(client)
     }
@@ -91,10 +93,8 @@ impl HostLeases {
     /// out the load. A failed round changes nothing here: the leases lapse at their own time.
     pub fn renew(&self) -> Result<RoundOutcome, StateError> {
         let started = Instant::now();
-        let (wanted, busy) = {
-            let book = self.book();
-            (book.wanted.clone(), book.busy.clone())
-        };
+        let wanted = self.book().wanted.clone();
+        let busy = || self.book().busy.clone();
         let ttl_ms = i64::try_from(self.ttl.as_millis()).unwrap_or(i64::MAX / 4);
         let outcome = {
             let mut client = self.client()?;
@@ -106,11 +106,23 @@ impl HostLeases {
             outcome
         };
         let until = started + self.ttl;
-        self.book().held = outcome
+        let mut book = self.book();
+        book.held = outcome
             .held
             .iter()
             .map(|(job, &token)| (job.clone(), Held { token, until }))
             .collect();
+        book.last_tokens.extend(
+            outcome
+                .held
+                .iter()
+                .map(|(job, &token)| (job.clone(), token)),
+        );
+        // A job just taken is not given up again before its loop stored a step under the new
+        // lease (JobLeases::set_busy after the step clears it): what that step decided would
+        // be lost to the next owner.
+        book.busy.extend(outcome.claimed.iter().cloned());
+        drop(book);
         Ok(outcome)
     }
 
@@ -146,6 +158,13 @@ impl HostLeases {
         let mut tx = client.transaction().map_err(db_error("begin leaving"))?;
         leave(&mut tx, &self.id)?;
         tx.commit().map_err(db_error("commit leaving"))
+    }
+
+    /// The token of the last lease this host held of `job`, held now or not. The job's state
+    /// may still be written under it while no other host claimed the job since (a claim
+    /// increments the token): what this host decided before giving the job up is not lost.
+    pub fn last_token(&self, job: &str) -> Option<i64> {
+        self.book().last_tokens.get(job).copied()
     }
 
     /// Every job this host holds now, with its token.
@@ -228,6 +247,11 @@ impl JobLeases for HostLeases {
         )
         .map_err(db_error("record the operation"))
         .map_err(unavailable)?;
+        if admitted {
+            // Before the row lock goes: a round waiting for it must not give the job up until
+            // the job's loop stored what it is about to do.
+            self.set_busy(job, true);
+        }
         tx.commit()
             .map_err(db_error("commit the operation"))
             .map_err(unavailable)?;

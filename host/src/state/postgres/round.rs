@@ -151,13 +151,16 @@ pub struct RoundOutcome {
 }
 
 /// Runs `me`'s round over `jobs` in `tx` (committed by the caller): `now_ms` or the database's
-/// clock, a heartbeat valid for `ttl_ms`, then [`plan_round`] applied.
+/// clock, a heartbeat valid for `ttl_ms`, then [`plan_round`] applied. `busy` is asked once the
+/// lease rows are locked: a rescale admitted meanwhile (its fence holds the row lock until it
+/// commits, and marks the job busy before) is seen, so its job is not given up before its
+/// state is stored.
 pub fn run_round(
     tx: &mut Transaction<'_>,
     me: &str,
     ttl_ms: i64,
     jobs: &BTreeSet<String>,
-    busy: &BTreeSet<String>,
+    busy: &dyn Fn() -> BTreeSet<String>,
     now_ms: Option<i64>,
 ) -> Result<RoundOutcome, StateError> {
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&ROUND_LOCK])
@@ -213,7 +216,7 @@ pub fn run_round(
         claimed: Vec::new(),
         released: Vec::new(),
     };
-    for action in plan_round(me, now_ms, ttl_ms, &rows, &live, busy) {
+    for action in plan_round(me, now_ms, ttl_ms, &rows, &live, &busy()) {
         match action {
             LeaseAction::Renew(job) => {
                 tx.execute(

@@ -5,9 +5,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use postgres::{Client, NoTls};
+use postgres::Client;
 
-use super::error::db_error;
+use super::error::{connect, db_error};
 use super::host_leases::HostLeases;
 use super::schema::migrate;
 use crate::state::{JobLeases, StateError, StateStore};
@@ -20,8 +20,10 @@ type Sections = BTreeMap<String, serde_json::Value>;
 /// Reads are served from memory (every job's sections are read at open, a job's again by
 /// [`StateStore::refresh`] when it changes hands); [`StateStore::flush`] writes every job
 /// changed since the last flush in one transaction. With leases, a job's sections are written
-/// only while this host's fencing token is the job's current one, checked under a row lock in
-/// that same transaction: a host that lost a job cannot overwrite what the new owner stores.
+/// only while the token of the last lease this host held is the job's current one, checked
+/// under a row lock in that same transaction: a host that lost a job to another cannot
+/// overwrite what the new owner stores, and a host that gave a job up still stores what it
+/// decided before the next owner reads it.
 pub struct PostgresStateStore {
     url: String,
     client: Client,
@@ -47,7 +49,8 @@ impl PostgresStateStore {
         url: &str,
         leases: Option<Arc<HostLeases>>,
     ) -> Result<PostgresStateStore, StateError> {
-        let mut client = Client::connect(url, NoTls).map_err(db_error("connect"))?;
+        let ttl = leases.as_ref().map(|l| l.ttl());
+        let mut client = connect(url, ttl)?;
         migrate(&mut client)?;
         let mut store = PostgresStateStore {
             url: url.to_string(),
@@ -77,17 +80,18 @@ impl PostgresStateStore {
     /// A new connection when the old one broke (the server restarted, the network dropped).
     fn connected(&mut self) -> Result<&mut Client, StateError> {
         if self.client.is_closed() {
-            self.client = Client::connect(&self.url, NoTls).map_err(db_error("reconnect"))?;
+            let ttl = self.leases.as_ref().map(|l| l.ttl());
+            self.client = connect(&self.url, ttl)?;
         }
         Ok(&mut self.client)
     }
 
     /// The token under which this host may write `job`: `Some(None)` without leases,
-    /// `Some(Some(token))` while it holds the job, `None` when it does not.
+    /// `Some(Some(token))` once it held the job, `None` when it never did.
     fn write_token(&self, job: &str) -> Option<Option<i64>> {
         match &self.leases {
             None => Some(None),
-            Some(leases) => leases.held(job).map(Some),
+            Some(leases) => leases.last_token(job).map(Some),
         }
     }
 }
@@ -151,7 +155,6 @@ impl StateStore for PostgresStateStore {
         if self.dirty.is_empty() && self.removed.is_empty() {
             return Ok(());
         }
-        let host = self.leases.as_ref().map(|l| l.host_id().to_string());
         let writes: Vec<(String, Option<i64>)> = self
             .dirty
             .iter()
@@ -163,12 +166,14 @@ impl StateStore for PostgresStateStore {
         let client = self.connected()?;
         let mut tx = client.transaction().map_err(db_error("begin a write"))?;
         for (job, token) in &writes {
-            if let (Some(token), Some(host)) = (token, &host) {
+            if let Some(token) = token {
+                // Every claim increments the token: an unchanged token means no other host
+                // took the job since this one held it (even if its lease lapsed or was given
+                // up meanwhile), so the state written last is this host's.
                 let current = tx
                     .query_opt(
-                        "SELECT 1 FROM flowscale_leases \
-                         WHERE job = $1 AND owner = $2 AND token = $3 FOR SHARE",
-                        &[job, host, token],
+                        "SELECT 1 FROM flowscale_leases WHERE job = $1 AND token = $2 FOR SHARE",
+                        &[job, token],
                     )
                     .map_err(db_error("check the lease"))?;
                 if current.is_none() {

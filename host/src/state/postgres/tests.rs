@@ -119,7 +119,7 @@ fn round(
 ) -> round::RoundOutcome {
     let mut tx = client.transaction().expect("begin");
     let outcome =
-        run_round(&mut tx, host, ttl_ms, jobs, &BTreeSet::new(), Some(now_ms)).expect("round");
+        run_round(&mut tx, host, ttl_ms, jobs, &BTreeSet::new, Some(now_ms)).expect("round");
     tx.commit().expect("commit");
     outcome
 }
