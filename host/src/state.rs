@@ -7,7 +7,8 @@
 //! per cycle (as the anchor flushes its state store after every cycle). It holds the directory's
 //! lock ([`StateDirLock`]) while it lives, reads a directory through [`scan_dir`] (which
 //! `validate` uses too), and keeps what cannot be read in [`QUARANTINE_DIR`] instead of
-//! overwriting it.
+//! overwriting it. [`postgres::PostgresStateStore`] keeps the same sections in PostgreSQL for
+//! hosts that share a fleet, with job leases and fencing ([`JobLeases`]).
 
 mod event_log;
 mod file;
