@@ -55,6 +55,10 @@ pub enum EventReason {
     /// A plugin file in the plugins directory cannot be used; the message says why and what to
     /// do.
     PluginRefused,
+    /// A job's cycle has been inside one call into an in-process plugin for longer than
+    /// `[host] plugin-call-timeout`: the job makes no progress until the call returns (nothing
+    /// can interrupt it), and the other jobs go on on a substitute worker.
+    JobStuck,
 }
 
 impl EventReason {
@@ -80,6 +84,7 @@ impl EventReason {
             EventReason::PluginReplaced => "PluginReplaced",
             EventReason::PluginRemoved => "PluginRemoved",
             EventReason::PluginRefused => "PluginRefused",
+            EventReason::JobStuck => "JobStuck",
         }
     }
 }

@@ -69,6 +69,9 @@ pub(super) struct RunArgs {
     /// `[host] listen`, else no server). Any other address than loopback needs `[host] api-token`.
     #[arg(long, value_name = "ADDR", value_parser = parse_listen_arg)]
     listen: Option<SocketAddr>,
+    /// Threads that run the jobs' cycles (default: `[host] workers`, else one per core).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
+    workers: Option<u16>,
 }
 
 fn parse_listen_arg(text: &str) -> Result<SocketAddr, ListenError> {
@@ -241,7 +244,10 @@ fn load_plan(args: &RunArgs) -> Option<(FleetPlan, Catalog, Option<LivePlugins>)
         eprint!("error: {}", ConfigErrors(checked.errors));
         return None;
     }
-    let (plan, catalog) = checked.plan.zip(checked.catalog)?;
+    let (mut plan, catalog) = checked.plan.zip(checked.catalog)?;
+    if let Some(workers) = args.workers {
+        plan.fleet.host.workers = Some(usize::from(workers));
+    }
     Some((plan, catalog, checked.plugins))
 }
 
