@@ -23,8 +23,8 @@ use crate::events::Event;
 use crate::plan::FleetPlan;
 use crate::plugins::LivePlugins;
 use crate::runner::{
-    CycleReport, Interrupted, JobRun, Pace, Printer, RunOptions, format_time, ignored_state,
-    run_fleet, run_fleet_reloading, wall_ms,
+    CycleReport, Interrupted, JobRun, Lateness, LatenessSummary, Pace, Printer, RunOptions,
+    format_time, ignored_state, run_fleet, run_fleet_reloading, wall_ms,
 };
 use crate::sim::{Summary, render_comparison_table};
 use crate::state::{FileStateStore, InMemoryStateStore, StateError, StateStore};
@@ -97,6 +97,9 @@ struct JobSummary<'a> {
     /// The engine no longer knew the job when its run ended.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     gone: bool,
+    /// How late the job's cycles started after they were due (wall-clock and paced jobs).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lateness: Option<LatenessSummary>,
 }
 
 /// Runs `flowscale run`.
@@ -385,6 +388,7 @@ fn report_runs(runs: &[JobRun], json: bool, once: bool) -> bool {
                 summary: run.simulation.as_ref().map(|(_, s)| s),
                 interrupted_at_ms: run.interrupted.map(|i| i.at_ms),
                 gone: run.gone,
+                lateness: run.lateness.summary(),
             };
             let _ = serde_json::to_writer(
                 &mut out,
@@ -396,6 +400,14 @@ fn report_runs(runs: &[JobRun], json: bool, once: bool) -> bool {
         }
     }
     if !json {
+        // The whole fleet's lateness, for a host that has to keep up with the wall clock.
+        let mut lateness = Lateness::default();
+        for run in runs {
+            lateness.merge(&run.lateness);
+        }
+        if let Some(summary) = lateness.summary() {
+            eprintln!("cycle lateness (start after due): {summary}");
+        }
         let simulated: Vec<(String, Summary)> = runs
             .iter()
             .filter_map(|r| {

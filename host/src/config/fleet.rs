@@ -829,6 +829,34 @@ mod tests {
     }
 
     #[test]
+    fn workers_and_requests_per_cluster_default_and_parse() {
+        let fleet = parse("").expect("valid");
+        assert_eq!(
+            fleet.host.workers, None,
+            "one per core, decided at run time"
+        );
+        assert_eq!(fleet.host.max_requests_per_cluster, 4);
+        let fleet = parse("[host]\nworkers = 3\nmax-requests-per-cluster = 16\n").expect("valid");
+        assert_eq!(fleet.host.workers, Some(3));
+        assert_eq!(fleet.host.max_requests_per_cluster, 16);
+        let all = parse("[host]\nworkers = 0\nmax-requests-per-cluster = \"many\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            all.contains("fleet.toml:2: host.workers: expected a whole number from 1 to 1024"),
+            "{all}"
+        );
+        assert!(
+            all.contains(
+                "fleet.toml:3: host.max-requests-per-cluster: expected a whole number from 1 to 256"
+            ),
+            "{all}"
+        );
+        let too_many = parse("[host]\nworkers = 1025\n").unwrap_err().to_string();
+        assert!(too_many.contains("host.workers"), "{too_many}");
+    }
+
+    #[test]
     fn parses_host_defaults_and_jobs() {
         let fleet = parse(
             r#"

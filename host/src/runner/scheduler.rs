@@ -150,6 +150,12 @@ impl<'env> State<'env> {
     }
 
     fn push(&mut self, due: Instant, task: BoxedTask<'env>) -> Lane {
+        // After the stop, a task is due at once: it has only to see the stop and end.
+        let due = if self.stop_seen {
+            due.min(Instant::now())
+        } else {
+            due
+        };
         let lane = task.lane();
         self.seq += 1;
         let seq = self.seq;
@@ -328,24 +334,28 @@ impl Drop for Scheduler<'_, '_> {
     }
 }
 
-/// Wakes a waiting thread of each lane in `lanes`, starting a request thread when none of the
-/// network lane waits and the lane may grow.
+/// Wakes a waiting thread of each lane in `lanes`, starting a request thread when a network
+/// task is due, none of the request threads waits, and the lane may grow. The request threads
+/// stay until the pool shuts down.
 fn wake<'scope, 'env>(
     scope: &'scope Scope<'scope, 'env>,
     shared: &Arc<Shared<'env>>,
     mut state: MutexGuard<'_, State<'env>>,
     lanes: &[Lane],
 ) {
-    let mut grow = 0;
-    if lanes.contains(&Lane::Network) {
-        let queued = state.network.heap.len();
-        let room = shared
-            .config
-            .network_threads
-            .saturating_sub(state.network.threads);
-        grow = queued.saturating_sub(state.network.idle).min(room);
-        state.network.threads += grow;
-    }
+    // One more request thread when a network task is due and no request thread waits for it.
+    let due_now = state
+        .network
+        .heap
+        .peek()
+        .is_some_and(|first| first.due <= Instant::now());
+    let grow = usize::from(
+        lanes.contains(&Lane::Network)
+            && due_now
+            && state.network.idle == 0
+            && state.network.threads < shared.config.network_threads,
+    );
+    state.network.threads += grow;
     drop(state);
     for _ in 0..grow {
         let shared = Arc::clone(shared);
