@@ -93,7 +93,8 @@ impl Lateness {
 
     /// The histogram in a few numbers; `None` without cycles.
     pub fn summary(&self) -> Option<LatenessSummary> {
-        let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+        // Whole microseconds, so that a bound reads 8.535 rather than 8.534999999999998.
+        let ms = |d: Duration| d.as_micros() as f64 / 1000.0;
         (self.cycles > 0).then(|| LatenessSummary {
             cycles: self.cycles,
             p50_ms: ms(self.quantile(0.5)),
@@ -108,7 +109,7 @@ impl std::fmt::Display for LatenessSummary {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{} cycles started late by p50 <= {} ms, p90 <= {} ms, p99 <= {} ms, max {:.1} ms",
+            "{} cycles started late by p50 <= {:.1} ms, p90 <= {:.1} ms, p99 <= {:.1} ms, max {:.1} ms",
             self.cycles, self.p50_ms, self.p90_ms, self.p99_ms, self.max_ms
         )
     }

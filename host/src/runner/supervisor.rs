@@ -584,6 +584,57 @@ mod tests {
         assert!(asked_other >= 2, "the restarted entry observes its new job");
     }
 
+    /// Hundreds of replayed jobs paced to the wall clock, all due at the same instants, on two
+    /// workers: every cycle runs, none starts an interval late. (The full-size run with the
+    /// thread and memory bounds is `cargo bench --bench fleet_scale`.)
+    #[test]
+    fn a_paced_replay_fleet_keeps_up_with_the_wall_clock_on_two_workers() {
+        const JOBS: usize = 300;
+        const SECONDS: u64 = 4;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/replay/backlog_then_scale_down.jsonl");
+        let text = std::fs::read_to_string(fixture).expect("the replay fixture");
+        let mut records = text.lines().filter(|l| l.starts_with('{'));
+        let first = records.next().expect("a record");
+        let mut last: serde_json::Value =
+            serde_json::from_str(records.next_back().expect("records")).expect("a record");
+        last["at_ms"] = serde_json::json!(SECONDS * 1000);
+        let trace = dir.path().join("trace.jsonl");
+        std::fs::write(&trace, format!("{first}\n{last}\n")).expect("write the trace");
+        let mut fleet = "[host]\ninterval = \"1s\"\nworkers = 2\n".to_string();
+        for i in 0..JOBS {
+            fleet.push_str(&format!(
+                "[[jobs]]\nname = \"r{i}\"\nengine = \"replay\"\ntrace = {:?}\n",
+                trace.display().to_string()
+            ));
+        }
+        let fleet = parse_fleet(&dir.path().join("fleet.toml"), &fleet).expect("a valid fleet");
+        let plan = plan_fleet(fleet, &NoCustomModes).expect("a valid plan");
+        let stop = AtomicBool::new(false);
+        let store: Mutex<Box<dyn StateStore + Send>> =
+            Mutex::new(Box::new(InMemoryStateStore::new()));
+        let options = paced(Duration::from_secs(3600), Some(1.0), &stop, &store);
+        let started = Instant::now();
+        let runs = run_fleet(&plan, &options, &|_| {});
+        let took = started.elapsed();
+        assert_eq!(runs.len(), JOBS);
+        let mut lateness = crate::runner::Lateness::default();
+        for run in &runs {
+            assert_eq!(run.error, None);
+            // Steps at 0, 1, ..., SECONDS s of the recording.
+            assert_eq!(run.steps, SECONDS as usize + 1, "{}", run.name);
+            lateness.merge(&run.lateness);
+        }
+        assert_eq!(lateness.cycles(), (JOBS as u64) * (SECONDS + 1));
+        assert!(
+            lateness.max() < Duration::from_secs(1),
+            "a cycle started {:?} late",
+            lateness.max()
+        );
+        assert!(took >= Duration::from_secs(SECONDS), "{took:?}");
+    }
+
     /// A fleet of one simulated job (the diurnal example) with a 1 min interval.
     fn simulated_plan() -> FleetPlan {
         simulated_plan_every("1min")
