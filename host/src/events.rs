@@ -65,6 +65,10 @@ pub enum EventReason {
     /// A rescale was not sent: this host's fencing token is no longer the job's current one
     /// (another host took the job over while this one was paused or cut off).
     RescaleFenced,
+    /// A job's cycle has been inside one call into an in-process plugin for longer than
+    /// `[host] plugin-call-timeout`: the job makes no progress until the call returns (nothing
+    /// can interrupt it), and the other jobs go on on a substitute worker.
+    JobStuck,
 }
 
 impl EventReason {
@@ -93,6 +97,7 @@ impl EventReason {
             EventReason::LeaseAcquired => "LeaseAcquired",
             EventReason::LeaseLost => "LeaseLost",
             EventReason::RescaleFenced => "RescaleFenced",
+            EventReason::JobStuck => "JobStuck",
         }
     }
 }

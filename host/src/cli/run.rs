@@ -23,8 +23,8 @@ use crate::events::Event;
 use crate::plan::FleetPlan;
 use crate::plugins::LivePlugins;
 use crate::runner::{
-    CycleReport, Interrupted, JobRun, Pace, Printer, RunOptions, format_time, ignored_state,
-    run_fleet, run_fleet_reloading, wall_ms,
+    CycleReport, Interrupted, JobRun, Lateness, LatenessSummary, Pace, Printer, RunOptions,
+    format_time, ignored_state, run_fleet, run_fleet_reloading, wall_ms,
 };
 use crate::sim::{Summary, render_comparison_table};
 use crate::state::postgres::{HostLeases, PostgresStateStore};
@@ -70,6 +70,9 @@ pub(super) struct RunArgs {
     /// `[host] listen`, else no server). Any other address than loopback needs `[host] api-token`.
     #[arg(long, value_name = "ADDR", value_parser = parse_listen_arg)]
     listen: Option<SocketAddr>,
+    /// Threads that run the jobs' cycles (default: `[host] workers`, else one per core).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
+    workers: Option<u16>,
 }
 
 fn parse_listen_arg(text: &str) -> Result<SocketAddr, ListenError> {
@@ -95,6 +98,9 @@ struct JobSummary<'a> {
     /// The engine no longer knew the job when its run ended.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     gone: bool,
+    /// How late the job's cycles started after they were due (wall-clock and paced jobs).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lateness: Option<LatenessSummary>,
 }
 
 /// Runs `flowscale run`.
@@ -246,7 +252,10 @@ fn load_plan(args: &RunArgs) -> Option<(FleetPlan, Catalog, Option<LivePlugins>)
         eprint!("error: {}", ConfigErrors(checked.errors));
         return None;
     }
-    let (plan, catalog) = checked.plan.zip(checked.catalog)?;
+    let (mut plan, catalog) = checked.plan.zip(checked.catalog)?;
+    if let Some(workers) = args.workers {
+        plan.fleet.host.workers = Some(usize::from(workers));
+    }
     Some((plan, catalog, checked.plugins))
 }
 
@@ -442,6 +451,7 @@ fn report_runs(runs: &[JobRun], json: bool, once: bool) -> bool {
                 summary: run.simulation.as_ref().map(|(_, s)| s),
                 interrupted_at_ms: run.interrupted.map(|i| i.at_ms),
                 gone: run.gone,
+                lateness: run.lateness.summary(),
             };
             let _ = serde_json::to_writer(
                 &mut out,
@@ -453,6 +463,14 @@ fn report_runs(runs: &[JobRun], json: bool, once: bool) -> bool {
         }
     }
     if !json {
+        // The whole fleet's lateness, for a host that has to keep up with the wall clock.
+        let mut lateness = Lateness::default();
+        for run in runs {
+            lateness.merge(&run.lateness);
+        }
+        if let Some(summary) = lateness.summary() {
+            eprintln!("cycle lateness (start after due): {summary}");
+        }
         let simulated: Vec<(String, Summary)> = runs
             .iter()
             .filter_map(|r| {

@@ -14,8 +14,9 @@ use super::exit_codes;
 use super::run::{parse_duration_arg, report_interrupted, stop_on_ctrl_c};
 use crate::alignment::{BuiltIn, ModeCatalog};
 use crate::config::{
-    DEFAULT_INTERVAL, DEFAULT_LEASE_TTL, DEFAULT_PLUGIN_CALL_TIMEOUT, EngineSpec, FleetConfig,
-    HostSettings, JobConfig, JobSpec, Origin, PluginIsolation,
+    DEFAULT_INTERVAL, DEFAULT_LEASE_TTL, DEFAULT_MAX_REQUESTS_PER_CLUSTER,
+    DEFAULT_PLUGIN_CALL_TIMEOUT, EngineSpec, FleetConfig, HostSettings, JobConfig, JobSpec, Origin,
+    PluginIsolation,
 };
 use crate::plan::plan_fleet;
 use crate::runner::{
@@ -143,6 +144,8 @@ pub(super) fn exec(args: SimulateArgs) -> u8 {
             state_dir: None,
             plugin_isolation: args.plugin_isolation.unwrap_or_default(),
             plugin_call_timeout: DEFAULT_PLUGIN_CALL_TIMEOUT,
+            workers: None,
+            max_requests_per_cluster: DEFAULT_MAX_REQUESTS_PER_CLUSTER,
             listen: None,
             api_token: None,
             state_url: None,

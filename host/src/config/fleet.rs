@@ -6,6 +6,8 @@
 //! interval = "10s"             # control-loop interval
 //! plugin-isolation = "process" # in-process (default) | process: a worker process per plugin
 //! plugin-call-timeout = "1s"   # deadline of one call into a plugin
+//! workers = 4                  # threads that run the jobs' cycles (default: the cores)
+//! max-requests-per-cluster = 4 # requests in flight to one Flink cluster at once
 //!
 //! [defaults]                   # flat Flink-style keys for every job; a job's own keys win
 //! "scaling.alignment.mode" = "BALANCED"
@@ -51,6 +53,18 @@ pub const INTERVAL_RANGE: DurationRange = DurationRange {
     zero_means: None,
 };
 
+/// Default of `[host] max-requests-per-cluster`: enough for a few jobs' cycles to overlap,
+/// few enough that a fleet of hundreds of jobs on one cluster does not flood its REST
+/// endpoint (the JobManager answers REST on a small thread pool of its own).
+pub const DEFAULT_MAX_REQUESTS_PER_CLUSTER: usize = 4;
+
+/// The largest `[host] max-requests-per-cluster`.
+pub const MAX_REQUESTS_PER_CLUSTER: usize = 256;
+
+/// The largest `[host] workers`: the jobs' cycles compute for microseconds, so more threads
+/// than this only cost memory.
+pub const MAX_WORKERS: usize = 1024;
+
 /// Where plugins are discovered when nothing says otherwise: beside the fleet file for `run` and
 /// `validate`, in the working directory for commands without a fleet file.
 pub const DEFAULT_PLUGINS_DIR: &str = "plugins";
@@ -62,6 +76,8 @@ const HOST_KEYS: &[&str] = &[
     "state-dir",
     "plugin-isolation",
     "plugin-call-timeout",
+    "workers",
+    "max-requests-per-cluster",
     "listen",
     "api-token",
     "state",
@@ -93,6 +109,10 @@ pub struct HostSettings {
     pub plugin_isolation: PluginIsolation,
     /// The deadline of one call into a plugin.
     pub plugin_call_timeout: Duration,
+    /// Threads that run the jobs' cycles; `None`: one per core.
+    pub workers: Option<usize>,
+    /// Requests in flight to one Flink cluster at once, across all its jobs.
+    pub max_requests_per_cluster: usize,
     /// Where the HTTP server (metrics, API, dashboard) listens; no server when unset.
     pub listen: Option<SocketAddr>,
     /// The bearer token every request to the server must carry; required when `listen` is not
@@ -279,6 +299,8 @@ pub fn parse_fleet_with(
         state_dir: None,
         plugin_isolation: PluginIsolation::default(),
         plugin_call_timeout: DEFAULT_PLUGIN_CALL_TIMEOUT,
+        workers: None,
+        max_requests_per_cluster: DEFAULT_MAX_REQUESTS_PER_CLUSTER,
         listen: None,
         api_token: None,
         state_url: None,
@@ -431,6 +453,25 @@ impl Parser<'_> {
         }
     }
 
+    /// A whole number from 1 to `max`.
+    fn count(&mut self, value: &Spanned<DeValue<'_>>, path: &str, max: usize) -> Option<usize> {
+        let n = match value.get_ref() {
+            DeValue::Integer(i) => toml_integer(i).and_then(|n| usize::try_from(n).ok()),
+            _ => None,
+        };
+        match n {
+            Some(n) if (1..=max).contains(&n) => Some(n),
+            _ => {
+                self.error(
+                    value,
+                    path,
+                    &format!("expected a whole number from 1 to {max}"),
+                );
+                None
+            }
+        }
+    }
+
     fn duration(&mut self, value: &Spanned<DeValue<'_>>, path: &str) -> Option<Duration> {
         match value.get_ref() {
             DeValue::String(s) => match parse_duration(s) {
@@ -540,6 +581,14 @@ impl Parser<'_> {
                         } else {
                             host.plugin_call_timeout = d;
                         }
+                    }
+                }
+                "workers" => {
+                    host.workers = self.count(value, &path, MAX_WORKERS);
+                }
+                "max-requests-per-cluster" => {
+                    if let Some(n) = self.count(value, &path, MAX_REQUESTS_PER_CLUSTER) {
+                        host.max_requests_per_cluster = n;
                     }
                 }
                 "listen" => {
@@ -843,6 +892,34 @@ mod tests {
             all.contains("fleet.toml:3: host.plugin-call-timeout: must be greater than 0"),
             "{all}"
         );
+    }
+
+    #[test]
+    fn workers_and_requests_per_cluster_default_and_parse() {
+        let fleet = parse("").expect("valid");
+        assert_eq!(
+            fleet.host.workers, None,
+            "one per core, decided at run time"
+        );
+        assert_eq!(fleet.host.max_requests_per_cluster, 4);
+        let fleet = parse("[host]\nworkers = 3\nmax-requests-per-cluster = 16\n").expect("valid");
+        assert_eq!(fleet.host.workers, Some(3));
+        assert_eq!(fleet.host.max_requests_per_cluster, 16);
+        let all = parse("[host]\nworkers = 0\nmax-requests-per-cluster = \"many\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            all.contains("fleet.toml:2: host.workers: expected a whole number from 1 to 1024"),
+            "{all}"
+        );
+        assert!(
+            all.contains(
+                "fleet.toml:3: host.max-requests-per-cluster: expected a whole number from 1 to 256"
+            ),
+            "{all}"
+        );
+        let too_many = parse("[host]\nworkers = 1025\n").unwrap_err().to_string();
+        assert!(too_many.contains("host.workers"), "{too_many}");
     }
 
     #[test]

@@ -16,9 +16,10 @@ pub use closest::{closest, typo_of};
 pub use duration::{DurationError, DurationRange, MAX_DURATION, format_duration, parse_duration};
 pub use errors::{ConfigErrors, Diagnostic, KeyError};
 pub use fleet::{
-    DEFAULT_INTERVAL, DEFAULT_LEASE_TTL, DEFAULT_PLUGINS_DIR, EngineSpec, FleetConfig,
-    FleetReading, HostSettings, INTERVAL_RANGE, JobSpec, ListenError, check_listen, load_fleet,
-    parse_fleet, parse_fleet_with, parse_listen, read_fleet,
+    DEFAULT_INTERVAL, DEFAULT_LEASE_TTL, DEFAULT_MAX_REQUESTS_PER_CLUSTER, DEFAULT_PLUGINS_DIR,
+    EngineSpec, FleetConfig, FleetReading, HostSettings, INTERVAL_RANGE, JobSpec, ListenError,
+    MAX_REQUESTS_PER_CLUSTER, MAX_WORKERS, check_listen, load_fleet, parse_fleet, parse_fleet_with,
+    parse_listen, read_fleet,
 };
 pub use isolation::{DEFAULT_PLUGIN_CALL_TIMEOUT, PluginIsolation, UnknownIsolation};
 pub use job::{JobConfig, Origin};

@@ -44,6 +44,7 @@
 //! caught in the plugin (by the SDK) and comes back as `Err(ModeError)` naming the panic. What a
 //! mode returns is checked by the alignment guard, not here.
 
+mod call_clock;
 pub mod isolation;
 mod live;
 mod load;
@@ -55,6 +56,7 @@ mod report;
 mod trust;
 mod versions;
 
+pub use call_clock::{CallClock, InCall, Installed, plugin_call};
 pub use isolation::Isolation;
 pub use live::{LivePlugins, PluginUpdate};
 pub use load::load_file;

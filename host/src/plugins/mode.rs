@@ -4,6 +4,7 @@ use abi_stable::std_types::{RResult, RStr, Tuple2};
 use flowscale_sdk::abi::{ContextRef, FfiError, FfiErrorKind, FfiModeBox, ParamsRef};
 use flowscale_sdk::{AlignmentContext, ModeError, ModeParams};
 
+use super::call_clock::plugin_call;
 use crate::alignment::HostMode;
 
 /// A mode exported by a plugin. Every call goes through the SDK's panic guard inside the plugin.
@@ -35,6 +36,7 @@ impl PluginMode {
 impl HostMode for PluginMode {
     /// A fault of the plugin's gate is returned as is: the alignment guard reports it.
     fn is_applicable(&self, ctx: &AlignmentContext) -> Result<bool, ModeError> {
+        let _timed = plugin_call();
         match self.inner.is_applicable(ContextRef::new(ctx)) {
             RResult::ROk(applicable) => Ok(applicable),
             RResult::RErr(err) => Err(self.error(err)),
@@ -42,6 +44,7 @@ impl HostMode for PluginMode {
     }
 
     fn align(&self, ctx: &AlignmentContext) -> Result<u32, ModeError> {
+        let _timed = plugin_call();
         match self.inner.align(ContextRef::new(ctx)) {
             RResult::ROk(p) => Ok(p),
             RResult::RErr(err) => Err(self.error(err)),
@@ -57,6 +60,7 @@ impl HostMode for PluginMode {
             mode_name: RStr::from_str(params.mode_name()),
             entries: entries.as_slice().into(),
         };
+        let _timed = plugin_call();
         match self.inner.validate(view) {
             RResult::ROk(()) => Ok(()),
             RResult::RErr(err) => Err(self.error(err)),

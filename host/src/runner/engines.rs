@@ -2,10 +2,13 @@
 //! turns an [`EngineSpec`] into engines.
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::EngineSpec;
-use crate::engine::flink::{FlinkClient, FlinkEngine, FlinkOptions, discover_jobs};
+use crate::engine::flink::{
+    ClusterLimits, FlinkClient, FlinkEngine, FlinkOptions, RequestLimit, discover_jobs,
+};
 use crate::engine::replay::{ReplayEngine, ReplayError, RescalePolicy};
 use crate::engine::{Engine, EngineError};
 use crate::sim::{SimError, Simulation};
@@ -49,6 +52,28 @@ pub enum OpenError {
 /// Opens the engine of the fleet entry `name`. A Flink entry without `job-id` covers every
 /// RUNNING job of the cluster, each named `<entry>/<flink job name>` when there are several.
 pub fn open_engines(name: &str, spec: &EngineSpec) -> Result<OpenedEngines, OpenError> {
+    open_engines_within(name, spec, None)
+}
+
+/// Opens the engine of the fleet entry `name` like [`open_engines`]; a Flink entry's requests
+/// stay within its cluster's place in `limits`.
+pub fn open_engines_limited(
+    name: &str,
+    spec: &EngineSpec,
+    limits: &ClusterLimits,
+) -> Result<OpenedEngines, OpenError> {
+    let limit = match spec {
+        EngineSpec::Flink { rest, .. } => Some(limits.for_cluster(rest)),
+        _ => None,
+    };
+    open_engines_within(name, spec, limit)
+}
+
+fn open_engines_within(
+    name: &str,
+    spec: &EngineSpec,
+    limit: Option<Arc<RequestLimit>>,
+) -> Result<OpenedEngines, OpenError> {
     match spec {
         EngineSpec::Sim { job, duration } => {
             let mut simulation = Simulation::from_file(job)?;
@@ -59,7 +84,7 @@ pub fn open_engines(name: &str, spec: &EngineSpec) -> Result<OpenedEngines, Open
             })
         }
         EngineSpec::Flink { rest, job_id } => {
-            open_flink(name, rest, job_id.as_deref()).map(OpenedEngines::Jobs)
+            open_flink(name, rest, job_id.as_deref(), limit).map(OpenedEngines::Jobs)
         }
         EngineSpec::Replay { trace } => Ok(OpenedEngines::Jobs(vec![(
             name.to_string(),
@@ -87,8 +112,16 @@ pub fn may_restore(entry: &str, spec: &EngineSpec, job: &str) -> bool {
     }
 }
 
-fn open_flink(name: &str, rest: &str, job_id: Option<&str>) -> Result<Vec<NamedEngine>, OpenError> {
-    let client = FlinkClient::new(FlinkOptions::new(rest));
+fn open_flink(
+    name: &str,
+    rest: &str,
+    job_id: Option<&str>,
+    limit: Option<Arc<RequestLimit>>,
+) -> Result<Vec<NamedEngine>, OpenError> {
+    let mut client = FlinkClient::new(FlinkOptions::new(rest));
+    if let Some(limit) = limit {
+        client = client.with_limit(limit);
+    }
     if let Some(id) = job_id {
         return Ok(vec![(
             name.to_string(),

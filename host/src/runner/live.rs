@@ -1,5 +1,5 @@
 //! A fleet entry's current plan, shared between the fleet's supervisor (which applies a reloaded
-//! configuration) and the threads that run the entry's jobs (which take it at their next step).
+//! configuration) and the tasks that run the entry's jobs (which take it at their next step).
 
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -54,22 +54,27 @@ impl LiveEntry {
     }
 
     /// A follower that has seen the plan as it is now.
-    pub(super) fn follow(&self) -> Follower<'_> {
+    pub(super) fn follow(self: &Arc<LiveEntry>) -> Follower {
         Follower {
-            entry: self,
+            entry: Arc::clone(self),
             seen: self.generation.load(Ordering::Acquire),
         }
     }
 }
 
-/// One job thread's view of its entry: which update it took last.
+/// One job's view of its entry: which update it took last.
 #[derive(Debug)]
-pub(super) struct Follower<'a> {
-    entry: &'a LiveEntry,
+pub(super) struct Follower {
+    entry: Arc<LiveEntry>,
     seen: u64,
 }
 
-impl Follower<'_> {
+impl Follower {
+    /// The entry followed.
+    pub(super) fn entry(&self) -> &LiveEntry {
+        &self.entry
+    }
+
     /// The plan and interval when they changed since the last call (or since following began).
     pub(super) fn changed(&mut self) -> Option<(Arc<JobPlan>, i64)> {
         let now = self.entry.generation.load(Ordering::Acquire);
@@ -102,7 +107,7 @@ mod tests {
 
     #[test]
     fn a_follower_sees_each_update_once_and_the_latest_plan() {
-        let entry = LiveEntry::new(plan("BALANCED"), 1000);
+        let entry = Arc::new(LiveEntry::new(plan("BALANCED"), 1000));
         let mut follower = entry.follow();
         assert!(follower.changed().is_none());
         entry.update(plan("EVENLY_SPREAD"), 1000);

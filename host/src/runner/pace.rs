@@ -5,8 +5,8 @@
 use std::str::FromStr;
 use std::time::{Duration, Instant};
 
-/// The longest a paced wait sleeps before looking at the stop flag again, so Ctrl-C ends a
-/// paced run promptly even when its steps are minutes of wall time apart.
+/// How long a paced clock that never reaches its next step (a tiny pace) waits before it looks
+/// again; the stop wakes it sooner.
 pub(super) const STOP_POLL: Duration = Duration::from_millis(100);
 
 /// Simulated seconds per wall second: a positive, finite number.
@@ -69,28 +69,8 @@ pub(super) fn deadline(pace: Pace, started: Instant, simulated: Duration) -> Opt
         .and_then(|wall| started.checked_add(wall))
 }
 
-/// Sleeps until `deadline` (forever when `None`), asking `stopped` at least every
-/// [`STOP_POLL`]; false when the job was stopped first (Ctrl-C, or its entry left the fleet).
-pub(super) fn wait_until(deadline: Option<Instant>, stopped: &dyn Fn() -> bool) -> bool {
-    loop {
-        if stopped() {
-            return false;
-        }
-        let left = match deadline {
-            Some(at) => at.saturating_duration_since(Instant::now()),
-            None => STOP_POLL,
-        };
-        if left.is_zero() {
-            return true;
-        }
-        std::thread::sleep(left.min(STOP_POLL));
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use std::sync::atomic::{AtomicBool, Ordering};
-
     use super::*;
 
     #[test]
@@ -129,30 +109,5 @@ mod tests {
         let tiny = Pace::new(f64::MIN_POSITIVE).unwrap();
         assert_eq!(tiny.wall_time(Duration::from_secs(3600)), None);
         assert_eq!(deadline(tiny, Instant::now(), Duration::from_secs(1)), None);
-    }
-
-    #[test]
-    fn waiting_ends_at_the_deadline_or_at_a_stop() {
-        let stop = AtomicBool::new(false);
-        let started = Instant::now();
-        assert!(wait_until(
-            Some(started + Duration::from_millis(150)),
-            &|| stop.load(Ordering::Relaxed)
-        ));
-        assert!(started.elapsed() >= Duration::from_millis(150));
-
-        // A deadline that never comes still ends with the stop flag, within a poll or so.
-        std::thread::scope(|scope| {
-            let waiting = scope.spawn(|| {
-                let started = Instant::now();
-                let reached = wait_until(None, &|| stop.load(Ordering::Relaxed));
-                (reached, started.elapsed())
-            });
-            std::thread::sleep(Duration::from_millis(150));
-            stop.store(true, Ordering::Relaxed);
-            let (reached, took) = waiting.join().unwrap();
-            assert!(!reached);
-            assert!(took < Duration::from_secs(2), "{took:?}");
-        });
     }
 }

@@ -1,36 +1,47 @@
-//! The fleet's supervisor: starts a thread per fleet entry and, while the fleet runs, applies
-//! each new plan a [`FleetSource`] offers (a reloaded configuration file).
+//! The fleet's supervisor: runs every fleet entry's jobs on a bounded [`Scheduler`] and, while
+//! the fleet runs, applies each new plan a [`FleetSource`] offers (a reloaded configuration
+//! file).
 //!
 //! Applying a plan compares it with the running one entry by entry, by name:
-//! - an entry no longer in the plan leaves the fleet: its jobs stop at their next step;
+//! - an entry no longer in the plan leaves the fleet: its jobs stop at once (the scheduler
+//!   steps them so that they see it);
 //! - a new entry starts;
 //! - an entry whose engine changed (another simulated job, another cluster or job id) restarts
-//!   without its saved state, since what was learned belongs to the old engine; the new thread
-//!   starts once the old one has ended, so the two never write the same state;
+//!   without its saved state, since what was learned belongs to the old engine; the new jobs
+//!   start once the old ones have ended, so the two never write the same state;
 //! - an entry whose configuration changed takes the new one at its next cycle and keeps its
 //!   metric window, scaling history, cooldown queue and events ([`JobRunner::reconfigure`]);
 //! - anything else goes on untouched.
 //!
+//! The pool's size is fixed when the fleet starts: `[host] workers` compute workers (default:
+//! one per core), and up to `[host] max-requests-per-cluster` request threads per cluster
+//! (at most [`MAX_NETWORK_THREADS`]) for the steps that wait on a Flink cluster. In
+//! `in-process` plugin isolation, a worker inside one plugin call for longer than `[host]
+//! plugin-call-timeout` is reported with a `JobStuck` event and replaced.
+//!
 //! [`JobRunner::reconfigure`]: super::JobRunner::reconfigure
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::thread::{Scope, ScopedJoinHandle};
 use std::time::Duration;
 
 use crate::alignment::JobAlignment;
-use crate::config::{HostSettings, JobSpec};
+use crate::config::{EngineSpec, HostSettings, JobSpec, PluginIsolation};
+use crate::engine::flink::ClusterLimits;
 use crate::events::{Event, EventReason, Severity};
 use crate::plan::{FleetPlan, JobPlan};
 
-use super::fleet::{JobRun, RunOptions, run_job};
+use super::fleet::{JobRun, RunOptions, wall_ms};
+use super::job_task::{EntryOutcome, Env, OpenEntry};
 use super::live::LiveEntry;
 use super::report::CycleReport;
+use super::scheduler::{PoolConfig, Scheduler};
 
-/// How often a serving supervisor reaps ended threads and asks its source for a new plan.
+/// How often a serving supervisor reaps ended entries and asks its source for a new plan.
 const POLL: Duration = Duration::from_millis(200);
 
-/// Why a job's run has no result when its thread panicked.
-const PANICKED: &str = "the job's control loop panicked; the other jobs went on";
+/// The most request threads of a fleet, however many clusters it runs on.
+pub const MAX_NETWORK_THREADS: usize = 64;
 
 /// Where a running fleet learns of a new configuration.
 pub trait FleetSource {
@@ -60,52 +71,108 @@ pub fn run_fleet_reloading(
     sink: &(dyn Fn(&CycleReport) + Sync),
     source: Option<&mut dyn FleetSource>,
 ) -> Vec<JobRun> {
+    let host = &plan.fleet.host;
+    let limits = ClusterLimits::new(host.max_requests_per_cluster);
+    let config = pool_config(&plan);
+    let stuck = |job: &str, running: Duration| sink(&stuck_report(job, running));
     std::thread::scope(|scope| {
-        let supervisor = Supervisor::start(scope, plan, options, sink);
-        match source {
+        let pool = Scheduler::start(scope, config, options.stop, Some(&stuck));
+        let env = Env {
+            options,
+            sink,
+            limits: &limits,
+        };
+        let supervisor = Supervisor::start(&pool, env, plan.clone());
+        let runs = match source {
             None => supervisor.join_all(),
             Some(source) => supervisor.serve(source),
-        }
+        };
+        pool.shutdown();
+        runs
     })
 }
 
-/// One entry's thread.
-struct Running<'scope> {
+/// The pool a fleet runs on: see the module's documentation.
+fn pool_config(plan: &FleetPlan) -> PoolConfig {
+    let host = &plan.fleet.host;
+    let workers = host.workers.unwrap_or_else(|| {
+        std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+    });
+    let clusters: BTreeSet<&str> = plan
+        .jobs
+        .iter()
+        .filter_map(|job| match &job.spec.engine {
+            EngineSpec::Flink { rest, .. } => Some(rest.as_str()),
+            _ => None,
+        })
+        .collect();
+    let network_threads = host
+        .max_requests_per_cluster
+        .saturating_mul(clusters.len().max(1))
+        .min(MAX_NETWORK_THREADS);
+    let stuck_after =
+        (host.plugin_isolation == PluginIsolation::InProcess).then_some(host.plugin_call_timeout);
+    PoolConfig {
+        workers,
+        network_threads,
+        stuck_after,
+        max_substitutes: workers,
+    }
+}
+
+/// The `JobStuck` report of a job whose step has been inside one plugin call for `running`.
+fn stuck_report(job: &str, running: Duration) -> CycleReport {
+    let event = Event::new(
+        EventReason::JobStuck,
+        Severity::Warning,
+        format!(
+            "a call into an in-process plugin has not returned after {} ms (`[host] \
+             plugin-call-timeout`): the job is stuck until it does and the other jobs go on \
+             without it; nothing can interrupt the call, `plugin-isolation = \"process\"` would \
+             have ended it",
+            running.as_millis()
+        ),
+    )
+    .job(job);
+    let mut report = CycleReport::new(job, wall_ms());
+    report.events.push(event);
+    report
+}
+
+/// One entry of the fleet and the tasks running it.
+struct Running {
     /// Start order, to report runs in the order the fleet lists its jobs.
     seq: usize,
     spec: JobSpec,
     alignment: JobAlignment,
     live: Arc<LiveEntry>,
-    handle: ScopedJoinHandle<'scope, Vec<JobRun>>,
+    outcome: Arc<EntryOutcome>,
 }
 
-/// The threads of a fleet's entries and what they came to.
-pub(super) struct Supervisor<'scope, 'env> {
-    scope: &'scope Scope<'scope, 'env>,
-    options: &'env RunOptions<'env>,
-    sink: &'env (dyn Fn(&CycleReport) + Sync),
+/// The entries of a fleet and what they came to.
+pub(super) struct Supervisor<'p, 'scope, 'env> {
+    pool: &'p Scheduler<'scope, 'env>,
+    env: Env<'env>,
     host: HostSettings,
     /// Entries in the plan now.
     planned: usize,
-    running: Vec<Running<'scope>>,
-    /// Entries to start once the thread of the same name has ended (`true`: without state).
+    running: Vec<Running>,
+    /// Entries to start once the entry of the same name has ended (`true`: without state).
     waiting: Vec<(JobPlan, bool)>,
     runs: Vec<(usize, Vec<JobRun>)>,
     started: usize,
 }
 
-impl<'scope, 'env> Supervisor<'scope, 'env> {
-    /// Starts a thread for every entry of `plan`.
+impl<'p, 'scope, 'env> Supervisor<'p, 'scope, 'env> {
+    /// Starts every entry of `plan`.
     pub(super) fn start(
-        scope: &'scope Scope<'scope, 'env>,
+        pool: &'p Scheduler<'scope, 'env>,
+        env: Env<'env>,
         plan: FleetPlan,
-        options: &'env RunOptions<'env>,
-        sink: &'env (dyn Fn(&CycleReport) + Sync),
-    ) -> Supervisor<'scope, 'env> {
+    ) -> Supervisor<'p, 'scope, 'env> {
         let mut supervisor = Supervisor {
-            scope,
-            options,
-            sink,
+            pool,
+            env,
             host: plan.fleet.host.clone(),
             planned: plan.jobs.len(),
             running: Vec::new(),
@@ -120,10 +187,11 @@ impl<'scope, 'env> Supervisor<'scope, 'env> {
         supervisor
     }
 
-    /// Waits for every thread; the runs in fleet order.
+    /// Waits for every entry; the runs in fleet order.
     pub(super) fn join_all(mut self) -> Vec<JobRun> {
+        self.pool.wait_idle();
         for running in std::mem::take(&mut self.running) {
-            self.join(running);
+            self.join(&running);
         }
         self.finish()
     }
@@ -152,44 +220,40 @@ impl<'scope, 'env> Supervisor<'scope, 'env> {
     }
 
     fn stopped(&self) -> bool {
-        self.options.stop.load(std::sync::atomic::Ordering::Relaxed)
+        self.env
+            .options
+            .stop
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     fn spawn(&mut self, job: JobPlan, interval_ms: i64, fresh: bool) {
         let spec = job.spec.clone();
         let alignment = job.alignment.clone();
         let live = Arc::new(LiveEntry::new(job, interval_ms));
-        let thread_live = Arc::clone(&live);
-        let (options, sink) = (self.options, self.sink);
-        let handle = self
-            .scope
-            .spawn(move || run_job(&thread_live, fresh, options, sink));
+        let outcome = EntryOutcome::opening();
+        let task = OpenEntry::new(self.env, Arc::clone(&live), fresh, Arc::clone(&outcome));
+        self.pool.submit(Box::new(task));
         self.running.push(Running {
             seq: self.started,
             spec,
             alignment,
             live,
-            handle,
+            outcome,
         });
         self.started += 1;
     }
 
-    fn join(&mut self, running: Running<'scope>) {
-        let name = running.spec.name.clone();
-        let runs = running
-            .handle
-            .join()
-            .unwrap_or_else(|_| vec![JobRun::failed(name, running.alignment.mode_id(), PANICKED)]);
-        self.runs.push((running.seq, runs));
+    fn join(&mut self, running: &Running) {
+        self.runs.push((running.seq, running.outcome.take_runs()));
     }
 
-    /// Collects the threads that ended, then starts what waited for them.
+    /// Collects the entries that ended, then starts what waited for them.
     fn reap(&mut self) {
         let (ended, alive): (Vec<_>, Vec<_>) = std::mem::take(&mut self.running)
             .into_iter()
-            .partition(|r| r.handle.is_finished());
+            .partition(|r| r.outcome.is_finished());
         self.running = alive;
-        for running in ended {
+        for running in &ended {
             self.join(running);
         }
         let interval_ms = interval_ms(&self.host);
@@ -259,6 +323,10 @@ impl<'scope, 'env> Supervisor<'scope, 'env> {
                 }
             }
         }
+        if !changes.removed.is_empty() || !changes.restarted.is_empty() {
+            // The entries that left stop now rather than at their next due time.
+            self.pool.wake_all();
+        }
         let message = changes.describe(&self.host, &plan.fleet.host);
         self.host.interval = plan.fleet.host.interval;
         Event::new(EventReason::ConfigReloaded, Severity::Normal, message)
@@ -321,6 +389,14 @@ impl Changes {
             message.push_str(
                 "; `[host] state-dir` and `[host] plugins-dir` take effect at the next start, \
                  the running host keeps its own",
+            );
+        }
+        if old.workers != new.workers
+            || old.max_requests_per_cluster != new.max_requests_per_cluster
+        {
+            message.push_str(
+                "; `[host] workers` and `[host] max-requests-per-cluster` take effect at the next \
+                 start, the running host keeps its own",
             );
         }
         message
@@ -506,6 +582,57 @@ mod tests {
             .filter(|r| r.target == format!("/jobs/{OTHER_JOB}"))
             .count();
         assert!(asked_other >= 2, "the restarted entry observes its new job");
+    }
+
+    /// Hundreds of replayed jobs paced to the wall clock, all due at the same instants, on two
+    /// workers: every cycle runs, none starts an interval late. (The full-size run with the
+    /// thread and memory bounds is `cargo bench --bench fleet_scale`.)
+    #[test]
+    fn a_paced_replay_fleet_keeps_up_with_the_wall_clock_on_two_workers() {
+        const JOBS: usize = 300;
+        const SECONDS: u64 = 4;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/replay/backlog_then_scale_down.jsonl");
+        let text = std::fs::read_to_string(fixture).expect("the replay fixture");
+        let mut records = text.lines().filter(|l| l.starts_with('{'));
+        let first = records.next().expect("a record");
+        let mut last: serde_json::Value =
+            serde_json::from_str(records.next_back().expect("records")).expect("a record");
+        last["at_ms"] = serde_json::json!(SECONDS * 1000);
+        let trace = dir.path().join("trace.jsonl");
+        std::fs::write(&trace, format!("{first}\n{last}\n")).expect("write the trace");
+        let mut fleet = "[host]\ninterval = \"1s\"\nworkers = 2\n".to_string();
+        for i in 0..JOBS {
+            fleet.push_str(&format!(
+                "[[jobs]]\nname = \"r{i}\"\nengine = \"replay\"\ntrace = {:?}\n",
+                trace.display().to_string()
+            ));
+        }
+        let fleet = parse_fleet(&dir.path().join("fleet.toml"), &fleet).expect("a valid fleet");
+        let plan = plan_fleet(fleet, &NoCustomModes).expect("a valid plan");
+        let stop = AtomicBool::new(false);
+        let store: Mutex<Box<dyn StateStore + Send>> =
+            Mutex::new(Box::new(InMemoryStateStore::new()));
+        let options = paced(Duration::from_secs(3600), Some(1.0), &stop, &store);
+        let started = Instant::now();
+        let runs = run_fleet(&plan, &options, &|_| {});
+        let took = started.elapsed();
+        assert_eq!(runs.len(), JOBS);
+        let mut lateness = crate::runner::Lateness::default();
+        for run in &runs {
+            assert_eq!(run.error, None);
+            // Steps at 0, 1, ..., SECONDS s of the recording.
+            assert_eq!(run.steps, SECONDS as usize + 1, "{}", run.name);
+            lateness.merge(&run.lateness);
+        }
+        assert_eq!(lateness.cycles(), (JOBS as u64) * (SECONDS + 1));
+        assert!(
+            lateness.max() < Duration::from_secs(1),
+            "a cycle started {:?} late",
+            lateness.max()
+        );
+        assert!(took >= Duration::from_secs(SECONDS), "{took:?}");
     }
 
     /// A fleet of one simulated job (the diurnal example) with a 1 min interval.

@@ -372,3 +372,125 @@ job = "{keyed}"
         "{stderr}"
     );
 }
+
+/// In-process, a plugin call past `plugin-call-timeout` marks its job stuck with a `JobStuck`
+/// event, and the other job goes on even with a single worker: the stuck worker is replaced.
+/// Ctrl-C still ends the host.
+#[test]
+fn a_job_stuck_in_an_in_process_plugin_is_reported_and_the_others_go_on_with_one_worker() {
+    let profile = build(&["fixture-misbehaving"]);
+    let plugins = plugins_dir(&[(
+        &plugin_file(&profile, "fixture-misbehaving"),
+        "libmisbehaving.so",
+    )]);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let keyed = repo_root().join("examples/jobs/keyed-step-spike.toml");
+    let file = dir.path().join("stuck.toml");
+    std::fs::write(
+        &file,
+        format!(
+            r#"
+[host]
+plugin-call-timeout = "300ms"
+
+[defaults]
+"metrics.window" = "3 min"
+"stabilization.interval" = "1 min"
+
+[[jobs]]
+name = "stuck"
+job = "{keyed}"
+[jobs.config]
+"scaling.alignment.mode" = "bad"
+"scaling.alignment.mode.bad.class" = "sleep-past-deadline"
+
+[[jobs]]
+name = "healthy"
+job = "{keyed}"
+"#,
+            keyed = keyed.display()
+        ),
+    )
+    .expect("write the fleet");
+    let mut host = std::process::Command::new(flowscale_bin())
+        .args([
+            "run",
+            "--json",
+            "--pace",
+            "600",
+            "--workers",
+            "1",
+            "--plugins",
+        ])
+        .arg(plugins.path())
+        .arg(&file)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start flowscale");
+    let stdout = host.stdout.take().expect("stdout");
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(stdout));
+    let (mut healthy_at, mut stuck_at) = (0, 0);
+    let mut stuck_events = Vec::new();
+    for line in lines.by_ref().map_while(Result::ok) {
+        let Ok(value) = serde_json::from_str::<Value>(&line) else {
+            continue;
+        };
+        let data = &value["data"];
+        let at = data["at_ms"].as_i64().unwrap_or(0);
+        let stuck: Vec<&Value> = data["events"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|e| e["reason"] == "JobStuck")
+            .collect();
+        if !stuck.is_empty() {
+            // Reported on the wall clock, not a step of the job.
+            for event in stuck {
+                stuck_events.push((data["job"].clone(), event["message"].clone()));
+            }
+            continue;
+        }
+        match data["job"].as_str() {
+            Some("healthy") => healthy_at = healthy_at.max(at),
+            Some("stuck") => stuck_at = stuck_at.max(at),
+            _ => {}
+        }
+        // Ten simulated minutes are one wall second at this pace: the healthy job is well
+        // past the stuck one's first decision.
+        if !stuck_events.is_empty() && healthy_at - stuck_at > 600_000 {
+            break;
+        }
+    }
+    assert_eq!(stuck_events.len(), 1, "{stuck_events:?}");
+    assert_eq!(stuck_events[0].0, "stuck");
+    let message = stuck_events[0].1.as_str().unwrap_or_default();
+    assert!(message.contains("plugin-call-timeout"), "{message}");
+    assert!(
+        healthy_at - stuck_at > 600_000,
+        "the healthy job did not go on (healthy at {healthy_at} ms, stuck at {stuck_at} ms)"
+    );
+    std::thread::spawn(move || for _ in lines {});
+    let status = std::process::Command::new("kill")
+        .args(["-INT", &host.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    let stopped = std::time::Instant::now();
+    let pid = host.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(host.wait_with_output());
+    });
+    let Ok(output) = rx.recv_timeout(std::time::Duration::from_secs(30)) else {
+        let _ = std::process::Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status();
+        panic!("the host did not end within 30 s of Ctrl-C");
+    };
+    let output = output.expect("the host ends");
+    // The grace period is 5 s; a busy machine may take a little longer to get there.
+    assert!(stopped.elapsed() < std::time::Duration::from_secs(15));
+    assert_eq!(output.status.code(), Some(130), "{:?}", output.status);
+}

@@ -1,11 +1,13 @@
 //! The blocking REST client of a Flink cluster: timeouts, bounded retries with backoff, and the
 //! mapping of every transport or HTTP failure to an [`EngineError`].
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use super::limit::RequestLimit;
 use crate::engine::EngineError;
 
 /// How to reach a Flink cluster's REST API and how patient to be with it.
@@ -82,6 +84,8 @@ impl Failure {
 pub struct FlinkClient {
     options: FlinkOptions,
     agent: ureq::Agent,
+    /// The cluster's bound on requests in flight, shared with its other clients.
+    in_flight: Option<Arc<RequestLimit>>,
 }
 
 impl std::fmt::Debug for FlinkClient {
@@ -102,7 +106,20 @@ impl FlinkClient {
             .http_status_as_error(false)
             .build()
             .into();
-        FlinkClient { options, agent }
+        FlinkClient {
+            options,
+            agent,
+            in_flight: None,
+        }
+    }
+
+    /// The same client, taking a place in `limit` for each request (not for the waits between
+    /// retries), so that all the clients of one cluster together stay within it.
+    pub fn with_limit(self, limit: Arc<RequestLimit>) -> FlinkClient {
+        FlinkClient {
+            in_flight: Some(limit),
+            ..self
+        }
     }
 
     /// The options this client was built with.
@@ -160,7 +177,10 @@ impl FlinkClient {
         let mut delay = self.options.backoff;
         let mut tries = 0;
         loop {
-            match attempt() {
+            let permit = self.in_flight.as_deref().map(RequestLimit::acquire);
+            let answer = attempt();
+            drop(permit);
+            match answer {
                 Ok(body) => return Ok(body),
                 Err(failure) if failure.retryable() && tries < self.options.retries => {
                     tracing::debug!(method, path, ?failure, "retrying Flink REST call");

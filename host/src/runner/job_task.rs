@@ -1,0 +1,697 @@
+//! A fleet entry's jobs as scheduler tasks: each job's control loop turned inside out, one step
+//! per call, so that a bounded pool of workers runs any number of jobs.
+//!
+//! An entry starts as an [`OpenEntry`] task, which opens its engines (listing a Flink cluster's
+//! jobs goes over the network) and starts a [`JobTask`] per job. A job task steps its runner
+//! when its time comes and asks to be called again at the next due time:
+//! - on a virtual clock (a simulation, a recording): back to back, or with `--pace`, once the
+//!   wall clock has caught up with the step (deadlines computed from the start, so the steps'
+//!   own time does not add up to drift);
+//! - on the wall clock: an interval after the previous step started, persisting the job's
+//!   state after every step.
+//!
+//! Each task delivers its [`JobRun`] into its entry's [`EntryOutcome`] when it ends.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use crate::config::EngineSpec;
+use crate::engine::flink::ClusterLimits;
+use crate::engine::{Clock, Engine};
+use crate::events::{Event, EventReason, Severity};
+use crate::plan::JobPlan;
+use crate::scaling::CycleStage;
+use crate::sim::{Simulation, Summary, Timeline};
+
+use super::engines::{NamedEngine, OpenedEngines, open_engines_limited};
+use super::fleet::{
+    DEFAULT_SIMULATED_DURATION, Interrupted, JobRun, MAX_SIMULATED_DURATION, RunOptions, wall_ms,
+};
+use super::job::{JobRunner, PersistError};
+use super::lateness::Lateness;
+use super::lease::JobLease;
+use super::live::{Follower, LiveEntry};
+use super::pace::{self, STOP_POLL};
+use super::report::CycleReport;
+use super::scheduler::{BoxedTask, Lane, Next, Task};
+
+/// Why a job's run has no result when one of its steps panicked.
+pub(super) const PANICKED: &str = "the job's control loop panicked; the other jobs went on";
+
+/// The longest an unpaced virtual clock steps before it lets the other jobs have the worker:
+/// long enough that queueing costs nothing next to the steps, short enough that a paced or
+/// wall-clock job sharing the worker is never noticeably late.
+const SLICE: Duration = Duration::from_millis(2);
+
+/// What every task of a fleet shares: how the fleet runs, where reports go, the clusters'
+/// request limits.
+#[derive(Clone, Copy)]
+pub(super) struct Env<'env> {
+    pub(super) options: &'env RunOptions<'env>,
+    pub(super) sink: &'env (dyn Fn(&CycleReport) + Sync),
+    pub(super) limits: &'env ClusterLimits,
+}
+
+/// What a fleet entry's jobs came to, filled in as they end.
+#[derive(Debug, Default)]
+pub(super) struct EntryOutcome {
+    /// Tasks of the entry not yet ended (the opening task counts until it has started the
+    /// jobs).
+    pending: AtomicUsize,
+    runs: Mutex<Vec<(usize, JobRun)>>,
+}
+
+impl EntryOutcome {
+    /// The outcome of an entry about to be opened.
+    pub(super) fn opening() -> Arc<EntryOutcome> {
+        Arc::new(EntryOutcome {
+            pending: AtomicUsize::new(1),
+            runs: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// True once every job of the entry has ended.
+    pub(super) fn is_finished(&self) -> bool {
+        self.pending.load(Ordering::Acquire) == 0
+    }
+
+    /// The runs in the order of the entry's jobs.
+    pub(super) fn take_runs(&self) -> Vec<JobRun> {
+        let mut runs =
+            std::mem::take(&mut *self.runs.lock().unwrap_or_else(PoisonError::into_inner));
+        runs.sort_by_key(|(index, _)| *index);
+        runs.into_iter().map(|(_, run)| run).collect()
+    }
+
+    fn expect(&self, tasks: usize) {
+        self.pending.fetch_add(tasks, Ordering::AcqRel);
+    }
+
+    fn deliver(&self, index: usize, run: JobRun) {
+        self.runs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push((index, run));
+        self.ended();
+    }
+
+    fn ended(&self) {
+        self.pending.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// An entry's first task: opens its engines and starts a task per job.
+pub(super) struct OpenEntry<'env> {
+    env: Env<'env>,
+    live: Arc<LiveEntry>,
+    /// Wall-clock jobs do not resume from the store: their engine changed, so what was learned
+    /// about the old one is wrong.
+    fresh: bool,
+    outcome: Arc<EntryOutcome>,
+    name: String,
+    lane: Lane,
+}
+
+impl<'env> OpenEntry<'env> {
+    /// The task that opens the entry `live` follows, delivering into `outcome`.
+    pub(super) fn new(
+        env: Env<'env>,
+        live: Arc<LiveEntry>,
+        fresh: bool,
+        outcome: Arc<EntryOutcome>,
+    ) -> OpenEntry<'env> {
+        let (job, _) = live.current();
+        // Listing a cluster's jobs waits on the network; opening a file does not.
+        let lane = match job.spec.engine {
+            EngineSpec::Flink { .. } => Lane::Network,
+            _ => Lane::Compute,
+        };
+        OpenEntry {
+            env,
+            name: job.spec.name.clone(),
+            live,
+            fresh,
+            outcome,
+            lane,
+        }
+    }
+}
+
+impl<'env> Task<'env> for OpenEntry<'env> {
+    fn step(&mut self, spawned: &mut Vec<BoxedTask<'env>>) -> Next {
+        let (job, interval_ms) = self.live.current();
+        let job = job.as_ref();
+        let start = Start {
+            env: self.env,
+            live: &self.live,
+            outcome: &self.outcome,
+            job,
+            interval_ms,
+        };
+        match open_engines_limited(&job.spec.name, &job.spec.engine, self.env.limits) {
+            Ok(OpenedEngines::Simulated {
+                simulation,
+                duration,
+            }) => {
+                let duration = self
+                    .env
+                    .options
+                    .simulated_duration
+                    .or(duration)
+                    .unwrap_or(DEFAULT_SIMULATED_DURATION);
+                let runner = start.runner(&job.spec.name, *simulation);
+                let kind = Kind::Simulated { duration };
+                self.outcome.expect(1);
+                spawned.push(Box::new(start.task(0, runner, kind, summarise_simulation)));
+            }
+            Ok(OpenedEngines::Jobs(engines)) => {
+                spawned.extend(engine_tasks(&start, self.fresh, engines));
+            }
+            Err(err) => {
+                self.outcome.deliver(
+                    0,
+                    JobRun::failed(
+                        job.spec.name.clone(),
+                        job.alignment.mode_id(),
+                        err.to_string(),
+                    ),
+                );
+                return Next::Done;
+            }
+        }
+        self.outcome.ended();
+        Next::Done
+    }
+
+    fn lane(&self) -> Lane {
+        self.lane
+    }
+
+    fn label(&self) -> &str {
+        &self.name
+    }
+
+    fn panicked(&mut self) {
+        let (job, _) = self.live.current();
+        self.outcome.deliver(
+            0,
+            JobRun::failed(self.name.clone(), job.alignment.mode_id(), PANICKED),
+        );
+    }
+}
+
+/// A task for each engine of an entry (the `fresh` ones do not resume from the store).
+pub(super) fn engine_tasks<'env>(
+    start: &Start<'_, 'env>,
+    fresh: bool,
+    engines: Vec<NamedEngine>,
+) -> Vec<BoxedTask<'env>> {
+    // A job the engine no longer knows stops its loop, unless the entry names it by `job-id`:
+    // the fleet asks for that job, so its loop waits for a job with that id to come back.
+    let await_return = matches!(
+        start.job.spec.engine,
+        EngineSpec::Flink {
+            job_id: Some(_),
+            ..
+        }
+    );
+    start.outcome.expect(engines.len());
+    engines
+        .into_iter()
+        .enumerate()
+        .map(|(index, (label, engine))| {
+            let runner = start.runner(&label, engine);
+            let kind = Kind::Engine {
+                fresh,
+                await_return,
+            };
+            let task: BoxedTask<'env> = Box::new(start.task(index, runner, kind, |_| None));
+            task
+        })
+        .collect()
+}
+
+/// What starting an entry's job tasks needs.
+pub(super) struct Start<'a, 'env> {
+    pub(super) env: Env<'env>,
+    pub(super) live: &'a Arc<LiveEntry>,
+    pub(super) outcome: &'a Arc<EntryOutcome>,
+    pub(super) job: &'a JobPlan,
+    pub(super) interval_ms: i64,
+}
+
+impl<'env> Start<'_, 'env> {
+    fn runner<E: Engine>(&self, name: &str, engine: E) -> JobRunner<E> {
+        JobRunner::new(
+            name,
+            engine,
+            self.job.alignment.clone(),
+            &self.job.settings,
+            self.interval_ms,
+        )
+    }
+
+    fn task<E: Engine>(
+        &self,
+        index: usize,
+        runner: JobRunner<E>,
+        kind: Kind,
+        summarise: fn(&E) -> Option<(Timeline, Summary)>,
+    ) -> JobTask<'env, E> {
+        JobTask {
+            env: self.env,
+            follower: self.live.follow(),
+            outcome: Arc::clone(self.outcome),
+            index,
+            name: runner.name().to_string(),
+            runner,
+            kind,
+            summarise,
+            clock: ClockState::Unstarted,
+            first_events: Vec::new(),
+            steps: 0,
+            failed: 0,
+            lateness: Lateness::default(),
+            lease: None,
+        }
+    }
+}
+
+/// A simulation's timeline and its summary, read once its run is over.
+fn summarise_simulation(simulation: &Simulation) -> Option<(Timeline, Summary)> {
+    let timeline = simulation.timeline();
+    let summary = Summary::from_timeline(&timeline);
+    Some((timeline, summary))
+}
+
+/// What kind of job a task runs.
+#[derive(Debug, Clone, Copy)]
+enum Kind {
+    /// A simulated job, for this much simulated time (or until it finishes).
+    Simulated { duration: Duration },
+    /// A job of an engine (Flink, a recording), resumed from the store unless `fresh`;
+    /// with `await_return`, a job the engine lost is awaited rather than ended.
+    Engine { fresh: bool, await_return: bool },
+}
+
+/// Where a job's clock stands.
+#[derive(Debug, Clone, Copy)]
+enum ClockState {
+    /// Before the first step.
+    Unstarted,
+    /// A virtual clock from `start_ms` to `end`, at `now`; `reached` is the last instant
+    /// stepped.
+    Virtual {
+        started: Instant,
+        start_ms: i64,
+        end: i64,
+        now: i64,
+        reached: i64,
+    },
+    /// The wall clock; `next` is when the next step is due, on the wall clock and on the
+    /// monotonic one.
+    Wall {
+        started: Instant,
+        gone: bool,
+        next: Option<NextWallStep>,
+    },
+}
+
+/// When a wall-clock job's next step is due.
+#[derive(Debug, Clone, Copy)]
+struct NextWallStep {
+    /// An interval after the previous step started, on the wall clock: the step starts once
+    /// the wall clock reached it, so that the runner finds its next cycle due.
+    wall_ms: i64,
+    /// The same on the monotonic clock: what the step's lateness is measured from.
+    at: Instant,
+    /// The step runs by then anyway (twice the interval): a wall clock set back must not
+    /// stall the job.
+    latest: Instant,
+}
+
+/// One job's control loop as a task.
+pub(super) struct JobTask<'env, E: Engine> {
+    env: Env<'env>,
+    follower: Follower,
+    outcome: Arc<EntryOutcome>,
+    /// The job's place among its entry's jobs.
+    index: usize,
+    name: String,
+    runner: JobRunner<E>,
+    kind: Kind,
+    summarise: fn(&E) -> Option<(Timeline, Summary)>,
+    clock: ClockState,
+    /// Events for the next step (what restoring the state found, a reload's notes).
+    first_events: Vec<Event>,
+    steps: usize,
+    failed: usize,
+    lateness: Lateness,
+    /// With state shared by several hosts: the job's lease, taken when its wall clock starts.
+    lease: Option<JobLease>,
+}
+
+impl<'env, E: Engine> Task<'env> for JobTask<'env, E> {
+    fn step(&mut self, _: &mut Vec<BoxedTask<'env>>) -> Next {
+        if let ClockState::Unstarted = self.clock
+            && let Some(done) = self.begin()
+        {
+            return done;
+        }
+        match self.clock {
+            ClockState::Virtual { .. } => self.step_virtual(),
+            _ => self.step_wall(),
+        }
+    }
+
+    fn lane(&self) -> Lane {
+        match self.clock {
+            ClockState::Virtual { .. } => Lane::Compute,
+            ClockState::Wall { .. } => Lane::Network,
+            ClockState::Unstarted => match self.runner.engine().clock() {
+                Clock::Virtual { .. } => Lane::Compute,
+                Clock::Wall => Lane::Network,
+            },
+        }
+    }
+
+    fn label(&self) -> &str {
+        &self.name
+    }
+
+    fn panicked(&mut self) {
+        let run = JobRun::failed(
+            self.name.clone(),
+            self.runner.alignment().mode_id(),
+            PANICKED,
+        );
+        self.outcome.deliver(self.index, run);
+    }
+}
+
+impl<E: Engine> JobTask<'_, E> {
+    /// True once the fleet was stopped or the entry left it.
+    fn stopped(&self) -> bool {
+        self.env.options.stop.load(Ordering::Relaxed) || self.follower.entry().is_removed()
+    }
+
+    /// Restores an engine job's state and starts its clock; `Some(Done)` when its state is
+    /// ambiguous: the job does not run, the others do.
+    fn begin(&mut self) -> Option<Next> {
+        let simulated = match self.kind {
+            Kind::Engine { fresh, .. } => {
+                let restored = match self.env.options.store.lock() {
+                    Ok(_) if fresh => Ok(Vec::new()),
+                    Ok(mut store) => self.runner.restore(store.as_mut()),
+                    Err(_) => Ok(Vec::new()),
+                };
+                match restored {
+                    Ok(events) => self.first_events = events,
+                    Err(err) => {
+                        let mode = self.runner.alignment().mode_id();
+                        let run = JobRun::failed(self.name.clone(), mode, err.to_string());
+                        self.outcome.deliver(self.index, run);
+                        return Some(Next::Done);
+                    }
+                }
+                None
+            }
+            Kind::Simulated { duration } => Some(duration),
+        };
+        let started = Instant::now();
+        self.clock = match self.runner.engine().clock() {
+            Clock::Virtual { start_ms, end_ms } => ClockState::Virtual {
+                started,
+                start_ms,
+                end: virtual_end(start_ms, end_ms, simulated),
+                now: start_ms,
+                reached: start_ms,
+            },
+            Clock::Wall => {
+                self.lease = JobLease::of(self.env.options.store, self.runner.name());
+                ClockState::Wall {
+                    started,
+                    gone: false,
+                    next: None,
+                }
+            }
+        };
+        None
+    }
+
+    /// Steps a virtual clock: with a pace, the step that is due (if it is); without, steps
+    /// back to back for a [`SLICE`]. Ends when the time is up, the job finishes, the fleet is
+    /// stopped, or the engine lost the job (a virtual clock has nothing to wait for).
+    fn step_virtual(&mut self) -> Next {
+        let ClockState::Virtual {
+            started,
+            start_ms,
+            end,
+            mut now,
+            mut reached,
+        } = self.clock
+        else {
+            return Next::Done;
+        };
+        let options = self.env.options;
+        let slice_end = Instant::now() + SLICE;
+        let next = loop {
+            if !(now <= end && !self.runner.is_finished() && !self.stopped()) {
+                break None;
+            }
+            if let Some(pace) = options.pace {
+                let elapsed = Duration::from_millis(u64::try_from(now - start_ms).unwrap_or(0));
+                match pace::deadline(pace, started, elapsed) {
+                    // Never: only the stop (which wakes every task) ends the wait.
+                    None => break Some(Next::At(Instant::now() + STOP_POLL)),
+                    Some(due) => {
+                        let now = Instant::now();
+                        if due > now {
+                            break Some(Next::At(due));
+                        }
+                        self.lateness.record(now - due);
+                    }
+                }
+            } else if Instant::now() >= slice_end {
+                break Some(Next::At(Instant::now()));
+            }
+            let events = self.take_events();
+            if let Some(mut report) = self.runner.step(now, events) {
+                report.virtual_clock = true;
+                self.account(&report);
+                if report.job_gone {
+                    return self.finish(None, true);
+                }
+            }
+            reached = now;
+            if options.once {
+                return self.finish(None, false);
+            }
+            now += self.runner.step_ms();
+        };
+        self.clock = ClockState::Virtual {
+            started,
+            start_ms,
+            end,
+            now,
+            reached,
+        };
+        if let Some(next) = next {
+            return next;
+        }
+        // A job that left the fleet by a reload was not interrupted: it ended as asked.
+        let cut_short =
+            now <= end && !self.runner.is_finished() && options.stop.load(Ordering::Relaxed);
+        let interrupted = cut_short.then_some(Interrupted {
+            at_ms: reached,
+            end_ms: end,
+        });
+        self.finish(interrupted, false)
+    }
+
+    /// Steps on the wall clock once the interval since the previous step's start is over,
+    /// persisting the job's state after the step; ends when the run's duration is over, the
+    /// job finishes, the fleet is stopped, or the engine lost the job (unless the entry names
+    /// it: then it is asked for at every step until it is back).
+    ///
+    /// The interval runs from step start to step start: time the step itself took (a metric
+    /// priming wait, a slow REST answer) is not added to it.
+    fn step_wall(&mut self) -> Next {
+        let ClockState::Wall {
+            started,
+            gone,
+            next,
+        } = self.clock
+        else {
+            return Next::Done;
+        };
+        if let Some(due) = next {
+            if self.stopped() {
+                return self.finish(None, gone);
+            }
+            let left_ms = due.wall_ms.saturating_sub(wall_ms());
+            let now = Instant::now();
+            if left_ms > 0 && now < due.latest {
+                let left = Duration::from_millis(u64::try_from(left_ms).unwrap_or(0));
+                return Next::At(now + left.min(due.latest - now));
+            }
+            self.lateness.record(now.saturating_duration_since(due.at));
+        }
+        let options = self.env.options;
+        let events = self.take_events();
+        let now_ms = wall_ms();
+        let step_started = Instant::now();
+        let mut gone = gone;
+        let mut lease_events = Vec::new();
+        let store = options.store;
+        let acting = self
+            .lease
+            .as_mut()
+            .is_none_or(|lease| lease.before_step(&mut self.runner, store, &mut lease_events));
+        if acting {
+            let mut events = events;
+            events.extend(lease_events);
+            if let Some(report) = self.runner.step(now_ms, events) {
+                gone = report.job_gone;
+                self.account(&report);
+            }
+            self.persist(now_ms);
+            if let Some(lease) = &self.lease {
+                lease.after_step(&self.runner, now_ms);
+            }
+        } else {
+            // Not this host's job now: only what the lease did is reported, and the events
+            // waiting for a step wait for the next one this host acts in.
+            self.first_events = events;
+            if !lease_events.is_empty() {
+                let mut report = CycleReport::new(self.runner.name(), now_ms);
+                report.events = lease_events;
+                (self.env.sink)(&report);
+            }
+        }
+        let await_return = matches!(
+            self.kind,
+            Kind::Engine {
+                await_return: true,
+                ..
+            }
+        );
+        if options.once
+            || self.runner.is_finished()
+            || (gone && !await_return)
+            || options
+                .wall_duration
+                .is_some_and(|d| started.elapsed() >= d)
+        {
+            return self.finish(None, gone);
+        }
+        let step_ms = self.runner.step_ms();
+        let step = Duration::from_millis(u64::try_from(step_ms).unwrap_or(1000));
+        self.clock = ClockState::Wall {
+            started,
+            gone,
+            next: Some(NextWallStep {
+                wall_ms: now_ms.saturating_add(step_ms),
+                at: step_started + step,
+                latest: step_started + step * 2,
+            }),
+        };
+        Next::At(step_started + step)
+    }
+
+    /// The events for the next step: those waiting, and the notes of the entry's new plan if
+    /// a reload changed it since the last step (which the runner takes now).
+    fn take_events(&mut self) -> Vec<Event> {
+        let mut events = std::mem::take(&mut self.first_events);
+        if let Some((plan, interval_ms)) = self.follower.changed() {
+            self.runner
+                .reconfigure(plan.alignment.clone(), &plan.settings, interval_ms);
+            events.extend(
+                plan.notes
+                    .iter()
+                    .map(|note| note.clone().job(self.runner.name())),
+            );
+        }
+        events
+    }
+
+    /// Counts a step (and whether it failed) and passes its report on.
+    fn account(&mut self, report: &CycleReport) {
+        self.steps += 1;
+        let bad = matches!(report.stage, Some(CycleStage::Failed(_)))
+            || report.engine_failed
+            || report
+                .events
+                .iter()
+                .any(|e| e.reason == EventReason::EngineError);
+        if bad {
+            self.failed += 1;
+        }
+        (self.env.sink)(report);
+    }
+
+    /// Writes the runner's state into the store and flushes it. A failure does not stop the
+    /// job: it is reported as an event, in a step of its own.
+    fn persist(&mut self, now_ms: i64) {
+        let persisted = {
+            let Ok(mut store) = self.env.options.store.lock() else {
+                return;
+            };
+            self.runner
+                .persist(store.as_mut())
+                .and_then(|()| store.flush().map_err(PersistError::from))
+        };
+        if let Err(err) = persisted {
+            let event = Event::new(
+                EventReason::AutoscalerError,
+                Severity::Warning,
+                format!("cannot persist the job's state: {err}"),
+            )
+            .job(self.runner.name());
+            let mut report = CycleReport::new(self.runner.name(), now_ms);
+            report.events.push(event);
+            self.account(&report);
+        }
+    }
+
+    /// Delivers the job's run into its entry's outcome.
+    fn finish(&mut self, interrupted: Option<Interrupted>, gone: bool) -> Next {
+        let simulation = match self.kind {
+            Kind::Simulated { .. } => (self.summarise)(self.runner.engine()),
+            Kind::Engine { .. } => None,
+        };
+        let run = JobRun {
+            name: self.name.clone(),
+            mode: self.runner.alignment().mode_id(),
+            steps: self.steps,
+            failed_steps: self.failed,
+            error: None,
+            simulation,
+            interrupted,
+            gone,
+            lateness: std::mem::take(&mut self.lateness),
+        };
+        self.outcome.deliver(self.index, run);
+        Next::Done
+    }
+}
+
+/// The last instant of a virtual clock that starts at `start_ms`: the engine's end or the end of
+/// the `simulated` time, whichever comes first; [`MAX_SIMULATED_DURATION`] when neither exists.
+fn virtual_end(start_ms: i64, end_ms: Option<i64>, simulated: Option<Duration>) -> i64 {
+    let limit = simulated.map(|d| start_ms + duration_ms(d));
+    match (end_ms, limit) {
+        (Some(end), Some(limit)) => end.min(limit),
+        (Some(end), None) => end,
+        (None, Some(limit)) => limit,
+        (None, None) => start_ms + duration_ms(MAX_SIMULATED_DURATION),
+    }
+}
+
+fn duration_ms(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX / 4)
+}
+
+#[cfg(test)]
+mod tests;
