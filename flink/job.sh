@@ -6,7 +6,8 @@
 #                                       (POST /jars/upload), run it (POST /jars/:id/run) and print
 #                                       the job id; ARGS go to the job (--rate, --cost-ms,
 #                                       --parallelism, --max-parallelism, --keys,
-#                                       --keyed-cost-ms)
+#                                       --keyed-cost-ms, --hot-key-groups,
+#                                       --hot-share)
 #
 # The jar is built with javac against flink-dist (nothing else is needed) into
 # ${FLOWSCALE_CACHE:-$HOME/.cache/flowscale}/flink-2.3.0/job and rebuilt when a source is newer.

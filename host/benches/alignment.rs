@@ -1,5 +1,5 @@
 //! ns per alignment for N = 128, 720 and 32768, typical and worst case, with the closed-form
-//! search next to the anchor's plain scan. Ratios are what to read: the machine is shared.
+//! search next to the Flink autoscaler's plain scan. Ratios are what to read: the machine is shared.
 
 use std::collections::BTreeMap;
 use std::hint::black_box;

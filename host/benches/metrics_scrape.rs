@@ -1,6 +1,10 @@
 //! The server's cost: a `/metrics` scrape of a large fleet (1,000 jobs x 20 vertices), and the
 //! update the control loop pays per step (`FleetView::record`).
 //!
+//! A scrape after a change (every `_after_a_change` row sets a gauge first, as a step does)
+//! encodes the whole text; a scrape with nothing changed since the previous one serves the
+//! text encoded then (`_unchanged`).
+//!
 //! `cargo bench -p flowscale --bench metrics_scrape`
 
 use std::collections::BTreeMap;
@@ -64,11 +68,25 @@ fn scrape(c: &mut Criterion) {
     );
     let mut group = c.benchmark_group("metrics_scrape");
     group.sample_size(20);
-    group.bench_function("encode_text_1000x20", |b| {
-        b.iter(|| black_box(view.metrics().encode_text()))
+    let mut loaded = 0;
+    let mut change = || {
+        loaded = (loaded + 1) % 8;
+        view.metrics().set_plugins_loaded(loaded);
+    };
+    group.bench_function("encode_text_1000x20_after_a_change", |b| {
+        b.iter(|| {
+            change();
+            black_box(view.metrics().encode_text())
+        })
     });
-    group.bench_function("encode_openmetrics_1000x20", |b| {
-        b.iter(|| black_box(view.metrics().encode()))
+    group.bench_function("encode_openmetrics_1000x20_after_a_change", |b| {
+        b.iter(|| {
+            change();
+            black_box(view.metrics().encode())
+        })
+    });
+    group.bench_function("encode_text_1000x20_unchanged", |b| {
+        b.iter(|| black_box(view.metrics().encode_text()))
     });
     group.finish();
     let step = report(7, 4);

@@ -131,7 +131,7 @@ pub struct Event {
     pub details: BTreeMap<String, i64>,
     /// A message a person can act on.
     pub message: String,
-    /// What makes two events "the same" for the per-job rate limit (the anchor's message keys,
+    /// What makes two events "the same" for the per-job rate limit (the Flink autoscaler's message keys,
     /// e.g. `ScalingLimited<vertex>`); when unset, the reason and the message do.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key: Option<String>,

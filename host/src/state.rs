@@ -4,7 +4,7 @@
 //! Components own their section's type and read/write it with [`load`] and [`save`]; the store
 //! only knows JSON values, so adding a section needs no change here. [`FileStateStore`] keeps one
 //! JSON file per job and replaces it atomically on [`StateStore::flush`], which the loop calls once
-//! per cycle (as the anchor flushes its state store after every cycle). It holds the directory's
+//! per cycle (as the Flink autoscaler flushes its state store after every cycle). It holds the directory's
 //! lock ([`StateDirLock`]) while it lives, reads a directory through [`scan_dir`] (which
 //! `validate` uses too), and keeps what cannot be read in [`QUARANTINE_DIR`] instead of
 //! overwriting it. [`postgres::PostgresStateStore`] keeps the same sections in PostgreSQL for

@@ -1,4 +1,4 @@
-//! Replays a recorded scenario through the decision pipeline and checks the anchor's numbers
+//! Replays a recorded scenario through the decision pipeline and checks the Flink autoscaler's numbers
 //! cycle by cycle.
 
 use std::collections::BTreeMap;
@@ -16,7 +16,7 @@ const SRC: &str = "0a448493b4782967b150582570326227";
 const SINK: &str = "ea632d67b7d595e5b851708ae9ad79d6";
 
 fn options() -> AutoscalerOptions {
-    // The anchor's BacklogBasedScalingTest configuration, plus a 2 s scale-down interval.
+    // The Flink autoscaler's BacklogBasedScalingTest configuration, plus a 2 s scale-down interval.
     let config: BTreeMap<String, String> = [
         ("utilization.target", "0.8"),
         ("utilization.max", "0.9"),
@@ -68,7 +68,7 @@ fn backlog_scale_up_then_delayed_scale_down() {
         CycleStage::CollectingMetrics { samples: 1 }
     );
 
-    // t = 1 s: the anchor's worked example, both vertices 1 -> 4.
+    // t = 1 s: the Flink autoscaler's worked example, both vertices 1 -> 4.
     let out = &outcomes[&1000];
     assert_eq!(out.stage, CycleStage::Scaled);
     assert_eq!(out.decision, Some(map(4)));

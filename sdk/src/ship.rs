@@ -5,7 +5,7 @@ use std::fmt;
 /// The ship strategy of one input edge of a vertex, as Flink's job plan names it.
 ///
 /// The set is fixed on purpose: adding a variant later would change the layout that every built
-/// plugin was checked against, so every strategy the anchor knows is here from the start, and
+/// plugin was checked against, so every strategy the Flink autoscaler knows is here from the start, and
 /// anything unrecognised reads as [`ShipStrategy::Unknown`].
 #[repr(C, u8)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -35,7 +35,7 @@ pub enum ShipStrategy {
 }
 
 impl ShipStrategy {
-    /// Parses a ship-strategy name case-insensitively, as the anchor does; anything unrecognised
+    /// Parses a ship-strategy name case-insensitively, as the Flink autoscaler does; anything unrecognised
     /// is [`ShipStrategy::Unknown`]. `CUSTOM:48` (or `CUSTOM(48)`) carries a bucket count.
     pub fn parse(text: &str) -> ShipStrategy {
         let text = text.trim();

@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 use std::process::Command;
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use crate::workspace_root;
@@ -52,17 +53,29 @@ pub fn run_script(script: &str, args: &[&str], envs: &[(&str, &str)]) -> String 
     stdout.lines().last().unwrap_or_default().trim().to_string()
 }
 
+/// Held by a running [`Cluster`]: the clusters of one test process take turns, since they share
+/// their loopback ports and two clusters at once would also skew each other's timings.
+static ONE_CLUSTER_AT_A_TIME: Mutex<()> = Mutex::new(());
+
 /// A session cluster in a temporary folder, stopped by PID when dropped (also when the test
-/// fails, after printing the tail of its logs).
+/// fails, after printing the tail of its logs). Only one runs at a time in a test process: a
+/// second `start` waits until the first cluster is dropped.
 pub struct Cluster {
     dir: tempfile::TempDir,
     /// The REST endpoint, e.g. `http://127.0.0.1:18081`.
     pub url: String,
+    /// Released after `drop` has stopped the cluster (fields drop after `Drop::drop`).
+    _turn: MutexGuard<'static, ()>,
 }
 
 impl Cluster {
     /// Starts a cluster whose TaskManager has `slots` slots.
     pub fn start(slots: u32) -> Cluster {
+        // A test that failed while holding the turn poisons the lock; the cluster it held is
+        // stopped all the same, so the turn is still good.
+        let turn = ONE_CLUSTER_AT_A_TIME
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         let dir = tempfile::Builder::new()
             .prefix("flowscale-flink-")
             .tempdir()
@@ -72,6 +85,7 @@ impl Cluster {
         let mut cluster = Cluster {
             dir,
             url: String::new(),
+            _turn: turn,
         };
         let slots = slots.to_string();
         cluster.url = run_script(

@@ -3,7 +3,7 @@
 //! Each scans one region per direction, upward from the target: scale-up `[t, UA]` (above the
 //! target), scale-down `[t, min(c, UA)]` (within range). When nothing is accepted they keep the
 //! target bounded by the cap, `min(t, UA)`: a source never gets more subtasks than partitions
-//! (a deliberate correction of the anchor, which kept `t`).
+//! (a deliberate correction of the Flink autoscaler, which keeps `t`).
 
 use super::decision::Decision;
 use super::inputs::Inputs;
@@ -58,8 +58,8 @@ impl BuiltIn {
                 vec!["OFF: no search; the computed target is kept as is".to_string()],
             );
         };
-        let scan = anchor_region(inputs);
-        let mut explanation = vec![describe_anchor_region(inputs, rule)];
+        let scan = single_region(inputs);
+        let mut explanation = vec![describe_single_region(inputs, rule)];
         match first_accepted(inputs.n, inputs.t, scan, rule) {
             Some(p) => {
                 explanation.push(accepted_because(inputs, rule, p));
@@ -77,8 +77,9 @@ impl BuiltIn {
     }
 }
 
-/// The anchor's single region: `[t, UA]` for a scale-up, `[t, min(c, UA)]` for a scale-down.
-pub(super) fn anchor_region(inputs: &Inputs) -> Scan {
+/// The Flink autoscaler's single region: `[t, UA]` for a scale-up, `[t, min(c, UA)]` for a
+/// scale-down.
+pub(super) fn single_region(inputs: &Inputs) -> Scan {
     let end = if inputs.up {
         inputs.cap
     } else {
@@ -87,14 +88,14 @@ pub(super) fn anchor_region(inputs: &Inputs) -> Scan {
     Scan::up(inputs.t, end)
 }
 
-/// The anchor's `firstAlignedInRegion`, scanned value by value (the test reference).
+/// The Flink autoscaler's `firstAlignedInRegion`, scanned value by value (the test reference).
 #[cfg(test)]
 pub(super) fn first_aligned_in_region_scan(inputs: &Inputs, rule: Rule) -> Option<u64> {
-    first_accepted_scan(inputs.n, inputs.t, anchor_region(inputs), rule)
+    first_accepted_scan(inputs.n, inputs.t, single_region(inputs), rule)
 }
 
-fn describe_anchor_region(inputs: &Inputs, rule: Rule) -> String {
-    let scan = anchor_region(inputs);
+fn describe_single_region(inputs: &Inputs, rule: Rule) -> String {
+    let scan = single_region(inputs);
     let region = if inputs.up {
         "ABOVE_TARGET"
     } else {

@@ -75,7 +75,7 @@ pub(super) fn narrow(value: u64) -> u32 {
     u32::try_from(value).unwrap_or(u32::MAX)
 }
 
-/// The SCALING_LIMITED event of the anchor, with every field it carries.
+/// The SCALING_LIMITED event of the Flink autoscaler, with every field it carries.
 pub(super) fn scaling_limited(ctx: &AlignmentContext, inputs: &Inputs, actual: u64) -> Event {
     let vertex = if ctx.vertex_id().is_empty() {
         ctx.vertex_name()

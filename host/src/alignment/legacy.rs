@@ -6,7 +6,7 @@
 
 use flowscale_sdk::AlignmentContext;
 
-use super::builtin::{accepted_because, anchor_region};
+use super::builtin::{accepted_because, single_region};
 use super::decision::Decision;
 use super::inputs::{Inputs, scaling_limited};
 use super::search::{Rule, first_accepted, relaxed_downward};
@@ -50,7 +50,7 @@ impl Legacy {
             Legacy::EvenlySpread => Rule::Divisor,
             Legacy::MaximizeUtilisation => Rule::LoadReducing,
         };
-        let scan = anchor_region(inputs);
+        let scan = single_region(inputs);
         let mut explanation = vec![format!(
             "legacy {}: scanned [{}, {}] upward with {}",
             self.name(),
@@ -72,7 +72,7 @@ impl Legacy {
     }
 }
 
-/// The anchor's blocking fallback with one correction: when the cap (not alignment) is why the
+/// The Flink autoscaler's blocking fallback with one correction: when the cap (not alignment) is why the
 /// candidate inverts the scale — the target is above the cap and the candidate within it — the
 /// candidate is applied rather than holding a source above its partition count.
 pub(super) fn blocking_fallback(

@@ -1,6 +1,6 @@
 //! The region searches behind every mode, in two implementations with the same answers.
 //!
-//! The anchor scans a region value by value. With `N` up to 32768 and a target far from any
+//! The Flink autoscaler scans a region value by value. With `N` up to 32768 and a target far from any
 //! accepted value that costs tens of thousands of divisions per vertex, so the modes use the
 //! closed forms below; the plain scans stay as the reference the property tests compare against.
 //!
@@ -151,7 +151,7 @@ fn first_accepted_closed_form(n: u64, t: u64, scan: Scan, rule: Rule) -> Option<
     }
 }
 
-/// The anchor's relaxed downward fallback, scanned: walk `p` down from `t` to the first `p` with
+/// The Flink autoscaler's relaxed downward fallback, scanned: walk `p` down from `t` to the first `p` with
 /// `N/p > N/t`; if `p` does not divide `N`, step back up by one; 0 if no such `p`. The caller
 /// applies `max(p, lower)`.
 pub fn relaxed_downward_scan(n: u64, t: u64) -> u64 {

@@ -1,5 +1,5 @@
 //! Alignment tests: the worked examples of the contract, every mode over many `N`, resolution,
-//! ADVANCED validation, and property tests against plain scans of the anchor's loops.
+//! ADVANCED validation, and property tests against plain scans of the Flink autoscaler's loops.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -137,8 +137,9 @@ fn legacy_found_value_emits_nothing() {
 
 const NS: &[u32] = &[7, 13, 127, 15, 35, 143, 12, 60, 360, 720, 5040, 128, 32768];
 
-/// The anchor's loops transcribed as plainly as possible: the reference for the modes.
-fn anchor_first_aligned(c: u64, t: u64, n: u64, cap: u64, load_reducing: bool) -> u64 {
+/// The Flink autoscaler's loops transcribed as plainly as possible: the reference for the
+/// modes.
+fn flink_first_aligned(c: u64, t: u64, n: u64, cap: u64, load_reducing: bool) -> u64 {
     let end = if t > c { cap } else { c.min(cap) };
     let mut p = t;
     while p <= end {
@@ -150,7 +151,7 @@ fn anchor_first_aligned(c: u64, t: u64, n: u64, cap: u64, load_reducing: bool) -
     0
 }
 
-fn anchor_relaxed(n: u64, t: u64, lower: u64) -> u64 {
+fn flink_relaxed_fallback(n: u64, t: u64, lower: u64) -> u64 {
     let mut p = t;
     let mut found = 0;
     while p > 0 {
@@ -164,7 +165,7 @@ fn anchor_relaxed(n: u64, t: u64, lower: u64) -> u64 {
 }
 
 #[test]
-fn every_mode_matches_the_anchor_loops_over_many_n() {
+fn every_mode_matches_the_flink_autoscaler_loops_over_many_n() {
     let mut checked = 0;
     for &n in NS {
         let k = n.max(128);
@@ -177,8 +178,8 @@ fn every_mode_matches_the_anchor_loops_over_many_n() {
             ] {
                 let (c64, t64, n64) = (u64::from(c), u64::from(t), u64::from(n));
                 let cap = n64.min(u64::from(k_used)).min(u64::from(upper));
-                let balanced = anchor_first_aligned(c64, t64, n64, cap, true);
-                let evenly = anchor_first_aligned(c64, t64, n64, cap, false);
+                let balanced = flink_first_aligned(c64, t64, n64, cap, true);
+                let evenly = flink_first_aligned(c64, t64, n64, cap, false);
                 let keep = t64.min(cap);
                 assert_eq!(
                     u64::from(mode("BALANCED").decide(&cx).parallelism),
@@ -204,7 +205,7 @@ fn every_mode_matches_the_anchor_loops_over_many_n() {
                         );
                         assert!(out.events.is_empty());
                     } else {
-                        let cand = anchor_relaxed(n64, t64, 1);
+                        let cand = flink_relaxed_fallback(n64, t64, 1);
                         let up = t64 > c64;
                         let inverts = (up && cand <= c64) || (!up && cand >= c64);
                         let expected = if inverts && !(t64 > cap && cand <= cap) {
@@ -827,12 +828,12 @@ proptest! {
     }
 
     #[test]
-    fn modes_equal_the_plain_anchor_scans(cx in any_context()) {
+    fn modes_equal_plain_scans_of_the_flink_autoscaler_loops(cx in any_context()) {
         let inputs = super::inputs::Inputs::of(&cx);
         prop_assume!(inputs.t != inputs.c && cx.default_applicable());
         let keep = inputs.t.min(inputs.cap);
         for (name, lr) in [("BALANCED", true), ("EVENLY_SPREAD", false)] {
-            let reference = anchor_first_aligned(inputs.c, inputs.t, inputs.n, inputs.cap, lr);
+            let reference = flink_first_aligned(inputs.c, inputs.t, inputs.n, inputs.cap, lr);
             let expected = if reference > 0 { reference } else { keep };
             prop_assert_eq!(u64::from(mode(name).decide(&cx).parallelism), expected, "{}", name);
             let scanned = super::builtin::first_aligned_in_region_scan(&inputs, if lr { Rule::LoadReducing } else { Rule::Divisor });

@@ -16,7 +16,7 @@
 //! - `processing_delay_ms`: `T * busy / 1000` where `busy` is the busiest vertex's
 //!   `busyTimeMsPerSecond` (`max` over subtasks, clamped to `[0, 1000]`): the time the bottleneck
 //!   needed for this batch, so `elements / processing_delay` is the rate the job could process at
-//!   full load (the true processing rate of the anchor);
+//!   full load (the true processing rate, as the Flink autoscaler defines it);
 //! - `scheduling_delay_ms`: `T * bp / 1000` where `bp` is the largest
 //!   `backPressuredTimeMsPerSecond` (`avg` over subtasks) of a source: the part of the interval in
 //!   which the sources had to wait because earlier records were still queued inside the job.

@@ -23,7 +23,7 @@ pub fn cooldown_period(lookup: &impl ConfigLookup) -> Result<Duration, KeyError>
     )
 }
 
-/// The master switch. The anchor defaults it to false; in flowscale, listing a job in the fleet
+/// The master switch. The Flink autoscaler defaults it to false; in flowscale, listing a job in the fleet
 /// is the opt-in, so only an explicit `false` turns the autoscaler off for it.
 pub const ENABLED_KEY: &str = "enabled";
 

@@ -463,15 +463,15 @@ pub(super) const REPORT_HEADER_QUEUED: &str = "Scaling decision queued by the co
 
 /// How an event is rate-limited (`scaling.event.interval`).
 enum Dedupe {
-    /// Always recorded (scaling reports, as the logging handler of the anchor does).
+    /// Always recorded (scaling reports, as the Flink autoscaler's logging handler does).
     Never,
-    /// Identical when reason and key match (the anchor's message keys).
+    /// Identical when reason and key match (the Flink autoscaler's message keys).
     Key(String),
     /// Identical when reason and message match.
     Message,
 }
 
-/// The anchor's rules: scaling reports and errors are always recorded; an event with a message
+/// The Flink autoscaler's rules: scaling reports and errors are always recorded; an event with a message
 /// key is the same as an earlier one with that key; rate limits change every batch and are
 /// reported once per interval; anything else is the same when its message is. State kept aside
 /// is always recorded too: each one names another kept file.

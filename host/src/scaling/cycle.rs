@@ -157,7 +157,7 @@ mod tests {
     use crate::scaling::testing::Job;
     use crate::scaling::testing::{BalancedAligner, TargetAligner};
 
-    /// The anchor's BacklogBasedScalingTest configuration (docs/decision-pipeline.md#worked-example).
+    /// The Flink autoscaler's BacklogBasedScalingTest configuration (docs/decision-pipeline.md#worked-example).
     fn backlog_opts() -> AutoscalerOptions {
         AutoscalerOptions {
             utilization_target: 0.8,

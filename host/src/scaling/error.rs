@@ -7,10 +7,10 @@ pub enum CycleError {
     /// The job cannot be evaluated yet (empty plan, metrics missing while stabilizing).
     #[error("{0}")]
     NotReady(String),
-    /// A metric the anchor requires is missing after stabilization.
+    /// A metric the Flink autoscaler requires is missing after stabilization.
     #[error("Could not find required metric {metric} for {vertex}")]
     MetricNotFound {
-        /// The anchor's Flink-metric name (`BUSY_TIME_PER_SEC`, ...).
+        /// The Flink autoscaler's metric name (`BUSY_TIME_PER_SEC`, ...).
         metric: &'static str,
         /// The vertex id.
         vertex: String,

@@ -1,4 +1,4 @@
-//! Java double semantics the anchor's numbers depend on: `Math.round`, `Math.max`, decimal
+//! Java double semantics the Flink autoscaler's numbers depend on: `Math.round`, `Math.max`, decimal
 //! rounding of the shortest representation, saturating casts and `Double.toString`.
 //!
 //! Users compare flowscale's numbers with the Flink autoscaler's, so every rounding rule here is
@@ -41,7 +41,7 @@ pub fn to_int_saturating(x: f64) -> i32 {
     x as i32
 }
 
-/// The anchor's `roundMetric`: HALF_UP to 3 decimals on the shortest decimal representation; a
+/// The Flink autoscaler's `roundMetric`: HALF_UP to 3 decimals on the shortest decimal representation; a
 /// value that would round to 0 is returned unchanged (small values never become 0). NaN and
 /// infinities are returned unchanged.
 pub fn round_metric(x: f64) -> f64 {
@@ -127,7 +127,7 @@ pub fn java_double_to_string(x: f64) -> String {
     }
 }
 
-/// The two `BigDecimal` rounding modes the anchor uses.
+/// The two `BigDecimal` rounding modes the Flink autoscaler uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum DecimalRounding {
     /// Nearest, ties away from zero.

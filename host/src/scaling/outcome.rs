@@ -30,7 +30,7 @@ pub enum CycleStage {
     WindowNotFull,
     /// GC or heap pressure above the thresholds: nothing scaled.
     MemoryPressure,
-    /// No changed vertex is outside its utilization band (the anchor's "balanced").
+    /// No changed vertex is outside its utilization band (the Flink autoscaler's "balanced").
     WithinBounds,
     /// A decision was computed but not executed: advisor mode or an excluded period.
     Blocked(String),
@@ -113,7 +113,7 @@ impl CycleOutcome {
         CycleOutcome::new(CycleStage::NotReady("the job could not be observed".into()))
     }
 
-    /// True when a scaling operation was decided (the anchor's `scalings` counter).
+    /// True when a scaling operation was decided (the Flink autoscaler's `scalings` counter).
     pub fn scaled(&self) -> bool {
         self.stage == CycleStage::Scaled
     }

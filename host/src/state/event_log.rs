@@ -1,10 +1,11 @@
-//! A job's recent events, with the anchor's rate limit on repeated identical events.
+//! A job's recent events, with the Flink autoscaler's rate limit on repeated identical
+//! events.
 //!
 //! An event is identical to an earlier one when it has the same reason and the same key, or,
 //! when it has no key, the same message (docs/control-loop.md#dedupe). An identical event within
 //! `scaling.event.interval` (default 30 min) of the last one that was recorded is suppressed;
 //! suppressed events do not move that instant, so a condition that persists is reported once
-//! per interval. The anchor's keys, for callers: `ScalingLimited<vertex>`,
+//! per interval. The Flink autoscaler's keys, for callers: `ScalingLimited<vertex>`,
 //! `ineffective<vertex><expectedIncrease>`, `gcPressure` / `heapUsage`, `ScalingExecutor`;
 //! `AutoscalerError` has no interval (use [`EventLog::record_always`]).
 //!
@@ -26,7 +27,7 @@ use crate::events::{Event, Severity};
 /// The configuration key of the dedupe interval.
 pub const EVENT_INTERVAL_KEY: &str = "scaling.event.interval";
 
-/// The dedupe interval when `scaling.event.interval` is unset (the anchor's default).
+/// The dedupe interval when `scaling.event.interval` is unset (the Flink autoscaler's default).
 pub const DEFAULT_EVENT_INTERVAL: Duration = Duration::from_secs(30 * 60);
 
 /// How many recent events a job keeps by default.

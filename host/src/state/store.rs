@@ -26,7 +26,7 @@ pub trait StateStore {
     fn get(&self, job: &str, section: &str) -> Option<serde_json::Value>;
     /// Stores `value` as `section` of `job`, replacing what was there.
     fn put(&mut self, job: &str, section: &str, value: serde_json::Value);
-    /// Forgets everything about `job` (the anchor clears all state of a job whose autoscaler is
+    /// Forgets everything about `job` (the Flink autoscaler clears all state of a job whose autoscaler is
     /// disabled, and of a job that is gone).
     fn remove_job(&mut self, job: &str);
     /// The jobs that have state, sorted.
@@ -226,7 +226,7 @@ pub fn save<T: Serialize + ?Sized>(
 /// A job's sections, by name.
 type Sections = BTreeMap<String, serde_json::Value>;
 
-/// State kept in memory only (the anchor's `MEMORY` store): lost when the host exits.
+/// State kept in memory only (the Flink autoscaler's `MEMORY` store): lost when the host exits.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct InMemoryStateStore {
     jobs: BTreeMap<String, Sections>,

@@ -86,7 +86,7 @@ fn whole_workers(target: u32) -> u32 {
 }
 
 /// The vertex named `name` in `GET /jobs/:id`.
-fn vertex<'a>(details: &'a Value, name: &str) -> Option<&'a Value> {
+pub(super) fn vertex<'a>(details: &'a Value, name: &str) -> Option<&'a Value> {
     details["vertices"]
         .as_array()?
         .iter()
@@ -94,7 +94,7 @@ fn vertex<'a>(details: &'a Value, name: &str) -> Option<&'a Value> {
 }
 
 /// `count`'s parallelism when the job is RUNNING with every subtask of `count` running.
-fn settled_parallelism(details: &Value) -> Option<u32> {
+pub(super) fn settled_parallelism(details: &Value) -> Option<u32> {
     let count = vertex(details, "count")?;
     let p = count["parallelism"].as_u64()?;
     (details["state"] == "RUNNING" && count["tasks"]["RUNNING"].as_u64() == Some(p))
@@ -159,21 +159,24 @@ job-id = "{slots_id}"
 }
 
 /// What `flowscale run --json` printed, and when each line arrived.
-struct RunOutput {
-    lines: Vec<(Duration, Value)>,
-    code: Option<i32>,
-    stderr: String,
+pub(super) struct RunOutput {
+    pub(super) lines: Vec<(Duration, Value)>,
+    pub(super) code: Option<i32>,
+    pub(super) stderr: String,
 }
 
 impl RunOutput {
-    fn cycles<'a>(&'a self, job: &'a str) -> impl Iterator<Item = (Duration, &'a Value)> + 'a {
+    pub(super) fn cycles<'a>(
+        &'a self,
+        job: &'a str,
+    ) -> impl Iterator<Item = (Duration, &'a Value)> + 'a {
         self.lines
             .iter()
             .filter(move |(_, l)| l["type"] == "cycle" && l["data"]["job"] == job)
             .map(|(t, l)| (*t, &l["data"]))
     }
     /// The cycles that rescaled the job, with the operation's parallelism of `vertex`.
-    fn operations<'a>(
+    pub(super) fn operations<'a>(
         &'a self,
         job: &'a str,
         vertex: &'a str,
@@ -191,13 +194,26 @@ impl RunOutput {
 
 /// Runs `flowscale run CONFIG --json`, and stops it (SIGINT, as Ctrl-C) once `done` says so
 /// after a line or a poll, or at `RUN_LIMIT` through `--duration`.
-fn run_flowscale(fleet: &Path, mut done: impl FnMut(&[(Duration, Value)]) -> bool) -> RunOutput {
+pub(super) fn run_flowscale(
+    fleet: &Path,
+    done: impl FnMut(&[(Duration, Value)]) -> bool,
+) -> RunOutput {
+    run_flowscale_with(fleet, &[], done)
+}
+
+/// [`run_flowscale`] with extra environment variables (e.g. `FLOWSCALE_LOG`).
+pub(super) fn run_flowscale_with(
+    fleet: &Path,
+    envs: &[(&str, &str)],
+    mut done: impl FnMut(&[(Duration, Value)]) -> bool,
+) -> RunOutput {
     let started = Instant::now();
     let child = Command::new(flowscale_bin())
         .arg("run")
         .arg(fleet)
         .args(["--json", "--duration", &format!("{}s", RUN_LIMIT.as_secs())])
         .env_remove("FLOWSCALE_PLUGINS_DIR")
+        .envs(envs.iter().copied())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

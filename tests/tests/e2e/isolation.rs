@@ -12,7 +12,10 @@ use crate::harness::{Cli, Output, flowscale_bin, repo_root};
 const BAD: &[(&str, &str)] = &[
     ("segfault", "killed by SIGSEGV"),
     ("abort", "killed by SIGABRT"),
-    ("stack-overflow", "killed by SIGABRT"),
+    (
+        "stack-overflow",
+        "stack overflow: the plugin overflowed its stack",
+    ),
     ("loop-forever", "align timed out after 500ms"),
     ("sleep-past-deadline", "align timed out after 500ms"),
 ];
@@ -152,6 +155,13 @@ fn crashing_and_hanging_plugins_cost_only_their_own_jobs_in_process_isolation() 
         assert!(!faults.is_empty(), "{job}: no PluginFault event");
         assert!(
             faults[0].contains(says) && faults[0].contains("using the computed target"),
+            "{job}: {}",
+            faults[0]
+        );
+        // Only the stack overflow says so: the worker's stderr tells it from another SIGABRT.
+        assert_eq!(
+            faults[0].contains("stack overflow"),
+            *job == "stack-overflow",
             "{job}: {}",
             faults[0]
         );

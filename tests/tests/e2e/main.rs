@@ -5,14 +5,16 @@
 //! `run` for `run` and `simulate`, `state` for `run` with a state directory (killed, corrupted,
 //! locked), `reload` for a fleet file edited while `run` runs, `multi_host` for several hosts
 //! sharing a fleet through PostgreSQL (`#[ignore]`d: it runs with `--ignored` and
-//! `FLOWSCALE_POSTGRES_URL`, which `.ci/run` sets), `flink` for `flowscale run` against
-//! a real Flink cluster (`#[ignore]`d: it runs with `--ignored` and `FLOWSCALE_FLINK_E2E=1`).
+//! `FLOWSCALE_POSTGRES_URL`, which `.ci/run` sets), `flink` for `flowscale run` against a real
+//! Flink cluster and `flink_load_align` for load-aware alignment on a real cluster with skewed
+//! keys (both `#[ignore]`d: they run with `--ignored` and `FLOWSCALE_FLINK_E2E=1`).
 //! Shared helpers live in `harness`; `fake_flink` serves a Flink REST API for wall-clock jobs
 //! without a cluster.
 
 mod align;
 mod fake_flink;
 mod flink;
+mod flink_load_align;
 mod harness;
 mod isolation;
 mod multi_host;

@@ -15,7 +15,7 @@ use crate::engine::EngineError;
 pub struct FlinkOptions {
     /// Base URL of the REST API, e.g. `http://127.0.0.1:8081` (plain HTTP).
     pub rest_url: String,
-    /// Upper bound of one request, connect to last byte (the anchor's `flink.rest-client.timeout`).
+    /// Upper bound of one request, connect to last byte (the Flink autoscaler's `flink.rest-client.timeout`).
     pub request_timeout: Duration,
     /// Upper bound of establishing the connection.
     pub connect_timeout: Duration,

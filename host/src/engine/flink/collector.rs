@@ -30,7 +30,7 @@ const TM_METRICS: [&str; 5] = [
 /// Per observation: the job details (status, `timestamps.RUNNING`, vertices with max parallelism
 /// and IO counters) and the plan (edges and ship strategies), then, when the job runs, the
 /// aggregated subtask metrics the Flink autoscaler queries (see docs/decision-pipeline.md#metric-collection) and the slot and memory
-/// metrics of the cluster. Metric names are cached per job like the anchor does: sources are
+/// metrics of the cluster. Metric names are cached per job as the Flink autoscaler does: sources are
 /// re-listed every time (`pendingRecords` appears lazily), everything is re-listed when the set of
 /// vertices changes, and the cache is dropped when the job restarts.
 #[derive(Debug)]
@@ -89,7 +89,7 @@ impl FlinkCollector {
 
     /// Refreshes the name cache for the unfinished vertices `active`. A vertex whose listing
     /// lacks even `busyTimeMsPerSecond` (its tasks have not reported yet, typical right after a
-    /// start) is not cached, like the anchor, which only caches complete selections; its names
+    /// start) is not cached, as in the Flink autoscaler, which only caches complete selections; its names
     /// are returned for this observation only, and the next one lists every vertex again.
     fn refresh_metric_names(
         &mut self,

@@ -1,5 +1,5 @@
-//! Which subtask metrics of a vertex the autoscaler needs (the anchor's `FlinkMetric`
-//! predicates) and how many source partitions the metric names reveal.
+//! Which subtask metrics of a vertex the autoscaler needs (the Flink
+//! autoscaler's `FlinkMetric` predicates) and how many source partitions the metric names reveal.
 
 /// A metric the autoscaler reads, recognised by a predicate on Flink's metric name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -21,7 +21,7 @@ pub enum FlinkMetric {
 }
 
 impl FlinkMetric {
-    /// The metrics queried for a source vertex, in the anchor's order.
+    /// The metrics queried for a source vertex, in the Flink autoscaler's order.
     pub const SOURCE: [FlinkMetric; 6] = [
         FlinkMetric::BusyTimePerSec,
         FlinkMetric::BackpressureTimePerSec,
@@ -61,7 +61,7 @@ impl FlinkMetric {
 }
 
 /// The names to query for a vertex, chosen from the names the vertex reports. Missing metrics
-/// are simply absent: the decision degrades (the anchor waits, or treats lag as 0), it never
+/// are simply absent: the decision degrades (the Flink autoscaler waits, or treats lag as 0), it never
 /// fails here. Among several matches of a single-valued metric the first in `available` wins.
 pub fn select_metric_names(available: &[String], is_source: bool) -> Vec<String> {
     let wanted: &[FlinkMetric] = if is_source {
@@ -84,7 +84,7 @@ pub fn select_metric_names(available: &[String], is_source: bool) -> Vec<String>
 
 /// The number of distinct source partitions the metric names reveal (Kafka `currentOffset`
 /// gauges and Pulsar `numMsgsReceived` counters), 0 when none is recognised. Topics and clusters
-/// are counted together, like the anchor does.
+/// are counted together, as the Flink autoscaler does.
 pub fn count_source_partitions<'a>(names: impl IntoIterator<Item = &'a str>) -> u32 {
     let mut keys = std::collections::BTreeSet::new();
     for name in names {

@@ -1,8 +1,8 @@
 //! The Flink engine: observe and rescale jobs of a real Apache Flink cluster over its REST API.
 //!
-//! [`FlinkCollector`] reads a job's topology and metrics the way the anchor's REST metric
-//! collector does; [`FlinkRealizer`] rescales in place through the adaptive scheduler's
-//! `resource-requirements` endpoint (what the anchor's standalone autoscaler does on Flink 1.18+),
+//! [`FlinkCollector`] reads a job's topology and metrics the way the Flink autoscaler's REST
+//! metric collector does; [`FlinkRealizer`] rescales in place through the adaptive scheduler's
+//! `resource-requirements` endpoint (what the Flink autoscaler's standalone mode does on Flink 1.18+),
 //! after validating every bound it sends: Flink accepts `upperBound: -1` and then loses its
 //! JobManager. [`discover_jobs`] picks the jobs to scale, and [`FlinkEngine`] is one of them as
 //! the control loop runs it. Everything talks through a blocking [`FlinkClient`] with timeouts

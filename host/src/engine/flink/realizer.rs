@@ -127,7 +127,7 @@ pub fn apply_parallelism(
 }
 
 /// Applies parallelism decisions to one job of a Flink cluster running the adaptive scheduler,
-/// like the anchor's `RescaleApiScalingRealizer`: read the requirements, set `(1, p)` for every
+/// like the Flink autoscaler's `RescaleApiScalingRealizer`: read the requirements, set `(1, p)` for every
 /// decided vertex, and PUT the full map if anything changed. Flink then rescales in place (about
 /// a second without checkpointing); it runs at what the free slots allow if fewer are free.
 #[derive(Debug)]

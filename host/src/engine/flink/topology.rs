@@ -17,11 +17,11 @@ pub(crate) struct Topology {
     pub edges: Vec<ObservedEdge>,
     /// Vertex ids without inputs.
     pub sources: BTreeSet<String>,
-    /// IO counters per vertex id (zeros for finished vertices, as the anchor does).
+    /// IO counters per vertex id (zeros for finished vertices, as the Flink autoscaler does).
     pub io: BTreeMap<String, IoMetrics>,
 }
 
-/// Maps Flink's job state to [`JobStatus`]. Like the anchor's standalone fetcher, a RUNNING job
+/// Maps Flink's job state to [`JobStatus`]. Like the Flink autoscaler's standalone fetcher, a RUNNING job
 /// whose tasks are not all running or finished (still deploying, or rescaling) reads as CREATED
 /// so nothing decides on a half-deployed job.
 pub(crate) fn map_status(state: &str, all_tasks_up: bool) -> JobStatus {
@@ -104,7 +104,7 @@ fn io_metrics(vertex: &JobVertexDetails) -> IoMetrics {
 }
 
 /// Builds the topology from the details and the plan (the plan's parallelism is the one used
-/// everywhere, as in the anchor; max parallelism and status come from the details).
+/// everywhere, as in the Flink autoscaler; max parallelism and status come from the details).
 pub(crate) fn build_topology(details: &JobDetails, plan: &Plan) -> Result<Topology, EngineError> {
     if plan.nodes.is_empty() {
         return Err(EngineError::NotReady(
@@ -183,7 +183,7 @@ fn observed_vertex(
     };
     let io = match detail {
         Some(d) if !finished => io_metrics(d),
-        // Finished vertices count as idle, with no IO (the anchor's convention).
+        // Finished vertices count as idle, with no IO (the Flink autoscaler's convention).
         _ => IoMetrics {
             num_records_in: 0.0,
             num_records_out: 0.0,

@@ -9,6 +9,7 @@
 //! each call to its file's supervisor: alignment does not know where the mode runs.
 
 pub mod protocol;
+mod stderr;
 pub mod supervisor;
 pub mod worker;
 

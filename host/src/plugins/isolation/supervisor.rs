@@ -29,6 +29,7 @@ use super::protocol::{
     Call, FrameBuffer, FrameError, Outcome, PROTOCOL_VERSION, Request, WireMode, WorkerMessage,
     encode,
 };
+use super::stderr::StderrWatch;
 use super::worker::WorkerLimits;
 use crate::config::format_duration;
 use crate::plugins::logger;
@@ -91,7 +92,8 @@ pub enum Fault {
     Died {
         /// The call.
         call: &'static str,
-        /// "killed by SIGSEGV (segmentation fault)", "exited with status 3"...
+        /// "killed by SIGSEGV (segmentation fault)", "exited with status 3", "stack overflow:
+        /// ..."...
         how: String,
     },
     /// The call missed its deadline.
@@ -155,6 +157,7 @@ struct Worker {
     stdin: Option<ChildStdin>,
     stdout: ChildStdout,
     buffer: FrameBuffer,
+    stderr: StderrWatch,
 }
 
 impl Worker {
@@ -210,16 +213,20 @@ impl Worker {
     /// Waits up to `grace` for the worker to exit by itself, then kills it; its exit status.
     fn end(mut self, grace: Duration) -> Option<ExitStatus> {
         self.stdin = None;
-        let until = Instant::now() + grace;
-        loop {
-            match self.child.try_wait() {
-                Ok(Some(status)) => return Some(status),
-                Ok(None) if Instant::now() < until => std::thread::sleep(Duration::from_millis(2)),
-                _ => break,
-            }
+        wait_or_kill(&mut self.child, grace)
+    }
+
+    /// Like [`Worker::end`], and says how the worker ended: its exit status, or a stack
+    /// overflow when the Rust runtime reported one on its stderr before the SIGABRT.
+    fn end_and_describe(mut self, grace: Duration) -> String {
+        self.stdin = None;
+        let status = wait_or_kill(&mut self.child, grace);
+        let aborted = status.and_then(|s| s.signal()) == Some(SIGABRT);
+        if aborted && self.stderr.stack_overflowed(Duration::from_millis(200)) {
+            STACK_OVERFLOW.to_string()
+        } else {
+            describe_exit(status)
         }
-        let _ = self.child.kill();
-        self.child.wait().ok()
     }
 
     /// Kills the worker at once.
@@ -229,6 +236,27 @@ impl Worker {
     }
 }
 
+/// Waits up to `grace` for `child` to exit by itself, then kills it; its exit status.
+fn wait_or_kill(child: &mut Child, grace: Duration) -> Option<ExitStatus> {
+    let until = Instant::now() + grace;
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return Some(status),
+            Ok(None) if Instant::now() < until => std::thread::sleep(Duration::from_millis(2)),
+            _ => break,
+        }
+    }
+    let _ = child.kill();
+    child.wait().ok()
+}
+
+/// The signal the Rust runtime raises after reporting a stack overflow.
+const SIGABRT: i32 = 6;
+
+/// How a worker that overflowed its stack ended.
+const STACK_OVERFLOW: &str =
+    "stack overflow: the plugin overflowed its stack and the worker was killed by SIGABRT";
+
 /// The name and meaning of the signals a plugin worker typically dies of.
 pub fn signal_name(signal: i32) -> String {
     let known = match signal {
@@ -237,7 +265,7 @@ pub fn signal_name(signal: i32) -> String {
         3 => "SIGQUIT (quit)",
         4 => "SIGILL (illegal instruction)",
         5 => "SIGTRAP (trace trap)",
-        6 => "SIGABRT (abort: abort(), a failed assertion in C, or Rust's stack overflow)",
+        SIGABRT => "SIGABRT (abort: abort() or a failed assertion in C)",
         7 => "SIGBUS (bus error)",
         8 => "SIGFPE (arithmetic error)",
         9 => "SIGKILL (killed)",
@@ -324,16 +352,19 @@ impl Supervisor {
             command.arg("--max-cpu-seconds").arg(seconds.to_string());
         }
         // Its own process group: Ctrl-C in a terminal reaches the host, which then ends its
-        // workers, instead of killing them mid-call (which would read as crashes).
+        // workers, instead of killing them mid-call (which would read as crashes). Its stderr
+        // is piped through the host's (see `StderrWatch`).
         command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(Stdio::piped())
             .process_group(0);
         let mut child = command
             .spawn()
             .map_err(|e| Fault::Start(format!("{}: {e}", self.options.worker_exe.display())))?;
-        let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+        let (Some(stdin), Some(stdout), Some(stderr)) =
+            (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        else {
             let _ = child.kill();
             let _ = child.wait();
             return Err(Fault::Start("its pipes are missing".to_string()));
@@ -343,6 +374,7 @@ impl Supervisor {
             stdin: Some(stdin),
             stdout,
             buffer: FrameBuffer::default(),
+            stderr: StderrWatch::start(stderr),
         };
         let deadline = Instant::now() + self.options.start_timeout;
         let fail = |worker: Worker, what: String| {
@@ -387,11 +419,8 @@ impl Supervisor {
                 ),
             ),
             Err(ReadError::Closed) => {
-                let status = worker.end(Duration::from_millis(200));
-                Err(Fault::Start(format!(
-                    "it {} before saying hello",
-                    describe_exit(status)
-                )))
+                let how = worker.end_and_describe(Duration::from_millis(200));
+                Err(Fault::Start(format!("it ended before saying hello: {how}")))
             }
             Err(ReadError::Frame(err)) => fail(worker, format!("it sent {err}")),
         }
@@ -503,14 +532,11 @@ impl Supervisor {
                 Err(self.fault(&mut state, mode, fault))
             }
             Err(ReadError::Closed) => {
-                let status = state
-                    .worker
-                    .take()
-                    .and_then(|w| w.end(Duration::from_millis(500)));
-                let fault = Fault::Died {
-                    call: name,
-                    how: describe_exit(status),
+                let how = match state.worker.take() {
+                    Some(worker) => worker.end_and_describe(Duration::from_millis(500)),
+                    None => describe_exit(None),
                 };
+                let fault = Fault::Died { call: name, how };
                 Err(self.fault(&mut state, mode, fault))
             }
             Err(ReadError::Frame(err)) => {
@@ -701,7 +727,7 @@ mod tests {
     fn exits_are_described_by_signal_name() {
         assert_eq!(
             describe_exit(Some(ExitStatus::from_raw(6))),
-            "killed by SIGABRT (abort: abort(), a failed assertion in C, or Rust's stack overflow)"
+            "killed by SIGABRT (abort: abort() or a failed assertion in C)"
         );
         assert_eq!(
             describe_exit(Some(ExitStatus::from_raw(3 << 8))),

@@ -331,7 +331,7 @@ mod tests {
     }
 
     #[test]
-    fn backlog_threshold_is_the_default_five_minutes_anchor_note_10_12() {
+    fn backlog_threshold_is_the_default_five_minutes() {
         let opts = AutoscalerOptions::default();
         for (lag, expected) in [(37_500.0, true), (27_000.0, false)] {
             let base = Job::new().vertex("s", 1, 128);

@@ -4,7 +4,7 @@
 use crate::scaling::metrics::{ScalingMetric, Series, series_rate};
 use crate::scaling::topology::{Topology, VertexInfo};
 
-/// Inputs of a vertex without repetitions (an upstream vertex counts once, as in the anchor's
+/// Inputs of a vertex without repetitions (an upstream vertex counts once, as in the Flink autoscaler's
 /// keyed maps), in edge order. A vertex has a handful of inputs: a scan of the ones before
 /// beats building a set for every rate.
 pub(crate) fn distinct_inputs<'v>(vertex: &'v VertexInfo) -> impl Iterator<Item = usize> + 'v {

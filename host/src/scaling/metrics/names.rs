@@ -9,10 +9,10 @@ use serde::{Deserialize, Serialize};
 use crate::scaling::numeric::round_metric;
 use crate::scaling::serde_double;
 
-/// A scaling metric, named as the anchor names it (`TRUE_PROCESSING_RATE`, `LAG`, ...).
+/// A scaling metric, named as the Flink autoscaler names it (`TRUE_PROCESSING_RATE`, `LAG`, ...).
 ///
 /// One set serves the collected samples, the evaluated metrics and the global metrics, as in
-/// the anchor; which metric appears where is documented per variant.
+/// the Flink autoscaler; which metric appears where is documented per variant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum ScalingMetric {
@@ -65,7 +65,7 @@ pub enum ScalingMetric {
 }
 
 impl ScalingMetric {
-    /// The anchor's name (`TRUE_PROCESSING_RATE`).
+    /// The Flink autoscaler's name (`TRUE_PROCESSING_RATE`).
     pub fn as_str(&self) -> &'static str {
         match self {
             ScalingMetric::Load => "LOAD",
@@ -102,7 +102,7 @@ impl fmt::Display for ScalingMetric {
 }
 
 /// An evaluated metric: the latest value and the window average; a half that is not produced
-/// is NaN. Both halves pass through [`round_metric`] at construction, as in the anchor.
+/// is NaN. Both halves pass through [`round_metric`] at construction, as in the Flink autoscaler.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct EvaluatedScalingMetric {
     /// The latest value.

@@ -4,7 +4,7 @@
 //! Differences from the REST collector, both because an observation is already a snapshot:
 //! TaskManager/JobManager metrics are optional (missing ones are simply absent, so memory
 //! pressure never triggers on them), and `Source__*.numRecordsOutPerSecond` is never used,
-//! because the anchor's collector never requests it.
+//! because the Flink autoscaler's collector never requests it.
 
 use std::collections::{BTreeMap, BTreeSet};
 

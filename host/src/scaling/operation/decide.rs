@@ -1,7 +1,7 @@
 //! Deciding the scaling operation (see docs/decision-pipeline.md#execution): memory pressure, the per-vertex summaries, the "at least one vertex outside its band"
 //! rule, advisor mode and excluded periods, and applying a decision to the job's state.
 //!
-//! Not implemented (the anchor's steps 7–9): memory tuning, cluster-resource and quota checks,
+//! Not implemented (the Flink autoscaler's steps 7–9): memory tuning, cluster-resource and quota checks,
 //! custom scaling executors. A decided operation is handed to the job's cooldown executor as
 //! [`crate::scaling::CycleOutcome::decision`].
 
@@ -146,7 +146,7 @@ fn decide_vertex(
     (decision, Some((new, outside)))
 }
 
-/// Why a decided operation is not executed, in the anchor's words: advisor mode
+/// Why a decided operation is not executed, in the Flink autoscaler's words: advisor mode
 /// (`scaling.enabled` false) or an excluded period.
 fn blocked_by(ctx: &ScalerContext<'_>) -> Option<String> {
     let opts = ctx.opts;

@@ -14,7 +14,7 @@ pub const REPORT_HEADER_ENABLED: &str = "Scaling execution enabled, begin scalin
 /// Header of a report when scaling is disabled or in an excluded period.
 pub const REPORT_HEADER_DISABLED: &str = "Scaling execution disabled by config ";
 
-/// The anchor's scaling report: the header followed by one entry per vertex (no separator).
+/// The Flink autoscaler's scaling report: the header followed by one entry per vertex (no separator).
 pub(crate) fn scaling_report(
     job: &str,
     header: &str,

@@ -1,6 +1,6 @@
 //! The decision pipeline's options, their defaults and their validation (docs/decision-pipeline.md#configuration).
 //!
-//! Keys are canonical (no `job.autoscaler.` prefix). Where the anchor still honours a
+//! Keys are canonical (no `job.autoscaler.` prefix). Where the Flink autoscaler still honours a
 //! deprecated key, it is read after the canonical one: `target.utilization` for
 //! `utilization.target`, `scale-up.grace-period` for `scale-down.interval`.
 //!
@@ -26,7 +26,7 @@ pub enum BusyTimeAggregator {
     Avg,
 }
 
-/// Every option the decision pipeline reads, with the anchor's defaults.
+/// Every option the decision pipeline reads, with the Flink autoscaler's defaults.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AutoscalerOptions {
     /// `enabled` (false): the master switch. The pipeline does not read it; the control loop
@@ -152,7 +152,7 @@ const UP_TO_A_YEAR: DurationRange = DurationRange {
 /// a limit above it can never be reached, so it is a configuration mistake.
 pub(super) const FLINK_MAX_PARALLELISM: i64 = 32_768;
 
-/// The canonical key the anchor names in "Scaling execution disabled by config" reports.
+/// The canonical key the Flink autoscaler names in "Scaling execution disabled by config" reports.
 pub(crate) const SCALING_ENABLED_KEY: &str = "scaling.enabled";
 /// The canonical key of the excluded periods.
 pub(crate) const EXCLUDED_PERIODS_KEY: &str = "excluded.periods";
@@ -363,7 +363,7 @@ impl<C: ConfigLookup + ?Sized> Reader<'_, C> {
 
 impl AutoscalerOptions {
     /// Reads every option from a job's configuration (canonical keys) and validates the ranges
-    /// the anchor's validator checks. Returns every error found, not only the first.
+    /// the Flink autoscaler's validator checks. Returns every error found, not only the first.
     pub fn from_config<C: ConfigLookup + ?Sized>(config: &C) -> Result<Self, Vec<KeyError>> {
         let mut r = Reader {
             config,
@@ -380,8 +380,8 @@ impl AutoscalerOptions {
         }
     }
 
-    /// The anchor's validator ranges, plus positive parallelism limits (a limit below 1 would
-    /// let a vertex be scaled to parallelism 0, which the anchor rejects later with an error).
+    /// The Flink autoscaler's validator ranges, plus positive parallelism limits (a limit below 1 would
+    /// let a vertex be scaled to parallelism 0, which the Flink autoscaler rejects later with an error).
     fn validate_into<C: ConfigLookup + ?Sized>(&self, r: &mut Reader<'_, C>) {
         let inf = f64::INFINITY;
         r.range(
@@ -476,7 +476,7 @@ impl AutoscalerOptions {
     }
 }
 
-/// Whole seconds of a duration, as the anchor's `Duration.toSeconds()` (truncating).
+/// Whole seconds of a duration, as the Flink autoscaler's `Duration.toSeconds()` (truncating).
 pub(crate) fn whole_seconds(d: Duration) -> f64 {
     d.as_secs() as f64
 }
@@ -500,7 +500,7 @@ mod tests {
     }
 
     #[test]
-    fn defaults_are_the_anchors() {
+    fn defaults_are_the_flink_autoscalers() {
         let o = AutoscalerOptions::from_config(&cfg(&[])).unwrap();
         assert_eq!(o, AutoscalerOptions::default());
         assert_eq!(o.upper_utilization(), 1.0);

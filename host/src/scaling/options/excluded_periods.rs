@@ -1,8 +1,8 @@
 //! Excluded periods (`excluded.periods`, see docs/decision-pipeline.md#excluded-periods): times of day during which scaling
 //! decisions are computed and reported but not executed.
 //!
-//! Supported: the anchor's daily ranges `HH:mm[:ss[:SSS]]-HH:mm[:ss[:SSS]]`, inclusive at both
-//! ends, evaluated in UTC (the anchor uses the JVM's default time zone). Quartz cron expressions
+//! Supported: the Flink autoscaler's daily ranges `HH:mm[:ss[:SSS]]-HH:mm[:ss[:SSS]]`, inclusive at both
+//! ends, evaluated in UTC (the Flink autoscaler uses the JVM's default time zone). Quartz cron expressions
 //! are not supported and are refused as a configuration error; since two sub-expressions of the
 //! same type may not be joined with `&&`, a valid expression is therefore a single daily range.
 
@@ -127,7 +127,7 @@ impl ExcludedPeriods {
 }
 
 impl fmt::Display for ExcludedPeriods {
-    /// The configured list as the anchor's scaling report quotes it (Java's `List.toString`).
+    /// The configured list as the Flink autoscaler's scaling report quotes it (Java's `List.toString`).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "[{}]", self.expressions.join(", "))
     }

@@ -39,7 +39,7 @@ pub struct JobScalingState {
     #[serde(default)]
     pub delayed_scale_down: DelayedScaleDown,
     /// The last decided parallelism of every vertex (vertex id -> parallelism); re-applied by
-    /// the control loop every cycle, as the anchor does.
+    /// the control loop every cycle, as the Flink autoscaler does.
     #[serde(default)]
     pub parallelism_overrides: BTreeMap<String, u32>,
     /// Summaries of decisions the cooldown queued (vertex -> the latest one): they enter the
@@ -50,7 +50,7 @@ pub struct JobScalingState {
 }
 
 impl JobScalingState {
-    /// Forgets everything (the anchor does this when the autoscaler is disabled for a job).
+    /// Forgets everything (the Flink autoscaler does this when the autoscaler is disabled for a job).
     pub fn clear(&mut self) {
         *self = JobScalingState::default();
     }

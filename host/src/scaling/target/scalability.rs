@@ -45,7 +45,7 @@ pub fn observed_scalability_coefficient(history: &[(u32, f64)], opts: &Autoscale
         java_max(opts.observed_scalability_coefficient_min, alpha),
     );
     if clamped.is_nan() {
-        // The anchor fails on a NaN coefficient (0/0 with a zero baseline); keep the factor.
+        // The Flink autoscaler fails on a NaN coefficient (0/0 with a zero baseline); keep the factor.
         return 1.0;
     }
     ceil_2_decimals(clamped)

@@ -50,7 +50,7 @@ mod tests {
     }
 
     #[test]
-    fn scale_factor_targets_follow_the_anchor() {
+    fn scale_factor_targets_are_the_ceiled_product_clamped_to_the_limits() {
         // ceil(1.5 · 16) = 24.
         assert_eq!(target(1.5, 16, 1, 128, 200), 24);
         // Clamped to min(K, upper) and to lower.

@@ -735,7 +735,7 @@ mod tests {
     }
 
     #[test]
-    fn plain_ceil_without_alignment_anchor_note_10_3() {
+    fn plain_ceil_without_alignment() {
         // A REBALANCE input and no partitions: BALANCED does not apply, 3.33 rounds up to 4.
         let f = Fixture::new(no_delay());
         let mut v = vertex(1, 720);
@@ -749,7 +749,7 @@ mod tests {
     }
 
     #[test]
-    fn hash_input_is_aligned_source_without_partitions_is_not_anchor_note_10_2() {
+    fn hash_input_is_aligned_source_without_partitions_is_not() {
         let f = Fixture::new(no_delay());
         let mut d = DelayedScaleDown::default();
         // 1 -> 7 with 128 key groups: the HASH-input vertex becomes 8, a source stays 7.

@@ -1,14 +1,14 @@
 //! Small aligners for tests and replays of the pipeline on its own.
 //!
 //! The production aligner (mode resolution, plugins, the result guard) lives in
-//! [`crate::alignment`]; these two only reproduce the anchor's behaviour closely enough to check
+//! [`crate::alignment`]; these two only reproduce the Flink autoscaler's behaviour closely enough to check
 //! the pipeline's numbers.
 
 use flowscale_sdk::ModeParams;
 
 use crate::alignment::{AlignOutcome, Aligner, AlignmentRequest};
 
-/// Keeps every target as is (the anchor's `OFF` mode).
+/// Keeps every target as is (the Flink autoscaler's `OFF` mode).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct TargetAligner;
 
@@ -24,7 +24,7 @@ impl Aligner for TargetAligner {
     }
 }
 
-/// The anchor's `BALANCED` rule: for a source with known partitions or a vertex with a HASH
+/// The Flink autoscaler's `BALANCED` rule: for a source with known partitions or a vertex with a HASH
 /// input, the first parallelism from the target towards the cap (scale-up) or towards the
 /// current parallelism (scale-down) that divides `N` or lowers `N / p`; otherwise the target.
 #[derive(Debug, Clone, Copy, Default)]
@@ -90,7 +90,7 @@ mod tests {
     #[test]
     fn balanced_rule() {
         let hash = vec![ShipStrategy::Hash];
-        // 7 -> 8 with 128 key groups (the anchor's testAdjustByMaxParallelism sink).
+        // 7 -> 8 with 128 key groups (the Flink autoscaler's testAdjustByMaxParallelism sink).
         let keyed = AlignmentRequest {
             input_ship_strategies: hash.clone(),
             ..request(1, 7, 128)
