@@ -1,7 +1,11 @@
 //! One decision cycle (`scaling::run_cycle`) for fleets of 100, 1,000 and 10,000 jobs of 20
 //! vertices each, with a full metric window, so every cycle goes through evaluation, vertex
 //! targets, alignment and the executor; once with the built-in BALANCED mode and once with a
-//! plugin mode (`bucket-align`, loaded from its `.so` through the registry).
+//! plugin mode (`bucket-align`, loaded from its `.so` through the registry). The 1,000-job fleet
+//! also runs with the same plugin in `process` isolation (`plugin-process`): every plugin call
+//! is a round trip to the plugin's worker process (the binary built from this package serves as
+//! the worker). At the end the bench prints the ratios of the mean round times measured in this
+//! run: plugin over built-in, and `process` over `in-process` for the plugin mode.
 //!
 //! Only `run_cycle` is timed; advancing each job's synthetic observation is not. Busy times move
 //! every cycle, so most vertices get a new target and are aligned every cycle: a worst case. The
@@ -15,7 +19,7 @@
 //! cycle's report recorded into the server's view (what the loop adds per step) while a
 //! scraper thread fetches `/metrics` over HTTP every second, as Prometheus would.
 //!
-//! `DECISION_CYCLE_PROFILE=<builtin|plugin>:<jobs>:<window samples>:<rounds>` runs a fixed
+//! `DECISION_CYCLE_PROFILE=<builtin|plugin|plugin-process>:<jobs>:<window samples>:<rounds>` runs a fixed
 //! workload instead, for instruction counts that do not depend on machine noise:
 //! `valgrind --tool=callgrind --toggle-collect='*timed_cycle*' <bench binary>`.
 
@@ -33,7 +37,8 @@ use flowscale::engine::{
     AggregatedMetric, IoMetrics, JobObservation, JobStatus, ObservedEdge, ObservedVertex,
     VertexMetrics,
 };
-use flowscale::plugins::ModeRegistry;
+use flowscale::plugins::isolation::IsolationOptions;
+use flowscale::plugins::{Isolation, ModeRegistry};
 use flowscale::runner::CycleReport;
 use flowscale::scaling::{AutoscalerOptions, CycleOutcome, CycleStage, JobScalingState, run_cycle};
 use flowscale::serve::{Backend, FleetView, ServeConfig, Server};
@@ -167,21 +172,17 @@ fn options(window_samples: u64) -> AutoscalerOptions {
     }
 }
 
-/// The built-in BALANCED mode and the bucket-align plugin mode, resolved as a job would.
-fn aligners(registry: &ModeRegistry) -> Vec<(&'static str, JobAlignment)> {
-    let config = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    };
-    let builtin = JobAlignment::resolve(
-        "bench",
-        &config(&[("scaling.alignment.mode", "BALANCED")]),
-        registry,
-    )
-    .expect("BALANCED resolves");
-    let plugin = JobAlignment::resolve(
+/// A job's configuration from key-value pairs.
+fn config(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// The bucket-align plugin mode of `registry`, resolved as a job would.
+fn plugin_aligner(registry: &ModeRegistry) -> JobAlignment {
+    JobAlignment::resolve(
         "bench",
         &config(&[
             ("scaling.alignment.mode", "buckets"),
@@ -189,8 +190,18 @@ fn aligners(registry: &ModeRegistry) -> Vec<(&'static str, JobAlignment)> {
         ]),
         registry,
     )
-    .expect("the bucket-align plugin resolves");
-    vec![("builtin", builtin), ("plugin", plugin)]
+    .expect("the bucket-align plugin resolves")
+}
+
+/// The built-in BALANCED mode and the bucket-align plugin mode, resolved as a job would.
+fn aligners(registry: &ModeRegistry) -> Vec<(&'static str, JobAlignment)> {
+    let builtin = JobAlignment::resolve(
+        "bench",
+        &config(&[("scaling.alignment.mode", "BALANCED")]),
+        registry,
+    )
+    .expect("BALANCED resolves");
+    vec![("builtin", builtin), ("plugin", plugin_aligner(registry))]
 }
 
 /// What the cycles of one or more rounds did: where they ended, how many vertices got a target
@@ -490,15 +501,60 @@ fn plugin_registry() -> (ModeRegistry, tempfile::TempDir) {
     (registry, dir)
 }
 
+/// The same plugins directory served in `process` isolation, by workers of the flowscale
+/// binary built with this bench.
+fn process_registry(dir: &tempfile::TempDir) -> ModeRegistry {
+    let mut options = IsolationOptions::new(Duration::from_secs(1));
+    options.worker_exe = env!("CARGO_BIN_EXE_flowscale").into();
+    let (registry, reports) = ModeRegistry::discover_with(dir.path(), &Isolation::Process(options));
+    assert!(
+        registry.get("bucket-align").is_some(),
+        "bucket-align is served by a worker: {reports:#?}"
+    );
+    registry
+}
+
+/// The mean time of one round per row (mode, jobs), for the ratios printed at the end.
+#[derive(Default)]
+struct Means(BTreeMap<(&'static str, usize), Duration>);
+
+impl Means {
+    fn ratio(&self, over: (&'static str, usize), under: (&'static str, usize)) {
+        if let (Some(a), Some(b)) = (self.0.get(&over), self.0.get(&under)) {
+            eprintln!(
+                "ratio {}/{} at {} jobs: {:.2}x ({a:?} / {b:?} per round)",
+                over.0,
+                under.0,
+                over.1,
+                a.as_secs_f64() / b.as_secs_f64()
+            );
+        }
+    }
+}
+
+/// Jobs in a fleet, and samples in their window.
+type Fleetsize = (usize, u64);
+
 fn bench(c: &mut Criterion) {
-    let (registry, _dir) = plugin_registry();
+    let (registry, dir) = plugin_registry();
+    let isolated = process_registry(&dir);
+    let mut rows: Vec<(&'static str, JobAlignment, &[Fleetsize])> = aligners(&registry)
+        .into_iter()
+        .map(|(label, aligner)| {
+            let fleets: &[Fleetsize] = &[(100, 8), (1_000, 8), (10_000, 3)];
+            (label, aligner, fleets)
+        })
+        .collect();
+    // Process isolation costs a round trip per plugin call: the 1,000-job fleet only.
+    rows.push(("plugin-process", plugin_aligner(&isolated), &[(1_000, 8)]));
+    let mut means = Means::default();
     let mut group = c.benchmark_group("decision_cycle");
     group.sample_size(10);
     // The window holds `samples` collected cycles; the 10,000-job fleet keeps it short so the
     // fleet's state stays small.
-    for (label, aligner) in aligners(&registry) {
-        for (jobs, samples) in [(100usize, 8u64), (1_000, 8), (10_000, 3)] {
-            let aligner: &dyn Aligner = &aligner;
+    for (label, aligner, fleets) in &rows {
+        for &(jobs, samples) in *fleets {
+            let aligner: &dyn Aligner = aligner;
             let opts = options(samples);
             let mut fleet = Fleet::new(jobs);
             let filled = fleet.fill(&opts, aligner, samples);
@@ -507,14 +563,17 @@ fn bench(c: &mut Criterion) {
                 filled.stages
             );
             let mut timed = Tally::default();
+            let mut spent = Duration::ZERO;
             group.throughput(Throughput::Elements(jobs as u64));
             group.bench_function(
                 BenchmarkId::new(format!("{label}/jobs_x20_vertices_window{samples}"), jobs),
                 |b| {
                     b.iter_custom(|iters| {
-                        (0..iters)
+                        let took: Duration = (0..iters)
                             .map(|_| fleet.round(&opts, aligner, &mut timed))
-                            .sum()
+                            .sum();
+                        spent += took;
+                        took
                     })
                 },
             );
@@ -522,6 +581,8 @@ fn bench(c: &mut Criterion) {
                 // Filtered out on the command line: nothing was timed.
                 continue;
             }
+            let rounds = timed.cycles / jobs;
+            means.0.insert((label, jobs), spent / rounds.max(1) as u32);
             eprintln!(
                 "{label}: {jobs} jobs, timed cycles: {} cycles, {} decided {:?}, {} vertex targets, {} aligned",
                 timed.cycles, timed.decided, timed.stages, timed.targets, timed.aligned
@@ -530,6 +591,10 @@ fn bench(c: &mut Criterion) {
         }
     }
     group.finish();
+    for jobs in [100, 1_000, 10_000] {
+        means.ratio(("plugin", jobs), ("builtin", jobs));
+    }
+    means.ratio(("plugin-process", 1_000), ("plugin", 1_000));
 }
 
 /// The built-in BALANCED mode alone (no plugin build needed).
@@ -540,22 +605,29 @@ fn aligners_builtin(registry: &ModeRegistry) -> (&'static str, JobAlignment) {
 }
 
 /// A fixed workload for instruction counting (no timing loop, no statistics):
-/// `DECISION_CYCLE_PROFILE=<builtin|plugin>:<jobs>:<window samples>:<rounds>`.
+/// `DECISION_CYCLE_PROFILE=<builtin|plugin|plugin-process>:<jobs>:<window samples>:<rounds>`.
 fn profile(spec: &str) {
     let parts: Vec<&str> = spec.split(':').collect();
     let [label, jobs, samples, rounds] = parts[..] else {
-        panic!("DECISION_CYCLE_PROFILE is <builtin|plugin>:<jobs>:<window samples>:<rounds>");
+        panic!(
+            "DECISION_CYCLE_PROFILE is <builtin|plugin|plugin-process>:<jobs>:<window samples>:<rounds>"
+        );
     };
     let (jobs, samples, rounds): (usize, u64, usize) = (
         jobs.parse().expect("jobs"),
         samples.parse().expect("window samples"),
         rounds.parse().expect("rounds"),
     );
-    let (registry, _dir) = plugin_registry();
-    let (_, aligner) = aligners(&registry)
-        .into_iter()
-        .find(|(l, _)| *l == label)
-        .expect("builtin or plugin");
+    let (registry, dir) = plugin_registry();
+    let aligner = if label == "plugin-process" {
+        plugin_aligner(&process_registry(&dir))
+    } else {
+        aligners(&registry)
+            .into_iter()
+            .find(|(l, _)| *l == label)
+            .map(|(_, aligner)| aligner)
+            .expect("builtin, plugin or plugin-process")
+    };
     let opts = options(samples);
     let mut fleet = Fleet::new(jobs);
     fleet.fill(&opts, &aligner, samples);

@@ -36,7 +36,7 @@ fn report(job: usize, step: i64) -> CycleReport {
             outside_band: false,
             excluded: false,
             reason: "within bounds".into(),
-            explanation: vec!["kept".into()],
+            explanation: vec!["kept".to_string()].into(),
         })
         .collect();
     if step % 10 == 0 {

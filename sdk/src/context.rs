@@ -70,20 +70,22 @@ pub struct SubtaskLoad {
 /// breaking modes written against this one.
 #[derive(Debug, Clone)]
 pub struct AlignmentContext {
-    job_name: String,
-    vertex_id: String,
-    vertex_name: String,
-    current: u32,
-    target: u32,
-    source_partitions: u32,
-    max_parallelism: u32,
-    lower_limit: u32,
-    upper_limit: u32,
-    input_ship_strategies: Vec<ShipStrategy>,
-    metrics: Vec<(String, EvaluatedMetric)>,
-    topology: Arc<JobTopology>,
-    params: ModeParams,
-    subtask_loads: Option<Vec<SubtaskLoad>>,
+    // Crate-visible so that the plugin side of the boundary can bring a kept context up to
+    // date in place (`abi::context::with_lent`); everyone else goes through the accessors.
+    pub(crate) job_name: String,
+    pub(crate) vertex_id: String,
+    pub(crate) vertex_name: String,
+    pub(crate) current: u32,
+    pub(crate) target: u32,
+    pub(crate) source_partitions: u32,
+    pub(crate) max_parallelism: u32,
+    pub(crate) lower_limit: u32,
+    pub(crate) upper_limit: u32,
+    pub(crate) input_ship_strategies: Vec<ShipStrategy>,
+    pub(crate) metrics: Vec<(String, EvaluatedMetric)>,
+    pub(crate) topology: Arc<JobTopology>,
+    pub(crate) params: ModeParams,
+    pub(crate) subtask_loads: Option<Vec<SubtaskLoad>>,
 }
 
 impl AlignmentContext {
@@ -209,6 +211,12 @@ impl AlignmentContext {
     }
 }
 
+/// Sorts metrics by name and keeps the first of equal names.
+pub(crate) fn sort_metrics(metrics: &mut Vec<(String, EvaluatedMetric)>) {
+    metrics.sort_by(|a, b| a.0.cmp(&b.0));
+    metrics.dedup_by(|a, b| a.0 == b.0);
+}
+
 /// Builds an [`AlignmentContext`]; used by the host and by tests of modes.
 #[derive(Debug, Clone)]
 pub struct AlignmentContextBuilder {
@@ -246,8 +254,7 @@ impl AlignmentContextBuilder {
     }
     /// Evaluated metrics of the vertex (sorted by name here).
     pub fn metrics(mut self, mut metrics: Vec<(String, EvaluatedMetric)>) -> Self {
-        metrics.sort_by(|a, b| a.0.cmp(&b.0));
-        metrics.dedup_by(|a, b| a.0 == b.0);
+        sort_metrics(&mut metrics);
         self.ctx.metrics = metrics;
         self
     }

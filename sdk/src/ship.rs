@@ -46,18 +46,30 @@ impl ShipStrategy {
             ),
             None => (text, None),
         };
-        match name.trim().to_ascii_uppercase().as_str() {
-            "HASH" => ShipStrategy::Hash,
-            "REBALANCE" => ShipStrategy::Rebalance,
-            "RESCALE" => ShipStrategy::Rescale,
-            "FORWARD" => ShipStrategy::Forward,
-            "CUSTOM" => ShipStrategy::Custom {
+        // Compared in place rather than upper-cased into a new string: the host parses every
+        // edge of every job in every cycle.
+        let name = name.trim();
+        let is = |known: &str| name.eq_ignore_ascii_case(known);
+        if is("HASH") {
+            ShipStrategy::Hash
+        } else if is("REBALANCE") {
+            ShipStrategy::Rebalance
+        } else if is("RESCALE") {
+            ShipStrategy::Rescale
+        } else if is("FORWARD") {
+            ShipStrategy::Forward
+        } else if is("CUSTOM") {
+            ShipStrategy::Custom {
                 buckets: arg.and_then(|a| a.parse().ok()).unwrap_or(0),
-            },
-            "BROADCAST" => ShipStrategy::Broadcast,
-            "GLOBAL" => ShipStrategy::Global,
-            "SHUFFLE" => ShipStrategy::Shuffle,
-            _ => ShipStrategy::Unknown,
+            }
+        } else if is("BROADCAST") {
+            ShipStrategy::Broadcast
+        } else if is("GLOBAL") {
+            ShipStrategy::Global
+        } else if is("SHUFFLE") {
+            ShipStrategy::Shuffle
+        } else {
+            ShipStrategy::Unknown
         }
     }
 

@@ -8,8 +8,8 @@ use std::fmt;
 
 use flowscale_sdk::{AlignmentContext, ModeParams};
 
-use super::builtin::accepted_because;
 use super::decision::Decision;
+use super::explanation::accepted_because;
 use super::inputs::{Inputs, scaling_limited};
 use super::search::{Rule, Scan, first_accepted, relaxed_downward};
 use crate::config::KeyError;
@@ -243,7 +243,7 @@ impl AdvancedSpec {
                 ));
                 Decision {
                     parallelism: inputs.c,
-                    explanation,
+                    explanation: explanation.into(),
                     events: vec![scaling_limited(ctx, inputs, inputs.c)],
                 }
             }

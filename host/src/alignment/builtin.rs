@@ -6,6 +6,7 @@
 //! (a deliberate correction of the Flink autoscaler, which keeps `t`).
 
 use super::decision::Decision;
+use super::explanation::{Explanation, Line};
 use super::inputs::Inputs;
 #[cfg(test)]
 use super::search::first_accepted_scan;
@@ -55,23 +56,29 @@ impl BuiltIn {
         let Some(rule) = self.rule() else {
             return Decision::quiet(
                 inputs.t,
-                vec!["OFF: no search; the computed target is kept as is".to_string()],
+                Explanation::text("OFF: no search; the computed target is kept as is"),
             );
         };
         let scan = single_region(inputs);
-        let mut explanation = vec![describe_single_region(inputs, rule)];
+        // The lines are rendered when read; the first one is the job's (`Inputs::describe`).
+        let mut explanation = Vec::with_capacity(3);
+        explanation.push(Line::SingleRegion {
+            inputs: *inputs,
+            scan,
+            rule,
+        });
         match first_accepted(inputs.n, inputs.t, scan, rule) {
             Some(p) => {
-                explanation.push(accepted_because(inputs, rule, p));
-                Decision::quiet(p, explanation)
+                explanation.push(Line::Accepted {
+                    inputs: *inputs,
+                    rule,
+                    p,
+                });
+                Decision::quiet(p, Explanation::of(explanation))
             }
             None => {
-                let kept = inputs.capped_target();
-                explanation.push(format!(
-                    "no value accepted; keeping the target bounded by the cap: min({}, {}) = {kept}",
-                    inputs.t, inputs.cap
-                ));
-                Decision::quiet(kept, explanation)
+                explanation.push(Line::KeptCapped { inputs: *inputs });
+                Decision::quiet(inputs.capped_target(), Explanation::of(explanation))
             }
         }
     }
@@ -92,44 +99,4 @@ pub(super) fn single_region(inputs: &Inputs) -> Scan {
 #[cfg(test)]
 pub(super) fn first_aligned_in_region_scan(inputs: &Inputs, rule: Rule) -> Option<u64> {
     first_accepted_scan(inputs.n, inputs.t, single_region(inputs), rule)
-}
-
-fn describe_single_region(inputs: &Inputs, rule: Rule) -> String {
-    let scan = single_region(inputs);
-    let region = if inputs.up {
-        "ABOVE_TARGET"
-    } else {
-        "WITHIN_RANGE"
-    };
-    if scan.is_empty() {
-        format!(
-            "region {region} [{}, {}] is empty (N < t or the cap is below the target)",
-            scan.from, scan.to
-        )
-    } else {
-        format!(
-            "scanned {region} [{}, {}] upward with {}",
-            scan.from,
-            scan.to,
-            rule.name()
-        )
-    }
-}
-
-/// Why `p` was accepted, in numbers.
-pub(super) fn accepted_because(inputs: &Inputs, rule: Rule, p: u64) -> String {
-    if inputs.n % p == 0 {
-        format!(
-            "accepted {p}: it divides N = {} ({} per subtask, no skew)",
-            inputs.n,
-            inputs.n / p
-        )
-    } else {
-        format!(
-            "accepted {p} by {}: N/p = {} < N/t = {} (the busiest subtask gets lighter)",
-            rule.name(),
-            inputs.n / p,
-            inputs.n / inputs.t.max(1)
-        )
-    }
 }

@@ -1,5 +1,6 @@
 //! What a built-in, legacy or ADVANCED mode answers, before the job-level bookkeeping.
 
+use super::explanation::Explanation;
 use crate::events::Event;
 
 /// A mode's answer with its reasons.
@@ -8,17 +9,17 @@ pub struct Decision {
     /// The parallelism to apply.
     pub parallelism: u64,
     /// Why, one step per line.
-    pub explanation: Vec<String>,
+    pub explanation: Explanation,
     /// Events (only the blocking modes emit).
     pub events: Vec<Event>,
 }
 
 impl Decision {
     /// A decision without events.
-    pub fn quiet(parallelism: u64, explanation: Vec<String>) -> Decision {
+    pub fn quiet(parallelism: u64, explanation: impl Into<Explanation>) -> Decision {
         Decision {
             parallelism,
-            explanation,
+            explanation: explanation.into(),
             events: Vec::new(),
         }
     }

@@ -1,6 +1,6 @@
 //! One job's alignment: the resolved mode, applied to each vertex through the guard.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use flowscale_sdk::AlignmentContext;
 
@@ -8,6 +8,7 @@ use super::builtin::BuiltIn;
 use super::catalog::ModeCatalog;
 use super::custom::CustomMode;
 use super::decision::Decision;
+use super::explanation::{Explanation, Line};
 use super::guard::{contain, refuse_answer};
 use super::inputs::{Inputs, narrow};
 use super::outcome::{AlignOutcome, Aligner};
@@ -21,6 +22,9 @@ use crate::events::{Event, EventReason, Severity};
 pub struct JobAlignment {
     job: String,
     resolved: Resolved,
+    /// "mode `name` (id from origin) answered ", the start of a custom mode's explanation,
+    /// formatted on first use instead of for every vertex.
+    answered: OnceLock<Arc<str>>,
 }
 
 impl JobAlignment {
@@ -33,6 +37,7 @@ impl JobAlignment {
         resolve(config, catalog).map(|resolved| JobAlignment {
             job: job.to_string(),
             resolved,
+            answered: OnceLock::new(),
         })
     }
 
@@ -62,6 +67,7 @@ impl JobAlignment {
                         selection: Selection::BuiltIn(BuiltIn::Balanced),
                         params: mode_params(config, "BALANCED"),
                     },
+                    answered: OnceLock::new(),
                 };
                 (alignment, vec![event])
             }
@@ -134,6 +140,7 @@ impl JobAlignment {
                 selection: Selection::BuiltIn(BuiltIn::Balanced),
                 params: self.resolved.params.clone(),
             },
+            answered: OnceLock::new(),
         };
         let mut outcome = balanced.decide(ctx);
         let event = Event::new(
@@ -143,10 +150,9 @@ impl JobAlignment {
         )
         .job(&self.job);
         outcome.events.insert(0, event);
-        outcome.explanation.insert(
-            0,
-            format!("mode `{name}` cannot be used ({why}): BALANCED instead"),
-        );
+        outcome.explanation.insert_first(Line::Text(
+            format!("mode `{name}` cannot be used ({why}): BALANCED instead").into(),
+        ));
         outcome
     }
 
@@ -160,7 +166,7 @@ impl JobAlignment {
             mode: mode.id.clone(),
             applicable,
             events: vec![event],
-            explanation: vec![why],
+            explanation: Explanation::text(why),
         };
         // A gate that fails (a plugin call that came back as an error) counts as applicable:
         // its error stands in for the answer, so that the fault is reported.
@@ -170,10 +176,10 @@ impl JobAlignment {
                 return self.outcome(
                     Decision::quiet(
                         t,
-                        vec![format!(
+                        Explanation::text(format!(
                             "mode `{name}` ({}) does not apply to this vertex: keeping the target",
                             mode.id
-                        )],
+                        )),
                     ),
                     false,
                 );
@@ -188,7 +194,7 @@ impl JobAlignment {
             return self.outcome(
                 Decision::quiet(
                     t,
-                    vec!["target equals current parallelism: nothing to align".into()],
+                    Explanation::text("target equals current parallelism: nothing to align"),
                 ),
                 true,
             );
@@ -215,10 +221,12 @@ impl JobAlignment {
         self.outcome(
             Decision::quiet(
                 u64::from(answer),
-                vec![format!(
-                    "mode `{name}` ({} from {}) answered {answer}",
-                    mode.id, mode.origin
-                )],
+                Explanation::of(vec![Line::Answered {
+                    mode: Arc::clone(self.answered.get_or_init(|| {
+                        format!("mode `{name}` ({} from {}) answered ", mode.id, mode.origin).into()
+                    })),
+                    answer,
+                }]),
             ),
             true,
         )
@@ -249,7 +257,7 @@ impl JobAlignment {
             return self.outcome(
                 Decision::quiet(
                     inputs.t,
-                    vec!["target equals current parallelism: nothing to align".into()],
+                    Explanation::text("target equals current parallelism: nothing to align"),
                 ),
                 applicable,
             );
@@ -258,7 +266,7 @@ impl JobAlignment {
             return self.outcome(
                 Decision::quiet(
                     inputs.t,
-                    vec!["not applicable (neither a source with known partitions nor a keyBy input): keeping the target".into()],
+                    Explanation::text("not applicable (neither a source with known partitions nor a keyBy input): keeping the target"),
                 ),
                 false,
             );
@@ -269,9 +277,10 @@ impl JobAlignment {
             Selection::Legacy(legacy) => legacy.decide(ctx, &inputs),
             Selection::Custom { .. } => unreachable!("handled above"),
         };
-        decision
-            .explanation
-            .insert(0, inputs.describe(ctx.source_partitions()));
+        decision.explanation.insert_first(Line::Inputs {
+            inputs,
+            source_partitions: ctx.source_partitions(),
+        });
         for event in &mut decision.events {
             if event.job.is_none() && !self.job.is_empty() {
                 event.job = Some(self.job.clone());

@@ -6,8 +6,9 @@
 
 use flowscale_sdk::AlignmentContext;
 
-use super::builtin::{accepted_because, single_region};
+use super::builtin::single_region;
 use super::decision::Decision;
+use super::explanation::accepted_because;
 use super::inputs::{Inputs, scaling_limited};
 use super::search::{Rule, first_accepted, relaxed_downward};
 
@@ -90,7 +91,7 @@ pub(super) fn blocking_fallback(
         ));
         return Decision {
             parallelism: inputs.c,
-            explanation,
+            explanation: explanation.into(),
             events: vec![scaling_limited(ctx, inputs, inputs.c)],
         };
     }
@@ -111,7 +112,7 @@ pub(super) fn blocking_fallback(
     };
     Decision {
         parallelism: candidate,
-        explanation,
+        explanation: explanation.into(),
         events,
     }
 }

@@ -2,6 +2,7 @@
 
 use serde::Serialize;
 
+use super::explanation::Explanation;
 use super::request::AlignmentRequest;
 use crate::events::Event;
 
@@ -17,7 +18,8 @@ pub struct AlignOutcome {
     /// Events the decision produced (SCALING_LIMITED, PluginFault, ModeFallback, ...).
     pub events: Vec<Event>,
     /// Why, step by step, for people (region scanned, rule that accepted, cap, fallback).
-    pub explanation: Vec<String>,
+    /// Rendered when read.
+    pub explanation: Explanation,
 }
 
 /// Aligns computed targets for one job: what the scaling pipeline calls per vertex.

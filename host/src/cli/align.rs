@@ -505,7 +505,7 @@ fn answer(
         mode: outcome.mode,
         applicable: outcome.applicable,
         events: outcome.events,
-        explanation: outcome.explanation,
+        explanation: outcome.explanation.to_vec(),
     })
 }
 

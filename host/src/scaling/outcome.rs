@@ -10,6 +10,7 @@ use super::error::CycleError;
 use super::metrics::{EvaluatedScalingMetric, ScalingMetric, VertexEvaluation};
 use super::state::ScalingSummary;
 use super::target::Reason;
+use crate::alignment::Explanation;
 use crate::events::{Event, EventReason, Severity};
 
 /// Where a cycle ended.
@@ -63,8 +64,8 @@ pub struct VertexDecision {
     pub excluded: bool,
     /// Why, in words, with the numbers (rendered when first read).
     pub reason: Reason,
-    /// The alignment's explanation.
-    pub explanation: Vec<String>,
+    /// The alignment's explanation (rendered when read).
+    pub explanation: Explanation,
 }
 
 /// The result of one cycle.

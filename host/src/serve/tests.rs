@@ -39,7 +39,7 @@ fn vertex(id: &str, current: u32, target: u32, aligned: u32) -> VertexDecision {
         outside_band: true,
         excluded: false,
         reason: "busy 0.95 > 0.8".into(),
-        explanation: vec!["accepted <26> by LOAD_REDUCING".into()],
+        explanation: vec!["accepted <26> by LOAD_REDUCING".to_string()].into(),
     }
 }
 

@@ -345,7 +345,7 @@ fn decision_of(report: &CycleReport) -> Option<DecisionView> {
                 aligned: v.aligned,
                 mode: v.mode.clone(),
                 reason: v.reason.to_string(),
-                explanation: v.explanation.clone(),
+                explanation: v.explanation.to_vec(),
             })
             .collect(),
     })

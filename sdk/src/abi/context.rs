@@ -448,6 +448,141 @@ pub unsafe fn rebuild(r: ContextRef<'_>) -> AlignmentContext {
 }
 
 thread_local! {
+    /// The context of the last call this thread served (see [`with_lent`]).
+    static LAST_CONTEXT: std::cell::RefCell<Option<AlignmentContext>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Plugin side: runs `f` on the lent context as an owned [`AlignmentContext`], equal to what
+/// [`rebuild`] returns.
+///
+/// The host asks `is_applicable` and then `align` of the same context, and the vertices of a job
+/// one after the other: instead of copying every string twice per vertex, the context of this
+/// thread's previous call is kept and brought up to date in place. What did not change is
+/// compared, not copied (the job, the mode parameters, the graph); a string that changed reuses
+/// its buffer. So the second call of a vertex allocates nothing, and the first one next to
+/// nothing.
+///
+/// # Safety
+/// As for [`rebuild`].
+pub unsafe fn with_lent<R>(r: ContextRef<'_>, f: impl FnOnce(&AlignmentContext) -> R) -> R {
+    // Taken out for the call: a panic in `f` only loses the kept context.
+    let kept = LAST_CONTEXT.with(|last| last.borrow_mut().take());
+    let ctx = match kept {
+        Some(mut ctx) => {
+            // SAFETY: per the contract.
+            unsafe { refresh(&mut ctx, r) };
+            ctx
+        }
+        // SAFETY: per the contract.
+        None => unsafe { rebuild(r) },
+    };
+    let result = f(&ctx);
+    LAST_CONTEXT.with(|last| *last.borrow_mut() = Some(ctx));
+    result
+}
+
+/// Sets `text` to the lent `from` unless it already holds it, reusing its buffer.
+///
+/// # Safety
+/// `from` must point at `len` readable bytes.
+unsafe fn assign(text: &mut String, from: FfiStr) {
+    // SAFETY: per the contract.
+    unsafe {
+        if from.is(text) {
+            return;
+        }
+        text.clear();
+        if !from.ptr.is_null() && from.len > 0 {
+            let bytes = std::slice::from_raw_parts(from.ptr, from.len);
+            text.push_str(&String::from_utf8_lossy(bytes));
+        }
+    }
+}
+
+/// Makes `ctx` equal to what [`rebuild`] would return for `r`, in place.
+///
+/// # Safety
+/// As for [`rebuild`].
+unsafe fn refresh(ctx: &mut AlignmentContext, r: ContextRef<'_>) {
+    // SAFETY: per the contract, the table and the data are live.
+    unsafe {
+        let vt = &*r.vtable;
+        let d = r.data;
+        let n = (vt.numbers)(d);
+        ctx.current = n.current;
+        ctx.target = n.target;
+        ctx.source_partitions = n.source_partitions;
+        ctx.max_parallelism = n.max_parallelism;
+        ctx.lower_limit = n.lower_limit;
+        ctx.upper_limit = n.upper_limit;
+        assign(&mut ctx.job_name, (vt.job_name)(d));
+        assign(&mut ctx.vertex_id, (vt.vertex_id)(d));
+        assign(&mut ctx.vertex_name, (vt.vertex_name)(d));
+        ctx.input_ship_strategies.clear();
+        ctx.input_ship_strategies
+            .extend((0..(vt.ship_count)(d)).map(|i| (vt.ship)(d, i).to_ship()));
+
+        let metric_count = (vt.metric_count)(d);
+        ctx.metrics.truncate(metric_count);
+        for i in 0..metric_count {
+            let m = (vt.metric)(d, i);
+            let value = EvaluatedMetric {
+                current: m.current,
+                average: m.average,
+            };
+            match ctx.metrics.get_mut(i) {
+                Some((name, kept)) => {
+                    assign(name, m.name);
+                    *kept = value;
+                }
+                None => ctx.metrics.push((m.name.to_owned_string(), value)),
+            }
+        }
+        // The host lends sorted, distinct names; anything else is sorted as the builder does.
+        if !ctx.metrics.windows(2).all(|w| w[0].0 < w[1].0) {
+            crate::context::sort_metrics(&mut ctx.metrics);
+        }
+
+        ctx.topology = shared_topology(vt, d);
+
+        let param_count = (vt.param_count)(d);
+        let same_params = (vt.mode_name)(d).is(ctx.params.mode_name())
+            && ctx.params.len() == param_count
+            && ctx.params.iter().enumerate().all(|(i, (k, v))| {
+                let p = (vt.param)(d, i);
+                p.key.is(k) && p.value.is(v)
+            });
+        if !same_params {
+            let params = (0..param_count)
+                .map(|i| {
+                    let p = (vt.param)(d, i);
+                    (p.key.to_owned_string(), p.value.to_owned_string())
+                })
+                .collect();
+            ctx.params = ModeParams::new((vt.mode_name)(d).to_owned_string(), params);
+        }
+
+        // SDK 0.1.1; a 0.1.0 host's table ends before it, and its plugins read `None`.
+        let load_count = if vt.has(
+            offset_of!(ContextVTable, subtask_load),
+            size_of::<unsafe extern "C" fn(Data, usize) -> FfiSubtaskLoad>(),
+        ) {
+            (vt.subtask_load_count)(d)
+        } else {
+            0
+        };
+        if load_count == 0 {
+            ctx.subtask_loads = None;
+        } else {
+            let loads = ctx.subtask_loads.get_or_insert_with(Vec::new);
+            loads.clear();
+            loads.extend((0..load_count).map(|i| (vt.subtask_load)(d, i).to_load()));
+        }
+    }
+}
+
+thread_local! {
     /// The job graph of the last context this thread rebuilt. The host aligns the vertices of a
     /// job one after the other with the same graph, so most calls find it here and copy nothing.
     static LAST_TOPOLOGY: std::cell::RefCell<Option<Arc<JobTopology>>> =
@@ -588,6 +723,75 @@ mod tests {
                 },
             ])
             .build()
+    }
+
+    /// A context with every field set; `variant` changes each of them.
+    fn full_context(variant: u32) -> AlignmentContext {
+        let metric = |name: &str, x: f64| {
+            (
+                name.to_string(),
+                EvaluatedMetric {
+                    current: x,
+                    average: f64::NAN,
+                },
+            )
+        };
+        let mut metrics = vec![metric("LOAD", 0.5), metric("LAG", f64::from(variant))];
+        if variant % 2 == 0 {
+            metrics.push(metric("TRUE_PROCESSING_RATE", 12.5));
+        }
+        AlignmentContext::builder(4 + variant, 9, 96)
+            .identity(
+                format!("job-{}", variant / 2),
+                format!("{variant:032x}"),
+                "map",
+            )
+            .source_partitions(variant)
+            .limits(1 + variant, 40)
+            .input_ship_strategies(vec![ShipStrategy::Hash; variant as usize % 3])
+            .metrics(metrics)
+            .topology(JobTopology {
+                vertices: vec![TopologyVertex {
+                    id: format!("{variant:032x}"),
+                    name: "map".into(),
+                    parallelism: 4 + variant,
+                    max_parallelism: 96,
+                    source_partitions: 0,
+                }],
+                edges: Vec::new(),
+            })
+            .params(ModeParams::new(
+                "bucket",
+                BTreeMap::from([("buckets".to_string(), format!("{}", 48 + variant / 3))]),
+            ))
+            .subtask_loads(if variant % 3 == 1 {
+                Vec::new()
+            } else {
+                vec![SubtaskLoad::default(); variant as usize + 1]
+            })
+            .build()
+    }
+
+    #[test]
+    fn a_kept_context_brought_up_to_date_equals_a_rebuilt_one() {
+        // Each step changes some fields and keeps others; the same context twice in a row is
+        // what the host does for `is_applicable` then `align`.
+        for variant in [0, 0, 1, 2, 2, 3, 5, 4, 0] {
+            let original = full_context(variant);
+            let rebuilt = unsafe { rebuild(ContextRef::new(&original)) };
+            let kept = unsafe { with_lent(ContextRef::new(&original), |c| format!("{c:?}")) };
+            assert_eq!(kept, format!("{rebuilt:?}"), "variant {variant}");
+            assert_eq!(kept, format!("{original:?}"), "variant {variant}");
+        }
+        // A panic in the mode loses the kept context, not the next call.
+        let original = full_context(3);
+        let panicked = std::panic::catch_unwind(|| unsafe {
+            with_lent(ContextRef::new(&original), |_| panic!("mode"))
+        });
+        assert!(panicked.is_err());
+        let next = full_context(4);
+        let kept = unsafe { with_lent(ContextRef::new(&next), |c| format!("{c:?}")) };
+        assert_eq!(kept, format!("{next:?}"));
     }
 
     #[test]

@@ -13,7 +13,7 @@ use tracing::level_filters::LevelFilter;
 use tracing::span::{Attributes, Id, Record};
 use tracing::{Event, Level, Metadata, Subscriber};
 
-use super::context::{ContextRef, rebuild};
+use super::context::{ContextRef, with_lent};
 use super::root::{
     FfiError, FfiErrorKind, FfiMode, FfiMode_TO, FfiModeBox, HostLogFn, HostLogger, LogLevel,
     ParamsRef, PluginRoot, PluginRootRef,
@@ -73,8 +73,8 @@ impl FfiMode for ModeAdapter {
             || format!("`{}` is_applicable", self.id),
             || {
                 // SAFETY: the host lends `ctx` for the duration of this call.
-                let ctx = unsafe { rebuild(ctx) };
-                RResult::ROk(self.inner.is_applicable(&ctx))
+                let applicable = unsafe { with_lent(ctx, |ctx| self.inner.is_applicable(ctx)) };
+                RResult::ROk(applicable)
             },
         )
     }
@@ -84,8 +84,7 @@ impl FfiMode for ModeAdapter {
             || format!("`{}` align", self.id),
             || {
                 // SAFETY: the host lends `ctx` for the duration of this call.
-                let ctx = unsafe { rebuild(ctx) };
-                match self.inner.align(&ctx) {
+                match unsafe { with_lent(ctx, |ctx| self.inner.align(ctx)) } {
                     Ok(p) => RResult::ROk(p),
                     Err(e) => RResult::RErr(FfiError::new(FfiErrorKind::MODE, e.message())),
                 }

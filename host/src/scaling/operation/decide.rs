@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::memory::memory_pressure;
 use super::report::{REPORT_HEADER_DISABLED, REPORT_HEADER_ENABLED, scaling_report};
+use crate::alignment::Explanation;
 use crate::scaling::evaluation::Evaluation;
 use crate::scaling::metrics::{EvaluatedScalingMetric, ScalingMetric, VertexEvaluation};
 use crate::scaling::options::{EXCLUDED_PERIODS_KEY, SCALING_ENABLED_KEY};
@@ -113,7 +114,7 @@ fn decide_vertex(
         outside_band: false,
         excluded,
         reason: Reason::default(),
-        explanation: Vec::new(),
+        explanation: Explanation::default(),
     };
     if excluded {
         decision.reason = Reason::text(if vertex.finished {

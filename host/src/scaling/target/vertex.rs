@@ -12,7 +12,7 @@ use super::ineffective::ineffective_scale_up;
 use super::reason::{BandNote, Reason, ScaleNote, Step};
 use super::scalability::observed_scalability_coefficient;
 use super::scaled::{ScaledTarget, scaled_target};
-use crate::alignment::{AlignOutcome, Aligner, AlignmentRequest};
+use crate::alignment::{AlignOutcome, Aligner, AlignmentRequest, Explanation};
 use crate::engine::VertexMetrics;
 use crate::events::Event;
 use crate::scaling::evaluation::capacity;
@@ -52,7 +52,7 @@ pub(crate) struct VertexOutcome {
     /// Why, in words (rendered when read).
     pub reason: Reason,
     /// The alignment's own explanation.
-    pub explanation: Vec<String>,
+    pub explanation: Explanation,
     /// Events (alignment's, ineffective scaling).
     pub events: Vec<Event>,
 }
@@ -83,7 +83,7 @@ impl VertexOutcome {
             mode: None,
             outside: false,
             reason: Reason::text(reason),
-            explanation: Vec::new(),
+            explanation: Explanation::default(),
             events: Vec::new(),
         }
     }

@@ -6,7 +6,7 @@
 
 use flowscale_sdk::ModeParams;
 
-use crate::alignment::{AlignOutcome, Aligner, AlignmentRequest};
+use crate::alignment::{AlignOutcome, Aligner, AlignmentRequest, Explanation};
 
 /// Keeps every target as is (the Flink autoscaler's `OFF` mode).
 #[derive(Debug, Clone, Copy, Default)]
@@ -19,7 +19,7 @@ impl Aligner for TargetAligner {
             mode: "OFF".into(),
             applicable: false,
             events: Vec::new(),
-            explanation: vec!["target kept".into()],
+            explanation: Explanation::text("target kept"),
         }
     }
 }
@@ -39,7 +39,7 @@ impl Aligner for BalancedAligner {
             mode: "BALANCED".into(),
             applicable,
             events: Vec::new(),
-            explanation: vec![why],
+            explanation: Explanation::text(why),
         };
         if !ctx.default_applicable() {
             return outcome(target, false, "not applicable: target kept".into());
