@@ -131,6 +131,7 @@ pub(super) fn exec(args: RunArgs) -> u8 {
         pace: args.pace,
         stop: &stop,
         store: &store,
+        timelines: false,
     };
     // A run of one step has nothing to reload.
     let watch = (!args.once).then(|| Watch {

@@ -39,6 +39,9 @@ pub struct RunOptions<'a> {
     pub stop: &'a AtomicBool,
     /// Where wall-clock jobs persist their state.
     pub store: &'a Mutex<Box<dyn StateStore + Send>>,
+    /// Keep every simulated job's whole timeline, for a chart. Without it a simulated job keeps
+    /// only its summary, built tick by tick, so its memory does not grow with its duration.
+    pub timelines: bool,
 }
 
 /// A job on a virtual clock (a simulation or a recording) that was stopped, by Ctrl-C, before
@@ -65,8 +68,8 @@ pub struct JobRun {
     pub failed_steps: usize,
     /// Why the job could not run at all.
     pub error: Option<String>,
-    /// A simulated job's timeline and summary.
-    pub simulation: Option<(Timeline, Summary)>,
+    /// A simulated job's timeline (with [`RunOptions::timelines`]) and summary.
+    pub simulation: Option<(Option<Timeline>, Summary)>,
     /// Set when the job's virtual time was cut short by a stop (Ctrl-C). Wall-clock jobs run
     /// until stopped, so a stop is their normal end and never sets it.
     pub interrupted: Option<Interrupted>,
@@ -136,13 +139,19 @@ pub(super) fn run_job(
 /// its timeline.
 fn run_simulation(
     job: &JobPlan,
-    simulation: Simulation,
+    mut simulation: Simulation,
     duration: Duration,
     (interval_ms, live): (i64, &LiveEntry),
     options: &RunOptions<'_>,
     sink: &(dyn Fn(&CycleReport) + Sync),
 ) -> JobRun {
     let name = &job.spec.name;
+    simulation.record_timeline(options.timelines);
+    // The last step is at the end of `duration` and simulates up to it: one tick more than the
+    // duration holds, at most.
+    let tick_ms = u64::try_from(simulation.spec().tick_ms.max(1)).unwrap_or(1);
+    let duration_ticks = u64::try_from(duration.as_millis()).unwrap_or(u64::MAX) / tick_ms;
+    simulation.summarise_at_most(duration_ticks.saturating_add(2));
     let mut runner = JobRunner::new(
         name,
         simulation,
@@ -158,8 +167,8 @@ fn run_simulation(
         Steering { options, live },
         sink,
     );
-    let timeline = runner.engine().timeline();
-    let summary = Summary::from_timeline(&timeline);
+    let summary = runner.engine().summary();
+    let timeline = options.timelines.then(|| runner.engine().timeline());
     JobRun {
         name: name.clone(),
         mode: runner.alignment().mode_id(),
@@ -671,6 +680,7 @@ mod tests {
                 pace: None,
                 stop: &stop,
                 store: &store,
+                timelines: false,
             };
             let reports = Mutex::new(Vec::new());
             let runs = run_entry(
@@ -866,6 +876,7 @@ rest = "http://127.0.0.1:9"
             pace: None,
             stop: &stop,
             store: &store,
+            timelines: false,
         };
         let started = Instant::now();
         let runs = run_entry(&plan.jobs[0], engines, 100, &options, &|_| {});
@@ -931,6 +942,7 @@ rest = "http://127.0.0.1:9"
             pace: None,
             stop: &stop,
             store: &store,
+            timelines: false,
         };
         let reports = Mutex::new(Vec::new());
         let runs = run_entry(&plan.jobs[0], engines, 100, &options, &|report| {

@@ -420,6 +420,7 @@ mod tests {
             pace: None,
             stop: &stop,
             store: &store,
+            timelines: false,
         };
         let mut script = Script {
             plans: vec![
@@ -537,6 +538,7 @@ mod tests {
             pace: None,
             stop: &stop,
             store: &store,
+            timelines: false,
         };
         // Ctrl-C arrives while the step at 10 min is being reported.
         let runs = run_fleet(&plan, &options, &|report| {
@@ -581,6 +583,7 @@ mod tests {
             pace: pace.map(|p| Pace::new(p).expect("a valid pace")),
             stop,
             store,
+            timelines: false,
         }
     }
 
