@@ -155,9 +155,11 @@ impl Scratch {
             apportion(pooled as u64, &self.weights, offset, &mut self.grant);
         }
         for i in 0..self.grant.len() {
+            // `floor_u64`, not `as u64`: the unsigned conversion is a branchy sequence, and an
+            // infinite allowance ends up under the demand either way.
             self.grant[i] = self.grant[i]
                 .min(self.demand[i])
-                .min(self.per[i].max(0.0) as u64);
+                .min(floor_u64(self.per[i]));
         }
     }
 }

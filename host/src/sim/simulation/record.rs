@@ -46,6 +46,7 @@ impl Simulation {
     pub(super) fn record_row(&mut self) {
         let tick_s = self.spec.tick_ms as f64 / 1000.0;
         let finished = self.is_finished();
+        let recorded = self.timeline.is_some();
         let row = &mut self.row;
         row.t_ms = self.now_ms;
         row.restarting = self.pending.is_some();
@@ -63,7 +64,7 @@ impl Simulation {
                 row.rate_limits.push(state.rate_limit);
                 read += state.subtasks.iter().map(|s| s.records_in).sum::<u64>();
             }
-            row.vertices.push(vertex_row(state, tick_s));
+            row.vertices.push(vertex_row(state, tick_s, recorded));
         }
         row.source_rate = source_rate;
         row.read_per_s = read as f64 / tick_s;
@@ -83,8 +84,9 @@ impl Simulation {
     }
 }
 
-/// One vertex's part of a tick's row.
-fn vertex_row(state: &VertexState, tick_s: f64) -> VertexRow {
+/// One vertex's part of a tick's row. The busy and backpressured times only go to a recorded
+/// timeline (the summary does not read them): without one they are left at 0.
+fn vertex_row(state: &VertexState, tick_s: f64, recorded: bool) -> VertexRow {
     let n = state.subtasks.len().max(1) as f64;
     let sum = state
         .subtasks
@@ -96,17 +98,23 @@ fn vertex_row(state: &VertexState, tick_s: f64) -> VertexRow {
         .iter()
         .map(|s| s.records_in as f64)
         .fold(0.0, f64::max);
-    VertexRow {
+    let mut row = VertexRow {
         parallelism: state.parallelism,
-        busy_max: state.subtasks.iter().map(|s| s.busy_ms).fold(0.0, f64::max),
-        busy_avg: state.subtasks.iter().map(|s| s.busy_ms).sum::<f64>() / n,
-        backpressured_avg: state
+        busy_max: 0.0,
+        busy_avg: 0.0,
+        backpressured_avg: 0.0,
+        records_in_per_s: sum / tick_s,
+        skew: if sum > 0.0 { max / (sum / n) } else { 1.0 },
+    };
+    if recorded {
+        row.busy_max = state.subtasks.iter().map(|s| s.busy_ms).fold(0.0, f64::max);
+        row.busy_avg = state.subtasks.iter().map(|s| s.busy_ms).sum::<f64>() / n;
+        row.backpressured_avg = state
             .subtasks
             .iter()
             .map(|s| s.backpressured_ms)
             .sum::<f64>()
-            / n,
-        records_in_per_s: sum / tick_s,
-        skew: if sum > 0.0 { max / (sum / n) } else { 1.0 },
+            / n;
     }
+    row
 }
