@@ -3,8 +3,9 @@
 //! Where things go: `align` for the alignment command, `validate` for configuration checking,
 //! `plugin_loading` for the plugins directory, `isolation` for plugins in worker processes,
 //! `run` for `run` and `simulate`, `state` for `run` with a state directory (killed, corrupted,
-//! locked), `reload` for a fleet file edited while `run` runs, `flink` for `flowscale run` against
-//! a real Flink cluster (`#[ignore]`d: it runs with `--ignored` and `FLOWSCALE_FLINK_E2E=1`).
+//! locked), `reload` for a fleet file edited while `run` runs, `scale` for the memory of a
+//! large simulated fleet, `flink` for `flowscale run` against a real Flink cluster (`#[ignore]`d:
+//! it runs with `--ignored` and `FLOWSCALE_FLINK_E2E=1`).
 //! Shared helpers live in `harness`; `fake_flink` serves a Flink REST API for wall-clock jobs
 //! without a cluster.
 
@@ -17,6 +18,7 @@ mod plugin_loading;
 mod readme;
 mod reload;
 mod run;
+mod scale;
 mod serve;
 mod state;
 mod validate;

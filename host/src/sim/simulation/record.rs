@@ -1,5 +1,6 @@
 //! The timeline a run records: one row per tick, and how much of it is kept.
 
+use super::counts::to_f64;
 use super::state::{Simulation, VertexState};
 use crate::sim::spec::VertexKind;
 use crate::sim::timeline::{Timeline, VertexRow};
@@ -88,16 +89,12 @@ impl Simulation {
 /// timeline (the summary does not read them): without one they are left at 0.
 fn vertex_row(state: &VertexState, tick_s: f64, recorded: bool) -> VertexRow {
     let n = state.subtasks.len().max(1) as f64;
-    let sum = state
-        .subtasks
-        .iter()
-        .map(|s| s.records_in as f64)
-        .sum::<f64>();
-    let max = state
-        .subtasks
-        .iter()
-        .map(|s| s.records_in as f64)
-        .fold(0.0, f64::max);
+    // Integer sums and maxima, converted once: the counts stay far below 2^53, so this is the
+    // float sum exactly, at a fraction of the cost.
+    let (sum, max) = state.subtasks.iter().fold((0u64, 0u64), |(sum, max), s| {
+        (sum + s.records_in, max.max(s.records_in))
+    });
+    let (sum, max) = (to_f64(sum), to_f64(max));
     let mut row = VertexRow {
         parallelism: state.parallelism,
         busy_max: 0.0,
