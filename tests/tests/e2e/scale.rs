@@ -19,6 +19,10 @@ fn peak_rss_of_run(jobs: usize, duration: &str) -> (u64, String) {
     let fleet = dir.path().join("fleet.toml");
     let job_files = example_jobs(&repo_root()).expect("the example jobs are listed");
     std::fs::write(&fleet, scale_fleet(jobs, &job_files, duration)).expect("the fleet is written");
+    #[allow(
+        clippy::zombie_processes,
+        reason = "reaped by wait4 below, which also reports its peak RSS"
+    )]
     let child = Command::new(flowscale_bin())
         .arg("run")
         .arg(&fleet)
