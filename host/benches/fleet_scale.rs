@@ -102,6 +102,7 @@ fn main() {
         pace: Some(Pace::new(1.0).expect("a valid pace")),
         stop: &stop,
         store: &store,
+        timelines: false,
     };
     let (peak_threads, peak_rss_kb) = (AtomicU64::new(0), AtomicU64::new(0));
     let done = AtomicBool::new(false);

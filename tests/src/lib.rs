@@ -9,6 +9,7 @@
 #![warn(missing_docs, unreachable_pub)]
 
 pub mod flink;
+pub mod scale_fleet;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -23,8 +23,9 @@ use crate::events::Event;
 use crate::plan::FleetPlan;
 use crate::plugins::LivePlugins;
 use crate::runner::{
-    CycleReport, Interrupted, JobRun, Lateness, LatenessSummary, Pace, Printer, RunOptions,
-    format_time, ignored_state, run_fleet, run_fleet_reloading, wall_ms,
+    CycleReport, DEFAULT_HOLD_BYTES, Interrupted, JobRun, Lateness, LatenessSummary, Pace, Printer,
+    RunOptions, TimeOrderedLog, format_time, ignored_state, run_fleet, run_fleet_reloading,
+    wall_ms,
 };
 use crate::sim::{Summary, render_comparison_table};
 use crate::state::postgres::{HostLeases, PostgresStateStore};
@@ -139,6 +140,7 @@ pub(super) fn exec(args: RunArgs) -> u8 {
         pace: args.pace,
         stop: &stop,
         store: &store,
+        timelines: false,
     };
     // A run of one step has nothing to reload.
     let watch = (!args.once).then(|| Watch {
@@ -390,18 +392,23 @@ fn run_printing(
     }
     let printer = Mutex::new(start);
     // Simulated jobs run far faster than real time on threads of their own; their readable log
-    // is printed once they are done, ordered by simulated time across jobs. Paced simulated
-    // jobs, wall-clock jobs and JSON Lines are printed as they happen: someone is watching.
-    let simulated: Mutex<Vec<CycleReport>> = Mutex::new(Vec::new());
+    // is printed once they are done, ordered by simulated time across jobs (held in bounded
+    // memory, spilled to temporary files). Paced simulated jobs, wall-clock jobs and JSON Lines
+    // are printed as they happen: someone is watching.
+    let simulated = Mutex::new(TimeOrderedLog::new(DEFAULT_HOLD_BYTES));
     let hold = !json && options.pace.is_none();
     let sink = |report: &CycleReport| {
         if let Some(serving) = serving {
             serving.view().record(report);
         }
         if report.virtual_clock && hold {
-            if report.is_noteworthy() || verbose {
-                if let Ok(mut held) = simulated.lock() {
-                    held.push(report.clone());
+            let mut text = Printer::new(Vec::new(), false, verbose);
+            if text.print(report).is_ok() {
+                let text = text.into_inner();
+                if !text.is_empty() {
+                    if let Ok(mut held) = simulated.lock() {
+                        held.push(report.at_ms, &report.job, text);
+                    }
                 }
             }
         } else if let Ok(mut printer) = printer.lock() {
@@ -424,11 +431,9 @@ fn run_printing(
         }
         None => run_fleet(plan, options, &sink),
     };
-    if let (Ok(mut held), Ok(mut printer)) = (simulated.lock(), printer.lock()) {
-        held.sort_by(|a, b| (a.at_ms, &a.job).cmp(&(b.at_ms, &b.job)));
-        for report in held.iter() {
-            let _ = printer.print(report);
-        }
+    if let (Ok(held), Ok(mut printer)) = (simulated.into_inner(), printer.lock()) {
+        let mut out = std::io::BufWriter::new(printer.out());
+        let _ = held.finish(&mut out).and_then(|()| out.flush());
     }
     runs
 }

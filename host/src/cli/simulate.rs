@@ -204,6 +204,7 @@ pub(super) fn exec(args: SimulateArgs) -> u8 {
         pace: args.pace,
         stop: &stop,
         store: &store,
+        timelines: args.plot.is_some(),
     };
     let runs = run_fleet(&plan, &options, &sink);
     progress.finish();
@@ -219,7 +220,7 @@ fn report(args: &SimulateArgs, runs: &[JobRun]) -> u8 {
             .filter_map(|r| {
                 r.simulation
                     .as_ref()
-                    .map(|(t, _)| (r.name.clone(), t.clone()))
+                    .and_then(|(t, _)| t.clone().map(|t| (r.name.clone(), t)))
             })
             .collect();
         match plot_svg(&timelines, path) {

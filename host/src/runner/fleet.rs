@@ -32,6 +32,9 @@ pub struct RunOptions<'a> {
     pub stop: &'a AtomicBool,
     /// Where wall-clock jobs persist their state.
     pub store: &'a Mutex<Box<dyn StateStore + Send>>,
+    /// Keep every simulated job's whole timeline, for a chart. Without it a simulated job keeps
+    /// only its summary, built tick by tick, so its memory does not grow with its duration.
+    pub timelines: bool,
 }
 
 /// A job on a virtual clock (a simulation or a recording) that was stopped, by Ctrl-C, before
@@ -58,8 +61,8 @@ pub struct JobRun {
     pub failed_steps: usize,
     /// Why the job could not run at all.
     pub error: Option<String>,
-    /// A simulated job's timeline and summary.
-    pub simulation: Option<(Timeline, Summary)>,
+    /// A simulated job's timeline (with [`RunOptions::timelines`]) and summary.
+    pub simulation: Option<(Option<Timeline>, Summary)>,
     /// Set when the job's virtual time was cut short by a stop (Ctrl-C). Wall-clock jobs run
     /// until stopped, so a stop is their normal end and never sets it.
     pub interrupted: Option<Interrupted>,

@@ -160,7 +160,16 @@ impl<'env> Task<'env> for OpenEntry<'env> {
                     .simulated_duration
                     .or(duration)
                     .unwrap_or(DEFAULT_SIMULATED_DURATION);
-                let runner = start.runner(&job.spec.name, *simulation);
+                let mut simulation = *simulation;
+                let timelines = self.env.options.timelines;
+                simulation.record_timeline(timelines);
+                // The last step is at the end of `duration` and simulates up to it: one tick
+                // more than the duration holds, at most.
+                let tick_ms = u64::try_from(simulation.spec().tick_ms.max(1)).unwrap_or(1);
+                let duration_ticks =
+                    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX) / tick_ms;
+                simulation.summarise_at_most(duration_ticks.saturating_add(2));
+                let runner = start.runner(&job.spec.name, simulation);
                 let kind = Kind::Simulated { duration };
                 self.outcome.expect(1);
                 spawned.push(Box::new(start.task(0, runner, kind, summarise_simulation)));
@@ -226,7 +235,7 @@ pub(super) fn engine_tasks<'env>(
                 fresh,
                 await_return,
             };
-            let task: BoxedTask<'env> = Box::new(start.task(index, runner, kind, |_| None));
+            let task: BoxedTask<'env> = Box::new(start.task(index, runner, kind, |_, _| None));
             task
         })
         .collect()
@@ -257,7 +266,7 @@ impl<'env> Start<'_, 'env> {
         index: usize,
         runner: JobRunner<E>,
         kind: Kind,
-        summarise: fn(&E) -> Option<(Timeline, Summary)>,
+        summarise: fn(&E, bool) -> Option<(Option<Timeline>, Summary)>,
     ) -> JobTask<'env, E> {
         JobTask {
             env: self.env,
@@ -278,11 +287,14 @@ impl<'env> Start<'_, 'env> {
     }
 }
 
-/// A simulation's timeline and its summary, read once its run is over.
-fn summarise_simulation(simulation: &Simulation) -> Option<(Timeline, Summary)> {
-    let timeline = simulation.timeline();
-    let summary = Summary::from_timeline(&timeline);
-    Some((timeline, summary))
+/// A simulation's summary, and its timeline when `timelines` asks for it (a chart), read once
+/// its run is over.
+fn summarise_simulation(
+    simulation: &Simulation,
+    timelines: bool,
+) -> Option<(Option<Timeline>, Summary)> {
+    let timeline = timelines.then(|| simulation.timeline());
+    Some((timeline, simulation.summary()))
 }
 
 /// What kind of job a task runs.
@@ -341,7 +353,7 @@ pub(super) struct JobTask<'env, E: Engine> {
     name: String,
     runner: JobRunner<E>,
     kind: Kind,
-    summarise: fn(&E) -> Option<(Timeline, Summary)>,
+    summarise: fn(&E, bool) -> Option<(Option<Timeline>, Summary)>,
     clock: ClockState,
     /// Events for the next step (what restoring the state found, a reload's notes).
     first_events: Vec<Event>,
@@ -658,7 +670,9 @@ impl<E: Engine> JobTask<'_, E> {
     /// Delivers the job's run into its entry's outcome.
     fn finish(&mut self, interrupted: Option<Interrupted>, gone: bool) -> Next {
         let simulation = match self.kind {
-            Kind::Simulated { .. } => (self.summarise)(self.runner.engine()),
+            Kind::Simulated { .. } => {
+                (self.summarise)(self.runner.engine(), self.env.options.timelines)
+            }
             Kind::Engine { .. } => None,
         };
         let run = JobRun {

@@ -14,6 +14,7 @@ mod restore;
 mod scheduler;
 mod state_check;
 mod supervisor;
+mod time_ordered;
 
 pub use cooldown::{
     CooldownExecutor, CooldownOutcome, CooldownState, QueuedScalingEvent, ScalingOperation,
@@ -29,6 +30,7 @@ pub use report::{CycleReport, Printer, format_time};
 pub use restore::{BadSection, RestoreError, check_sections, ignored_state};
 pub use state_check::{StateCheck, check_state_dir};
 pub use supervisor::{FleetSource, MAX_NETWORK_THREADS, run_fleet, run_fleet_reloading};
+pub use time_ordered::{DEFAULT_HOLD_BYTES, TimeOrderedLog};
 
 #[cfg(test)]
 mod tests;

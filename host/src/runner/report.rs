@@ -187,6 +187,11 @@ impl<W: Write> Printer<W> {
         )
     }
 
+    /// The writer, for text printed elsewhere (such as the ordered log of simulated jobs).
+    pub fn out(&mut self) -> &mut W {
+        &mut self.out
+    }
+
     /// The writer back.
     pub fn into_inner(self) -> W {
         self.out

@@ -496,6 +496,7 @@ mod tests {
             pace: None,
             stop: &stop,
             store: &store,
+            timelines: false,
         };
         let mut script = Script {
             plans: vec![
@@ -664,6 +665,7 @@ mod tests {
             pace: None,
             stop: &stop,
             store: &store,
+            timelines: false,
         };
         // Ctrl-C arrives while the step at 10 min is being reported.
         let runs = run_fleet(&plan, &options, &|report| {
@@ -708,6 +710,7 @@ mod tests {
             pace: pace.map(|p| Pace::new(p).expect("a valid pace")),
             stop,
             store,
+            timelines: false,
         }
     }
 

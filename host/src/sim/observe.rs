@@ -212,8 +212,9 @@ impl std::str::FromStr for Simulation {
 }
 
 impl Simulation {
-    /// The summary of the run so far.
+    /// The summary of the run so far (the same as that of its whole timeline, but kept up to
+    /// date tick by tick, whether or not the timeline is recorded).
     pub fn summary(&self) -> super::summary::Summary {
-        super::summary::Summary::from_timeline(&self.timeline())
+        self.summary.summary()
     }
 }

@@ -107,8 +107,15 @@ pub(crate) fn apportion(total: u64, weights: &[f64], offset: usize, out: &mut [u
     let scale = total as f64 / sum;
     let mut cumulative = 0.0;
     let mut assigned = 0u64;
+    // `(offset + k) % n`, by wrapping instead of dividing for every element.
+    let mut idx = offset % n;
     for k in 0..n {
-        let idx = (offset + k) % n;
+        if k > 0 {
+            idx += 1;
+            if idx == n {
+                idx = 0;
+            }
+        }
         cumulative += weights[idx];
         // Rounding by adding one half and truncating: the value is non-negative, and this
         // avoids a libm call in the hottest loop of the simulator.

@@ -847,3 +847,64 @@ fn a_drift_period_must_be_positive() {
         Err(err) => assert!(err.to_string().contains("edges[0].drift"), "{err}"),
     }
 }
+
+/// The `q` quantile as the timeline's summary defines it: the value of rank `ceil(q * n)` of the
+/// values sorted ascending.
+fn sorted_quantile(values: &[f64], q: f64) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1]
+}
+
+#[test]
+fn a_simulation_summarised_tick_by_tick_matches_its_timeline() {
+    let text = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../examples/jobs/keyed-step-spike.toml"),
+    )
+    .expect("the example job is readable");
+    let mut sim = Simulation::from_toml_str(&text).expect("the example job is valid");
+    let ticks = 7200;
+    sim.summarise_at_most(ticks);
+    sim.advance_to(1_800_000);
+    let mut wider = sim.parallelism();
+    wider.values_mut().for_each(|p| *p += 1);
+    crate::engine::Realizer::rescale(&mut sim, &wider).expect("a valid rescale");
+    sim.advance_to(i64::try_from(ticks).expect("small") * 1000);
+    let timeline = sim.timeline();
+    let summary = sim.summary();
+
+    // Computed here from the rows, straight from the definitions.
+    let running: Vec<&crate::sim::TimelineRow> =
+        timeline.rows.iter().filter(|r| !r.finished).collect();
+    let lags: Vec<f64> = running.iter().map(|r| r.lag_s()).collect();
+    let pending: Vec<f64> = running.iter().map(|r| r.pending as f64).collect();
+    assert_eq!(timeline.rows.len(), 7200);
+    assert_eq!(summary.duration_s, 7200.0);
+    assert_eq!(summary.p99_lag_s, sorted_quantile(&lags, 0.99));
+    assert_eq!(summary.p99_pending, sorted_quantile(&pending, 0.99) as u64);
+    assert_eq!(summary.max_lag_s, lags.iter().copied().fold(0.0, f64::max));
+    let records: u64 = timeline
+        .rows
+        .iter()
+        .map(|r| (r.read_per_s * 1.0).round() as u64)
+        .sum();
+    assert_eq!(summary.records_processed, records);
+    let restarting = timeline.rows.iter().filter(|r| r.restarting).count();
+    assert_eq!(summary.restarting_s, restarting as f64);
+    assert!(restarting > 0, "the rescale restarted the job");
+    assert!(summary.rescales >= 1);
+    let cost: f64 = running
+        .iter()
+        .map(|r| {
+            r.vertices
+                .iter()
+                .map(|v| f64::from(v.parallelism))
+                .sum::<f64>()
+        })
+        .sum();
+    assert!((summary.subtask_seconds - cost).abs() < 1e-6 * cost);
+    // And the whole summary is that of the timeline.
+    assert_eq!(summary, Summary::from_timeline(&timeline));
+}

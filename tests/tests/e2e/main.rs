@@ -3,11 +3,12 @@
 //! Where things go: `align` for the alignment command, `validate` for configuration checking,
 //! `plugin_loading` for the plugins directory, `isolation` for plugins in worker processes,
 //! `run` for `run` and `simulate`, `state` for `run` with a state directory (killed, corrupted,
-//! locked), `reload` for a fleet file edited while `run` runs, `multi_host` for several hosts
-//! sharing a fleet through PostgreSQL (`#[ignore]`d: it runs with `--ignored` and
-//! `FLOWSCALE_POSTGRES_URL`, which `.ci/run` sets), `flink` for `flowscale run` against a real
-//! Flink cluster and `flink_load_align` for load-aware alignment on a real cluster with skewed
-//! keys (both `#[ignore]`d: they run with `--ignored` and `FLOWSCALE_FLINK_E2E=1`).
+//! locked), `reload` for a fleet file edited while `run` runs, `scale` for the memory of a
+//! large simulated fleet, `multi_host` for several hosts sharing a fleet through PostgreSQL
+//! (`#[ignore]`d: it runs with `--ignored` and `FLOWSCALE_POSTGRES_URL`, which `.ci/run` sets),
+//! `flink` for `flowscale run` against a real Flink cluster and `flink_load_align` for
+//! load-aware alignment on a real cluster with skewed keys (both `#[ignore]`d: they run with
+//! `--ignored` and `FLOWSCALE_FLINK_E2E=1`).
 //! Shared helpers live in `harness`; `fake_flink` serves a Flink REST API for wall-clock jobs
 //! without a cluster.
 
@@ -22,6 +23,7 @@ mod plugin_loading;
 mod readme;
 mod reload;
 mod run;
+mod scale;
 mod serve;
 mod state;
 mod validate;

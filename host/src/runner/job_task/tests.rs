@@ -174,6 +174,7 @@ mod flink {
             pace: None,
             stop: &stop,
             store: &store,
+            timelines: false,
         };
         let reports = Mutex::new(Vec::new());
         let runs = run_entry(
@@ -367,6 +368,7 @@ rest = "http://127.0.0.1:9"
         pace: None,
         stop: &stop,
         store: &store,
+        timelines: false,
     };
     let started = Instant::now();
     let runs = run_entry(&plan.jobs[0], engines, 100, &options, &|_| {});
@@ -432,6 +434,7 @@ fn state_that_cannot_be_read_is_reported_at_the_first_step_and_stops_no_other_jo
         pace: None,
         stop: &stop,
         store: &store,
+        timelines: false,
     };
     let reports = Mutex::new(Vec::new());
     let runs = run_entry(&plan.jobs[0], engines, 100, &options, &|report| {

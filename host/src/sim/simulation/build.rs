@@ -10,7 +10,8 @@ use crate::sim::queue::Queue;
 use crate::sim::rng::SplitMix64;
 use crate::sim::routing::{Route, route};
 use crate::sim::spec::SimulatedJobSpec;
-use crate::sim::timeline::Timeline;
+use crate::sim::summary::SummaryBuilder;
+use crate::sim::timeline::{Timeline, TimelineRow};
 
 impl Simulation {
     /// A simulation of `spec` at time 0, recording a timeline.
@@ -22,6 +23,18 @@ impl Simulation {
         let iterations = iterations(&spec, &mut vertices);
         let mut sim = Simulation {
             timeline: Some(Timeline::new(&spec)),
+            summary: SummaryBuilder::new(n, spec.tick_ms, None),
+            row: TimelineRow {
+                t_ms: 0,
+                restarting: false,
+                finished: false,
+                source_rate: 0.0,
+                read_per_s: 0.0,
+                pending: 0,
+                rate_limits: Vec::new(),
+                vertices: Vec::with_capacity(n),
+                events: Vec::new(),
+            },
             spec,
             now_ms: 0,
             tick: 0,

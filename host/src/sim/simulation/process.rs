@@ -32,8 +32,10 @@ struct TickBudget {
 }
 
 impl Simulation {
-    /// Processes vertex `v` for one tick, then does its termination bookkeeping.
-    pub(super) fn process_vertex(&mut self, v: usize, tick_s: f64) {
+    /// Processes vertex `v` for one tick, then does its termination bookkeeping. `sc` is the
+    /// simulation's scratch, taken out once per tick by the caller (moving it costs more than
+    /// the work of a small vertex).
+    pub(super) fn process_vertex(&mut self, v: usize, tick_s: f64, sc: &mut Scratch) {
         let spec = &self.spec.vertices[v];
         let (capacity, selectivity, is_source) = (
             spec.capacity,
@@ -45,7 +47,6 @@ impl Simulation {
             self.vertices[v].idle_finished();
             return;
         }
-        let mut sc = std::mem::take(&mut self.scratch);
         let pooled = self.output_allowance(v, &mut sc.per);
         let vertex = &mut self.vertices[v];
         let active = vertex
@@ -75,9 +76,9 @@ impl Simulation {
             let g = sc.grant[i];
             let s = &mut vertex.subtasks[i];
             if is_source {
-                s.read_partitions(&mut vertex.partitions, g, offset, &mut sc);
+                s.read_partitions(&mut vertex.partitions, g, offset, sc);
             } else {
-                s.pop_queues(g, offset, &mut sc);
+                s.pop_queues(g, offset, sc);
             }
             sc.out.push(s.account(g, sc.demand[i], budget));
             processed += g;
@@ -87,9 +88,8 @@ impl Simulation {
         let emitted: u64 = sc.out.iter().sum();
         vertex.total_out += emitted;
 
-        vertex.split_feedback(&mut self.iterations, emitted, offset, &mut sc);
-        self.emit_records(v, &mut sc);
-        self.scratch = sc;
+        vertex.split_feedback(&mut self.iterations, emitted, offset, sc);
+        self.emit_records(v, sc);
         self.after_processing(v);
     }
 }
@@ -155,9 +155,11 @@ impl Scratch {
             apportion(pooled as u64, &self.weights, offset, &mut self.grant);
         }
         for i in 0..self.grant.len() {
+            // `floor_u64`, not `as u64`: the unsigned conversion is a branchy sequence, and an
+            // infinite allowance ends up under the demand either way.
             self.grant[i] = self.grant[i]
                 .min(self.demand[i])
-                .min(self.per[i].max(0.0) as u64);
+                .min(floor_u64(self.per[i]));
         }
     }
 }

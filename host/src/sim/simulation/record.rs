@@ -1,8 +1,9 @@
 //! The timeline a run records: one row per tick, and how much of it is kept.
 
-use super::state::Simulation;
+use super::counts::to_f64;
+use super::state::{Simulation, VertexState};
 use crate::sim::spec::VertexKind;
-use crate::sim::timeline::{Timeline, TimelineRow, VertexRow};
+use crate::sim::timeline::{Timeline, VertexRow};
 
 impl Simulation {
     /// Stops (or resumes) recording the timeline; long benchmark runs do not need it.
@@ -34,70 +35,83 @@ impl Simulation {
             .unwrap_or_else(|| Timeline::new(&self.spec))
     }
 
-    /// Appends this tick's row, with the events since the last one, to the timeline (when one is
-    /// recorded).
+    /// Promises that the run will be summarised over at most `ticks` ticks in all, so that its
+    /// summary keeps about 1% of them (for the 99th percentiles) instead of every tick; the
+    /// summary stays exact as long as the promise holds.
+    pub fn summarise_at_most(&mut self, ticks: u64) {
+        self.summary.expect_at_most(ticks);
+    }
+
+    /// Builds this tick's row, with the events since the last one, adds it to the summary and
+    /// appends it to the timeline (when one is recorded).
     pub(super) fn record_row(&mut self) {
-        let Some(timeline) = &mut self.timeline else {
-            self.events.clear();
-            return;
-        };
         let tick_s = self.spec.tick_ms as f64 / 1000.0;
-        let restarting = self.pending.is_some();
+        let finished = self.is_finished();
+        let recorded = self.timeline.is_some();
+        let row = &mut self.row;
+        row.t_ms = self.now_ms;
+        row.restarting = self.pending.is_some();
+        row.finished = finished;
+        row.rate_limits.clear();
+        row.vertices.clear();
         let mut source_rate = 0.0;
         let mut pending = 0u64;
-        let mut limits = Vec::new();
-        let mut vertices = Vec::with_capacity(self.vertices.len());
         let mut read = 0u64;
         for (v, state) in self.vertices.iter().enumerate() {
             let is_source = self.spec.vertices[v].kind == VertexKind::Source;
             if is_source {
                 source_rate += state.arrival_rate;
                 pending += state.partitions.iter().map(|p| p.pending).sum::<u64>();
-                limits.push(state.rate_limit);
+                row.rate_limits.push(state.rate_limit);
                 read += state.subtasks.iter().map(|s| s.records_in).sum::<u64>();
             }
-            let n = state.subtasks.len().max(1) as f64;
-            let sum = state
-                .subtasks
-                .iter()
-                .map(|s| s.records_in as f64)
-                .sum::<f64>();
-            let max = state
-                .subtasks
-                .iter()
-                .map(|s| s.records_in as f64)
-                .fold(0.0, f64::max);
-            vertices.push(VertexRow {
-                parallelism: state.parallelism,
-                busy_max: state.subtasks.iter().map(|s| s.busy_ms).fold(0.0, f64::max),
-                busy_avg: state.subtasks.iter().map(|s| s.busy_ms).sum::<f64>() / n,
-                backpressured_avg: state
-                    .subtasks
-                    .iter()
-                    .map(|s| s.backpressured_ms)
-                    .sum::<f64>()
-                    / n,
-                records_in_per_s: sum / tick_s,
-                skew: if sum > 0.0 { max / (sum / n) } else { 1.0 },
-            });
+            row.vertices.push(vertex_row(state, tick_s, recorded));
         }
-        timeline.rows.push(TimelineRow {
-            t_ms: self.now_ms,
-            restarting,
-            finished: self.vertices.iter().all(|v| v.finished)
-                && self.iterations.iter().all(|i| i.terminated),
-            source_rate,
-            read_per_s: read as f64 / tick_s,
-            pending,
-            rate_limits: limits,
-            vertices,
-            events: std::mem::take(&mut self.events),
-        });
-        if let Some(limit) = self.timeline_limit {
-            if timeline.rows.len() >= 2 * limit {
-                let excess = timeline.rows.len() - limit;
-                timeline.rows.drain(..excess);
+        row.source_rate = source_rate;
+        row.read_per_s = read as f64 / tick_s;
+        row.pending = pending;
+        std::mem::swap(&mut row.events, &mut self.events);
+        self.events.clear();
+        self.summary.add(row);
+        if let Some(timeline) = &mut self.timeline {
+            timeline.rows.push(row.clone());
+            if let Some(limit) = self.timeline_limit {
+                if timeline.rows.len() >= 2 * limit {
+                    let excess = timeline.rows.len() - limit;
+                    timeline.rows.drain(..excess);
+                }
             }
         }
     }
+}
+
+/// One vertex's part of a tick's row. The busy and backpressured times only go to a recorded
+/// timeline (the summary does not read them): without one they are left at 0.
+fn vertex_row(state: &VertexState, tick_s: f64, recorded: bool) -> VertexRow {
+    let n = state.subtasks.len().max(1) as f64;
+    // Integer sums and maxima, converted once: the counts stay far below 2^53, so this is the
+    // float sum exactly, at a fraction of the cost.
+    let (sum, max) = state.subtasks.iter().fold((0u64, 0u64), |(sum, max), s| {
+        (sum + s.records_in, max.max(s.records_in))
+    });
+    let (sum, max) = (to_f64(sum), to_f64(max));
+    let mut row = VertexRow {
+        parallelism: state.parallelism,
+        busy_max: 0.0,
+        busy_avg: 0.0,
+        backpressured_avg: 0.0,
+        records_in_per_s: sum / tick_s,
+        skew: if sum > 0.0 { max / (sum / n) } else { 1.0 },
+    };
+    if recorded {
+        row.busy_max = state.subtasks.iter().map(|s| s.busy_ms).fold(0.0, f64::max);
+        row.busy_avg = state.subtasks.iter().map(|s| s.busy_ms).sum::<f64>() / n;
+        row.backpressured_avg = state
+            .subtasks
+            .iter()
+            .map(|s| s.backpressured_ms)
+            .sum::<f64>()
+            / n;
+    }
+    row
 }

@@ -8,7 +8,8 @@ use crate::sim::queue::Queue;
 use crate::sim::rng::SplitMix64;
 use crate::sim::routing::Route;
 use crate::sim::spec::SimulatedJobSpec;
-use crate::sim::timeline::Timeline;
+use crate::sim::summary::SummaryBuilder;
+use crate::sim::timeline::{Timeline, TimelineRow};
 
 /// Where a vertex input comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -135,6 +136,11 @@ pub struct Simulation {
     pub(crate) iterations: Vec<Iteration>,
     pub(super) noise: SplitMix64,
     pub(crate) timeline: Option<Timeline>,
+    /// The run's summary so far, kept up to date whether or not the timeline is recorded.
+    pub(crate) summary: SummaryBuilder,
+    /// This tick's row, built in place (its vectors reused) and then summarised, and copied to
+    /// the timeline when one is recorded.
+    pub(super) row: TimelineRow,
     pub(super) events: Vec<String>,
     pub(crate) restarts: u32,
     pub(crate) restarting_ms: i64,

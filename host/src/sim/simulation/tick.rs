@@ -51,9 +51,11 @@ impl Simulation {
             for it in 0..self.iterations.len() {
                 self.forward_feedback(it);
             }
+            let mut scratch = std::mem::take(&mut self.scratch);
             for v in 0..self.vertices.len() {
-                self.process_vertex(v, tick_s);
+                self.process_vertex(v, tick_s, &mut scratch);
             }
+            self.scratch = scratch;
         }
         self.record_row();
         self.now_ms += self.spec.tick_ms;
@@ -80,10 +82,14 @@ impl Simulation {
             }
             vertex.generated += n;
             vertex.arrival_rate = n as f64 / tick_s;
-            let shares: Vec<f64> = vertex.partitions.iter().map(|p| p.share).collect();
-            let mut parts = vec![0u64; shares.len()];
-            apportion(n, &shares, offset, &mut parts);
-            for (p, k) in vertex.partitions.iter_mut().zip(parts) {
+            // The scratch buffers: a tick allocates nothing.
+            let (shares, parts) = (&mut self.scratch.weights, &mut self.scratch.parts);
+            shares.clear();
+            shares.extend(vertex.partitions.iter().map(|p| p.share));
+            parts.clear();
+            parts.resize(shares.len(), 0);
+            apportion(n, shares, offset, parts);
+            for (p, k) in vertex.partitions.iter_mut().zip(parts.iter()) {
                 p.pending += k;
             }
         }
