@@ -266,7 +266,7 @@ impl<'env> Start<'_, 'env> {
         index: usize,
         runner: JobRunner<E>,
         kind: Kind,
-        summarise: fn(&E, bool) -> Option<(Option<Timeline>, Summary)>,
+        summarise: Summarise<E>,
     ) -> JobTask<'env, E> {
         JobTask {
             env: self.env,
@@ -296,6 +296,10 @@ fn summarise_simulation(
     let timeline = timelines.then(|| simulation.timeline());
     Some((timeline, simulation.summary()))
 }
+
+/// Reads a finished job's simulation results (the timeline only when asked for one): what a
+/// [`JobRun`] carries of a simulated job; engines that are not simulations have none.
+type Summarise<E> = fn(&E, bool) -> Option<(Option<Timeline>, Summary)>;
 
 /// What kind of job a task runs.
 #[derive(Debug, Clone, Copy)]
@@ -353,7 +357,7 @@ pub(super) struct JobTask<'env, E: Engine> {
     name: String,
     runner: JobRunner<E>,
     kind: Kind,
-    summarise: fn(&E, bool) -> Option<(Option<Timeline>, Summary)>,
+    summarise: Summarise<E>,
     clock: ClockState,
     /// Events for the next step (what restoring the state found, a reload's notes).
     first_events: Vec<Event>,
