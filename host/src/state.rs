@@ -15,6 +15,7 @@ mod file;
 mod lease;
 mod lock;
 mod names;
+mod pending;
 pub mod postgres;
 mod quarantine;
 mod scan;

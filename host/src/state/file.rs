@@ -12,13 +12,14 @@
 //! files, is a [`StateFinding`] and is never overwritten; a job whose file or section cannot be
 //! read keeps it in `quarantine/` ([`StateStore::quarantine`]) before its file is replaced.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use super::lock::StateDirLock;
 use super::names::file_stem;
+use super::pending::PendingJobs;
 use super::quarantine::{keep_copy, move_aside, sync_dir};
 use super::scan::{EXTENSION, JobFile, StateFinding, TEMP_EXTENSION, scan_dir};
 use super::store::{StateError, StateStore, StoredProblem};
@@ -28,7 +29,7 @@ use super::store::{StateError, StateStore, StoredProblem};
 pub struct FileStateStore {
     dir: PathBuf,
     lock: StateDirLock,
-    jobs: BTreeMap<String, BTreeMap<String, serde_json::Value>>,
+    pending: PendingJobs,
     /// Where each job read from the directory is written back.
     paths: BTreeMap<String, PathBuf>,
     findings: Vec<StateFinding>,
@@ -38,8 +39,6 @@ pub struct FileStateStore {
     ambiguous: BTreeMap<String, Vec<PathBuf>>,
     /// Where each job's file was kept aside during this run.
     quarantined: BTreeMap<String, PathBuf>,
-    dirty: BTreeSet<String>,
-    removed: BTreeSet<String>,
 }
 
 impl FileStateStore {
@@ -65,18 +64,16 @@ impl FileStateStore {
         let mut store = FileStateStore {
             dir,
             lock,
-            jobs: BTreeMap::new(),
+            pending: PendingJobs::default(),
             paths: BTreeMap::new(),
             findings: scan.findings,
             unreadable: BTreeMap::new(),
             ambiguous: BTreeMap::new(),
             quarantined: BTreeMap::new(),
-            dirty: BTreeSet::new(),
-            removed: BTreeSet::new(),
         };
         for (job, stored) in scan.jobs {
             store.paths.insert(job.clone(), stored.path);
-            store.jobs.insert(job, stored.sections);
+            store.pending.jobs.insert(job, stored.sections);
         }
         for finding in &store.findings {
             match finding {
@@ -139,7 +136,7 @@ impl FileStateStore {
 
     fn write_job(&self, job: &str) -> Result<(), StateError> {
         let path = self.path_of(job);
-        let Some(sections) = self.jobs.get(job) else {
+        let Some(sections) = self.pending.jobs.get(job) else {
             return Ok(());
         };
         if let Some(holds) = self.held_by_other(job, &path) {
@@ -211,26 +208,19 @@ fn temp_path(path: &Path) -> PathBuf {
 
 impl StateStore for FileStateStore {
     fn get(&self, job: &str, section: &str) -> Option<serde_json::Value> {
-        self.jobs.get(job)?.get(section).cloned()
+        self.pending.get(job, section)
     }
 
     fn put(&mut self, job: &str, section: &str, value: serde_json::Value) {
-        self.jobs
-            .entry(job.to_string())
-            .or_default()
-            .insert(section.to_string(), value);
-        self.removed.remove(job);
-        self.dirty.insert(job.to_string());
+        self.pending.put(job, section, value);
     }
 
     fn remove_job(&mut self, job: &str) {
-        self.jobs.remove(job);
-        self.dirty.remove(job);
-        self.removed.insert(job.to_string());
+        self.pending.remove_job(job);
     }
 
     fn jobs(&self) -> Vec<String> {
-        self.jobs.keys().cloned().collect()
+        self.pending.job_names()
     }
 
     fn problem(&self, job: &str) -> Option<StoredProblem> {
@@ -277,15 +267,15 @@ impl StateStore for FileStateStore {
                 return Ok(Some(kept));
             }
             let kept = self.keep_job_file(job)?;
-            self.jobs.remove(job);
-            self.dirty.remove(job);
+            self.pending.jobs.remove(job);
+            self.pending.dirty.remove(job);
             return Ok(kept);
         };
         let kept = self.keep_job_file(job)?;
-        if let Some(sections) = self.jobs.get_mut(job)
+        if let Some(sections) = self.pending.jobs.get_mut(job)
             && sections.remove(section).is_some()
         {
-            self.dirty.insert(job.to_string());
+            self.pending.dirty.insert(job.to_string());
         }
         Ok(kept)
     }
@@ -302,16 +292,16 @@ impl StateStore for FileStateStore {
                 false
             }
         };
-        let removed: Vec<String> = self.removed.iter().cloned().collect();
+        let removed: Vec<String> = self.pending.removed.iter().cloned().collect();
         for job in removed {
             if note(&job, self.delete_job_file(&job)) {
-                self.removed.remove(&job);
+                self.pending.removed.remove(&job);
             }
         }
-        let dirty: Vec<String> = self.dirty.iter().cloned().collect();
+        let dirty: Vec<String> = self.pending.dirty.iter().cloned().collect();
         for job in dirty {
             if note(&job, self.write_job(&job)) {
-                self.dirty.remove(&job);
+                self.pending.dirty.remove(&job);
             }
         }
         match first_error {

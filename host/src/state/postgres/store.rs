@@ -1,7 +1,6 @@
 //! Job state sections in PostgreSQL: one row per (job, section), written once per cycle in one
 //! transaction, and fenced by the job's lease when several hosts share the database.
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -10,10 +9,8 @@ use postgres::Client;
 use super::error::{connect, db_error};
 use super::host_leases::HostLeases;
 use super::schema::migrate;
+use crate::state::pending::{PendingJobs, Sections};
 use crate::state::{JobLeases, StateError, StateStore};
-
-/// A job's sections, by name.
-type Sections = BTreeMap<String, serde_json::Value>;
 
 /// Job state in a PostgreSQL database (`[host] state = "postgres://..."`).
 ///
@@ -27,17 +24,15 @@ type Sections = BTreeMap<String, serde_json::Value>;
 pub struct PostgresStateStore {
     url: String,
     client: Client,
-    jobs: BTreeMap<String, Sections>,
-    dirty: BTreeSet<String>,
-    removed: BTreeSet<String>,
+    pending: PendingJobs,
     leases: Option<Arc<HostLeases>>,
 }
 
 impl std::fmt::Debug for PostgresStateStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PostgresStateStore")
-            .field("jobs", &self.jobs.len())
-            .field("dirty", &self.dirty)
+            .field("jobs", &self.pending.jobs.len())
+            .field("dirty", &self.pending.dirty)
             .finish_non_exhaustive()
     }
 }
@@ -55,9 +50,7 @@ impl PostgresStateStore {
         let mut store = PostgresStateStore {
             url: url.to_string(),
             client,
-            jobs: BTreeMap::new(),
-            dirty: BTreeSet::new(),
-            removed: BTreeSet::new(),
+            pending: PendingJobs::default(),
             leases,
         };
         let rows = store
@@ -69,6 +62,7 @@ impl PostgresStateStore {
             .map_err(db_error("read the job state"))?;
         for row in rows {
             store
+                .pending
                 .jobs
                 .entry(row.get(0))
                 .or_default()
@@ -98,26 +92,19 @@ impl PostgresStateStore {
 
 impl StateStore for PostgresStateStore {
     fn get(&self, job: &str, section: &str) -> Option<serde_json::Value> {
-        self.jobs.get(job)?.get(section).cloned()
+        self.pending.get(job, section)
     }
 
     fn put(&mut self, job: &str, section: &str, value: serde_json::Value) {
-        self.jobs
-            .entry(job.to_string())
-            .or_default()
-            .insert(section.to_string(), value);
-        self.removed.remove(job);
-        self.dirty.insert(job.to_string());
+        self.pending.put(job, section, value);
     }
 
     fn remove_job(&mut self, job: &str) {
-        self.jobs.remove(job);
-        self.dirty.remove(job);
-        self.removed.insert(job.to_string());
+        self.pending.remove_job(job);
     }
 
     fn jobs(&self) -> Vec<String> {
-        self.jobs.keys().cloned().collect()
+        self.pending.job_names()
     }
 
     /// Keeps the job's sections as they were in `flowscale_quarantine` (there is no file).
@@ -126,13 +113,12 @@ impl StateStore for PostgresStateStore {
         job: &str,
         section: Option<&str>,
     ) -> Result<Option<PathBuf>, StateError> {
-        let kept = serde_json::to_value(self.jobs.get(job).cloned().unwrap_or_default()).map_err(
-            |source| StateError::Encode {
+        let kept = serde_json::to_value(self.pending.jobs.get(job).cloned().unwrap_or_default())
+            .map_err(|source| StateError::Encode {
                 job: job.to_string(),
                 section: section.unwrap_or("*").to_string(),
                 source,
-            },
-        )?;
+            })?;
         self.connected()?
             .execute(
                 "INSERT INTO flowscale_quarantine (job, sections) VALUES ($1, $2)",
@@ -141,10 +127,10 @@ impl StateStore for PostgresStateStore {
             .map_err(db_error("keep quarantined state"))?;
         match section {
             Some(section) => {
-                if let Some(sections) = self.jobs.get_mut(job) {
+                if let Some(sections) = self.pending.jobs.get_mut(job) {
                     sections.remove(section);
                 }
-                self.dirty.insert(job.to_string());
+                self.pending.dirty.insert(job.to_string());
             }
             None => self.remove_job(job),
         }
@@ -152,17 +138,18 @@ impl StateStore for PostgresStateStore {
     }
 
     fn flush(&mut self) -> Result<(), StateError> {
-        if self.dirty.is_empty() && self.removed.is_empty() {
+        if self.pending.dirty.is_empty() && self.pending.removed.is_empty() {
             return Ok(());
         }
         let writes: Vec<(String, Option<i64>)> = self
+            .pending
             .dirty
             .iter()
-            .chain(&self.removed)
+            .chain(&self.pending.removed)
             .filter_map(|job| Some((job.clone(), self.write_token(job)?)))
             .collect();
-        let removed = self.removed.clone();
-        let jobs = self.jobs.clone();
+        let removed = self.pending.removed.clone();
+        let jobs = self.pending.jobs.clone();
         let client = self.connected()?;
         let mut tx = client.transaction().map_err(db_error("begin a write"))?;
         for (job, token) in &writes {
@@ -196,8 +183,8 @@ impl StateStore for PostgresStateStore {
             }
         }
         tx.commit().map_err(db_error("commit the job state"))?;
-        self.dirty.clear();
-        self.removed.clear();
+        self.pending.dirty.clear();
+        self.pending.removed.clear();
         Ok(())
     }
 
@@ -210,12 +197,12 @@ impl StateStore for PostgresStateStore {
             )
             .map_err(db_error("read the job state"))?;
         let sections: Sections = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
-        self.dirty.remove(job);
-        self.removed.remove(job);
+        self.pending.dirty.remove(job);
+        self.pending.removed.remove(job);
         if sections.is_empty() {
-            self.jobs.remove(job);
+            self.pending.jobs.remove(job);
         } else {
-            self.jobs.insert(job.to_string(), sections);
+            self.pending.jobs.insert(job.to_string(), sections);
         }
         Ok(())
     }
