@@ -27,7 +27,7 @@ pub use event_log::{
 };
 pub use file::FileStateStore;
 pub use lease::{Fenced, JobLeases};
-pub use lock::{LOCK_FILE, StateDirLock};
+pub use lock::{LOCK_FILE, StateDirLock, lock_holder};
 pub use quarantine::QUARANTINE_DIR;
 pub use scan::{DirScan, StateFinding, StoredJob, scan_dir};
 pub use store::{InMemoryStateStore, StateError, StateStore, StoredProblem, load, save, sections};

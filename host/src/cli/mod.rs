@@ -1,4 +1,4 @@
-//! The command line: `run`, `simulate`, `align`, `plugins`, `validate`.
+//! The command line: `run`, `simulate`, `align`, `plugins`, `validate`, `status`.
 //!
 //! Human output by default, `--json` for machines. Diagnostics go to stderr; stdout carries
 //! only the answer, so it stays parseable when there are warnings.
@@ -13,6 +13,7 @@ mod run;
 mod serving;
 mod signals;
 mod simulate;
+mod status;
 mod validate;
 mod worker;
 
@@ -42,6 +43,9 @@ enum Command {
     Plugins(plugins::PluginsArgs),
     /// Check a fleet configuration and report every problem with file, line and key.
     Validate(validate::ValidateArgs),
+    /// Show which host owns which job of a fleet shared through `[host] state` (PostgreSQL),
+    /// and the live hosts.
+    Status(status::StatusArgs),
     /// Serve one plugin file to a host over stdin/stdout (started by the host itself in
     /// `process` isolation; not for people).
     #[command(hide = true)]
@@ -68,6 +72,7 @@ pub fn main_impl() -> ExitCode {
         Command::Run(args) => run::exec(args),
         Command::Simulate(args) => simulate::exec(args),
         Command::Validate(args) => validate::exec(args),
+        Command::Status(args) => status::exec(args),
         Command::PluginWorker(args) => worker::exec(args),
     };
     ExitCode::from(code)

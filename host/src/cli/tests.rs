@@ -29,6 +29,8 @@ fn valid_command_lines_parse() {
         "flowscale validate fleet.toml --json --plugins dir",
         "flowscale validate --strict fleet.toml",
         "flowscale run fleet.toml --strict --once",
+        "flowscale status fleet.toml",
+        "flowscale status fleet.toml --json",
     ] {
         let args: Vec<&str> = argv.split_whitespace().collect();
         if let Err(err) = App::try_parse_from(&args) {

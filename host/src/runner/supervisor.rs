@@ -385,10 +385,13 @@ impl Changes {
             parts.push("no job changed".to_string());
         }
         let mut message = format!("configuration reloaded: {}", parts.join("; "));
-        if old.state_dir != new.state_dir || old.plugins_dir != new.plugins_dir {
+        if old.state_dir != new.state_dir
+            || old.state_url != new.state_url
+            || old.plugins_dir != new.plugins_dir
+        {
             message.push_str(
-                "; `[host] state-dir` and `[host] plugins-dir` take effect at the next start, \
-                 the running host keeps its own",
+                "; `[host] state-dir`, `[host] state` and `[host] plugins-dir` take effect at the \
+                 next start, the running host keeps its own",
             );
         }
         if old.workers != new.workers
@@ -784,6 +787,32 @@ mod tests {
                 at_ms: 0,
                 end_ms: 3_600_000
             })
+        );
+    }
+
+    #[test]
+    fn a_reload_that_changes_the_state_database_says_it_takes_effect_at_the_next_start() {
+        let host = |state: &str| {
+            let text = format!("[host]\n{state}\n");
+            parse_fleet(Path::new("fleet.toml"), &text)
+                .expect("a valid fleet")
+                .host
+        };
+        let next_start = "; `[host] state-dir`, `[host] state` and `[host] plugins-dir` take \
+                          effect at the next start, the running host keeps its own";
+        let files = host("state-dir = \"state\"");
+        let db = host("state = \"postgres://flowscale@localhost:5432/a\"");
+        let other_db = host("state = \"postgres://flowscale@localhost:5432/b\"");
+        let changes = Changes::default();
+        for (old, new) in [(&db, &other_db), (&files, &db), (&db, &files)] {
+            assert_eq!(
+                changes.describe(old, new),
+                format!("configuration reloaded: no job changed{next_start}")
+            );
+        }
+        assert_eq!(
+            changes.describe(&db, &db.clone()),
+            "configuration reloaded: no job changed"
         );
     }
 }

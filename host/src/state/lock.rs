@@ -70,6 +70,24 @@ impl StateDirLock {
     }
 }
 
+/// Who holds the lock of state directory `dir` now, without taking it for longer than the look
+/// and without writing anything: `Ok(None)` when no host holds it (or none ever used the
+/// directory), `Ok(Some(pid))` when one does (`pid` as written in the lock file, if readable).
+pub fn lock_holder(dir: &Path) -> Result<Option<Option<u32>>, StateError> {
+    let path = dir.join(LOCK_FILE);
+    let file = match File::open(&path) {
+        Ok(file) => file,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(source) => return Err(StateError::Lock { path, source }),
+    };
+    match try_lock(&file) {
+        // Taken here, released when `file` is dropped: no host holds the directory.
+        Ok(true) => Ok(None),
+        Ok(false) => Ok(Some(holder_pid(&path))),
+        Err(source) => Err(StateError::Lock { path, source }),
+    }
+}
+
 /// The process id written in the lock file at `path`, waiting briefly for a holder that has
 /// just taken the lock and not yet written it.
 fn holder_pid(path: &Path) -> Option<u32> {
@@ -143,6 +161,25 @@ mod tests {
 
         drop(first);
         StateDirLock::acquire(dir.path()).expect("free again once the holder is gone");
+    }
+
+    #[test]
+    fn the_holder_is_seen_without_taking_the_lock() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(lock_holder(dir.path()).unwrap(), None, "no lock file yet");
+        let held = StateDirLock::acquire(dir.path()).unwrap();
+        assert_eq!(
+            lock_holder(dir.path()).unwrap(),
+            Some(Some(std::process::id()))
+        );
+        // Looking neither took the lock nor changed the holder's id.
+        assert_eq!(
+            fs::read_to_string(held.path()).unwrap().trim(),
+            std::process::id().to_string()
+        );
+        drop(held);
+        assert_eq!(lock_holder(dir.path()).unwrap(), None, "released");
+        StateDirLock::acquire(dir.path()).expect("the look released what it took");
     }
 
     #[test]

@@ -401,3 +401,156 @@ fn three_hosts_share_the_jobs_take_over_a_killed_owner_and_fence_a_frozen_one() 
         );
     }
 }
+
+/// Runs `flowscale status FLEET --json`: its exit code, its JSON answer (if any), and stderr.
+fn status_json(fleet: &Path) -> (Option<i32>, Option<Value>, String) {
+    let out = Command::new(flowscale_bin())
+        .arg("status")
+        .arg(fleet)
+        .arg("--json")
+        .env_remove("FLOWSCALE_LOG")
+        .output()
+        .expect("run flowscale status");
+    let json = serde_json::from_slice(&out.stdout).ok();
+    (
+        out.status.code(),
+        json,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+#[ignore = "needs PostgreSQL: .ci/run starts one (FLOWSCALE_POSTGRES_URL)"]
+fn status_shows_one_running_host_as_the_owner_of_every_job() {
+    let url = fresh_database("fs_e2e_status");
+    let fakes: Vec<FakeFlink> = (0..3).map(|_| FakeFlink::start()).collect();
+    let rests: Vec<String> = fakes.iter().map(FakeFlink::url).collect();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ids = ["h0", "h1"];
+    let fleets: Vec<PathBuf> = ids
+        .iter()
+        .map(|id| write_fleet(dir.path(), id, &url, &rests))
+        .collect();
+    let hosts: Vec<Host> = ids
+        .iter()
+        .zip(&fleets)
+        .map(|(id, fleet)| Host::start(fleet, id))
+        .collect();
+
+    // Wait until the database says every job is held and both hosts hold some (3 jobs over 2
+    // hosts: 2 and 1), so that `status` has something settled to show.
+    let ready = |answer: &Value| {
+        let jobs = answer["jobs"].as_array().cloned().unwrap_or_default();
+        let owners: Vec<&str> = jobs.iter().filter_map(|j| j["owner"].as_str()).collect();
+        owners.len() == 3 && ids.iter().all(|id| owners.contains(id))
+    };
+    let started = Instant::now();
+    let answer = loop {
+        let (code, json, stderr) = status_json(&fleets[0]);
+        if let Some(json) = json.filter(|j| code == Some(0) && ready(j)) {
+            break json;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no settled ownership within 30 s: exit {code:?}, stderr {stderr}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    eprintln!("status: {answer}");
+
+    assert_eq!(answer["state"], "postgres");
+    let live: Vec<&str> = answer["hosts"]
+        .as_array()
+        .expect("hosts")
+        .iter()
+        .filter_map(|h| h["id"].as_str())
+        .collect();
+    assert_eq!(live, ids, "the two running hosts are the live ones");
+    let jobs = answer["jobs"].as_array().expect("jobs");
+    let names: Vec<&str> = jobs.iter().filter_map(|j| j["name"].as_str()).collect();
+    assert_eq!(names, ["j0", "j1", "j2"], "every job of the fleet, once");
+    for job in jobs {
+        let owner = job["owner"].as_str().expect("an owner");
+        assert!(ids.contains(&owner), "{job}: owner among the running hosts");
+        // One claim per job at least; a lease renewed every third of the TTL expires within it.
+        assert!(job["token"].as_i64().expect("a token") >= 1, "{job}");
+        let left = job["expires_in_ms"].as_i64().expect("an expiry");
+        assert!(
+            0 < left && left <= TTL_MS,
+            "{job}: lease expires in {left} ms"
+        );
+        assert_eq!(
+            job["expires_ms"].as_i64().expect("expires_ms") - answer["now_ms"].as_i64().unwrap(),
+            left,
+            "{job}"
+        );
+    }
+    // Exactly one owner per job, and it agrees with the lease table itself.
+    let mut db = Client::connect(&url, NoTls).expect("connect");
+    let table = owners(&mut db);
+    for job in jobs {
+        let name = job["name"].as_str().expect("name");
+        let (owner, token) = &table[name];
+        // A rebalance between the two reads would change the token too; none is expected
+        // once both hosts hold jobs, so both reads must agree.
+        assert_eq!(job["owner"].as_str(), Some(owner.as_str()), "{name}");
+        assert_eq!(job["token"].as_i64(), Some(*token), "{name}");
+    }
+
+    // Every host gone (SIGKILL): once the leases lapse, no job has an owner and no host is live.
+    drop(hosts);
+    std::thread::sleep(Duration::from_millis(u64::try_from(TTL_MS).unwrap() + 500));
+    let (code, json, stderr) = status_json(&fleets[1]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let json = json.expect("a JSON answer");
+    assert_eq!(json["hosts"].as_array().map(Vec::len), Some(0), "{json}");
+    for job in json["jobs"].as_array().expect("jobs") {
+        assert!(job["owner"].is_null() && job["token"].is_null(), "{job}");
+    }
+}
+
+#[test]
+fn status_of_an_unreachable_database_is_an_error() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Port 1 on loopback: nothing listens there.
+    let fleet = write_fleet(
+        dir.path(),
+        "h0",
+        "postgres://flowscale@127.0.0.1:1/flowscale",
+        &["http://127.0.0.1:1".to_string()],
+    );
+    let (code, json, stderr) = status_json(&fleet);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(json.is_none(), "nothing on stdout");
+    assert!(
+        stderr.contains("cannot read the state database (`[host] state`)"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn status_with_a_state_dir_says_ownership_needs_a_shared_database() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir(dir.path().join("state")).expect("state dir");
+    let fleet = dir.path().join("fleet.toml");
+    std::fs::write(
+        &fleet,
+        format!(
+            "[host]\nstate-dir = \"state\"\n\n[[jobs]]\nname = \"j0\"\nengine = \"flink\"\n\
+             rest = \"http://127.0.0.1:1\"\njob-id = \"{JOB_ID}\"\n"
+        ),
+    )
+    .expect("write the fleet");
+    let (code, json, stderr) = status_json(&fleet);
+    assert_eq!(code, Some(0), "{stderr}");
+    let json = json.expect("a JSON answer");
+    assert_eq!(json["state"], "files", "{json}");
+    assert_eq!(json["held"], false, "no host runs: {json}");
+    assert!(json["holder_pid"].is_null(), "{json}");
+    assert!(
+        json["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("only with a shared database")),
+        "{json}"
+    );
+}

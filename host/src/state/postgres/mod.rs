@@ -8,13 +8,15 @@
 //!   queue and timer, events), written once per cycle in one transaction, fenced by the lease;
 //! - [`round`]: a host's lease round (heartbeat, renew, even out, claim) and how jobs are
 //!   spread over the live hosts;
-//! - [`HostLeases`]: a host's leases as its jobs see them, and the fence every rescale passes.
+//! - [`HostLeases`]: a host's leases as its jobs see them, and the fence every rescale passes;
+//! - [`read_ownership`]: who owns which job now, for `flowscale status`.
 //!
 //! The client is the synchronous `postgres` crate: the host runs a thread per job, and each
 //! statement here is short.
 
 mod error;
 mod host_leases;
+mod ownership;
 pub mod round;
 mod schema;
 mod store;
@@ -23,6 +25,7 @@ mod store;
 mod tests;
 
 pub use host_leases::HostLeases;
+pub use ownership::{JobOwner, LiveHost, Ownership, read_ownership};
 pub use schema::{SCHEMA_VERSION, migrate};
 pub use store::PostgresStateStore;
 

@@ -370,3 +370,44 @@ fn a_superseded_token_is_fenced_and_its_state_writes_are_dropped() {
     a.renew().expect("a's round");
     assert_eq!(a.held("job"), Some(token_b + 1));
 }
+
+#[test]
+#[ignore = "needs PostgreSQL: .ci/run starts one"]
+fn ownership_is_read_without_writing_and_follows_the_leases() {
+    let url = fresh_database("fs_ownership");
+    // A database no host has used: no hosts, no owners, and still no tables after the look.
+    let empty = read_ownership(&url, &["j0"]).expect("read an unused database");
+    assert!(empty.hosts.is_empty());
+    assert_eq!(empty.jobs, BTreeMap::from([("j0".to_string(), None)]));
+    let mut client = Client::connect(&url, NoTls).expect("connect");
+    let tables: Option<String> = client
+        .query_one("SELECT to_regclass('flowscale_leases')::text", &[])
+        .expect("look")
+        .get(0);
+    assert_eq!(tables, None, "status must not create the schema");
+
+    let ttl = Duration::from_secs(10);
+    let host = HostLeases::connect(&url, "a", ttl).expect("host a");
+    host.want("j0");
+    host.want("j1");
+    host.renew().expect("a round");
+    let seen = read_ownership(&url, &["j0", "j1", "other"]).expect("read");
+    assert_eq!(
+        seen.hosts.iter().map(|h| h.id.as_str()).collect::<Vec<_>>(),
+        ["a"]
+    );
+    let ttl_ms = i64::try_from(ttl.as_millis()).expect("ms");
+    for job in ["j0", "j1"] {
+        let owner = seen.jobs[job].as_ref().expect("held");
+        // The first claim of a job is token 1; the lease runs a TTL from the round.
+        assert_eq!((owner.host.as_str(), owner.token), ("a", 1), "{job}");
+        assert!(owner.expires_ms > seen.now_ms && owner.expires_ms <= seen.now_ms + ttl_ms);
+    }
+    assert_eq!(seen.jobs["other"], None, "a job no host runs has no owner");
+
+    // A host that leaves gives its leases and its heartbeat up.
+    host.leave().expect("leave");
+    let after = read_ownership(&url, &["j0", "j1"]).expect("read");
+    assert!(after.hosts.is_empty());
+    assert!(after.jobs.values().all(Option::is_none), "{after:?}");
+}
