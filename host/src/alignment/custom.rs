@@ -26,6 +26,53 @@ pub trait HostMode: Send + Sync {
     fn unavailable(&self) -> Option<String> {
         None
     }
+    /// The gate and the alignment of one vertex in one call, for a mode whose every call is
+    /// costly to make (a round trip to a plugin worker process). `None`, the default, means the
+    /// mode has no such call: alignment then makes the two calls itself, so that it can tell a
+    /// panic in the gate from one in `align`. A mode that answers must answer what
+    /// [`gate_then_align`] gives for its two calls.
+    fn align_if_applicable(
+        &self,
+        _ctx: &AlignmentContext,
+    ) -> Option<Result<GatedAnswer, ModeError>> {
+        None
+    }
+}
+
+/// What a custom mode answered for one vertex, its gate and its alignment taken together.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GatedAnswer {
+    /// The gate said no: the target is kept.
+    NotApplicable,
+    /// The mode applies, but the target equals the current parallelism: `align` is not called.
+    NothingToAlign,
+    /// The parallelism `align` answered (not yet checked against the vertex's bounds).
+    Aligned(u32),
+}
+
+/// The gate, then `align` when the mode applies and the target differs from the current
+/// parallelism: the one order of calls, shared by alignment (whose `E` is a caught panic) and
+/// the plugin worker answering the combined call (which cannot fail otherwise).
+///
+/// A gate that fails counts as applicable, its error standing in for `align`'s answer, so that
+/// the fault is reported; when the target equals the current parallelism nothing is aligned
+/// and the gate's error goes unreported, as its answer would not have been used either.
+pub fn gate_then_align<E>(
+    ctx: &AlignmentContext,
+    gate: impl FnOnce() -> Result<Result<bool, ModeError>, E>,
+    align: impl FnOnce() -> Result<Result<u32, ModeError>, E>,
+) -> Result<Result<GatedAnswer, ModeError>, E> {
+    let applicable = gate()?;
+    if let Ok(false) = applicable {
+        return Ok(Ok(GatedAnswer::NotApplicable));
+    }
+    if ctx.target_parallelism() == ctx.current_parallelism() {
+        return Ok(Ok(GatedAnswer::NothingToAlign));
+    }
+    if let Err(err) = applicable {
+        return Ok(Err(err));
+    }
+    Ok(align()?.map(GatedAnswer::Aligned))
 }
 
 /// An SDK mode running in the host's own code (linked into the binary, or handed over by an
@@ -119,5 +166,76 @@ impl fmt::Debug for CustomMode {
             .field("description", &self.description)
             .field("origin", &self.origin)
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::convert::Infallible;
+
+    use super::*;
+
+    /// A context with current parallelism 4 and the given target.
+    fn ctx(target: u32) -> AlignmentContext {
+        AlignmentContext::builder(4, target, 128).build()
+    }
+
+    fn answer(
+        target: u32,
+        gate: Result<bool, ModeError>,
+    ) -> (Result<GatedAnswer, ModeError>, bool) {
+        let mut aligned = false;
+        let got = gate_then_align::<Infallible>(
+            &ctx(target),
+            || Ok(gate),
+            || {
+                aligned = true;
+                Ok(Ok(7))
+            },
+        );
+        let Ok(got) = got;
+        (got, aligned)
+    }
+
+    #[test]
+    fn align_is_called_only_when_the_mode_applies_and_the_target_moves() {
+        assert_eq!(
+            answer(6, Ok(false)),
+            (Ok(GatedAnswer::NotApplicable), false)
+        );
+        assert_eq!(
+            answer(4, Ok(false)),
+            (Ok(GatedAnswer::NotApplicable), false)
+        );
+        assert_eq!(
+            answer(4, Ok(true)),
+            (Ok(GatedAnswer::NothingToAlign), false)
+        );
+        assert_eq!(answer(6, Ok(true)), (Ok(GatedAnswer::Aligned(7)), true));
+    }
+
+    #[test]
+    fn a_failed_gate_stands_for_the_answer_unless_nothing_is_aligned() {
+        let failed = || Err(ModeError::new("gate broke"));
+        assert_eq!(
+            answer(4, failed()),
+            (Ok(GatedAnswer::NothingToAlign), false)
+        );
+        let (got, aligned) = answer(6, failed());
+        assert_eq!(got.unwrap_err().message(), "gate broke");
+        assert!(!aligned);
+    }
+
+    #[test]
+    fn a_failure_of_the_call_itself_stops_before_align() {
+        let got: Result<_, &str> = gate_then_align(
+            &ctx(6),
+            || Err("gate panicked"),
+            || panic!("align must not be called"),
+        );
+        assert_eq!(got.unwrap_err(), "gate panicked");
+        let got: Result<_, &str> =
+            gate_then_align(&ctx(6), || Ok(Ok(true)), || Err("align panicked"));
+        assert_eq!(got.unwrap_err(), "align panicked");
     }
 }

@@ -2,14 +2,14 @@
 
 use std::sync::{Arc, OnceLock};
 
-use flowscale_sdk::AlignmentContext;
+use flowscale_sdk::{AlignmentContext, ModeError};
 
 use super::builtin::BuiltIn;
 use super::catalog::ModeCatalog;
-use super::custom::CustomMode;
+use super::custom::{CustomMode, GatedAnswer, gate_then_align};
 use super::decision::Decision;
 use super::explanation::{Explanation, Line};
-use super::guard::{contain, refuse_answer};
+use super::guard::{Panicked, contain, refuse_answer};
 use super::inputs::{Inputs, narrow};
 use super::outcome::{AlignOutcome, Aligner};
 use super::request::AlignmentRequest;
@@ -168,11 +168,9 @@ impl JobAlignment {
             events: vec![event],
             explanation: Explanation::text(why),
         };
-        // A gate that fails (a plugin call that came back as an error) counts as applicable:
-        // its error stands in for the answer, so that the fault is reported.
-        let gate_fault = match contain(|| mode.mode.is_applicable(ctx)) {
-            Ok(Ok(true)) => None,
-            Ok(Ok(false)) => {
+        let answer = match call_mode(mode, ctx) {
+            Ok(Ok(GatedAnswer::Aligned(answer))) => answer,
+            Ok(Ok(GatedAnswer::NotApplicable)) => {
                 return self.outcome(
                     Decision::quiet(
                         t,
@@ -184,32 +182,24 @@ impl JobAlignment {
                     false,
                 );
             }
-            Ok(Err(err)) => Some(err),
-            Err(panic) => {
-                let reason = format!("is_applicable {panic}");
-                return keep_target(self.fault(ctx, name, mode, &reason), false, reason);
+            Ok(Ok(GatedAnswer::NothingToAlign)) => {
+                return self.outcome(
+                    Decision::quiet(
+                        t,
+                        Explanation::text("target equals current parallelism: nothing to align"),
+                    ),
+                    true,
+                );
             }
-        };
-        if ctx.target_parallelism() == ctx.current_parallelism() {
-            return self.outcome(
-                Decision::quiet(
-                    t,
-                    Explanation::text("target equals current parallelism: nothing to align"),
-                ),
-                true,
-            );
-        }
-        let called = match gate_fault {
-            Some(err) => Ok(Err(err)),
-            None => contain(|| mode.mode.align(ctx)),
-        };
-        let answer = match called {
-            Ok(Ok(answer)) => answer,
             Ok(Err(err)) => {
                 let reason = format!("failed: {err}");
                 return keep_target(self.fault(ctx, name, mode, &reason), true, reason);
             }
-            Err(panic) => {
+            Err(ModePanic::InGate(panic)) => {
+                let reason = format!("is_applicable {panic}");
+                return keep_target(self.fault(ctx, name, mode, &reason), false, reason);
+            }
+            Err(ModePanic::InAlign(panic)) => {
                 let reason = panic.to_string();
                 return keep_target(self.fault(ctx, name, mode, &reason), true, reason);
             }
@@ -231,6 +221,32 @@ impl JobAlignment {
             true,
         )
     }
+}
+
+/// A panic out of a custom mode's call, by the call it came from.
+enum ModePanic {
+    /// Out of `is_applicable`.
+    InGate(Panicked),
+    /// Out of `align` (or the combined call).
+    InAlign(Panicked),
+}
+
+/// The gate and the alignment of one vertex: in one call when the mode offers it (a plugin in a
+/// worker process, for which every call is a round trip), else as two calls, each guarded.
+fn call_mode(
+    mode: &CustomMode,
+    ctx: &AlignmentContext,
+) -> Result<Result<GatedAnswer, ModeError>, ModePanic> {
+    if let Some(answer) =
+        contain(|| mode.mode.align_if_applicable(ctx)).map_err(ModePanic::InAlign)?
+    {
+        return Ok(answer);
+    }
+    gate_then_align(
+        ctx,
+        || contain(|| mode.mode.is_applicable(ctx)).map_err(ModePanic::InGate),
+        || contain(|| mode.mode.align(ctx)).map_err(ModePanic::InAlign),
+    )
 }
 
 impl Aligner for JobAlignment {

@@ -24,7 +24,7 @@ pub mod search;
 pub use advanced::{AdvancedSpec, Fallback, Region, Step};
 pub use builtin::BuiltIn;
 pub use catalog::{ModeCatalog, NoCustomModes, StaticCatalog};
-pub use custom::{CustomMode, HostMode, ModeOrigin, SdkMode};
+pub use custom::{CustomMode, GatedAnswer, HostMode, ModeOrigin, SdkMode, gate_then_align};
 pub use explanation::Explanation;
 pub use job::JobAlignment;
 pub use legacy::{LEGACY_VALUES, Legacy};

@@ -23,7 +23,7 @@ use flowscale_sdk::{AlignmentContext, ModeError, ModeParams};
 use self::protocol::{Call, Outcome, WireContext, WireParams};
 pub use self::supervisor::{CallError, Fault, IsolationOptions, Supervisor, signal_name};
 pub use self::worker::{Loader, WorkerLimits, serve};
-use crate::alignment::{CustomMode, HostMode, ModeOrigin};
+use crate::alignment::{CustomMode, GatedAnswer, HostMode, ModeOrigin};
 use crate::config::PluginIsolation;
 use crate::plugins::Refusal;
 
@@ -125,6 +125,22 @@ impl HostMode for ProcessMode {
             Outcome::Aligned(p) => Ok(p),
             other => Err(Self::unexpected("align", other)),
         }
+    }
+
+    /// One round trip instead of two: the worker runs the gate and `align` itself.
+    fn align_if_applicable(
+        &self,
+        ctx: &AlignmentContext,
+    ) -> Option<Result<GatedAnswer, ModeError>> {
+        Some(
+            match self.call(Call::AlignIfApplicable(WireContext::from(ctx))) {
+                Ok(Outcome::Applicable(false)) => Ok(GatedAnswer::NotApplicable),
+                Ok(Outcome::Applicable(true)) => Ok(GatedAnswer::NothingToAlign),
+                Ok(Outcome::Aligned(p)) => Ok(GatedAnswer::Aligned(p)),
+                Ok(other) => Err(Self::unexpected("align", other)),
+                Err(err) => Err(err),
+            },
+        )
     }
 
     fn validate(&self, params: &ModeParams) -> Result<(), ModeError> {

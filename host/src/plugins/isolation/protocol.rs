@@ -16,7 +16,8 @@
 //!    plugin, modes) or [`WorkerMessage::Refused`] (why the file cannot be loaded) and exits.
 //! 2. The host sends one [`Request`] at a time; the worker answers it with a
 //!    [`WorkerMessage::Reply`] carrying the same id. Any number of [`WorkerMessage::Log`]
-//!    frames (the plugin's log records) may come before a reply.
+//!    frames (the plugin's log records) may come before a reply. Alignment sends one
+//!    [`Call::AlignIfApplicable`] per vertex: one round trip per aligned vertex.
 //! 3. The host closes the worker's stdin to end it.
 
 use std::collections::BTreeMap;
@@ -30,8 +31,8 @@ use flowscale_sdk::{
 use serde::{Deserialize, Serialize};
 
 /// The protocol version; the host refuses a worker that speaks another one (a binary replaced
-/// under a running host).
-pub const PROTOCOL_VERSION: u32 = 1;
+/// under a running host). Version 2 added [`Call::AlignIfApplicable`].
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// The largest frame either side accepts.
 pub const MAX_FRAME: usize = 16 << 20;
@@ -218,6 +219,12 @@ pub enum Call {
     IsApplicable(WireContext),
     /// `align(ctx)`.
     Align(WireContext),
+    /// `is_applicable(ctx)`, then `align(ctx)` if the mode applies and the target differs
+    /// from the current parallelism: what alignment asks of every vertex, in one round trip
+    /// instead of two. The worker answers [`Outcome::Applicable`] `false` (the mode does not
+    /// apply), `true` (it applies, nothing to align), [`Outcome::Aligned`] or
+    /// [`Outcome::Error`] (the gate's error when the gate failed, else `align`'s).
+    AlignIfApplicable(WireContext),
     /// `validate(params)`.
     Validate(WireParams),
 }
@@ -227,7 +234,8 @@ impl Call {
     pub fn name(&self) -> &'static str {
         match self {
             Call::IsApplicable(_) => "is_applicable",
-            Call::Align(_) => "align",
+            // Named after the call a fault most likely interrupted: the gate is cheap.
+            Call::Align(_) | Call::AlignIfApplicable(_) => "align",
             Call::Validate(_) => "validate",
         }
     }
@@ -550,6 +558,30 @@ mod tests {
         assert_eq!(back.params(), ctx.params());
         assert_eq!(back.subtask_loads(), ctx.subtask_loads());
         assert_eq!(back.alignment_cap(), ctx.alignment_cap());
+    }
+
+    #[test]
+    fn the_combined_call_travels_as_one_frame() {
+        let ctx = rich();
+        let frame = encode(&Request {
+            id: 3,
+            mode: "buckets".into(),
+            call: Call::AlignIfApplicable(WireContext::from(&ctx)),
+        })
+        .unwrap();
+        let mut input = &frame[..];
+        let request: Request = read_frame(&mut input).unwrap();
+        assert!(input.is_empty(), "one frame");
+        assert_eq!(request.id, 3);
+        assert_eq!(request.call.name(), "align");
+        let Call::AlignIfApplicable(wire) = request.call else {
+            panic!("the combined call")
+        };
+        let back = wire.into_context();
+        assert_eq!(
+            (back.current_parallelism(), back.target_parallelism()),
+            (16, 24)
+        );
     }
 
     trait Limits {

@@ -724,6 +724,38 @@ mod tests {
     }
 
     #[test]
+    fn a_worker_of_another_protocol_version_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        // A stand-in worker that greets with the previous version and then waits for stdin.
+        let hello = super::super::protocol::encode(&WorkerMessage::Hello {
+            protocol: PROTOCOL_VERSION - 1,
+            plugin: "old".into(),
+            version: "1.0.0".into(),
+            modes: Vec::new(),
+        })
+        .unwrap();
+        let octal: String = hello.iter().map(|b| format!("\\{b:03o}")).collect();
+        let dir = tempfile::tempdir().unwrap();
+        let exe = dir.path().join("old-worker");
+        std::fs::write(
+            &exe,
+            format!("#!/bin/sh\nprintf '{octal}'\nexec cat >/dev/null\n"),
+        )
+        .unwrap();
+        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let mut options = IsolationOptions::new(Duration::from_secs(1));
+        options.worker_exe = exe;
+        let Err(fault) = Supervisor::start(Path::new("/p/libx.so"), options) else {
+            panic!("a worker of another version is refused")
+        };
+        let expected = format!(
+            "it speaks protocol {}, this host {PROTOCOL_VERSION}",
+            PROTOCOL_VERSION - 1
+        );
+        assert!(fault.to_string().contains(&expected), "{fault}");
+    }
+
+    #[test]
     fn exits_are_described_by_signal_name() {
         assert_eq!(
             describe_exit(Some(ExitStatus::from_raw(6))),

@@ -9,6 +9,7 @@
 //!   is stopped by the kernel even if the supervisor is not looking.
 
 use std::collections::HashMap;
+use std::convert::Infallible;
 use std::fs::File;
 use std::io::{self, Write};
 use std::path::Path;
@@ -21,7 +22,7 @@ use super::protocol::{
     Call, FrameError, Outcome, PROTOCOL_VERSION, Request, WireMode, WorkerMessage, encode,
     read_frame,
 };
-use crate::alignment::{CustomMode, HostMode};
+use crate::alignment::{CustomMode, GatedAnswer, HostMode, gate_then_align};
 use crate::plugins::Refusal;
 
 /// How the worker loads its file: discovery's own probe-and-load of one file (passed in by the
@@ -189,6 +190,20 @@ fn answer(mode: &dyn HostMode, call: Call) -> Outcome {
             Ok(p) => Outcome::Aligned(p),
             Err(err) => Outcome::Error(err.message().to_string()),
         },
+        Call::AlignIfApplicable(ctx) => {
+            let ctx = ctx.into_context();
+            let answered = gate_then_align::<Infallible>(
+                &ctx,
+                || Ok(mode.is_applicable(&ctx)),
+                || Ok(mode.align(&ctx)),
+            );
+            match answered {
+                Ok(Ok(GatedAnswer::NotApplicable)) => Outcome::Applicable(false),
+                Ok(Ok(GatedAnswer::NothingToAlign)) => Outcome::Applicable(true),
+                Ok(Ok(GatedAnswer::Aligned(p))) => Outcome::Aligned(p),
+                Ok(Err(err)) => Outcome::Error(err.message().to_string()),
+            }
+        }
         Call::Validate(params) => match mode.validate(&params.into()) {
             Ok(()) => Outcome::Valid,
             Err(err) => Outcome::Error(err.message().to_string()),
