@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::catalog::{isolation, load_catalog_isolated, plugins_dir};
 use super::exit_codes;
+use super::json_out::write_json;
 use crate::alignment::{Aligner, AlignmentRequest, JobAlignment, ModeCatalog};
 use crate::config::{JobConfig, KeyError, Origin, PluginIsolation, load_fleet};
 use crate::events::Event;
@@ -571,9 +572,7 @@ pub(super) fn exec(args: AlignArgs) -> u8 {
         Ok(answer) => {
             let mut out = std::io::stdout().lock();
             let written = if args.json {
-                serde_json::to_writer_pretty(&mut out, &answer)
-                    .map_err(std::io::Error::from)
-                    .and_then(|()| writeln!(out))
+                write_json(&mut out, &answer)
             } else {
                 print_human(&mut out, &answer)
             };

@@ -6,6 +6,7 @@
 mod align;
 mod catalog;
 pub mod exit_codes;
+mod json_out;
 mod load;
 pub mod plugins;
 mod reload;

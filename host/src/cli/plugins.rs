@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use super::catalog::plugins_dir;
 use super::exit_codes;
+use super::json_out::write_json;
 use crate::plugins::{
     Isolation, MAX_LOADED_VERSIONS, ModeOrigin, ModeRegistry, PluginFileReport, PluginListing,
     PluginStatus, PluginVersions,
@@ -67,8 +68,7 @@ pub fn write_listing(
             versions_loaded: versions.loaded_versions(),
             version_limit: MAX_LOADED_VERSIONS,
         };
-        serde_json::to_writer_pretty(&mut *out, &listing).map_err(io::Error::other)?;
-        writeln!(out)?;
+        write_json(out, &listing)?;
     } else {
         write_table(dir, &registry, &reports, verbose, out)?;
     }

@@ -11,6 +11,7 @@ use serde::Serialize;
 
 use super::catalog::{isolation, load_catalog_isolated, plugins_dir};
 use super::exit_codes;
+use super::json_out::write_json;
 use super::run::{parse_duration_arg, report_interrupted, stop_on_ctrl_c};
 use crate::alignment::{BuiltIn, ModeCatalog};
 use crate::config::{
@@ -250,11 +251,8 @@ fn report(args: &SimulateArgs, runs: &[JobRun]) -> u8 {
                 interrupted_at_ms: r.interrupted.map(|i| i.at_ms),
             })
             .collect();
-        let written = serde_json::to_writer_pretty(
-            &mut out,
-            &serde_json::json!({"job": args.job.display().to_string(), "runs": results}),
-        );
-        if written.is_err() || writeln!(out).is_err() {
+        let document = serde_json::json!({"job": args.job.display().to_string(), "runs": results});
+        if write_json(&mut out, &document).is_err() {
             return exit_codes::FAILED;
         }
     } else {

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use super::exit_codes;
+use super::json_out::write_json;
 use crate::config::{KeyPolicy, read_fleet};
 use crate::state::lock_holder;
 use crate::state::postgres::{Ownership, read_ownership};
@@ -103,9 +104,7 @@ pub(super) fn exec(args: StatusArgs) -> u8 {
     };
     let mut out = std::io::stdout().lock();
     let written = if args.json {
-        serde_json::to_writer_pretty(&mut out, &report)
-            .map_err(std::io::Error::from)
-            .and_then(|()| writeln!(out))
+        write_json(&mut out, &report)
     } else {
         out.write_all(human(&report).as_bytes())
     };

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use super::exit_codes;
+use super::json_out::write_json;
 use super::load::{Checks, check_fleet};
 use crate::config::{Diagnostic, KeyPolicy};
 
@@ -76,9 +77,7 @@ pub(super) fn exec(args: ValidateArgs) -> u8 {
     };
     let mut out = std::io::stdout().lock();
     let written = if args.json {
-        serde_json::to_writer_pretty(&mut out, &report)
-            .map_err(std::io::Error::from)
-            .and_then(|()| writeln!(out))
+        write_json(&mut out, &report)
     } else {
         print_human(&mut out, &report)
     };

@@ -105,6 +105,35 @@ fn events<'a>(lines: &'a [Value], job: &str, reason: &str) -> Vec<&'a str> {
         .collect()
 }
 
+/// Sends Ctrl-C (SIGINT) to a running host whose stdout `lines` are still to be drained, and
+/// waits for it to end: its output and how long it took after the signal. Kills it and panics
+/// if it has not ended 30 s later.
+fn interrupt<L: Iterator + Send + 'static>(
+    host: std::process::Child,
+    lines: L,
+) -> (std::process::Output, std::time::Duration) {
+    // Keep reading stdout so that the host never blocks on a full pipe while it stops.
+    std::thread::spawn(move || for _ in lines {});
+    let status = std::process::Command::new("kill")
+        .args(["-INT", &host.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    let stopped = std::time::Instant::now();
+    let pid = host.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(host.wait_with_output());
+    });
+    let Ok(output) = rx.recv_timeout(std::time::Duration::from_secs(30)) else {
+        let _ = std::process::Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status();
+        panic!("the host did not end within 30 s of Ctrl-C");
+    };
+    (output.expect("the host ends"), stopped.elapsed())
+}
+
 #[test]
 fn crashing_and_hanging_plugins_cost_only_their_own_jobs_in_process_isolation() {
     let profile = build(&["fixture-misbehaving", "bucket-align"]);
@@ -353,26 +382,7 @@ job = "{keyed}"
         healthy_at - stuck_at > 600_000,
         "the stuck job never got stuck (healthy at {healthy_at} ms, stuck at {stuck_at} ms)"
     );
-    std::thread::spawn(move || for _ in lines {});
-    let status = std::process::Command::new("kill")
-        .args(["-INT", &host.id().to_string()])
-        .status()
-        .expect("kill");
-    assert!(status.success());
-    let stopped = std::time::Instant::now();
-    let pid = host.id();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(host.wait_with_output());
-    });
-    let Ok(output) = rx.recv_timeout(std::time::Duration::from_secs(30)) else {
-        let _ = std::process::Command::new("kill")
-            .args(["-KILL", &pid.to_string()])
-            .status();
-        panic!("the host did not end within 30 s of Ctrl-C");
-    };
-    let output = output.expect("the host ends");
-    let took = stopped.elapsed();
+    let (output, took) = interrupt(host, lines);
     // The grace period is 5 s; a busy machine may take a little longer to get there.
     assert!(took < std::time::Duration::from_secs(15), "took {took:?}");
     assert_eq!(output.status.code(), Some(130), "{:?}", output.status);
@@ -481,26 +491,8 @@ job = "{keyed}"
         healthy_at - stuck_at > 600_000,
         "the healthy job did not go on (healthy at {healthy_at} ms, stuck at {stuck_at} ms)"
     );
-    std::thread::spawn(move || for _ in lines {});
-    let status = std::process::Command::new("kill")
-        .args(["-INT", &host.id().to_string()])
-        .status()
-        .expect("kill");
-    assert!(status.success());
-    let stopped = std::time::Instant::now();
-    let pid = host.id();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(host.wait_with_output());
-    });
-    let Ok(output) = rx.recv_timeout(std::time::Duration::from_secs(30)) else {
-        let _ = std::process::Command::new("kill")
-            .args(["-KILL", &pid.to_string()])
-            .status();
-        panic!("the host did not end within 30 s of Ctrl-C");
-    };
-    let output = output.expect("the host ends");
+    let (output, took) = interrupt(host, lines);
     // The grace period is 5 s; a busy machine may take a little longer to get there.
-    assert!(stopped.elapsed() < std::time::Duration::from_secs(15));
+    assert!(took < std::time::Duration::from_secs(15), "took {took:?}");
     assert_eq!(output.status.code(), Some(130), "{:?}", output.status);
 }
