@@ -22,7 +22,7 @@ const TTL_MS: i64 = 2000;
 const INTERVAL_MS: i64 = 500;
 
 /// A new, empty database named `name` on the server of `FLOWSCALE_POSTGRES_URL`; its URL.
-fn fresh_database(name: &str) -> String {
+pub(super) fn fresh_database(name: &str) -> String {
     let base = std::env::var("FLOWSCALE_POSTGRES_URL")
         .expect("FLOWSCALE_POSTGRES_URL names a PostgreSQL server (.ci/run starts one)");
     let mut admin = Client::connect(&base, NoTls).expect("the test server accepts connections");
@@ -66,14 +66,16 @@ lease-ttl = "{TTL_MS}ms"
 }
 
 /// A running host and the JSON lines it printed so far.
-struct Host {
-    id: String,
-    child: Child,
+pub(super) struct Host {
+    /// The host's `[host] id`.
+    pub(super) id: String,
+    /// The `flowscale run` process.
+    pub(super) child: Child,
     lines: Arc<Mutex<Vec<Value>>>,
 }
 
 impl Host {
-    fn start(fleet: &Path, id: &str) -> Host {
+    pub(super) fn start(fleet: &Path, id: &str) -> Host {
         let mut child = Command::new(flowscale_bin())
             .arg("run")
             .arg(fleet)
@@ -101,8 +103,19 @@ impl Host {
         }
     }
 
+    /// The cycle reports (`data` of the `cycle` lines) this host printed for `job`.
+    pub(super) fn cycles(&self, job: &str) -> Vec<Value> {
+        self.lines
+            .lock()
+            .expect("lines")
+            .iter()
+            .filter(|l| l["type"] == "cycle" && l["data"]["job"] == job)
+            .map(|l| l["data"].clone())
+            .collect()
+    }
+
     /// The events of `reason` for `job` this host printed (in its cycle reports, or alone).
-    fn events(&self, reason: &str, job: &str) -> Vec<Value> {
+    pub(super) fn events(&self, reason: &str, job: &str) -> Vec<Value> {
         self.lines
             .lock()
             .expect("lines")
@@ -116,7 +129,7 @@ impl Host {
             .collect()
     }
 
-    fn signal(&self, name: &str) {
+    pub(super) fn signal(&self, name: &str) {
         let status = Command::new("kill")
             .arg(format!("-{name}"))
             .arg(self.child.id().to_string())
@@ -134,10 +147,10 @@ impl Drop for Host {
 }
 
 /// job -> (owner, token).
-type Owners = BTreeMap<String, (String, i64)>;
+pub(super) type Owners = BTreeMap<String, (String, i64)>;
 
 /// The owner and token of every lease held now, by the database's clock.
-fn owners(db: &mut Client) -> Owners {
+pub(super) fn owners(db: &mut Client) -> Owners {
     db.query(
         "SELECT job, owner, token FROM flowscale_leases WHERE owner IS NOT NULL \
          AND expires_ms > (extract(epoch FROM clock_timestamp()) * 1000)::bigint",
@@ -150,7 +163,7 @@ fn owners(db: &mut Client) -> Owners {
 }
 
 /// Waits up to `limit` for `ready` to hold on the owners; the owners then.
-fn wait_for(
+pub(super) fn wait_for(
     db: &mut Client,
     limit: Duration,
     ready: impl Fn(&Owners) -> bool,
@@ -167,7 +180,7 @@ fn wait_for(
 }
 
 /// The database's clock, ms.
-fn db_now_ms(db: &mut Client) -> i64 {
+pub(super) fn db_now_ms(db: &mut Client) -> i64 {
     db.query_one(
         "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint",
         &[],
@@ -177,7 +190,7 @@ fn db_now_ms(db: &mut Client) -> i64 {
 }
 
 /// (host, token, admitted, at_ms) of the operations recorded for `job`, in order.
-fn operations(db: &mut Client, job: &str) -> Vec<(String, i64, bool, i64)> {
+pub(super) fn operations(db: &mut Client, job: &str) -> Vec<(String, i64, bool, i64)> {
     db.query(
         "SELECT host, token, admitted, at_ms FROM flowscale_operations WHERE job = $1 ORDER BY id",
         &[&job],
