@@ -26,7 +26,7 @@ pub use event_log::{
     LoggedEvent,
 };
 pub use file::FileStateStore;
-pub use lease::{Fenced, JobLeases};
+pub use lease::{Fenced, JobLeases, LeaseOwner};
 pub use lock::{LOCK_FILE, StateDirLock, lock_holder};
 pub use quarantine::QUARANTINE_DIR;
 pub use scan::{DirScan, StateFinding, StoredJob, scan_dir};

@@ -29,7 +29,7 @@ use crate::runner::{
 };
 use crate::sim::{Summary, render_comparison_table};
 use crate::state::postgres::{HostLeases, PostgresStateStore};
-use crate::state::{FileStateStore, InMemoryStateStore, StateError, StateStore};
+use crate::state::{FileStateStore, InMemoryStateStore, JobLeases, StateError, StateStore};
 
 /// Arguments of `flowscale run`.
 #[derive(Debug, clap::Args)]
@@ -118,6 +118,11 @@ pub(super) fn exec(args: RunArgs) -> u8 {
         return exit_codes::FAILED;
     };
     let store = Mutex::new(store);
+    if let (Some(serving), Some(leases)) = (&serving, &leases) {
+        serving
+            .view()
+            .set_leases(Arc::clone(leases) as Arc<dyn JobLeases>);
+    }
     let signals = Signals::install();
     let stop = Arc::clone(&signals.stop);
     let renewals = leases.map(|leases| Renewals::start(leases, plan.fleet.host.interval));

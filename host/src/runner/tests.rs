@@ -548,6 +548,9 @@ impl crate::state::JobLeases for StubLeases {
     fn held(&self, _: &str) -> Option<i64> {
         Some(1)
     }
+    fn owners(&self) -> BTreeMap<String, crate::state::LeaseOwner> {
+        BTreeMap::new()
+    }
     fn admit(
         &self,
         _: &str,

@@ -19,7 +19,7 @@ use utoipa::{OpenApi, ToSchema};
 use super::shared::{AppState, MAX_BODY_BYTES, REQUEST_TIMEOUT};
 use super::view::{
     CooldownView, DecisionSummary, DecisionView, EventView, JobDetail, JobSummary, LeaseView,
-    Point, VertexDecisionView, VertexView,
+    OwnerView, Point, VertexDecisionView, VertexView,
 };
 use super::{auth, dashboard, metrics};
 
@@ -146,6 +146,7 @@ pub(super) struct AlignErrorDoc {
         Readiness,
         JobSummary,
         LeaseView,
+        OwnerView,
         DecisionSummary,
         JobDetail,
         VertexView,
@@ -248,6 +249,7 @@ async fn metrics_text(State(state): State<Arc<AppState>>, headers: HeaderMap) ->
         .iter()
         .filter_map(|v| v.to_str().ok())
         .any(|v| v.contains("application/openmetrics-text"));
+    state.view.refresh_owners();
     let m = state.view.metrics();
     if openmetrics {
         (

@@ -12,7 +12,7 @@ use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 
 use super::shared::AppState;
-use super::view::{JobDetail, JobSummary, Point};
+use super::view::{JobDetail, JobSummary, OwnerView, Point};
 
 /// Seconds between two reloads of a page.
 pub(super) const REFRESH_SECONDS: u32 = 3;
@@ -93,8 +93,8 @@ async fn fleet(State(state): State<Arc<AppState>>) -> Html<String> {
     let mut body = String::from("<h1>Fleet</h1>");
     let _ = write!(
         body,
-        "<table id=\"fleet\"><tr><th>Job</th><th>Engine</th><th>Mode</th><th>Status</th><th>Steps</th>\
-         <th>Last decision</th></tr>"
+        "<table id=\"fleet\"><tr><th>Job</th><th>Engine</th><th>Mode</th><th>Status</th><th>Owner</th>\
+         <th>Steps</th><th>Last decision</th></tr>"
     );
     for j in &jobs {
         let decision = j.last_decision.as_ref().map_or_else(
@@ -110,14 +110,16 @@ async fn fleet(State(state): State<Arc<AppState>>) -> Html<String> {
         let _ = write!(
             body,
             "<tr class=\"job\" data-job=\"{0}\"><td><a href=\"/jobs/{1}\">{0}</a></td><td>{2}</td>\
-             <td class=\"mode\">{3}</td><td>{4}</td><td>{5}</td><td>{6}</td></tr>",
+             <td class=\"mode\">{3}</td><td>{4}</td><td class=\"owner\">{7}</td><td>{5}</td>\
+             <td>{6}</td></tr>",
             escape(&j.job),
             encode_segment(&j.job),
             escape(&j.engine),
             escape(&j.mode),
             escape(&status_with_lease(j)),
             j.steps,
-            decision
+            decision,
+            owner_text(j.owner.as_ref()),
         );
     }
     body.push_str("</table>");
@@ -125,6 +127,15 @@ async fn fleet(State(state): State<Arc<AppState>>) -> Html<String> {
         body.push_str("<p class=\"muted\">No jobs yet.</p>");
     }
     page("Fleet", &body)
+}
+
+/// The host holding a job's lease, escaped: `-` without shared state or while no host holds it.
+fn owner_text(owner: Option<&OwnerView>) -> String {
+    match owner {
+        Some(o) if o.this_host => format!("{} (this host, token {})", escape(&o.host), o.token),
+        Some(o) => format!("{} (token {})", escape(&o.host), o.token),
+        None => "<span class=\"muted\">-</span>".to_string(),
+    }
 }
 
 /// The job's status, and with shared state whether this host holds its lease.
@@ -151,12 +162,16 @@ async fn job(State(state): State<Arc<AppState>>, Path(name): Path<String>) -> Re
     let s = &detail;
     let _ = write!(
         body,
-        "<h1>{}</h1><p>engine <b>{}</b> · mode <b class=\"mode\">{}</b> · status <b>{}</b> · {} step(s){}</p>",
+        "<h1>{}</h1><p>engine <b>{}</b> · mode <b class=\"mode\">{}</b> · status <b>{}</b> · {} step(s){}{}</p>",
         escape(&s.job),
         escape(&s.engine),
         escape(&s.mode),
         escape(&s.status),
         s.steps,
+        s.owner.as_ref().map_or_else(String::new, |o| format!(
+            " · owner <b id=\"owner\">{}</b>",
+            owner_text(Some(o))
+        )),
         if detail.cooldown.active {
             format!(
                 " · <span class=\"warn\">in cooldown until {}{}</span>",

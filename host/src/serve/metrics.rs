@@ -9,6 +9,7 @@
 //! generation moved since the text it holds. The buffers are sized from the previous text, and
 //! the conversion to the Prometheus text format is a single pass.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 
@@ -66,6 +67,13 @@ pub struct JobLabels {
     pub job: String,
 }
 
+/// `{job, owner}`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OwnerLabels {
+    job: String,
+    owner: String,
+}
+
 /// `{version}`.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct BuildLabels {
@@ -84,6 +92,9 @@ pub struct Metrics {
     plugins_loaded: Gauge<i64, AtomicI64>,
     lease_held: Family<JobLabels, Gauge>,
     lease_token: Family<JobLabels, Gauge>,
+    lease_owner: Family<OwnerLabels, Gauge>,
+    /// The owners `lease_owner` shows, job -> host.
+    owners: Mutex<BTreeMap<String, String>>,
     /// Bumped after every change to a metric.
     generation: AtomicU64,
     /// The last encoded texts, in both formats.
@@ -170,6 +181,13 @@ impl Metrics {
             "The fencing token of the job's lease this host last held",
             lease_token.clone(),
         );
+        let lease_owner = Family::<OwnerLabels, Gauge>::default();
+        registry.register(
+            "flowscale_lease_owner",
+            "With state shared by several hosts: 1 for the host (this one or another) that holds \
+             the job's lease, named in the owner label, as this host's last lease round read it",
+            lease_owner.clone(),
+        );
         let build = Family::<BuildLabels, Gauge>::default();
         build
             .get_or_create(&BuildLabels {
@@ -192,6 +210,8 @@ impl Metrics {
             plugins_loaded,
             lease_held,
             lease_token,
+            lease_owner,
+            owners: Mutex::new(BTreeMap::new()),
             generation: AtomicU64::new(0),
             encoded: Mutex::new(Encoded::default()),
         }
@@ -207,6 +227,26 @@ impl Metrics {
     pub fn set_plugins_loaded(&self, loaded: usize) {
         self.plugins_loaded
             .set(i64::try_from(loaded).unwrap_or(i64::MAX));
+        self.changed();
+    }
+
+    /// Shows `owners` (job -> host holding its lease) in `flowscale_lease_owner`, replacing
+    /// what it showed: a job that changed hands has one series, with its new owner.
+    pub fn set_owners(&self, owners: BTreeMap<String, String>) {
+        let mut shown = self.owners.lock().unwrap_or_else(PoisonError::into_inner);
+        if *shown == owners {
+            return;
+        }
+        self.lease_owner.clear();
+        for (job, owner) in &owners {
+            let labels = OwnerLabels {
+                job: job.clone(),
+                owner: owner.clone(),
+            };
+            self.lease_owner.get_or_create(&labels).set(1);
+        }
+        *shown = owners;
+        drop(shown);
         self.changed();
     }
 

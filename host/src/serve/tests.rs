@@ -456,3 +456,133 @@ fn promtool_accepts_the_metrics() {
         String::from_utf8_lossy(&output.stderr)
     );
 }
+
+/// Leases whose owners a test sets: this host is `h1`.
+struct OwnerLeases(std::sync::Mutex<BTreeMap<String, crate::state::LeaseOwner>>);
+
+impl OwnerLeases {
+    fn set(&self, owners: &[(&str, &str, i64)]) {
+        *self.0.lock().expect("owners") = owners
+            .iter()
+            .map(|(job, host, token)| {
+                let owner = crate::state::LeaseOwner {
+                    host: host.to_string(),
+                    token: *token,
+                };
+                (job.to_string(), owner)
+            })
+            .collect();
+    }
+}
+
+impl crate::state::JobLeases for OwnerLeases {
+    fn host_id(&self) -> &str {
+        "h1"
+    }
+    fn want(&self, _: &str) {}
+    fn unwant(&self, _: &str) {}
+    fn set_busy(&self, _: &str, _: bool) {}
+    fn held(&self, _: &str) -> Option<i64> {
+        None
+    }
+    fn owners(&self) -> BTreeMap<String, crate::state::LeaseOwner> {
+        self.0.lock().expect("owners").clone()
+    }
+    fn admit(
+        &self,
+        _: &str,
+        _: i64,
+        _: &BTreeMap<String, u32>,
+    ) -> Result<(), crate::state::Fenced> {
+        Err(crate::state::Fenced::Unavailable("a view test".into()))
+    }
+}
+
+#[test]
+fn the_api_dashboard_and_metrics_name_the_owner_of_every_job_also_another_hosts() {
+    let view = Arc::new(FleetView::new());
+    for job in ["j", "k", "l"] {
+        view.add_job(job, "flink", "BALANCED");
+    }
+    let leases = Arc::new(OwnerLeases(std::sync::Mutex::new(BTreeMap::new())));
+    // `j` is this host's, `k` another host's (this host never stepped it), `l` nobody's.
+    leases.set(&[("j", "h1", 4), ("k", "h2", 9)]);
+    view.set_leases(Arc::clone(&leases) as Arc<dyn crate::state::JobLeases>);
+    view.record(&report("j", 10_000, 10, None));
+    let server = start(Arc::clone(&view), None);
+    let addr = server.local_addr();
+
+    let (status, body) = get(addr, "/api/v1/jobs", "");
+    assert_eq!(status, 200, "{body}");
+    let jobs: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+    let owner = |i: usize| jobs[i]["owner"].clone();
+    assert_eq!(
+        owner(0),
+        serde_json::json!({"host": "h1", "token": 4, "this_host": true})
+    );
+    assert_eq!(
+        owner(1),
+        serde_json::json!({"host": "h2", "token": 9, "this_host": false})
+    );
+    assert!(owner(2).is_null(), "{body}");
+    assert_eq!(jobs[0]["status"], "within bounds", "this host's own status");
+    assert_eq!(jobs[1]["status"], "another host holds the lease", "{body}");
+    assert_eq!(jobs[2]["status"], "starting", "{body}");
+    let (_, body) = get(addr, "/api/v1/jobs/k", "");
+    let k: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+    assert_eq!(k["owner"]["host"], "h2", "{body}");
+
+    let (_, html) = get(addr, "/", "");
+    assert!(html.contains("<th>Owner</th>"), "{html}");
+    assert!(
+        html.contains("<td class=\"owner\">h1 (this host, token 4)</td>"),
+        "{html}"
+    );
+    assert!(
+        html.contains("<td class=\"owner\">h2 (token 9)</td>"),
+        "{html}"
+    );
+    let (_, html) = get(addr, "/jobs/k", "");
+    assert!(
+        html.contains("owner <b id=\"owner\">h2 (token 9)</b>"),
+        "{html}"
+    );
+
+    let (_, text) = get(addr, "/metrics", "");
+    let lines = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter(|l| l.starts_with("flowscale_lease_owner{"))
+            .map(str::to_string)
+            .collect()
+    };
+    assert_eq!(
+        lines(&text),
+        [
+            "flowscale_lease_owner{job=\"j\",owner=\"h1\"} 1",
+            "flowscale_lease_owner{job=\"k\",owner=\"h2\"} 1"
+        ],
+        "{text}"
+    );
+    // `k` changes hands: one series for it, with its new owner.
+    leases.set(&[("j", "h1", 4), ("k", "h1", 10)]);
+    let (_, text) = get(addr, "/metrics", "");
+    assert_eq!(
+        lines(&text),
+        [
+            "flowscale_lease_owner{job=\"j\",owner=\"h1\"} 1",
+            "flowscale_lease_owner{job=\"k\",owner=\"h1\"} 1"
+        ],
+        "{text}"
+    );
+}
+
+#[test]
+fn without_shared_state_no_job_has_an_owner_and_no_owner_metric_is_set() {
+    let view = FleetView::new();
+    view.add_job("j", "sim", "BALANCED");
+    view.refresh_owners();
+    assert_eq!(view.jobs()[0].owner, None);
+    assert_eq!(view.job("j").expect("j").owner, None);
+    let text = view.metrics().encode_text();
+    assert!(!text.contains("flowscale_lease_owner{"), "{text}");
+}

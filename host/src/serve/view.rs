@@ -6,7 +6,7 @@
 //! lock and never slows the loop.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use serde::Serialize;
 use utoipa::ToSchema;
@@ -15,6 +15,7 @@ use super::metrics::Metrics;
 use crate::events::{Event, EventReason};
 use crate::runner::CycleReport;
 use crate::scaling::CycleStage;
+use crate::state::{JobLeases, LeaseOwner};
 
 /// Decisions kept per job (the newest first on the job's page).
 pub const MAX_DECISIONS: usize = 50;
@@ -44,7 +45,25 @@ pub struct JobSummary {
     /// With state shared by several hosts (`[host] state`): whether this host holds the job's
     /// lease, and under which fencing token it last held it. `null` without shared state.
     pub lease: Option<LeaseView>,
+    /// With state shared by several hosts: the host that holds the job's lease now (this one
+    /// or another), as this host's last lease round read it from the lease table. `null`
+    /// without shared state, or while no host holds it.
+    pub owner: Option<OwnerView>,
 }
+
+/// The holder of a job's lease.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
+pub struct OwnerView {
+    /// Its `[host] id`.
+    pub host: String,
+    /// The fencing token of its lease.
+    pub token: i64,
+    /// It is this host.
+    pub this_host: bool,
+}
+
+/// What another host acting on the job makes of its status here.
+const OWNED_ELSEWHERE: &str = "another host holds the lease";
 
 /// This host's lease of a job.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
@@ -179,6 +198,8 @@ pub struct JobDetail {
     pub decisions: Vec<DecisionView>,
     /// The time series of parallelism and load, oldest first.
     pub series: Vec<Point>,
+    /// The host that holds the job's lease now, as in [`JobSummary::owner`].
+    pub owner: Option<OwnerView>,
 }
 
 /// A job's entry.
@@ -236,6 +257,7 @@ impl JobEntry {
                 text: d.text.clone(),
             }),
             lease: self.lease,
+            owner: None,
         }
     }
 
@@ -259,6 +281,8 @@ impl JobEntry {
 pub struct FleetView {
     jobs: Mutex<BTreeMap<String, JobEntry>>,
     metrics: Metrics,
+    /// With state shared by several hosts: this host's leases, which know every job's owner.
+    leases: OnceLock<Arc<dyn JobLeases>>,
 }
 
 impl Default for FleetView {
@@ -357,6 +381,7 @@ impl FleetView {
         FleetView {
             jobs: Mutex::new(BTreeMap::new()),
             metrics: Metrics::new(),
+            leases: OnceLock::new(),
         }
     }
 
@@ -369,6 +394,48 @@ impl FleetView {
     /// The metrics.
     pub fn metrics(&self) -> &Metrics {
         &self.metrics
+    }
+
+    /// Shows the owner of every job from `leases` (state shared by several hosts); a later
+    /// call changes nothing.
+    pub fn set_leases(&self, leases: Arc<dyn JobLeases>) {
+        let _ = self.leases.set(leases);
+    }
+
+    /// The owner of every job held now, as views; empty without shared state.
+    fn owners(&self) -> BTreeMap<String, OwnerView> {
+        let Some(leases) = self.leases.get() else {
+            return BTreeMap::new();
+        };
+        let me = leases.host_id();
+        leases
+            .owners()
+            .into_iter()
+            .map(|(job, LeaseOwner { host, token })| {
+                let this_host = host == me;
+                (
+                    job,
+                    OwnerView {
+                        host,
+                        token,
+                        this_host,
+                    },
+                )
+            })
+            .collect()
+    }
+
+    /// Brings the owner metric (`flowscale_lease_owner`) up to date; before a scrape.
+    pub fn refresh_owners(&self) {
+        if self.leases.get().is_none() {
+            return;
+        }
+        let owners = self
+            .owners()
+            .into_iter()
+            .map(|(job, owner)| (job, owner.host))
+            .collect();
+        self.metrics.set_owners(owners);
     }
 
     /// Registers a job before its first step, so that it is listed (and not ready) from the
@@ -445,7 +512,7 @@ impl FleetView {
                 entry.events.push_front(event_view(report.at_ms, event));
                 if let Some(lease) = lease_of(event) {
                     if !lease.held {
-                        entry.status = "another host holds the lease".into();
+                        entry.status = OWNED_ELSEWHERE.into();
                     }
                     entry.lease = Some(lease);
                 }
@@ -456,16 +523,29 @@ impl FleetView {
         self.metrics.record(report, &mode);
     }
 
-    /// The jobs, by name.
+    /// The jobs, by name, with their owners.
     pub fn jobs(&self) -> Vec<JobSummary> {
+        let mut owners = self.owners();
         self.lock()
             .iter()
-            .map(|(name, e)| e.summary(name))
+            .map(|(name, e)| {
+                let mut summary = e.summary(name);
+                summary.owner = owners.remove(name);
+                if summary.owner.as_ref().is_some_and(|o| !o.this_host) {
+                    summary.status = OWNED_ELSEWHERE.into();
+                }
+                summary
+            })
             .collect()
     }
 
     /// One job.
     pub fn job(&self, job: &str) -> Option<JobDetail> {
+        let owner = self.owners().remove(job);
+        let status = |e: &JobEntry| match &owner {
+            Some(o) if !o.this_host => OWNED_ELSEWHERE.to_string(),
+            _ => e.status.clone(),
+        };
         let jobs = self.lock();
         let e = jobs.get(job)?;
         let now = e.at_ms.unwrap_or(i64::MIN);
@@ -473,7 +553,7 @@ impl FleetView {
             job: job.to_string(),
             engine: e.engine.clone(),
             mode: e.mode.clone(),
-            status: e.status.clone(),
+            status: status(e),
             steps: e.steps,
             reached: e.reached,
             at_ms: e.at_ms,
@@ -486,6 +566,7 @@ impl FleetView {
             last_decision: e.decisions.front().cloned(),
             decisions: e.decisions.iter().cloned().collect(),
             series: e.series.iter().cloned().collect(),
+            owner,
         })
     }
 

@@ -21,6 +21,11 @@ pub trait JobLeases: Send + Sync {
     fn set_busy(&self, job: &str, busy: bool);
     /// The fencing token of `job`'s lease when this host holds it now.
     fn held(&self, job: &str) -> Option<i64>;
+    /// The host holding each job this host runs a loop for, with its fencing token, as this
+    /// host's last lease round left them (this host's own claims and give-ups included). A job
+    /// no host holds is left out; so is everything when the last round is older than the TTL
+    /// (this host cannot tell any more).
+    fn owners(&self) -> BTreeMap<String, LeaseOwner>;
     /// Records a rescale of `job` to `parallelism` under `token`, in the transaction that
     /// checks that `token` is still the job's current one. `Ok` means the rescale may be sent.
     fn admit(
@@ -29,6 +34,15 @@ pub trait JobLeases: Send + Sync {
         token: i64,
         parallelism: &BTreeMap<String, u32>,
     ) -> Result<(), Fenced>;
+}
+
+/// The current holder of a job's lease.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseOwner {
+    /// The holder's `[host] id`.
+    pub host: String,
+    /// The fencing token of its lease.
+    pub token: i64,
 }
 
 /// Why a rescale was not admitted.

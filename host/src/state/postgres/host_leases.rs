@@ -11,7 +11,7 @@ use postgres::Client;
 use super::error::{connect, db_error};
 use super::round::{DB_NOW_MS, RoundOutcome, leave, run_round};
 use super::schema::migrate;
-use crate::state::{Fenced, JobLeases, StateError};
+use crate::state::{Fenced, JobLeases, LeaseOwner, StateError};
 
 /// A lease as this host sees it.
 #[derive(Debug, Clone, Copy)]
@@ -30,6 +30,9 @@ struct Book {
     held: BTreeMap<String, Held>,
     /// The token of the last lease this host held of each job, also once it is given up.
     last_tokens: BTreeMap<String, i64>,
+    /// Who held each job after the last round, and until when that is worth telling.
+    owners: BTreeMap<String, LeaseOwner>,
+    owners_until: Option<Instant>,
 }
 
 /// One host's leases over a shared database.
@@ -122,6 +125,18 @@ impl HostLeases {
         // lease (JobLeases::set_busy after the step clears it): what that step decided would
         // be lost to the next owner.
         book.busy.extend(outcome.claimed.iter().cloned());
+        book.owners = outcome
+            .owners
+            .iter()
+            .map(|(job, (host, token))| {
+                let owner = LeaseOwner {
+                    host: host.clone(),
+                    token: *token,
+                };
+                (job.clone(), owner)
+            })
+            .collect();
+        book.owners_until = Some(until);
         drop(book);
         Ok(outcome)
     }
@@ -153,7 +168,11 @@ impl HostLeases {
 
     /// Gives up every lease and the heartbeat.
     pub fn leave(&self) -> Result<(), StateError> {
-        self.book().held.clear();
+        {
+            let mut book = self.book();
+            book.held.clear();
+            book.owners.clear();
+        }
         let mut client = self.client()?;
         let mut tx = client.transaction().map_err(db_error("begin leaving"))?;
         leave(&mut tx, &self.id)?;
@@ -201,6 +220,20 @@ impl JobLeases for HostLeases {
         } else {
             book.busy.remove(job);
         }
+    }
+
+    fn owners(&self) -> BTreeMap<String, LeaseOwner> {
+        let book = self.book();
+        let now = Instant::now();
+        if book.owners_until.is_none_or(|until| until <= now) {
+            return BTreeMap::new();
+        }
+        let mut owners = book.owners.clone();
+        // A lease of this host that lapsed here since is no longer this host's to claim.
+        owners.retain(|job, owner| {
+            owner.host != self.id || book.held.get(job).is_some_and(|h| now < h.until)
+        });
+        owners
     }
 
     fn held(&self, job: &str) -> Option<i64> {

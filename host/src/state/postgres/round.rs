@@ -148,6 +148,9 @@ pub struct RoundOutcome {
     pub claimed: Vec<String>,
     /// The jobs it gave up in this round.
     pub released: Vec<String>,
+    /// The holder and token of every job of the round held after it, by this host or another:
+    /// who acts on each job, for the host's dashboard and metrics.
+    pub owners: BTreeMap<String, (String, i64)>,
 }
 
 /// Runs `me`'s round over `jobs` in `tx` (committed by the caller): `now_ms` or the database's
@@ -215,6 +218,10 @@ pub fn run_round(
         held: BTreeMap::new(),
         claimed: Vec::new(),
         released: Vec::new(),
+        owners: rows
+            .iter()
+            .filter_map(|r| Some((r.job.clone(), (r.holder(now_ms)?.to_string(), r.token))))
+            .collect(),
     };
     for action in plan_round(me, now_ms, ttl_ms, &rows, &live, &busy()) {
         match action {
@@ -225,6 +232,7 @@ pub fn run_round(
                 )
                 .map_err(db_error("renew a lease"))?;
                 let token = rows.iter().find(|r| r.job == job).map_or(0, |r| r.token);
+                outcome.owners.insert(job.clone(), (me.to_string(), token));
                 outcome.held.insert(job, token);
             }
             LeaseAction::Release(job) => {
@@ -233,6 +241,7 @@ pub fn run_round(
                     &[&job, &now_ms],
                 )
                 .map_err(db_error("give up a lease"))?;
+                outcome.owners.remove(&job);
                 outcome.released.push(job);
             }
             LeaseAction::Claim(job) => {
@@ -245,6 +254,7 @@ pub fn run_round(
                     .map_err(db_error("claim a lease"))?
                     .get(0);
                 outcome.held.insert(job.clone(), token);
+                outcome.owners.insert(job.clone(), (me.to_string(), token));
                 outcome.claimed.push(job);
             }
         }

@@ -143,6 +143,26 @@ fn two_hosts_split_the_jobs_and_a_lapsed_lease_moves_with_a_new_token() {
     assert_eq!((a.held.len(), a.released.len()), (2, 2));
     let b = round(&mut client, "b", &jobs, 300, ttl);
     assert_eq!(b.claimed, a.released);
+    // Each host's round names the owner of every job: its own and the other host's.
+    let expected: BTreeMap<String, (String, i64)> = a
+        .held
+        .iter()
+        .map(|(job, &t)| (job.clone(), ("a".to_string(), t)))
+        .chain(
+            b.held
+                .iter()
+                .map(|(job, &t)| (job.clone(), ("b".to_string(), t))),
+        )
+        .collect();
+    assert_eq!(expected.len(), 4);
+    assert_eq!(b.owners, expected, "b's view");
+    // `a`'s round gave two up and left the other two to nobody yet: only its own are owned.
+    let mine: BTreeMap<String, (String, i64)> = a
+        .held
+        .iter()
+        .map(|(job, &t)| (job.clone(), ("a".to_string(), t)))
+        .collect();
+    assert_eq!(a.owners, mine, "a's view");
     // Every claim so far was the job's first or second: tokens 1 (by a) then 2 (by b).
     assert!(b.held.values().all(|&t| t == 2), "{b:?}");
     assert!(a.held.values().all(|&t| t == 1), "{a:?}");
