@@ -10,6 +10,7 @@
 //! overwriting it. [`postgres::PostgresStateStore`] keeps the same sections in PostgreSQL for
 //! hosts that share a fleet, with job leases and fencing ([`JobLeases`]).
 
+mod error;
 mod event_log;
 mod file;
 mod lease;
@@ -21,6 +22,7 @@ mod quarantine;
 mod scan;
 mod store;
 
+pub use error::StateError;
 pub use event_log::{
     DEFAULT_EVENT_CAPACITY, DEFAULT_EVENT_INTERVAL, EVENT_INTERVAL_KEY, EventLog, EventLogState,
     LoggedEvent,
@@ -30,4 +32,4 @@ pub use lease::{Fenced, JobLeases, LeaseOwner};
 pub use lock::{LOCK_FILE, StateDirLock, lock_holder};
 pub use quarantine::QUARANTINE_DIR;
 pub use scan::{DirScan, StateFinding, StoredJob, scan_dir};
-pub use store::{InMemoryStateStore, StateError, StateStore, StoredProblem, load, save, sections};
+pub use store::{InMemoryStateStore, StateStore, StoredProblem, load, save, sections};

@@ -51,7 +51,10 @@ pub(super) struct RunArgs {
     /// Print every cycle and every vertex, not only changes and events.
     #[arg(long)]
     verbose: bool,
-    /// Run one step per job and stop (exit status non-zero if one failed).
+    /// Run one step per job and stop (exit status non-zero if one failed). With `[host] state`
+    /// (several hosts on PostgreSQL), one lease round first: only the jobs whose lease this
+    /// host can claim now are stepped, the others are left to the hosts holding them (0 steps),
+    /// and the leases are given up at the end.
     #[arg(long)]
     once: bool,
     /// Stop wall-clock jobs (Flink) after this long, e.g. 5min (default: until Ctrl-C).

@@ -446,6 +446,17 @@ impl<E: Engine> JobTask<'_, E> {
             },
             Clock::Wall => {
                 self.lease = JobLease::of(self.env.options.store, self.runner.name());
+                // One step, no time for the renewal thread to claim the job first.
+                let failed_claim = self
+                    .lease
+                    .as_ref()
+                    .filter(|_| self.env.options.once)
+                    .and_then(JobLease::claim_now);
+                if let Some(event) = failed_claim {
+                    let mut report = CycleReport::new(self.runner.name(), wall_ms());
+                    report.events.push(event);
+                    (self.env.sink)(&report);
+                }
                 ClockState::Wall {
                     started,
                     gone: false,

@@ -31,6 +31,18 @@ impl JobLease {
         })
     }
 
+    /// Runs a lease round now, for a run of one step (`run --once`): the job's one step acts
+    /// if this host could claim the lease (its share when other hosts run), and is left to the
+    /// host that holds it otherwise. An `AutoscalerError` event when the round failed.
+    pub(super) fn claim_now(&self) -> Option<Event> {
+        let err = self.leases.claim_now().err()?;
+        Some(self.event(
+            EventReason::AutoscalerError,
+            Severity::Warning,
+            format!("cannot claim the job's lease for this run: {err}"),
+        ))
+    }
+
     /// Whether the job's next step may act. A lease just taken (or taken again under a new
     /// token) makes `runner` resume what the store holds of the job, and adds a
     /// `LeaseAcquired` event (and what restoring found) to `events`; a lease just lost adds

@@ -17,12 +17,13 @@ use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use super::error::StateError;
 use super::lock::StateDirLock;
 use super::names::file_stem;
 use super::pending::PendingJobs;
 use super::quarantine::{keep_copy, move_aside, sync_dir};
 use super::scan::{EXTENSION, JobFile, StateFinding, TEMP_EXTENSION, scan_dir};
-use super::store::{StateError, StateStore, StoredProblem};
+use super::store::{StateStore, StoredProblem};
 
 /// One JSON file per job in a directory; changes are written by [`StateStore::flush`].
 #[derive(Debug)]

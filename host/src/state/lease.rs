@@ -3,6 +3,8 @@
 
 use std::collections::BTreeMap;
 
+use super::error::StateError;
+
 /// Job leases of one host over a shared store.
 ///
 /// A job thread announces its job with [`JobLeases::want`]; the leases are taken and renewed
@@ -19,6 +21,10 @@ pub trait JobLeases: Send + Sync {
     /// Marks `job` as in the middle of something (a cooldown period, a rescale): it is not
     /// moved to another host to even out the load while busy, only when this host is gone.
     fn set_busy(&self, job: &str, busy: bool);
+    /// Runs one lease round now (heartbeat, renew, claim what this host may) instead of
+    /// waiting for the renewal thread: a run of one step (`run --once`) steps only the jobs it
+    /// holds, and would otherwise step none.
+    fn claim_now(&self) -> Result<(), StateError>;
     /// The fencing token of `job`'s lease when this host holds it now.
     fn held(&self, job: &str) -> Option<i64>;
     /// The host holding each job this host runs a loop for, with its fencing token, as this

@@ -11,7 +11,7 @@ use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use super::store::StateError;
+use super::error::StateError;
 
 /// The lock file's name inside the state directory.
 pub const LOCK_FILE: &str = ".lock";

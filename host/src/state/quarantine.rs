@@ -11,7 +11,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use super::store::StateError;
+use super::error::StateError;
 
 /// The folder of the state directory that holds quarantined files.
 pub const QUARANTINE_DIR: &str = "quarantine";

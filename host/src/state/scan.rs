@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use super::error::StateError;
 use super::names::job_of_stem;
-use super::store::StateError;
 
 /// The extension of job files.
 pub(super) const EXTENSION: &str = "json";
