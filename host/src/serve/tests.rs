@@ -552,11 +552,15 @@ fn the_api_dashboard_and_metrics_name_the_owner_of_every_job_also_another_hosts(
     );
 
     let (_, text) = get(addr, "/metrics", "");
+    // Sorted: a family's series come in no set order.
     let lines = |text: &str| -> Vec<String> {
-        text.lines()
+        let mut lines: Vec<String> = text
+            .lines()
             .filter(|l| l.starts_with("flowscale_lease_owner{"))
             .map(str::to_string)
-            .collect()
+            .collect();
+        lines.sort();
+        lines
     };
     assert_eq!(
         lines(&text),
