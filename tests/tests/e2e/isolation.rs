@@ -368,6 +368,14 @@ job = "{keyed}"
         let Ok(value) = serde_json::from_str::<Value>(&line) else {
             continue;
         };
+        // A `JobStuck` report is stamped on the wall clock, not a step of the job: it says
+        // nothing about how far the job's simulated time got.
+        let wall_clock = value["data"]["events"]
+            .as_array()
+            .is_some_and(|events| events.iter().any(|e| e["reason"] == "JobStuck"));
+        if wall_clock {
+            continue;
+        }
         let at = value["data"]["at_ms"].as_i64().unwrap_or(0);
         match value["data"]["job"].as_str() {
             Some("healthy") => healthy_at = at,
