@@ -691,11 +691,17 @@ fn interleaved(spec: &str) {
         .collect();
     let mut tallies: Vec<Tally> = rows.iter().map(|_| Tally::default()).collect();
     let mut times: Vec<Vec<Duration>> = rows.iter().map(|_| Vec::new()).collect();
+    let mut ticks = vec![0u64; rows.len()];
+    let workers = children();
+    let cpu = || cpu_ticks(std::process::id()) + workers.iter().map(|&w| cpu_ticks(w)).sum::<u64>();
     for _ in 0..rounds {
         for (i, (_, aligner)) in rows.iter().enumerate() {
+            let before = cpu();
             times[i].push(fleets[i].round(&opts, aligner, &mut tallies[i]));
+            ticks[i] += cpu() - before;
         }
     }
+    eprintln!("interleaved: {} plugin workers", workers.len());
     let median = |mut v: Vec<f64>| {
         v.sort_by(f64::total_cmp);
         v[v.len() / 2]
@@ -706,6 +712,14 @@ fn interleaved(spec: &str) {
         eprintln!(
             "interleaved {label}: {jobs} jobs, {rounds} rounds, median {:.1} ms per round",
             median(secs) * 1000.0
+        );
+    }
+    for (i, (label, _)) in rows.iter().enumerate() {
+        eprintln!(
+            "interleaved {label}: CPU time of the host and its workers {} ms per round; over \
+             plugin {:.2}x",
+            ticks[i] * 10 / rounds as u64,
+            ticks[i] as f64 / ticks[0].max(1) as f64
         );
     }
     for (i, (label, _)) in rows.iter().enumerate().skip(1) {
@@ -719,6 +733,36 @@ fn interleaved(spec: &str) {
             median(ratios)
         );
     }
+}
+
+/// CPU time (user and system) of process `pid` so far, in clock ticks (10 ms), from
+/// `/proc/<pid>/stat`; 0 when it cannot be read.
+fn cpu_ticks(pid: u32) -> u64 {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return 0;
+    };
+    // The fields after the command name (which may hold spaces), from field 3 (state) on:
+    // utime and stime are fields 14 and 15.
+    let rest = stat.rfind(')').map_or("", |at| &stat[at + 1..]);
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let field = |n: usize| fields.get(n - 3).and_then(|f| f.parse::<u64>().ok());
+    field(14).unwrap_or(0) + field(15).unwrap_or(0)
+}
+
+/// The processes this one started (its plugin workers).
+fn children() -> Vec<u32> {
+    let me = std::process::id().to_string();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+                let rest = stat.rfind(')').map_or("", |at| &stat[at + 1..]);
+                rest.split_whitespace().nth(1) == Some(me.as_str())
+            })
+        })
+        .collect()
 }
 
 criterion_group!(benches, bench, serving);

@@ -54,29 +54,34 @@ fn calls() -> Vec<(&'static str, AlignmentContext)> {
                         records_in_per_second: Some(1000.0 + f64::from(i * cycle)),
                     })
                     .collect();
-                let ctx = AlignmentContext::builder(current, target, 1024)
-                    .identity(job, format!("{job}-v{v}"), format!("operator {v}"))
-                    .limits(1, 200)
-                    .input_ship_strategies(vec![ShipStrategy::Custom { buckets: 128 }])
-                    .metrics(vec![(
-                        "LOAD".to_string(),
-                        EvaluatedMetric {
-                            current: 0.5,
-                            average: f64::from(cycle) / 4.0,
-                        },
-                    )])
-                    .topology(graph(job, current))
-                    .params(ModeParams::new(
-                        "m",
-                        BTreeMap::from([
-                            ("rule".to_string(), rule.to_string()),
-                            ("slots-per-worker".to_string(), "4".to_string()),
-                        ]),
-                    ))
-                    .subtask_loads(loads)
-                    .build();
                 for mode in ["bucket-align", "slot-align", "load-align"] {
-                    calls.push((mode, ctx.clone()));
+                    let params: &[(&str, &str)] = match mode {
+                        "bucket-align" => &[("rule", rule)],
+                        "slot-align" => &[("slots-per-worker", "4")],
+                        _ => &[("signal", "BUSY")],
+                    };
+                    let ctx = AlignmentContext::builder(current, target, 1024)
+                        .identity(job, format!("{job}-v{v}"), format!("operator {v}"))
+                        .limits(1, 200)
+                        .input_ship_strategies(vec![ShipStrategy::Custom { buckets: 128 }])
+                        .metrics(vec![(
+                            "LOAD".to_string(),
+                            EvaluatedMetric {
+                                current: 0.5,
+                                average: f64::from(cycle) / 4.0,
+                            },
+                        )])
+                        .topology(graph(job, current))
+                        .params(ModeParams::new(
+                            "m",
+                            params
+                                .iter()
+                                .map(|(k, v)| (k.to_string(), v.to_string()))
+                                .collect::<BTreeMap<_, _>>(),
+                        ))
+                        .subtask_loads(loads.clone())
+                        .build();
+                    calls.push((mode, ctx));
                 }
             }
         }

@@ -410,7 +410,14 @@ mod tests {
             &mut held,
             &ctx("a", "v2", 6, graph(4), "DIVISOR"),
         );
-        assert!(next * 3 < first, "{next} bytes against {first}");
+        // What the first call carried besides: the job's name; the graph (a count, 3 vertices
+        // of two strings and three numbers, a count, 2 edges of two strings and a ship
+        // strategy, the custom one with its buckets); the parameters; the metric names.
+        let job = 4 + 1;
+        let graph_bytes = 4 + 3 * ((4 + 2) + (4 + 10) + 12) + 4 + (6 + 6 + 5) + (6 + 6 + 1);
+        let params = (4 + 7) + 4 + (4 + 4) + (4 + 7);
+        let names = 4 + (4 + 3) + (4 + 4);
+        assert_eq!(first - next, job + graph_bytes + params + names);
         // Another job gets its own slot, and the first job's is kept meanwhile.
         assert_eq!(
             deliver(
@@ -434,13 +441,16 @@ mod tests {
             &mut held,
             &ctx("a", "v1", 8, graph(8), "DIVISOR"),
         );
-        assert!(rescaled > next && rescaled < first, "{rescaled}");
+        assert_eq!(rescaled, next + graph_bytes);
         let reruled = deliver(
             &mut sent,
             &mut held,
             &ctx("a", "v1", 8, graph(8), "LOAD_REDUCING"),
         );
-        assert!(reruled > next && reruled < rescaled, "{reruled}");
+        assert_eq!(
+            reruled,
+            next + params + ("LOAD_REDUCING".len() - "DIVISOR".len())
+        );
         let mut renamed = ctx("a", "v1", 8, graph(8), "LOAD_REDUCING");
         renamed = AlignmentContext::builder(4, 8, 128)
             .identity("a", "v1", "operator 1")
