@@ -4,22 +4,27 @@
 //! plugin mode (`bucket-align`, loaded from its `.so` through the registry). The 1,000-job fleet
 //! also runs with the same plugin in `process` isolation (`plugin-process`): every plugin call
 //! is a round trip to the plugin's worker process (the binary built from this package serves as
-//! the worker). At the end the bench prints the ratios of the mean round times measured in this
+//! the worker); `plugin-process2` makes the same calls in protocol 2 (JSON, the whole context in
+//! every request) for comparison. At the end the bench prints the ratios of the mean round times measured in this
 //! run: plugin over built-in, and `process` over `in-process` for the plugin mode.
 //!
 //! Only `run_cycle` is timed; advancing each job's synthetic observation is not. Busy times move
 //! every cycle, so most vertices get a new target and are aligned every cycle: a worst case. The
 //! bench asserts that every timed cycle decides (see `Tally::assert_decides`). In plugin mode a
 //! large share of the cost is the plugin call: each aligned vertex's context, job graph included,
-//! crosses the plugin boundary twice (`is_applicable`, then `align`); the built-in modes read no
-//! graph, so none is built for them.
+//! crosses the plugin boundary (in `process` isolation, one round trip per aligned vertex); the
+//! built-in modes read no graph, so none is built for them.
 //!
 //! The `decision_cycle_serving` group measures what the HTTP server costs the loop: the same
 //! 1,000-job builtin cycle without a server, and with one (`flowscale run --listen`): each
 //! cycle's report recorded into the server's view (what the loop adds per step) while a
 //! scraper thread fetches `/metrics` over HTTP every second, as Prometheus would.
 //!
-//! `DECISION_CYCLE_PROFILE=<builtin|plugin|plugin-process>:<jobs>:<window samples>:<rounds>` runs a fixed
+//! `DECISION_CYCLE_INTERLEAVED=<jobs>:<rounds>` runs the three plugin rows (in-process, `process`,
+//! `process` with protocol 2) one round of each in turn and prints the median ratios: on a shared
+//! machine the load moves between rows measured one after the other, not within a turn.
+//!
+//! `DECISION_CYCLE_PROFILE=<builtin|plugin|plugin-process|plugin-process2>:<jobs>:<window samples>:<rounds>` runs a fixed
 //! workload instead, for instruction counts that do not depend on machine noise:
 //! `valgrind --tool=callgrind --toggle-collect='*timed_cycle*' <bench binary>`.
 
@@ -38,6 +43,7 @@ use flowscale::engine::{
     VertexMetrics,
 };
 use flowscale::plugins::isolation::IsolationOptions;
+use flowscale::plugins::isolation::protocol::PROTOCOL_VERSION;
 use flowscale::plugins::{Isolation, ModeRegistry};
 use flowscale::runner::CycleReport;
 use flowscale::scaling::{AutoscalerOptions, CycleOutcome, CycleStage, JobScalingState, run_cycle};
@@ -502,10 +508,11 @@ fn plugin_registry() -> (ModeRegistry, tempfile::TempDir) {
 }
 
 /// The same plugins directory served in `process` isolation, by workers of the flowscale
-/// binary built with this bench.
-fn process_registry(dir: &tempfile::TempDir) -> ModeRegistry {
+/// binary built with this bench, speaking at most `protocol`.
+fn process_registry(dir: &tempfile::TempDir, protocol: u32) -> ModeRegistry {
     let mut options = IsolationOptions::new(Duration::from_secs(1));
     options.worker_exe = env!("CARGO_BIN_EXE_flowscale").into();
+    options.protocol = protocol;
     let (registry, reports) = ModeRegistry::discover_with(dir.path(), &Isolation::Process(options));
     assert!(
         registry.get("bucket-align").is_some(),
@@ -537,7 +544,8 @@ type Fleetsize = (usize, u64);
 
 fn bench(c: &mut Criterion) {
     let (registry, dir) = plugin_registry();
-    let isolated = process_registry(&dir);
+    let isolated = process_registry(&dir, PROTOCOL_VERSION);
+    let isolated2 = process_registry(&dir, 2);
     let mut rows: Vec<(&'static str, JobAlignment, &[Fleetsize])> = aligners(&registry)
         .into_iter()
         .map(|(label, aligner)| {
@@ -547,6 +555,8 @@ fn bench(c: &mut Criterion) {
         .collect();
     // Process isolation costs a round trip per plugin call: the 1,000-job fleet only.
     rows.push(("plugin-process", plugin_aligner(&isolated), &[(1_000, 8)]));
+    // The same in protocol 2 (JSON, the whole context in every request), for comparison.
+    rows.push(("plugin-process2", plugin_aligner(&isolated2), &[(1_000, 8)]));
     let mut means = Means::default();
     let mut group = c.benchmark_group("decision_cycle");
     group.sample_size(10);
@@ -595,6 +605,8 @@ fn bench(c: &mut Criterion) {
         means.ratio(("plugin", jobs), ("builtin", jobs));
     }
     means.ratio(("plugin-process", 1_000), ("plugin", 1_000));
+    means.ratio(("plugin-process2", 1_000), ("plugin", 1_000));
+    means.ratio(("plugin-process", 1_000), ("plugin-process2", 1_000));
 }
 
 /// The built-in BALANCED mode alone (no plugin build needed).
@@ -605,12 +617,12 @@ fn aligners_builtin(registry: &ModeRegistry) -> (&'static str, JobAlignment) {
 }
 
 /// A fixed workload for instruction counting (no timing loop, no statistics):
-/// `DECISION_CYCLE_PROFILE=<builtin|plugin|plugin-process>:<jobs>:<window samples>:<rounds>`.
+/// `DECISION_CYCLE_PROFILE=<builtin|plugin|plugin-process|plugin-process2>:<jobs>:<window samples>:<rounds>`.
 fn profile(spec: &str) {
     let parts: Vec<&str> = spec.split(':').collect();
     let [label, jobs, samples, rounds] = parts[..] else {
         panic!(
-            "DECISION_CYCLE_PROFILE is <builtin|plugin|plugin-process>:<jobs>:<window samples>:<rounds>"
+            "DECISION_CYCLE_PROFILE is <builtin|plugin|plugin-process|plugin-process2>:<jobs>:<window samples>:<rounds>"
         );
     };
     let (jobs, samples, rounds): (usize, u64, usize) = (
@@ -620,7 +632,9 @@ fn profile(spec: &str) {
     );
     let (registry, dir) = plugin_registry();
     let aligner = if label == "plugin-process" {
-        plugin_aligner(&process_registry(&dir))
+        plugin_aligner(&process_registry(&dir, PROTOCOL_VERSION))
+    } else if label == "plugin-process2" {
+        plugin_aligner(&process_registry(&dir, 2))
     } else {
         aligners(&registry)
             .into_iter()
@@ -643,11 +657,123 @@ fn profile(spec: &str) {
     tally.assert_decides(label);
 }
 
+/// `DECISION_CYCLE_INTERLEAVED=<jobs>:<rounds>`: the plugin mode in-process, in `process`
+/// isolation and in `process` isolation with protocol 2, one round of each in turn, so that the
+/// three see the same load on a shared machine (rows measured one after the other do not: the
+/// load moves between them). Prints the median round time of each and the median over rounds of
+/// each `process` round's time over the in-process round's next to it.
+fn interleaved(spec: &str) {
+    let parts: Vec<&str> = spec.split(':').collect();
+    let [jobs, rounds] = parts[..] else {
+        panic!("DECISION_CYCLE_INTERLEAVED is <jobs>:<rounds>");
+    };
+    let (jobs, rounds): (usize, usize) =
+        (jobs.parse().expect("jobs"), rounds.parse().expect("rounds"));
+    const SAMPLES: u64 = 8;
+    let (registry, dir) = plugin_registry();
+    let (current, json) = (
+        process_registry(&dir, PROTOCOL_VERSION),
+        process_registry(&dir, 2),
+    );
+    let rows = [
+        ("plugin", plugin_aligner(&registry)),
+        ("plugin-process", plugin_aligner(&current)),
+        ("plugin-process2", plugin_aligner(&json)),
+    ];
+    let opts = options(SAMPLES);
+    let mut fleets: Vec<Fleet> = rows
+        .iter()
+        .map(|(_, aligner)| {
+            let mut fleet = Fleet::new(jobs);
+            fleet.fill(&opts, aligner, SAMPLES);
+            fleet
+        })
+        .collect();
+    let mut tallies: Vec<Tally> = rows.iter().map(|_| Tally::default()).collect();
+    let mut times: Vec<Vec<Duration>> = rows.iter().map(|_| Vec::new()).collect();
+    let mut ticks = vec![0u64; rows.len()];
+    let workers = children();
+    let cpu = || cpu_ticks(std::process::id()) + workers.iter().map(|&w| cpu_ticks(w)).sum::<u64>();
+    for _ in 0..rounds {
+        for (i, (_, aligner)) in rows.iter().enumerate() {
+            let before = cpu();
+            times[i].push(fleets[i].round(&opts, aligner, &mut tallies[i]));
+            ticks[i] += cpu() - before;
+        }
+    }
+    eprintln!("interleaved: {} plugin workers", workers.len());
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    for (i, (label, _)) in rows.iter().enumerate() {
+        tallies[i].assert_decides(label);
+        let secs: Vec<f64> = times[i].iter().map(Duration::as_secs_f64).collect();
+        eprintln!(
+            "interleaved {label}: {jobs} jobs, {rounds} rounds, median {:.1} ms per round",
+            median(secs) * 1000.0
+        );
+    }
+    for (i, (label, _)) in rows.iter().enumerate() {
+        eprintln!(
+            "interleaved {label}: CPU time of the host and its workers {} ms per round; over \
+             plugin {:.2}x",
+            ticks[i] * 10 / rounds as u64,
+            ticks[i] as f64 / ticks[0].max(1) as f64
+        );
+    }
+    for (i, (label, _)) in rows.iter().enumerate().skip(1) {
+        let ratios: Vec<f64> = times[i]
+            .iter()
+            .zip(&times[0])
+            .map(|(a, b)| a.as_secs_f64() / b.as_secs_f64())
+            .collect();
+        eprintln!(
+            "interleaved ratio {label}/plugin at {jobs} jobs: median {:.2}x over {rounds} rounds",
+            median(ratios)
+        );
+    }
+}
+
+/// CPU time (user and system) of process `pid` so far, in clock ticks (10 ms), from
+/// `/proc/<pid>/stat`; 0 when it cannot be read.
+fn cpu_ticks(pid: u32) -> u64 {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return 0;
+    };
+    // The fields after the command name (which may hold spaces), from field 3 (state) on:
+    // utime and stime are fields 14 and 15.
+    let rest = stat.rfind(')').map_or("", |at| &stat[at + 1..]);
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let field = |n: usize| fields.get(n - 3).and_then(|f| f.parse::<u64>().ok());
+    field(14).unwrap_or(0) + field(15).unwrap_or(0)
+}
+
+/// The processes this one started (its plugin workers).
+fn children() -> Vec<u32> {
+    let me = std::process::id().to_string();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+                let rest = stat.rfind(')').map_or("", |at| &stat[at + 1..]);
+                rest.split_whitespace().nth(1) == Some(me.as_str())
+            })
+        })
+        .collect()
+}
+
 criterion_group!(benches, bench, serving);
 
 fn main() {
     if let Ok(spec) = std::env::var("DECISION_CYCLE_PROFILE") {
         profile(&spec);
+        return;
+    }
+    if let Ok(spec) = std::env::var("DECISION_CYCLE_INTERLEAVED") {
+        interleaved(&spec);
         return;
     }
     benches();

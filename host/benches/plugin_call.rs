@@ -3,15 +3,21 @@
 //! context and for one carrying a small job graph, metrics and parameters; and the time to
 //! discover and load a plugins directory holding the two example plugins. The `process` rows
 //! make the same call on the same plugin in `process` isolation: one request and reply through
-//! the plugin's worker process (the binary built from this package serves as the worker).
+//! the plugin's worker process (the binary built from this package serves as the worker), in
+//! the current protocol and in protocol 2 (JSON, the whole context in every request). Besides
+//! criterion's estimates the bench prints percentiles of single timed calls (`p50` is what the
+//! goal of 50 µs per isolated call is about).
 
 use std::collections::BTreeMap;
 use std::hint::black_box;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
+use flowscale::alignment::HostMode;
 use flowscale::plugins::isolation::IsolationOptions;
-use flowscale::plugins::isolation::protocol::{Call, WireContext, encode};
+use flowscale::plugins::isolation::compact::ContextCall;
+use flowscale::plugins::isolation::protocol::{Call, PROTOCOL_VERSION, WireContext, encode};
+use flowscale::plugins::isolation::slots::{HeldJobs, SentJobs};
 use flowscale::plugins::{Isolation, ModeRegistry};
 use flowscale_sdk::{
     AlignmentContext, AlignmentMode, EvaluatedMetric, JobTopology, ModeParams, ShipStrategy,
@@ -81,6 +87,27 @@ fn rich() -> AlignmentContext {
         .build()
 }
 
+/// p50 / p90 / p99 of 20,000 single calls of `mode` on `ctx`, each timed on its own.
+fn percentiles(mode: &dyn HostMode, ctx: &AlignmentContext) -> String {
+    let mut took: Vec<Duration> = (0..20_000)
+        .map(|_| {
+            let start = Instant::now();
+            let answer = mode.align(black_box(ctx));
+            let elapsed = start.elapsed();
+            assert!(answer.is_ok(), "{answer:?}");
+            elapsed
+        })
+        .collect();
+    took.sort();
+    let at = |q: usize| took[took.len() * q / 100];
+    format!(
+        "p50 {:?}, p90 {:?}, p99 {:?} (20,000 calls)",
+        at(50),
+        at(90),
+        at(99)
+    )
+}
+
 fn plugin_call(c: &mut Criterion) {
     let profile = build(&["bucket-align", "slot-align"]);
     let bucket = plugin_file(&profile, "bucket-align");
@@ -117,29 +144,72 @@ fn plugin_call(c: &mut Criterion) {
         group.finish();
     }
 
-    // Process isolation: the same file served by a worker of the flowscale binary.
-    let mut options = IsolationOptions::new(std::time::Duration::from_secs(1));
-    options.worker_exe = env!("CARGO_BIN_EXE_flowscale").into();
-    let (isolated, reports) = ModeRegistry::discover_with(dir.path(), &Isolation::Process(options));
-    let process = isolated
-        .get("bucket-align")
-        .unwrap_or_else(|| panic!("bucket-align is served by a worker: {reports:#?}"))
-        .mode
-        .clone();
+    // Process isolation: the same file served by a worker of the flowscale binary, in the
+    // current protocol and in protocol 2.
+    let isolated = |protocol: u32| {
+        let mut options = IsolationOptions::new(Duration::from_secs(1));
+        options.worker_exe = env!("CARGO_BIN_EXE_flowscale").into();
+        options.protocol = protocol;
+        let (isolated, reports) =
+            ModeRegistry::discover_with(dir.path(), &Isolation::Process(options));
+        let mode = isolated
+            .get("bucket-align")
+            .unwrap_or_else(|| panic!("bucket-align is served by a worker: {reports:#?}"))
+            .mode
+            .clone();
+        (isolated, mode)
+    };
+    let (_current, process) = isolated(PROTOCOL_VERSION);
+    let (_old, process2) = isolated(2);
     for (label, ctx) in [("bare", bare()), ("rich", rich())] {
         assert_eq!(process.align(&ctx), linked.align(&ctx));
+        assert_eq!(process2.align(&ctx), linked.align(&ctx));
         let mut group = c.benchmark_group(format!("align/{label}"));
         group.bench_function("process isolation", |b| {
             b.iter(|| process.align(black_box(&ctx)))
         });
+        group.bench_function("process isolation, protocol 2", |b| {
+            b.iter(|| process2.align(black_box(&ctx)))
+        });
         group.finish();
     }
-    // What the round trip costs beyond the pipes: encoding the request (the reply is tiny).
     let rich_ctx = rich();
-    c.bench_function("process: encode the rich request", |b| {
+    for (label, mode) in [
+        ("plugin in-process", plugin.as_ref()),
+        ("process isolation", process.as_ref()),
+        ("process isolation, protocol 2", process2.as_ref()),
+    ] {
+        eprintln!("align/rich, {label}: {}", percentiles(mode, &rich_ctx));
+    }
+    // What the round trip costs beyond the pipes: encoding the request (the reply is tiny).
+    c.bench_function(
+        "process: encode the rich request, compact (graph held)",
+        |b| {
+            let mut sent = SentJobs::default();
+            b.iter(|| sent.encode(1, "bucket-align", ContextCall::Align, black_box(&rich_ctx)))
+        },
+    );
+    c.bench_function(
+        "process: decode the rich request, compact (graph held)",
+        |b| {
+            let (mut sent, mut held) = (SentJobs::default(), HeldJobs::default());
+            let first = sent
+                .encode(1, "bucket-align", ContextCall::Align, &rich_ctx)
+                .unwrap();
+            held.decode(&first[4..]).unwrap();
+            let frame = sent
+                .encode(2, "bucket-align", ContextCall::Align, &rich_ctx)
+                .unwrap();
+            b.iter(|| {
+                held.decode(black_box(&frame[4..]))
+                    .map(|request| request.ctx.target_parallelism())
+            })
+        },
+    );
+    c.bench_function("process: encode the rich request, JSON", |b| {
         b.iter(|| encode(&Call::Align(WireContext::from(black_box(&rich_ctx)))))
     });
-    c.bench_function("process: decode the rich request", |b| {
+    c.bench_function("process: decode the rich request, JSON", |b| {
         let frame = encode(&Call::Align(WireContext::from(&rich_ctx))).unwrap();
         b.iter(|| {
             serde_json::from_slice::<Call>(black_box(&frame[4..])).map(|call| match call {

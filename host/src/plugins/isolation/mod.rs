@@ -2,13 +2,18 @@
 //! that a plugin that crashes or hangs costs a decision of the jobs that use it, not the host.
 //!
 //! * [`protocol`]: frames and messages on the worker's pipes.
+//! * [`compact`]: the binary form of the per-vertex calls (protocol 3).
+//! * [`slots`]: what a worker keeps of each job between calls, so that a call carries only
+//!   what changed (protocol 3).
 //! * [`worker`]: the worker side (`flowscale plugin-worker FILE`).
 //! * [`supervisor`]: starting, calling under a deadline, restarting and quarantining workers.
 //!
 //! A mode of an isolated plugin is registered like any other, as a [`HostMode`] that forwards
 //! each call to its file's supervisor: alignment does not know where the mode runs.
 
+pub mod compact;
 pub mod protocol;
+pub mod slots;
 mod stderr;
 pub mod supervisor;
 pub mod worker;
@@ -20,8 +25,9 @@ use std::time::Duration;
 use flowscale_sdk::abi::ManifestInfo;
 use flowscale_sdk::{AlignmentContext, ModeError, ModeParams};
 
-use self::protocol::{Call, Outcome, WireContext, WireParams};
-pub use self::supervisor::{CallError, Fault, IsolationOptions, Supervisor, signal_name};
+use self::compact::ContextCall;
+use self::protocol::Outcome;
+pub use self::supervisor::{Ask, CallError, Fault, IsolationOptions, Supervisor, signal_name};
 pub use self::worker::{Loader, WorkerLimits, serve};
 use crate::alignment::{CustomMode, GatedAnswer, HostMode, ModeOrigin};
 use crate::config::PluginIsolation;
@@ -97,8 +103,8 @@ pub struct ProcessMode {
 }
 
 impl ProcessMode {
-    fn call(&self, call: Call) -> Result<Outcome, ModeError> {
-        match self.supervisor.call(&self.id, call) {
+    fn call(&self, ask: Ask<'_>) -> Result<Outcome, ModeError> {
+        match self.supervisor.call(&self.id, ask) {
             Ok(Outcome::Error(message)) => Err(ModeError::new(message)),
             Ok(outcome) => Ok(outcome),
             Err(err) => Err(ModeError::new(err.to_string())),
@@ -114,14 +120,14 @@ impl ProcessMode {
 
 impl HostMode for ProcessMode {
     fn is_applicable(&self, ctx: &AlignmentContext) -> Result<bool, ModeError> {
-        match self.call(Call::IsApplicable(WireContext::from(ctx)))? {
+        match self.call(Ask::Context(ContextCall::IsApplicable, ctx))? {
             Outcome::Applicable(applicable) => Ok(applicable),
             other => Err(Self::unexpected("is_applicable", other)),
         }
     }
 
     fn align(&self, ctx: &AlignmentContext) -> Result<u32, ModeError> {
-        match self.call(Call::Align(WireContext::from(ctx)))? {
+        match self.call(Ask::Context(ContextCall::Align, ctx))? {
             Outcome::Aligned(p) => Ok(p),
             other => Err(Self::unexpected("align", other)),
         }
@@ -133,7 +139,7 @@ impl HostMode for ProcessMode {
         ctx: &AlignmentContext,
     ) -> Option<Result<GatedAnswer, ModeError>> {
         Some(
-            match self.call(Call::AlignIfApplicable(WireContext::from(ctx))) {
+            match self.call(Ask::Context(ContextCall::AlignIfApplicable, ctx)) {
                 Ok(Outcome::Applicable(false)) => Ok(GatedAnswer::NotApplicable),
                 Ok(Outcome::Applicable(true)) => Ok(GatedAnswer::NothingToAlign),
                 Ok(Outcome::Aligned(p)) => Ok(GatedAnswer::Aligned(p)),
@@ -144,7 +150,7 @@ impl HostMode for ProcessMode {
     }
 
     fn validate(&self, params: &ModeParams) -> Result<(), ModeError> {
-        match self.call(Call::Validate(WireParams::from(params)))? {
+        match self.call(Ask::Validate(params))? {
             Outcome::Valid => Ok(()),
             other => Err(Self::unexpected("validate", other)),
         }

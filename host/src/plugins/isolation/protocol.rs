@@ -3,22 +3,34 @@
 //!
 //! # Frames
 //!
-//! Every message is one frame: a 4-byte little-endian length, then that many bytes of JSON.
-//! A length above [`MAX_FRAME`] is a protocol error (a worker whose stdout was corrupted must
-//! not make the host allocate gigabytes). Bodies are JSON because `serde_json` is already a
-//! dependency of the host, the messages stay readable in a hex dump, and encoding plus decoding
-//! the realistic context takes a few microseconds, well below the cost of the round trip
-//! through two pipes (see the `plugin_call` bench).
+//! Every message is one frame: a 4-byte little-endian length, then that many bytes of body. A
+//! length above [`MAX_FRAME`] is a protocol error (a worker whose stdout was corrupted must
+//! not make the host allocate gigabytes). A body is JSON (it starts with `{`) or, from
+//! protocol 3 on, the compact binary form of the calls alignment makes for every vertex and of
+//! their replies (it starts with a tag byte; see [`super::compact`]). JSON serves everything
+//! that is rare or must stay readable in a dump: the handshake, `validate`, log records.
 //!
 //! # Conversation
 //!
-//! 1. The worker loads its plugin file, then sends [`WorkerMessage::Hello`] (protocol version,
-//!    plugin, modes) or [`WorkerMessage::Refused`] (why the file cannot be loaded) and exits.
-//! 2. The host sends one [`Request`] at a time; the worker answers it with a
-//!    [`WorkerMessage::Reply`] carrying the same id. Any number of [`WorkerMessage::Log`]
-//!    frames (the plugin's log records) may come before a reply. Alignment sends one
-//!    [`Call::AlignIfApplicable`] per vertex: one round trip per aligned vertex.
+//! 1. The worker loads its plugin file, then sends [`WorkerMessage::Hello`] (the versions it
+//!    speaks, plugin, modes) or [`WorkerMessage::Refused`] (why the file cannot be loaded) and
+//!    exits.
+//! 2. The host picks the highest version both speak and sends one request at a time; the
+//!    worker answers it with a reply carrying the same id, in the encoding of the request.
+//!    Any number of [`WorkerMessage::Log`] frames (the plugin's log records) may come before a
+//!    reply. Alignment sends one `align_if_applicable` call per vertex: one round trip per
+//!    aligned vertex.
 //! 3. The host closes the worker's stdin to end it.
+//!
+//! # Versions
+//!
+//! * 2: every request is JSON ([`Request`]) and carries the whole context.
+//! * 3: context calls are compact, and carry the job's name, graph, parameters and metric
+//!   names only when they changed since the job's last call (see [`super::slots`]).
+//!
+//! A worker's hello says `protocol: 2`, the version every host since 2 accepts, and lists all
+//! it speaks in `protocols`; a host of protocol 2 ignores the list and talks JSON, which the
+//! worker still answers. A hello without the list comes from a worker of protocol 2.
 
 use std::collections::BTreeMap;
 use std::io::{self, Read, Write};
@@ -30,9 +42,13 @@ use flowscale_sdk::{
 };
 use serde::{Deserialize, Serialize};
 
-/// The protocol version; the host refuses a worker that speaks another one (a binary replaced
-/// under a running host). Version 2 added [`Call::AlignIfApplicable`].
-pub const PROTOCOL_VERSION: u32 = 2;
+/// The newest protocol version. Version 2 added [`Call::AlignIfApplicable`], version 3 the
+/// compact context calls.
+pub const PROTOCOL_VERSION: u32 = 3;
+
+/// The oldest version this side still speaks; a worker of no common version is refused (a
+/// binary replaced under a running host).
+pub const OLDEST_PROTOCOL: u32 = 2;
 
 /// The largest frame either side accepts.
 pub const MAX_FRAME: usize = 16 << 20;
@@ -52,6 +68,9 @@ pub enum FrameError {
     /// A body that is not the expected JSON.
     #[error("an undecodable frame: {0}")]
     Decode(#[from] serde_json::Error),
+    /// A compact body that cannot be read (see [`super::compact`]).
+    #[error("an undecodable compact frame: {0}")]
+    Compact(String),
     /// The pipe failed.
     #[error("{0}")]
     Io(#[from] io::Error),
@@ -78,6 +97,13 @@ pub fn write_frame<T: Serialize>(out: &mut impl Write, message: &T) -> Result<()
 
 /// Reads one frame, blocking (the worker's side: it has nothing else to do).
 pub fn read_frame<T: for<'de> Deserialize<'de>>(input: &mut impl Read) -> Result<T, FrameError> {
+    let mut body = Vec::new();
+    read_body(input, &mut body)?;
+    Ok(serde_json::from_slice(&body)?)
+}
+
+/// Reads the body of one frame into `body` (whose buffer is reused), blocking.
+pub fn read_body(input: &mut impl Read, body: &mut Vec<u8>) -> Result<(), FrameError> {
     let mut len = [0u8; 4];
     let mut got = 0;
     while got < 4 {
@@ -93,12 +119,17 @@ pub fn read_frame<T: for<'de> Deserialize<'de>>(input: &mut impl Read) -> Result
     if len > MAX_FRAME {
         return Err(FrameError::TooLarge(len));
     }
-    let mut body = vec![0u8; len];
-    input.read_exact(&mut body).map_err(|e| match e.kind() {
+    body.clear();
+    body.resize(len, 0);
+    input.read_exact(body).map_err(|e| match e.kind() {
         io::ErrorKind::UnexpectedEof => FrameError::Truncated,
         _ => FrameError::Io(e),
-    })?;
-    Ok(serde_json::from_slice(&body)?)
+    })
+}
+
+/// True for a JSON body, false for a compact one.
+pub fn is_json(body: &[u8]) -> bool {
+    body.first() == Some(&b'{')
 }
 
 /// Bytes received but not yet decoded: the host reads the worker's stdout in whatever pieces
@@ -119,8 +150,16 @@ impl FrameBuffer {
         self.bytes.is_empty()
     }
 
-    /// The next whole frame, decoded, if one is buffered.
+    /// The next whole frame, decoded as JSON, if one is buffered.
     pub fn take_frame<T: for<'de> Deserialize<'de>>(&mut self) -> Result<Option<T>, FrameError> {
+        self.take_body(|body| Ok(serde_json::from_slice(body)?))
+    }
+
+    /// The next whole frame, decoded by `decode` from its body, if one is buffered.
+    pub fn take_body<T>(
+        &mut self,
+        decode: impl FnOnce(&[u8]) -> Result<T, FrameError>,
+    ) -> Result<Option<T>, FrameError> {
         let Some(len) = self.bytes.get(..4) else {
             return Ok(None);
         };
@@ -131,9 +170,9 @@ impl FrameBuffer {
         if self.bytes.len() < 4 + len {
             return Ok(None);
         }
-        let decoded = serde_json::from_slice(&self.bytes[4..4 + len]);
+        let decoded = decode(&self.bytes[4..4 + len]);
         self.bytes.drain(..4 + len);
-        Ok(Some(decoded?))
+        decoded.map(Some)
     }
 }
 
@@ -152,8 +191,11 @@ pub struct WireMode {
 pub enum WorkerMessage {
     /// The plugin is loaded and its modes are ready.
     Hello {
-        /// [`PROTOCOL_VERSION`] of the worker.
+        /// [`OLDEST_PROTOCOL`]: what a host that knows a single version checks.
         protocol: u32,
+        /// Every version the worker speaks; empty from a worker of protocol 2.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        protocols: Vec<u32>,
         /// The plugin's name.
         plugin: String,
         /// The plugin's version.

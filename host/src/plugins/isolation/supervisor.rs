@@ -25,10 +25,14 @@ use std::time::{Duration, Instant};
 
 use rustix::event::{PollFd, PollFlags, Timespec, poll};
 
+use flowscale_sdk::{AlignmentContext, ModeParams};
+
+use super::compact::{ContextCall, decode_worker_message};
 use super::protocol::{
-    Call, FrameBuffer, FrameError, Outcome, PROTOCOL_VERSION, Request, WireMode, WorkerMessage,
-    encode,
+    Call, FrameBuffer, FrameError, OLDEST_PROTOCOL, Outcome, PROTOCOL_VERSION, Request,
+    WireContext, WireMode, WireParams, WorkerMessage, encode,
 };
+use super::slots::SentJobs;
 use super::stderr::StderrWatch;
 use super::worker::WorkerLimits;
 use crate::config::format_duration;
@@ -46,6 +50,8 @@ pub struct IsolationOptions {
     pub worker_exe: PathBuf,
     /// The limits each worker applies to itself.
     pub limits: WorkerLimits,
+    /// The newest protocol version the host offers (a bench compares it with older ones).
+    pub protocol: u32,
     /// The first restart delay after a fault.
     pub backoff_min: Duration,
     /// The longest restart delay.
@@ -75,6 +81,7 @@ impl IsolationOptions {
                 address_space: Some(DEFAULT_ADDRESS_SPACE),
                 cpu_seconds: Some(DEFAULT_CPU_SECONDS),
             },
+            protocol: PROTOCOL_VERSION,
             backoff_min: Duration::from_millis(100),
             backoff_max: Duration::from_secs(5),
             quarantine_after: 3,
@@ -151,6 +158,44 @@ enum ReadError {
     Frame(FrameError),
 }
 
+/// One call of the host-side mode interface, as the supervisor sends it.
+#[derive(Debug, Clone, Copy)]
+pub enum Ask<'a> {
+    /// `is_applicable`, `align` or both, on a context.
+    Context(ContextCall, &'a AlignmentContext),
+    /// `validate(params)`.
+    Validate(&'a ModeParams),
+}
+
+impl Ask<'_> {
+    /// The method's name, for messages.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Ask::Context(call, _) => call.name(),
+            Ask::Validate(_) => "validate",
+        }
+    }
+
+    /// The request in protocol 2: JSON, the whole context.
+    fn to_json(self, id: u64, mode: &str) -> Result<Vec<u8>, FrameError> {
+        let call = match self {
+            Ask::Context(ContextCall::IsApplicable, ctx) => {
+                Call::IsApplicable(WireContext::from(ctx))
+            }
+            Ask::Context(ContextCall::Align, ctx) => Call::Align(WireContext::from(ctx)),
+            Ask::Context(ContextCall::AlignIfApplicable, ctx) => {
+                Call::AlignIfApplicable(WireContext::from(ctx))
+            }
+            Ask::Validate(params) => Call::Validate(WireParams::from(params)),
+        };
+        encode(&Request {
+            id,
+            mode: mode.to_string(),
+            call,
+        })
+    }
+}
+
 /// A running worker and its pipes.
 struct Worker {
     child: Child,
@@ -158,14 +203,26 @@ struct Worker {
     stdout: ChildStdout,
     buffer: FrameBuffer,
     stderr: StderrWatch,
+    /// The protocol version agreed on in the handshake.
+    protocol: u32,
+    /// What this worker holds of each job (protocol 3).
+    sent: SentJobs,
 }
 
 impl Worker {
+    /// The request for `ask` in the agreed protocol.
+    fn encode(&mut self, id: u64, mode: &str, ask: Ask<'_>) -> Result<Vec<u8>, FrameError> {
+        match ask {
+            Ask::Context(call, ctx) if self.protocol >= 3 => self.sent.encode(id, mode, call, ctx),
+            _ => ask.to_json(id, mode),
+        }
+    }
+
     /// The next message other than a log record (those are re-emitted in the host's log).
     fn read(&mut self, deadline: Instant) -> Result<WorkerMessage, ReadError> {
         let mut chunk = [0u8; 8192];
         loop {
-            match self.buffer.take_frame::<WorkerMessage>() {
+            match self.buffer.take_body(decode_worker_message) {
                 Ok(Some(WorkerMessage::Log {
                     level,
                     target,
@@ -375,6 +432,8 @@ impl Supervisor {
             stdout,
             buffer: FrameBuffer::default(),
             stderr: StderrWatch::start(stderr),
+            protocol: OLDEST_PROTOCOL,
+            sent: SentJobs::default(),
         };
         let deadline = Instant::now() + self.options.start_timeout;
         let fail = |worker: Worker, what: String| {
@@ -384,19 +443,35 @@ impl Supervisor {
         match worker.read(deadline) {
             Ok(WorkerMessage::Hello {
                 protocol,
+                protocols,
                 plugin,
                 version,
                 modes,
             }) => {
-                if protocol != PROTOCOL_VERSION {
+                let spoken = if protocols.is_empty() {
+                    vec![protocol]
+                } else {
+                    protocols
+                };
+                let offered = OLDEST_PROTOCOL..=self.options.protocol;
+                let Some(agreed) = spoken.iter().copied().filter(|v| offered.contains(v)).max()
+                else {
                     return fail(
                         worker,
                         format!(
-                            "it speaks protocol {protocol}, this host {PROTOCOL_VERSION} (was the \
-                             binary replaced while the host runs?)"
+                            "it speaks protocol {}, this host {} to {} (was the binary replaced \
+                             while the host runs?)",
+                            spoken
+                                .iter()
+                                .map(u32::to_string)
+                                .collect::<Vec<_>>()
+                                .join(", "),
+                            offered.start(),
+                            offered.end()
                         ),
                     );
-                }
+                };
+                worker.protocol = agreed;
                 Ok((
                     worker,
                     Hello {
@@ -451,8 +526,8 @@ impl Supervisor {
     }
 
     /// Calls `mode` in the worker, starting one if needed.
-    pub fn call(&self, mode: &str, call: Call) -> Result<Outcome, CallError> {
-        let name = call.name();
+    pub fn call(&self, mode: &str, ask: Ask<'_>) -> Result<Outcome, CallError> {
+        let name = ask.name();
         let mut state = self.lock();
         if state
             .quarantined
@@ -478,11 +553,10 @@ impl Supervisor {
         }
         state.next_id += 1;
         let id = state.next_id;
-        let frame = match encode(&Request {
-            id,
-            mode: mode.to_string(),
-            call,
-        }) {
+        let Some(worker) = state.worker.as_mut() else {
+            return Err(self.fault(&mut state, mode, Fault::Start("no worker".into())));
+        };
+        let frame = match worker.encode(id, mode, ask) {
             Ok(frame) => frame,
             // Nothing was sent: the worker is fine, the request is not.
             Err(err) => {
@@ -671,10 +745,7 @@ mod tests {
         let refused = supervisor
             .call(
                 "bad",
-                Call::Validate(super::super::protocol::WireParams {
-                    mode_name: "m".into(),
-                    entries: Default::default(),
-                }),
+                Ask::Validate(&ModeParams::new("m", Default::default())),
             )
             .unwrap_err();
         assert!(matches!(refused.fault, Fault::Quarantined(_)));
@@ -723,12 +794,17 @@ mod tests {
         );
     }
 
-    #[test]
-    fn a_worker_of_another_protocol_version_is_refused() {
+    /// Starts a stand-in worker that greets with `protocol` and `protocols`, then waits for
+    /// stdin, under a host offering at most `offered`.
+    fn greeted_by(
+        protocol: u32,
+        protocols: Vec<u32>,
+        offered: u32,
+    ) -> (Result<(Supervisor, Hello), Fault>, tempfile::TempDir) {
         use std::os::unix::fs::PermissionsExt;
-        // A stand-in worker that greets with the previous version and then waits for stdin.
         let hello = super::super::protocol::encode(&WorkerMessage::Hello {
-            protocol: PROTOCOL_VERSION - 1,
+            protocol,
+            protocols,
             plugin: "old".into(),
             version: "1.0.0".into(),
             modes: Vec::new(),
@@ -736,7 +812,7 @@ mod tests {
         .unwrap();
         let octal: String = hello.iter().map(|b| format!("\\{b:03o}")).collect();
         let dir = tempfile::tempdir().unwrap();
-        let exe = dir.path().join("old-worker");
+        let exe = dir.path().join("stand-in-worker");
         std::fs::write(
             &exe,
             format!("#!/bin/sh\nprintf '{octal}'\nexec cat >/dev/null\n"),
@@ -745,14 +821,37 @@ mod tests {
         std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
         let mut options = IsolationOptions::new(Duration::from_secs(1));
         options.worker_exe = exe;
-        let Err(fault) = Supervisor::start(Path::new("/p/libx.so"), options) else {
+        options.protocol = offered;
+        (Supervisor::start(Path::new("/p/libx.so"), options), dir)
+    }
+
+    #[test]
+    fn a_worker_of_another_protocol_version_is_refused() {
+        let (Err(fault), _dir) = greeted_by(OLDEST_PROTOCOL - 1, Vec::new(), PROTOCOL_VERSION)
+        else {
             panic!("a worker of another version is refused")
         };
         let expected = format!(
-            "it speaks protocol {}, this host {PROTOCOL_VERSION}",
-            PROTOCOL_VERSION - 1
+            "it speaks protocol {}, this host {OLDEST_PROTOCOL} to {PROTOCOL_VERSION}",
+            OLDEST_PROTOCOL - 1
         );
         assert!(fault.to_string().contains(&expected), "{fault}");
+    }
+
+    #[test]
+    fn the_highest_protocol_both_sides_speak_is_used() {
+        let agreed = |protocol, protocols, offered| {
+            let (started, _dir) = greeted_by(protocol, protocols, offered);
+            let (supervisor, _) = started.unwrap_or_else(|f| panic!("accepted: {f}"));
+            supervisor.lock().worker.as_ref().map(|w| w.protocol)
+        };
+        // A worker of protocol 2 lists nothing: JSON it is.
+        assert_eq!(agreed(2, Vec::new(), PROTOCOL_VERSION), Some(2));
+        assert_eq!(agreed(2, vec![2, 3], PROTOCOL_VERSION), Some(3));
+        // A host that offers 2 only (as one of protocol 2 would) talks JSON to a new worker.
+        assert_eq!(agreed(2, vec![2, 3], 2), Some(2));
+        // A version this host does not know is not picked.
+        assert_eq!(agreed(2, vec![2, 3, 99], PROTOCOL_VERSION), Some(3));
     }
 
     #[test]

@@ -17,11 +17,14 @@ use std::sync::{Arc, Mutex};
 
 use abi_stable::std_types::RStr;
 use flowscale_sdk::abi::{HostLogger, LogLevel, ManifestInfo};
+use flowscale_sdk::{AlignmentContext, ModeParams};
 
+use super::compact::{ContextCall, encode_reply};
 use super::protocol::{
-    Call, FrameError, Outcome, PROTOCOL_VERSION, Request, WireMode, WorkerMessage, encode,
-    read_frame,
+    Call, FrameError, OLDEST_PROTOCOL, Outcome, PROTOCOL_VERSION, Request, WireMode, WorkerMessage,
+    encode, is_json, read_body,
 };
+use super::slots::HeldJobs;
 use crate::alignment::{CustomMode, GatedAnswer, HostMode, gate_then_align};
 use crate::plugins::Refusal;
 
@@ -64,11 +67,15 @@ pub enum WorkerError {
 static OUT: Mutex<Option<File>> = Mutex::new(None);
 
 fn send(message: &WorkerMessage) -> Result<(), FrameError> {
-    let frame = encode(message)?;
+    send_frame(&encode(message)?)
+}
+
+/// Writes one whole frame with one write.
+fn send_frame(frame: &[u8]) -> Result<(), FrameError> {
     let mut out = OUT.lock().unwrap_or_else(|e| e.into_inner());
     match out.as_mut() {
         Some(file) => {
-            file.write_all(&frame)?;
+            file.write_all(frame)?;
             Ok(())
         }
         None => Err(FrameError::Closed),
@@ -136,7 +143,8 @@ pub fn serve(
     let modes: HashMap<String, Arc<dyn HostMode>> = match load_file(file, logger, log_level) {
         Ok((info, modes)) => {
             send(&WorkerMessage::Hello {
-                protocol: PROTOCOL_VERSION,
+                protocol: OLDEST_PROTOCOL,
+                protocols: (OLDEST_PROTOCOL..=PROTOCOL_VERSION).collect(),
                 plugin: info.plugin_name.clone(),
                 version: info.plugin_version.clone(),
                 modes: modes
@@ -157,41 +165,85 @@ pub fn serve(
             return Ok(());
         }
     };
+    answer_requests(&modes)
+}
+
+/// One call as the worker runs it, whichever encoding it came in.
+enum Asked {
+    Context(ContextCall, AlignmentContext),
+    Validate(ModeParams),
+}
+
+impl From<Call> for Asked {
+    fn from(call: Call) -> Asked {
+        match call {
+            Call::IsApplicable(ctx) => {
+                Asked::Context(ContextCall::IsApplicable, ctx.into_context())
+            }
+            Call::Align(ctx) => Asked::Context(ContextCall::Align, ctx.into_context()),
+            Call::AlignIfApplicable(ctx) => {
+                Asked::Context(ContextCall::AlignIfApplicable, ctx.into_context())
+            }
+            Call::Validate(params) => Asked::Validate(params.into()),
+        }
+    }
+}
+
+/// Answers requests until the host closes stdin, each in the encoding it came in.
+fn answer_requests(modes: &HashMap<String, Arc<dyn HostMode>>) -> Result<(), WorkerError> {
     let mut stdin = io::stdin().lock();
+    let mut body = Vec::new();
+    let mut held = HeldJobs::default();
     loop {
-        let request: Request = match read_frame(&mut stdin) {
-            Ok(request) => request,
+        match read_body(&mut stdin, &mut body) {
+            Ok(()) => {}
             Err(FrameError::Closed) => return Ok(()),
             Err(err) => return Err(err.into()),
-        };
-        let outcome = match modes.get(&request.mode) {
-            Some(mode) => answer(mode.as_ref(), request.call),
-            None => Outcome::Error(format!(
-                "no mode `{}` in this plugin file (it exports: {})",
-                request.mode,
-                modes.keys().cloned().collect::<Vec<_>>().join(", ")
-            )),
-        };
-        send(&WorkerMessage::Reply {
-            id: request.id,
-            outcome,
-        })?;
+        }
+        if is_json(&body) {
+            let request: Request = serde_json::from_slice(&body).map_err(FrameError::from)?;
+            let outcome = dispatch(modes, &request.mode, request.call.into());
+            send(&WorkerMessage::Reply {
+                id: request.id,
+                outcome,
+            })?;
+        } else {
+            // A request that cannot be read leaves the slots in doubt: the worker ends, and
+            // the host starts a new one with nothing held.
+            let request = held.decode(&body).map_err(FrameError::from)?;
+            let outcome = dispatch(
+                modes,
+                &request.mode,
+                Asked::Context(request.call, request.ctx),
+            );
+            send_frame(&encode_reply(request.id, &outcome)?)?;
+        }
+    }
+}
+
+/// Runs `asked` on the mode of that id.
+fn dispatch(modes: &HashMap<String, Arc<dyn HostMode>>, mode: &str, asked: Asked) -> Outcome {
+    match modes.get(mode) {
+        Some(found) => answer(found.as_ref(), asked),
+        None => Outcome::Error(format!(
+            "no mode `{mode}` in this plugin file (it exports: {})",
+            modes.keys().cloned().collect::<Vec<_>>().join(", ")
+        )),
     }
 }
 
 /// Runs one call on the loaded mode (which already contains the plugin's panics).
-fn answer(mode: &dyn HostMode, call: Call) -> Outcome {
-    match call {
-        Call::IsApplicable(ctx) => match mode.is_applicable(&ctx.into_context()) {
+fn answer(mode: &dyn HostMode, asked: Asked) -> Outcome {
+    match asked {
+        Asked::Context(ContextCall::IsApplicable, ctx) => match mode.is_applicable(&ctx) {
             Ok(applicable) => Outcome::Applicable(applicable),
             Err(err) => Outcome::Error(err.message().to_string()),
         },
-        Call::Align(ctx) => match mode.align(&ctx.into_context()) {
+        Asked::Context(ContextCall::Align, ctx) => match mode.align(&ctx) {
             Ok(p) => Outcome::Aligned(p),
             Err(err) => Outcome::Error(err.message().to_string()),
         },
-        Call::AlignIfApplicable(ctx) => {
-            let ctx = ctx.into_context();
+        Asked::Context(ContextCall::AlignIfApplicable, ctx) => {
             let answered = gate_then_align::<Infallible>(
                 &ctx,
                 || Ok(mode.is_applicable(&ctx)),
@@ -204,7 +256,7 @@ fn answer(mode: &dyn HostMode, call: Call) -> Outcome {
                 Ok(Err(err)) => Outcome::Error(err.message().to_string()),
             }
         }
-        Call::Validate(params) => match mode.validate(&params.into()) {
+        Asked::Validate(params) => match mode.validate(&params) {
             Ok(()) => Outcome::Valid,
             Err(err) => Outcome::Error(err.message().to_string()),
         },
