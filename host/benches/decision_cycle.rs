@@ -15,10 +15,9 @@
 //! crosses the plugin boundary (in `process` isolation, one round trip per aligned vertex); the
 //! built-in modes read no graph, so none is built for them.
 //!
-//! The `decision_cycle_serving` group measures what the HTTP server costs the loop: the same
-//! 1,000-job builtin cycle without a server, and with one (`flowscale run --listen`): each
-//! cycle's report recorded into the server's view (what the loop adds per step) while a
-//! scraper thread fetches `/metrics` over HTTP every second, as Prometheus would.
+//! `decision_cycle_serving` measures what the HTTP server costs the loop (see `serving.rs`):
+//! the same 1,000-job builtin cycle without a server, with each step recorded into the server's
+//! view, and with that while `/metrics` is scraped over HTTP, interleaved in one run.
 //!
 //! `DECISION_CYCLE_INTERLEAVED=<jobs>:<rounds>` runs the three plugin rows (in-process, `process`,
 //! `process` with protocol 2) one round of each in turn and prints the median ratios: on a shared
@@ -30,10 +29,6 @@
 
 use std::collections::BTreeMap;
 use std::hint::black_box;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group};
@@ -45,9 +40,7 @@ use flowscale::engine::{
 use flowscale::plugins::isolation::IsolationOptions;
 use flowscale::plugins::isolation::protocol::PROTOCOL_VERSION;
 use flowscale::plugins::{Isolation, ModeRegistry};
-use flowscale::runner::CycleReport;
 use flowscale::scaling::{AutoscalerOptions, CycleOutcome, CycleStage, JobScalingState, run_cycle};
-use flowscale::serve::{Backend, FleetView, ServeConfig, Server};
 use flowscale_tests::{build, plugin_file, plugins_dir};
 
 const VERTICES: usize = 20;
@@ -322,168 +315,6 @@ impl Fleet {
         self.cycle += 1;
         self.now += INTERVAL_MS;
         total
-    }
-}
-
-impl Fleet {
-    /// One cycle of every job, each recorded into `view` as `run --listen` does; the cycle and
-    /// the recording are timed, building the report (which the loop does for its log anyway)
-    /// is not.
-    fn serving_round(
-        &mut self,
-        opts: &AutoscalerOptions,
-        aligner: &dyn Aligner,
-        view: &FleetView,
-        tally: &mut Tally,
-    ) -> Duration {
-        let mut total = Duration::ZERO;
-        for job in &mut self.jobs {
-            job.advance(self.cycle);
-            let start = Instant::now();
-            let out = timed_cycle(job, opts, self.now, aligner);
-            total += start.elapsed();
-            let report = report_of(&job.name, self.now, &out);
-            let start = Instant::now();
-            view.record(&report);
-            total += start.elapsed();
-            tally.add(&out);
-            black_box(out);
-        }
-        self.cycle += 1;
-        self.now += INTERVAL_MS;
-        total
-    }
-}
-
-/// The report of one cycle, as the loop builds it for its log.
-fn report_of(job: &str, now: i64, out: &CycleOutcome) -> CycleReport {
-    let mut report = CycleReport::new(job, now);
-    report.stage = Some(out.stage.clone());
-    report.vertices = out.vertices.clone();
-    report.events = out.events.clone();
-    report.elapsed = Duration::from_micros(100);
-    report
-}
-
-/// The server's plugin listing and `align` endpoint are not used here.
-struct NoBackend;
-
-impl Backend for NoBackend {
-    fn plugins(&self) -> serde_json::Value {
-        serde_json::Value::Null
-    }
-    fn align(&self, _request: &[u8]) -> Result<serde_json::Value, serde_json::Value> {
-        Err(serde_json::Value::Null)
-    }
-}
-
-/// `GET /metrics` over a fresh connection; the size of the body.
-fn scrape(addr: SocketAddr) -> std::io::Result<usize> {
-    let mut stream = TcpStream::connect(addr)?;
-    stream.write_all(b"GET /metrics HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n")?;
-    let mut body = Vec::new();
-    stream.read_to_end(&mut body)?;
-    Ok(body.len())
-}
-
-/// A thread that scrapes `/metrics` every second until `stop`; counts the scrapes and their
-/// total time.
-fn scraper(
-    addr: SocketAddr,
-    stop: Arc<AtomicBool>,
-    scrapes: Arc<AtomicUsize>,
-    micros: Arc<AtomicUsize>,
-) -> std::thread::JoinHandle<()> {
-    std::thread::spawn(move || {
-        while !stop.load(Ordering::Relaxed) {
-            let start = Instant::now();
-            let bytes = scrape(addr).expect("the server answers /metrics");
-            assert!(
-                bytes > 1_000_000,
-                "a scrape of the whole fleet: {bytes} bytes"
-            );
-            micros.fetch_add(start.elapsed().as_micros() as usize, Ordering::Relaxed);
-            scrapes.fetch_add(1, Ordering::Relaxed);
-            let next = start + Duration::from_secs(1);
-            while Instant::now() < next && !stop.load(Ordering::Relaxed) {
-                std::thread::sleep(Duration::from_millis(10));
-            }
-        }
-    })
-}
-
-/// 1,000 jobs, builtin mode: the decision cycle without a server, then with the server's view
-/// updated every step and `/metrics` scraped every second.
-fn serving(c: &mut Criterion) {
-    const JOBS: usize = 1_000;
-    const SAMPLES: u64 = 8;
-    let registry = ModeRegistry::default();
-    let (_, aligner) = aligners_builtin(&registry);
-    let aligner: &dyn Aligner = &aligner;
-    let opts = options(SAMPLES);
-    let mut group = c.benchmark_group("decision_cycle_serving");
-    group.sample_size(10);
-    group.measurement_time(Duration::from_secs(20));
-    group.throughput(Throughput::Elements(JOBS as u64));
-
-    let mut fleet = Fleet::new(JOBS);
-    fleet.fill(&opts, aligner, SAMPLES);
-    let mut plain = Tally::default();
-    group.bench_function(BenchmarkId::new("without_server", JOBS), |b| {
-        b.iter_custom(|iters| {
-            (0..iters)
-                .map(|_| fleet.round(&opts, aligner, &mut plain))
-                .sum()
-        })
-    });
-
-    let view = Arc::new(FleetView::new());
-    for job in &fleet.jobs {
-        view.add_job(&job.name, "sim", "BALANCED");
-    }
-    let config = ServeConfig {
-        listen: SocketAddr::from(([127, 0, 0, 1], 0)),
-        api_token: None,
-    };
-    let server =
-        Server::start(&config, Arc::clone(&view), Arc::new(NoBackend)).expect("the server starts");
-    // One round so that the view holds every job's vertices before the first scrape.
-    let mut serving = Tally::default();
-    fleet.serving_round(&opts, aligner, &view, &mut serving);
-    let (stop, scrapes, micros) = (
-        Arc::new(AtomicBool::new(false)),
-        Arc::new(AtomicUsize::new(0)),
-        Arc::new(AtomicUsize::new(0)),
-    );
-    let thread = scraper(
-        server.local_addr(),
-        Arc::clone(&stop),
-        Arc::clone(&scrapes),
-        Arc::clone(&micros),
-    );
-    group.bench_function(
-        BenchmarkId::new("with_server_scraped_every_second", JOBS),
-        |b| {
-            b.iter_custom(|iters| {
-                (0..iters)
-                    .map(|_| fleet.serving_round(&opts, aligner, &view, &mut serving))
-                    .sum()
-            })
-        },
-    );
-    stop.store(true, Ordering::Relaxed);
-    let _ = thread.join();
-    group.finish();
-    let scrapes = scrapes.load(Ordering::Relaxed);
-    eprintln!(
-        "decision_cycle_serving: {} scrapes of /metrics while serving, {:.1} ms each on average",
-        scrapes,
-        micros.load(Ordering::Relaxed) as f64 / 1000.0 / scrapes.max(1) as f64
-    );
-    if plain.cycles > 0 && serving.cycles > 0 {
-        plain.assert_decides("without_server");
-        serving.assert_decides("with_server");
-        assert!(scrapes > 0, "the server was scraped while the cycles ran");
     }
 }
 
@@ -765,7 +596,15 @@ fn children() -> Vec<u32> {
         .collect()
 }
 
-criterion_group!(benches, bench, serving);
+#[path = "decision_cycle/serving.rs"]
+mod serving;
+
+criterion_group!(benches, bench);
+
+/// The name filter given on the command line, if any (`cargo bench -- <filter>`).
+fn filter() -> Option<String> {
+    std::env::args().skip(1).find(|arg| !arg.starts_with('-'))
+}
 
 fn main() {
     if let Ok(spec) = std::env::var("DECISION_CYCLE_PROFILE") {
@@ -776,6 +615,19 @@ fn main() {
         interleaved(&spec);
         return;
     }
-    benches();
-    Criterion::default().configure_from_args().final_summary();
+    let filter = filter();
+    let serving = "decision_cycle_serving";
+    // The serving measurement is not a criterion benchmark (it interleaves its settings); it
+    // runs when no filter is given or the filter names it.
+    let only_serving = filter.as_deref().is_some_and(|f| f.starts_with(serving));
+    if !only_serving {
+        benches();
+        Criterion::default().configure_from_args().final_summary();
+    }
+    if filter
+        .as_deref()
+        .is_none_or(|f| serving.contains(f) || only_serving)
+    {
+        serving::run(std::env::args().any(|arg| arg == "--test"));
+    }
 }

@@ -3,7 +3,8 @@
 //!
 //! A scrape after a change (every `_after_a_change` row sets a gauge first, as a step does)
 //! encodes the whole text; a scrape with nothing changed since the previous one serves the
-//! text encoded then (`_unchanged`).
+//! text encoded then (`_unchanged`). Each row takes the text as the server sends it
+//! (`Metrics::encoded`, shared with the cache, not copied).
 //!
 //! `cargo bench -p flowscale --bench metrics_scrape`
 
@@ -76,17 +77,17 @@ fn scrape(c: &mut Criterion) {
     group.bench_function("encode_text_1000x20_after_a_change", |b| {
         b.iter(|| {
             change();
-            black_box(view.metrics().encode_text())
+            black_box(view.metrics().encoded(false))
         })
     });
     group.bench_function("encode_openmetrics_1000x20_after_a_change", |b| {
         b.iter(|| {
             change();
-            black_box(view.metrics().encode())
+            black_box(view.metrics().encoded(true))
         })
     });
     group.bench_function("encode_text_1000x20_unchanged", |b| {
-        b.iter(|| black_box(view.metrics().encode_text()))
+        b.iter(|| black_box(view.metrics().encoded(false)))
     });
     group.finish();
     let step = report(7, 4);

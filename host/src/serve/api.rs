@@ -254,13 +254,13 @@ async fn metrics_text(State(state): State<Arc<AppState>>, headers: HeaderMap) ->
     if openmetrics {
         (
             [(header::CONTENT_TYPE, metrics::OPENMETRICS_TYPE)],
-            m.encode(),
+            m.encoded(true),
         )
             .into_response()
     } else {
         (
             [(header::CONTENT_TYPE, metrics::TEXT_TYPE)],
-            m.encode_text(),
+            m.encoded(false),
         )
             .into_response()
     }

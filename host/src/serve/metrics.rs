@@ -1,25 +1,29 @@
-//! The Prometheus metrics of the host, through the official client (`prometheus-client`).
+//! The Prometheus metrics of the host, through the official client (`prometheus-client`), but
+//! for the per-vertex gauges (see [`super::series`]).
 //!
-//! Counters and gauges are atomics behind the client's families: recording a step takes no lock
-//! a scrape holds for long, and a scrape encodes from the same families.
+//! Recording a step stores into counters and gauges the job's entry already holds (atomics
+//! shared with the client's families), found with one lookup by job name: no label set is built
+//! or hashed per sample, so the control loop pays a few microseconds per step, and it never
+//! waits for a scrape.
 //!
-//! Encoding a large fleet is the expensive part of a scrape (1,000 jobs x 20 vertices is 60,000
-//! samples, about 4 MB of text), so the encoded text is kept and served again until something
-//! changes: every change bumps a generation counter, and a scrape encodes anew only when the
-//! generation moved since the text it holds. The buffers are sized from the previous text, and
-//! the conversion to the Prometheus text format is a single pass.
+//! The encoded text is kept and served again (without a copy) until something changes: every
+//! change bumps a generation counter, and a scrape encodes anew only when the generation moved
+//! since the text it holds.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue};
+use axum::body::Bytes;
+
+use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Registry, Unit};
 
+use super::series::{self, JobSeries};
 use crate::events::EventReason;
 use crate::runner::CycleReport;
 
@@ -27,29 +31,6 @@ use crate::runner::CycleReport;
 pub const OPENMETRICS_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 /// The content type of [`Metrics::encode_text`]'s output.
 pub const TEXT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
-
-/// Which parallelism of a vertex.
-#[derive(Debug, Clone, Copy, Hash, PartialEq, Eq, EncodeLabelValue)]
-#[allow(non_camel_case_types)]
-pub enum Kind {
-    /// The running parallelism.
-    current,
-    /// The target before alignment.
-    target,
-    /// The target after alignment.
-    aligned,
-}
-
-/// `{job, vertex, kind}`.
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct VertexLabels {
-    /// The job.
-    pub job: String,
-    /// The vertex's name.
-    pub vertex: String,
-    /// Which parallelism.
-    pub kind: Kind,
-}
 
 /// `{job, mode}`.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -80,10 +61,22 @@ struct BuildLabels {
     version: String,
 }
 
+/// What recording a step of a job touches: handles to its counters in the client's families
+/// and its vertex gauges.
+struct JobHandles {
+    mode: String,
+    decisions: Counter,
+    plugin_faults: Counter,
+    rescales: Counter,
+    engine_errors: Counter,
+    series: Arc<JobSeries>,
+}
+
 /// Every metric of the host, and the registry that encodes them.
 pub struct Metrics {
     registry: Registry,
-    parallelism: Family<VertexLabels, Gauge>,
+    /// Every job's handles, by name (the order of the per-vertex samples).
+    jobs: Mutex<BTreeMap<String, JobHandles>>,
     decisions: Family<JobModeLabels, Counter>,
     rescales: Family<JobLabels, Counter>,
     plugin_faults: Family<JobModeLabels, Counter>,
@@ -105,7 +98,7 @@ pub struct Metrics {
 #[derive(Default)]
 struct Cached {
     generation: Option<u64>,
-    text: String,
+    text: Bytes,
 }
 
 /// The last OpenMetrics and Prometheus texts.
@@ -125,12 +118,7 @@ impl Metrics {
     /// The metrics, registered, all at zero.
     pub fn new() -> Metrics {
         let mut registry = Registry::default();
-        let parallelism = Family::<VertexLabels, Gauge>::default();
-        registry.register(
-            "flowscale_vertex_parallelism",
-            "Parallelism of a vertex: running (current), computed (target) and aligned",
-            parallelism.clone(),
-        );
+        // `flowscale_vertex_parallelism` is written by `series`, before these families.
         let decisions = Family::<JobModeLabels, Counter>::default();
         registry.register(
             "flowscale_decisions",
@@ -201,7 +189,7 @@ impl Metrics {
         );
         Metrics {
             registry,
-            parallelism,
+            jobs: Mutex::new(BTreeMap::new()),
             decisions,
             rescales,
             plugin_faults,
@@ -250,8 +238,13 @@ impl Metrics {
         self.changed();
     }
 
-    /// Counts a job with no step yet, so that its counters exist (at 0) from the start.
-    pub fn add_job(&self, job: &str, mode: &str) {
+    fn lock_jobs(&self) -> MutexGuard<'_, BTreeMap<String, JobHandles>> {
+        // Every update under the lock is a whole assignment: a panic leaves it consistent.
+        self.jobs.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The handles of `job` in `mode`, with its counters created (at 0) in the families.
+    fn handles(&self, job: &str, mode: &str, series: Arc<JobSeries>) -> JobHandles {
         let labels = JobLabels {
             job: job.to_string(),
         };
@@ -259,42 +252,56 @@ impl Metrics {
             job: job.to_string(),
             mode: mode.to_string(),
         };
-        let _ = self.decisions.get_or_create(&modes);
-        let _ = self.plugin_faults.get_or_create(&modes);
-        let _ = self.rescales.get_or_create(&labels);
-        let _ = self.engine_errors.get_or_create(&labels);
+        JobHandles {
+            mode: mode.to_string(),
+            decisions: self.decisions.get_or_create(&modes).clone(),
+            plugin_faults: self.plugin_faults.get_or_create(&modes).clone(),
+            rescales: self.rescales.get_or_create(&labels).clone(),
+            engine_errors: self.engine_errors.get_or_create(&labels).clone(),
+            series,
+        }
+    }
+
+    /// The entry of `job` in `mode` in `jobs`, made or moved to `mode` as needed.
+    fn entry<'a>(
+        &self,
+        jobs: &'a mut BTreeMap<String, JobHandles>,
+        job: &str,
+        mode: &str,
+    ) -> &'a mut JobHandles {
+        let stale = jobs.get(job).map(|h| h.mode != mode);
+        if stale != Some(false) {
+            let series = jobs
+                .get(job)
+                .map_or_else(|| Arc::new(JobSeries::new(job)), |h| Arc::clone(&h.series));
+            let handles = self.handles(job, mode, series);
+            jobs.insert(job.to_string(), handles);
+        }
+        // Inserted just above when it was missing.
+        jobs.get_mut(job).expect("the job's entry")
+    }
+
+    /// Counts a job with no step yet, so that its counters exist (at 0) from the start.
+    pub fn add_job(&self, job: &str, mode: &str) {
+        let mut jobs = self.lock_jobs();
+        self.entry(&mut jobs, job, mode);
+        drop(jobs);
         self.changed();
     }
 
     /// Takes in one step of a job running `mode`.
     pub fn record(&self, report: &CycleReport, mode: &str) {
         self.cycle_duration.observe(report.elapsed.as_secs_f64());
-        let job = JobLabels {
-            job: report.job.clone(),
-        };
-        let modes = JobModeLabels {
-            job: report.job.clone(),
-            mode: mode.to_string(),
-        };
+        let mut jobs = self.lock_jobs();
+        let handles = self.entry(&mut jobs, &report.job, mode);
         if report.stage.is_some() {
-            self.decisions.get_or_create(&modes).inc();
+            handles.decisions.inc();
         }
         if report.operation.is_some() {
-            self.rescales.get_or_create(&job).inc();
+            handles.rescales.inc();
         }
         if report.engine_failed {
-            self.engine_errors.get_or_create(&job).inc();
-        }
-        for event in &report.events {
-            let held = match event.reason {
-                EventReason::LeaseAcquired => 1,
-                EventReason::LeaseLost => 0,
-                _ => continue,
-            };
-            self.lease_held.get_or_create(&job).set(held);
-            if let Some(&token) = event.details.get("token") {
-                self.lease_token.get_or_create(&job).set(token);
-            }
+            handles.engine_errors.inc();
         }
         let faults = report
             .events
@@ -302,41 +309,37 @@ impl Metrics {
             .filter(|e| e.reason == EventReason::PluginFault)
             .count();
         if faults > 0 {
-            self.plugin_faults
-                .get_or_create(&modes)
+            handles
+                .plugin_faults
                 .inc_by(u64::try_from(faults).unwrap_or(u64::MAX));
         }
-        for v in &report.vertices {
-            let running = report
-                .operation
-                .as_ref()
-                .and_then(|op| op.get(&v.vertex))
-                .copied()
-                .unwrap_or(v.current);
-            for (kind, value) in [
-                (Kind::current, Some(running)),
-                (Kind::target, v.target),
-                (Kind::aligned, v.aligned),
-            ] {
-                if let Some(value) = value {
-                    self.parallelism
-                        .get_or_create(&VertexLabels {
-                            job: report.job.clone(),
-                            vertex: v.name.clone(),
-                            kind,
-                        })
-                        .set(i64::from(value));
-                }
+        record_parallelism(handles, report);
+        drop(jobs);
+        self.record_leases(report);
+        self.changed();
+    }
+
+    /// The lease gauges, from the step's lease events (rare: no handles kept).
+    fn record_leases(&self, report: &CycleReport) {
+        for event in &report.events {
+            let held = match event.reason {
+                EventReason::LeaseAcquired => 1,
+                EventReason::LeaseLost => 0,
+                _ => continue,
+            };
+            let job = JobLabels {
+                job: report.job.clone(),
+            };
+            self.lease_held.get_or_create(&job).set(held);
+            if let Some(&token) = event.details.get("token") {
+                self.lease_token.get_or_create(&job).set(token);
             }
         }
-        self.changed();
     }
 
     /// The OpenMetrics text of every metric ([`OPENMETRICS_TYPE`]).
     pub fn encode(&self) -> String {
-        let mut encoded = self.encoded.lock().unwrap_or_else(PoisonError::into_inner);
-        self.refresh_openmetrics(&mut encoded.openmetrics);
-        encoded.openmetrics.text.clone()
+        String::from_utf8_lossy(&self.encoded(true)).into_owned()
     }
 
     /// The Prometheus text format (0.0.4, [`TEXT_TYPE`]) of every metric, for clients that do
@@ -344,34 +347,76 @@ impl Metrics {
     /// families named after their `_total` samples and without OpenMetrics' `# UNIT` and
     /// `# EOF` lines.
     pub fn encode_text(&self) -> String {
-        let mut encoded = self.encoded.lock().unwrap_or_else(PoisonError::into_inner);
-        let Encoded {
-            openmetrics,
-            prometheus,
-        } = &mut *encoded;
-        let fresh = self.refresh_openmetrics(openmetrics);
-        if fresh || prometheus.generation != openmetrics.generation {
-            prometheus.text.clear();
-            write_prometheus_text(&openmetrics.text, &mut prometheus.text);
-            prometheus.generation = openmetrics.generation;
-        }
-        prometheus.text.clone()
+        String::from_utf8_lossy(&self.encoded(false)).into_owned()
     }
 
-    /// Encodes the OpenMetrics text again unless nothing changed since `cached` was encoded;
-    /// whether it did.
-    fn refresh_openmetrics(&self, cached: &mut Cached) -> bool {
+    /// The text of [`Metrics::encode`] (`openmetrics`) or [`Metrics::encode_text`], shared with
+    /// the cache rather than copied: what the server sends.
+    pub fn encoded(&self, openmetrics: bool) -> Bytes {
+        let mut encoded = self.encoded.lock().unwrap_or_else(PoisonError::into_inner);
+        let cached = if openmetrics {
+            &mut encoded.openmetrics
+        } else {
+            &mut encoded.prometheus
+        };
         let generation = self.generation.load(Ordering::Acquire);
-        if cached.generation == Some(generation) {
-            return false;
+        if cached.generation != Some(generation) {
+            cached.text = Bytes::from(self.render(openmetrics, cached.text.len()));
+            cached.generation = Some(generation);
         }
-        // The previous text's size, so that the buffer does not grow step by step.
-        cached.text.clear();
-        cached.text.reserve(64 * 1024);
+        cached.text.clone()
+    }
+
+    /// Encodes every metric: the per-vertex gauges written directly, then the client's
+    /// families (converted to the Prometheus text format unless `openmetrics`). `size` is the
+    /// previous text's, so that the buffer does not grow step by step.
+    fn render(&self, openmetrics: bool, size: usize) -> String {
+        let series: Vec<Arc<JobSeries>> = self
+            .lock_jobs()
+            .values()
+            .map(|h| Arc::clone(&h.series))
+            .collect();
+        let mut out = String::with_capacity(size + 1024);
+        series::write(&series, &mut out);
+        let mut client = String::with_capacity(64 * 1024);
         // Writing into a String cannot fail.
-        let _ = prometheus_client::encoding::text::encode(&mut cached.text, &self.registry);
-        cached.generation = Some(generation);
-        true
+        let _ = prometheus_client::encoding::text::encode(&mut client, &self.registry);
+        if openmetrics {
+            out.push_str(&client);
+        } else {
+            write_prometheus_text(&client, &mut out);
+        }
+        out
+    }
+}
+
+/// Stores a step's parallelism into the job's gauges: the running parallelism (after the
+/// step's operation), the target and the aligned target of every vertex.
+fn record_parallelism(handles: &mut JobHandles, report: &CycleReport) {
+    let known = |series: &JobSeries| {
+        report
+            .vertices
+            .iter()
+            .enumerate()
+            .all(|(i, v)| series.position(i, &v.name).is_some())
+    };
+    if !known(&handles.series) {
+        let names = report.vertices.iter().map(|v| v.name.as_str());
+        handles.series = Arc::new(handles.series.with_vertices(names));
+    }
+    for (i, v) in report.vertices.iter().enumerate() {
+        let running = report
+            .operation
+            .as_ref()
+            .and_then(|op| op.get(&v.vertex))
+            .copied()
+            .unwrap_or(v.current);
+        if let Some(index) = handles.series.position(i, &v.name) {
+            handles.series.set(
+                index,
+                [Some(running), v.target, v.aligned].map(|p| p.map(i64::from)),
+            );
+        }
     }
 }
 
@@ -448,6 +493,72 @@ mod tests {
             to_prometheus_text(openmetrics),
             "# HELP a A.\n# TYPE a gauge\na 1\n# HELP a_things_total T.\n# TYPE a_things_total counter\n"
         );
+    }
+
+    /// A step of job `j` with vertices `(name, current, target)`.
+    fn step(vertices: &[(&str, u32, Option<u32>)]) -> CycleReport {
+        let mut report = CycleReport::new("j", 10_000);
+        report.stage = Some(crate::scaling::CycleStage::WithinBounds);
+        report.vertices = vertices
+            .iter()
+            .map(|&(name, current, target)| crate::scaling::VertexDecision {
+                vertex: format!("id-{name}"),
+                name: name.to_string(),
+                current,
+                target,
+                aligned: target,
+                proposed: target,
+                mode: None,
+                outside_band: false,
+                excluded: false,
+                reason: "within bounds".into(),
+                explanation: Vec::<String>::new().into(),
+            })
+            .collect();
+        report
+    }
+
+    #[test]
+    fn vertex_gauges_follow_steps_new_vertices_and_mode_changes() {
+        let metrics = Metrics::new();
+        metrics.add_job("j", "BALANCED");
+        metrics.record(&step(&[("a", 2, Some(3)), ("b", 4, None)]), "BALANCED");
+        metrics.record(&step(&[("a", 5, Some(6)), ("c", 7, Some(8))]), "NONE");
+        let text = metrics.encode_text();
+        let family = |kind: &str, vertex: &str| {
+            format!("flowscale_vertex_parallelism{{job=\"j\",vertex=\"{vertex}\",kind=\"{kind}\"}}")
+        };
+        for (line, value) in [
+            (family("current", "a"), "5"),
+            (family("target", "a"), "6"),
+            (family("aligned", "a"), "6"),
+            // `b` was not in the last step: its gauges keep their last values.
+            (family("current", "b"), "4"),
+            (family("current", "c"), "7"),
+            (family("aligned", "c"), "8"),
+        ] {
+            let line = format!("{line} {value}");
+            assert!(text.lines().any(|l| l == line), "no `{line}` in:\n{text}");
+        }
+        assert!(
+            !text.contains(&family("target", "b")),
+            "b never had a target"
+        );
+        assert_eq!(
+            text.matches("# TYPE flowscale_vertex_parallelism gauge\n")
+                .count(),
+            1
+        );
+        for line in [
+            "# HELP flowscale_vertex_parallelism Parallelism of a vertex: running (current), computed (target) and aligned.",
+            "flowscale_decisions_total{job=\"j\",mode=\"BALANCED\"} 1",
+            "flowscale_decisions_total{job=\"j\",mode=\"NONE\"} 1",
+        ] {
+            assert!(text.lines().any(|l| l == line), "no `{line}` in:\n{text}");
+        }
+        let openmetrics = metrics.encode();
+        assert!(openmetrics.contains(&format!("{} 7\n", family("current", "c"))));
+        assert!(openmetrics.ends_with("# EOF\n"), "{openmetrics}");
     }
 
     #[test]

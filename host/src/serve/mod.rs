@@ -10,6 +10,7 @@ mod api;
 mod auth;
 mod dashboard;
 pub mod metrics;
+mod series;
 mod shared;
 pub mod view;
 

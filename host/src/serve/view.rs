@@ -1,7 +1,7 @@
 //! The fleet view: what the server shows, kept up to date by the control loop.
 //!
 //! The loop hands every step's report to [`FleetView::record`], which takes one short lock to
-//! update the job's entry and then updates the metrics (atomics). Requests read a copy of an
+//! update the job's entry and then updates the metrics (atomics it holds handles to). Requests read a copy of an
 //! entry under the same lock and render it after releasing it, so a slow client never holds the
 //! lock and never slows the loop.
 
@@ -478,17 +478,7 @@ impl FleetView {
                 entry.status = "gone".into();
             }
             if !report.vertices.is_empty() {
-                entry.vertices = report
-                    .vertices
-                    .iter()
-                    .map(|v| VertexView {
-                        vertex: v.vertex.clone(),
-                        name: v.name.clone(),
-                        current: v.operation_after(report.operation.as_ref()),
-                        target: v.target,
-                        aligned: v.aligned,
-                    })
-                    .collect();
+                update_vertices(&mut entry.vertices, report);
                 if entry
                     .series
                     .back()
@@ -581,6 +571,35 @@ impl FleetView {
     pub fn all_reached(&self) -> bool {
         self.lock().values().all(|e| e.reached)
     }
+}
+
+/// Sets `vertices` to the report's: in place when the job's vertices are the same as at the
+/// previous step (the usual case, and no string is copied), else anew.
+fn update_vertices(vertices: &mut Vec<VertexView>, report: &CycleReport) {
+    let same = vertices.len() == report.vertices.len()
+        && vertices
+            .iter()
+            .zip(&report.vertices)
+            .all(|(old, new)| old.vertex == new.vertex && old.name == new.name);
+    if same {
+        for (old, new) in vertices.iter_mut().zip(&report.vertices) {
+            old.current = new.operation_after(report.operation.as_ref());
+            old.target = new.target;
+            old.aligned = new.aligned;
+        }
+        return;
+    }
+    *vertices = report
+        .vertices
+        .iter()
+        .map(|v| VertexView {
+            vertex: v.vertex.clone(),
+            name: v.name.clone(),
+            current: v.operation_after(report.operation.as_ref()),
+            target: v.target,
+            aligned: v.aligned,
+        })
+        .collect();
 }
 
 /// The parallelism a vertex runs at after a step.
