@@ -2,12 +2,14 @@
 //! between cycles and the statistics over it.
 
 mod collection;
+mod metric_map;
 mod names;
 mod samples;
 mod statistics;
 mod window;
 
 pub(crate) use collection::{Collection, collect};
+pub use metric_map::{Iter as MetricMapIter, MetricMap};
 pub(crate) use names::evaluated_or_nan;
 pub use names::{EvaluatedScalingMetric, ScalingMetric, VertexEvaluation};
 #[cfg(test)]

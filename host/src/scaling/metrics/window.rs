@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::metric_map::MetricMap;
 use super::names::ScalingMetric;
 use crate::scaling::serde_double;
 
@@ -13,7 +14,7 @@ use crate::scaling::serde_double;
 pub struct CollectedMetrics {
     /// Per vertex id.
     #[serde(with = "serde_double::nested_map")]
-    pub vertices: BTreeMap<String, BTreeMap<ScalingMetric, f64>>,
+    pub vertices: BTreeMap<String, MetricMap<f64>>,
     /// Job-wide (GC pressure, heap usage, slots).
     #[serde(with = "serde_double::map", default)]
     pub global: BTreeMap<ScalingMetric, f64>,
