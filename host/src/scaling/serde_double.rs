@@ -103,37 +103,6 @@ pub(crate) mod map {
     }
 }
 
-/// `#[serde(with = "serde_double::nested_map")]` for a `BTreeMap<K, MetricMap<f64>>` field: the
-/// per-vertex metrics of a sample.
-pub(crate) mod nested_map {
-    use super::*;
-    use crate::scaling::metrics::MetricMap;
-
-    pub(crate) fn serialize<K: Serialize, S: Serializer>(
-        m: &BTreeMap<K, MetricMap<f64>>,
-        s: S,
-    ) -> Result<S::Ok, S::Error> {
-        struct Inner<'a>(&'a MetricMap<f64>);
-        impl Serialize for Inner<'_> {
-            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                s.collect_map(self.0.iter().map(|(k, v)| (k, Double(*v))))
-            }
-        }
-        s.collect_map(m.iter().map(|(k, inner)| (k, Inner(inner))))
-    }
-    pub(crate) fn deserialize<'de, K, D>(d: D) -> Result<BTreeMap<K, MetricMap<f64>>, D::Error>
-    where
-        K: Deserialize<'de> + Ord,
-        D: Deserializer<'de>,
-    {
-        let raw = BTreeMap::<K, MetricMap<Double>>::deserialize(d)?;
-        Ok(raw
-            .into_iter()
-            .map(|(k, inner)| (k, inner.iter().map(|(m, v)| (*m, v.0)).collect()))
-            .collect())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,7 +13,7 @@ use std::ops::Index;
 use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use serde::ser::{Serialize, Serializer};
 
-use super::names::{METRIC_COUNT, ScalingMetric};
+use super::names::{EvaluatedScalingMetric, METRIC_COUNT, ScalingMetric};
 
 /// Scaling metrics to values, in the metrics' order.
 #[derive(Clone)]
@@ -196,6 +196,23 @@ impl<'de, V: Deserialize<'de>> Deserialize<'de> for MetricMap<V> {
         }
         deserializer.deserialize_map(MapVisitor(PhantomData))
     }
+}
+
+/// Evaluated metrics of one vertex, by metric.
+pub type VertexEvaluation = MetricMap<EvaluatedScalingMetric>;
+
+/// A vertex's evaluated metric, with NaN halves when the evaluation did not produce it.
+pub(crate) fn evaluated_or_nan(
+    metrics: &VertexEvaluation,
+    metric: ScalingMetric,
+) -> EvaluatedScalingMetric {
+    metrics
+        .get(&metric)
+        .copied()
+        .unwrap_or(EvaluatedScalingMetric {
+            current: f64::NAN,
+            average: f64::NAN,
+        })
 }
 
 #[cfg(test)]

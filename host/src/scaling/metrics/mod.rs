@@ -10,8 +10,9 @@ mod window;
 
 pub(crate) use collection::{Collection, collect};
 pub use metric_map::{Iter as MetricMapIter, MetricMap};
-pub(crate) use names::evaluated_or_nan;
-pub use names::{EvaluatedScalingMetric, ScalingMetric, VertexEvaluation};
+pub(crate) use metric_map::evaluated_or_nan;
+pub use metric_map::VertexEvaluation;
+pub use names::{EvaluatedScalingMetric, ScalingMetric};
 #[cfg(test)]
 pub(crate) use samples::compute_sample;
 pub(crate) use statistics::{

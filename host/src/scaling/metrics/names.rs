@@ -5,7 +5,6 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use super::metric_map::MetricMap;
 use crate::scaling::numeric::round_metric;
 use crate::scaling::serde_double;
 
@@ -166,23 +165,6 @@ impl EvaluatedScalingMetric {
             average: self.average,
         }
     }
-}
-
-/// Evaluated metrics of one vertex, by metric.
-pub type VertexEvaluation = MetricMap<EvaluatedScalingMetric>;
-
-/// A vertex's evaluated metric, with NaN halves when the evaluation did not produce it.
-pub(crate) fn evaluated_or_nan(
-    metrics: &VertexEvaluation,
-    metric: ScalingMetric,
-) -> EvaluatedScalingMetric {
-    metrics
-        .get(&metric)
-        .copied()
-        .unwrap_or(EvaluatedScalingMetric {
-            current: f64::NAN,
-            average: f64::NAN,
-        })
 }
 
 #[cfg(test)]
