@@ -38,8 +38,8 @@ pub use cycle::{Autoscaler, run_cycle};
 pub use error::CycleError;
 pub use evaluation::Evaluation;
 pub use metrics::{
-    CollectedMetrics, EvaluatedScalingMetric, MetricHistory, ScalingMetric, VertexEvaluation,
-    average, average_or_rate, rate,
+    CollectedMetrics, EvaluatedScalingMetric, MetricHistory, MetricMap, MetricMapIter,
+    ScalingMetric, VertexEvaluation, average, average_or_rate, rate,
 };
 pub use operation::{REPORT_HEADER_DISABLED, REPORT_HEADER_ENABLED};
 pub use options::{

@@ -103,38 +103,6 @@ pub(crate) mod map {
     }
 }
 
-/// `#[serde(with = "serde_double::nested_map")]` for a `BTreeMap<K1, BTreeMap<K2, f64>>` field.
-pub(crate) mod nested_map {
-    use super::*;
-
-    pub(crate) fn serialize<K1: Serialize, K2: Serialize, S: Serializer>(
-        m: &BTreeMap<K1, BTreeMap<K2, f64>>,
-        s: S,
-    ) -> Result<S::Ok, S::Error> {
-        struct Inner<'a, K>(&'a BTreeMap<K, f64>);
-        impl<K: Serialize> Serialize for Inner<'_, K> {
-            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                s.collect_map(self.0.iter().map(|(k, v)| (k, Double(*v))))
-            }
-        }
-        s.collect_map(m.iter().map(|(k, inner)| (k, Inner(inner))))
-    }
-    pub(crate) fn deserialize<'de, K1, K2, D>(
-        d: D,
-    ) -> Result<BTreeMap<K1, BTreeMap<K2, f64>>, D::Error>
-    where
-        K1: Deserialize<'de> + Ord,
-        K2: Deserialize<'de> + Ord,
-        D: Deserializer<'de>,
-    {
-        let raw = BTreeMap::<K1, BTreeMap<K2, Double>>::deserialize(d)?;
-        Ok(raw
-            .into_iter()
-            .map(|(k, inner)| (k, inner.into_iter().map(|(k2, v)| (k2, v.0)).collect()))
-            .collect())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

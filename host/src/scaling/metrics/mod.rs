@@ -2,14 +2,17 @@
 //! between cycles and the statistics over it.
 
 mod collection;
+mod metric_map;
 mod names;
 mod samples;
 mod statistics;
 mod window;
 
 pub(crate) use collection::{Collection, collect};
-pub(crate) use names::evaluated_or_nan;
-pub use names::{EvaluatedScalingMetric, ScalingMetric, VertexEvaluation};
+pub use metric_map::{Iter as MetricMapIter, MetricMap};
+pub(crate) use metric_map::evaluated_or_nan;
+pub use metric_map::VertexEvaluation;
+pub use names::{EvaluatedScalingMetric, ScalingMetric};
 #[cfg(test)]
 pub(crate) use samples::compute_sample;
 pub(crate) use statistics::{

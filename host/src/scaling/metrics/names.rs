@@ -1,7 +1,6 @@
 //! The names of collected and evaluated scaling metrics, an evaluated value pair, and the
 //! evaluated metrics of one vertex.
 
-use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
@@ -64,7 +63,37 @@ pub enum ScalingMetric {
     MetaspaceMemoryUsed,
 }
 
+/// How many scaling metrics there are.
+pub(crate) const METRIC_COUNT: usize = ScalingMetric::MetaspaceMemoryUsed as usize + 1;
+
 impl ScalingMetric {
+    /// Every metric, in order: metric `m` at place `m as usize`.
+    pub const ALL: [ScalingMetric; METRIC_COUNT] = [
+        ScalingMetric::Load,
+        ScalingMetric::Lag,
+        ScalingMetric::AccumulatedBusyTime,
+        ScalingMetric::NumRecordsIn,
+        ScalingMetric::NumRecordsOut,
+        ScalingMetric::NumRecordsInPerSecond,
+        ScalingMetric::ObservedTpr,
+        ScalingMetric::TrueProcessingRate,
+        ScalingMetric::TargetDataRate,
+        ScalingMetric::CatchUpDataRate,
+        ScalingMetric::Parallelism,
+        ScalingMetric::RecommendedParallelism,
+        ScalingMetric::MaxParallelism,
+        ScalingMetric::NumSourcePartitions,
+        ScalingMetric::ScaleUpRateThreshold,
+        ScalingMetric::ScaleDownRateThreshold,
+        ScalingMetric::ExpectedProcessingRate,
+        ScalingMetric::NumTaskSlotsUsed,
+        ScalingMetric::GcPressure,
+        ScalingMetric::HeapMemoryUsed,
+        ScalingMetric::HeapMaxUsageRatio,
+        ScalingMetric::ManagedMemoryUsed,
+        ScalingMetric::MetaspaceMemoryUsed,
+    ];
+
     /// The Flink autoscaler's name (`TRUE_PROCESSING_RATE`).
     pub fn as_str(&self) -> &'static str {
         match self {
@@ -136,23 +165,6 @@ impl EvaluatedScalingMetric {
             average: self.average,
         }
     }
-}
-
-/// Evaluated metrics of one vertex, by metric.
-pub type VertexEvaluation = BTreeMap<ScalingMetric, EvaluatedScalingMetric>;
-
-/// A vertex's evaluated metric, with NaN halves when the evaluation did not produce it.
-pub(crate) fn evaluated_or_nan(
-    metrics: &VertexEvaluation,
-    metric: ScalingMetric,
-) -> EvaluatedScalingMetric {
-    metrics
-        .get(&metric)
-        .copied()
-        .unwrap_or(EvaluatedScalingMetric {
-            current: f64::NAN,
-            average: f64::NAN,
-        })
 }
 
 #[cfg(test)]

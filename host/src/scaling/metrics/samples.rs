@@ -8,6 +8,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::metric_map::MetricMap;
 use super::names::ScalingMetric;
 use super::statistics::average;
 use super::window::{CollectedMetrics, MetricHistory};
@@ -224,9 +225,9 @@ fn vertex_sample(
     load: Option<f64>,
     opts: &AutoscalerOptions,
     history: &MetricHistory,
-) -> BTreeMap<ScalingMetric, f64> {
+) -> MetricMap<f64> {
     let source = vertex.is_source();
-    let mut out: BTreeMap<ScalingMetric, f64> = BTreeMap::new();
+    let mut out = MetricMap::new();
     let lag = fm.pending_records.and_then(|p| p.sum).unwrap_or(0.0);
     if source {
         out.insert(ScalingMetric::Lag, lag);

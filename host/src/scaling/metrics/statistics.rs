@@ -1,64 +1,39 @@
 //! Statistics over the metric window, per vertex and metric: the rate between the first and the
 //! last sample, and the average of the finite values.
 
-use std::marker::PhantomData;
-
+use super::metric_map::MetricMap;
 use super::names::ScalingMetric;
 use super::window::MetricHistory;
 
-/// How many scaling metrics there are: a sample's metrics fit one row of this many places.
-const METRIC_COUNT: usize = ScalingMetric::MetaspaceMemoryUsed as usize + 1;
-// One presence bit per metric.
-const _: () = assert!(METRIC_COUNT <= u32::BITS as usize);
-
-/// One sample of a vertex with every metric at a fixed place (its discriminant).
+/// One sample of a vertex.
 #[derive(Clone, Copy)]
-struct Row {
+struct Row<'a> {
     at: i64,
-    /// Bit `m` is set when metric `m` is in the sample (a NaN value is present).
-    present: u32,
-    values: [f64; METRIC_COUNT],
+    metrics: &'a MetricMap<f64>,
 }
 
-impl Row {
+impl Row<'_> {
     fn get(&self, metric: ScalingMetric) -> Option<f64> {
-        let i = metric as usize;
-        (self.present & (1 << i) != 0).then(|| self.values[i])
+        self.metrics.get(&metric).copied()
     }
 }
 
-/// The samples of one vertex in time order. Each sample's map is read once, into a row with
-/// every metric at a fixed place, and shared by every rate and average of the vertex: a
-/// statistic then reads one place per sample instead of searching the sample's map.
+/// The samples of one vertex in time order, found once (a search by vertex id per sample) and
+/// shared by every rate and average of the vertex.
 pub(crate) struct Series<'a> {
-    rows: Vec<Row>,
-    _history: PhantomData<&'a MetricHistory>,
+    rows: Vec<Row<'a>>,
 }
 
 pub(crate) fn series<'a>(history: &'a MetricHistory, vertex: &str) -> Series<'a> {
-    // Sized for every sample, and each row filled where it lies: a row is 200 bytes.
-    let mut rows: Vec<Row> = Vec::with_capacity(history.samples.len());
-    for (&at, sample) in &history.samples {
-        let Some(metrics) = sample.vertices.get(vertex) else {
-            continue;
-        };
-        rows.push(Row {
-            at,
-            present: 0,
-            values: [0.0; METRIC_COUNT],
-        });
-        if let Some(row) = rows.last_mut() {
-            for (&metric, &value) in metrics {
-                let i = metric as usize;
-                row.present |= 1 << i;
-                row.values[i] = value;
-            }
-        }
-    }
-    Series {
-        rows,
-        _history: PhantomData,
-    }
+    let rows = history
+        .samples
+        .iter()
+        .filter_map(|(&at, sample)| {
+            let metrics = sample.vertices.get(vertex)?;
+            Some(Row { at, metrics })
+        })
+        .collect();
+    Series { rows }
 }
 
 /// `1000 · (last − first) / max(Δt_ms, 1)` between the first and the last sample where the

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::metric_map::MetricMap;
 use super::names::ScalingMetric;
 use crate::scaling::serde_double;
 
@@ -12,8 +13,8 @@ use crate::scaling::serde_double;
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct CollectedMetrics {
     /// Per vertex id.
-    #[serde(with = "serde_double::nested_map")]
-    pub vertices: BTreeMap<String, BTreeMap<ScalingMetric, f64>>,
+    #[serde(with = "vertex_samples")]
+    pub vertices: BTreeMap<String, MetricMap<f64>>,
     /// Job-wide (GC pressure, heap usage, slots).
     #[serde(with = "serde_double::map", default)]
     pub global: BTreeMap<ScalingMetric, f64>,
@@ -23,6 +24,41 @@ impl CollectedMetrics {
     /// A vertex metric, if collected.
     pub fn vertex(&self, vertex: &str, metric: ScalingMetric) -> Option<f64> {
         self.vertices.get(vertex)?.get(&metric).copied()
+    }
+}
+
+/// `#[serde(with = "vertex_samples")]` for a `BTreeMap<K, MetricMap<f64>>` field: the
+/// per-vertex metrics of a sample.
+mod vertex_samples {
+    use std::collections::BTreeMap;
+
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    use super::MetricMap;
+    use crate::scaling::serde_double::Double;
+
+    pub(super) fn serialize<K: Serialize, S: Serializer>(
+        m: &BTreeMap<K, MetricMap<f64>>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        struct Inner<'a>(&'a MetricMap<f64>);
+        impl Serialize for Inner<'_> {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.collect_map(self.0.iter().map(|(k, v)| (k, Double(*v))))
+            }
+        }
+        s.collect_map(m.iter().map(|(k, inner)| (k, Inner(inner))))
+    }
+    pub(super) fn deserialize<'de, K, D>(d: D) -> Result<BTreeMap<K, MetricMap<f64>>, D::Error>
+    where
+        K: Deserialize<'de> + Ord,
+        D: Deserializer<'de>,
+    {
+        let raw = BTreeMap::<K, MetricMap<Double>>::deserialize(d)?;
+        Ok(raw
+            .into_iter()
+            .map(|(k, inner)| (k, inner.iter().map(|(m, v)| (*m, v.0)).collect()))
+            .collect())
     }
 }
 

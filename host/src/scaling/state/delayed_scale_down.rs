@@ -39,13 +39,18 @@ impl DelayedScaleDown {
     /// Records a recommendation; drops earlier ones that are not higher, so the list stays
     /// decreasing.
     pub fn trigger(&mut self, vertex: &str, now_ms: i64, parallelism: u32, outside: bool) {
-        let entry =
-            self.vertices
-                .entry(vertex.to_string())
-                .or_insert_with(|| VertexDelayedScaleDown {
-                    first_trigger_time: now_ms,
-                    recommendations: Vec::new(),
-                });
+        // A vertex asks again and again while its scale-down is delayed: its id is copied
+        // only the first time.
+        if !self.vertices.contains_key(vertex) {
+            let first = VertexDelayedScaleDown {
+                first_trigger_time: now_ms,
+                recommendations: Vec::new(),
+            };
+            self.vertices.insert(vertex.to_string(), first);
+        }
+        let Some(entry) = self.vertices.get_mut(vertex) else {
+            return;
+        };
         while entry
             .recommendations
             .last()

@@ -1,0 +1,274 @@
+//! A map from scaling metric to value with one place per metric.
+//!
+//! A vertex has at most a couple of dozen metrics, and the decision cycle writes and reads them
+//! for every vertex of every job in every cycle. A `BTreeMap` allocates a node per vertex and
+//! walks it on every access; this map is one flat array indexed by the metric's discriminant.
+//! Iteration follows the metrics' order, as
+//! a `BTreeMap<ScalingMetric, _>` does, and it (de)serializes as the same JSON map.
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::ops::Index;
+
+use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
+use serde::ser::{Serialize, Serializer};
+
+use super::names::{EvaluatedScalingMetric, METRIC_COUNT, ScalingMetric};
+
+/// Scaling metrics to values, in the metrics' order.
+#[derive(Clone)]
+pub struct MetricMap<V> {
+    /// The value of metric `m` at place `m`; `None` where absent.
+    values: [Option<V>; METRIC_COUNT],
+}
+
+impl<V> MetricMap<V> {
+    /// An empty map.
+    pub fn new() -> MetricMap<V> {
+        MetricMap {
+            values: [const { None }; METRIC_COUNT],
+        }
+    }
+
+    /// The value of `metric`, if present.
+    pub fn get(&self, metric: &ScalingMetric) -> Option<&V> {
+        self.values[*metric as usize].as_ref()
+    }
+
+    /// The value of `metric` to change in place, if present.
+    pub fn get_mut(&mut self, metric: &ScalingMetric) -> Option<&mut V> {
+        self.values[*metric as usize].as_mut()
+    }
+
+    /// Sets `metric` to `value`; returns the value it had.
+    pub fn insert(&mut self, metric: ScalingMetric, value: V) -> Option<V> {
+        self.values[metric as usize].replace(value)
+    }
+
+    /// Removes `metric`; returns the value it had.
+    pub fn remove(&mut self, metric: &ScalingMetric) -> Option<V> {
+        self.values[*metric as usize].take()
+    }
+
+    /// True when `metric` is present.
+    pub fn contains_key(&self, metric: &ScalingMetric) -> bool {
+        self.values[*metric as usize].is_some()
+    }
+
+    /// How many metrics are present.
+    pub fn len(&self) -> usize {
+        self.values().count()
+    }
+
+    /// True when no metric is present.
+    pub fn is_empty(&self) -> bool {
+        self.values.iter().all(Option::is_none)
+    }
+
+    /// The present metrics with their values, in the metrics' order.
+    pub fn iter(&self) -> Iter<'_, V> {
+        Iter {
+            places: ScalingMetric::ALL.iter().zip(&self.values),
+        }
+    }
+
+    /// The present metrics, in order.
+    pub fn keys(&self) -> impl DoubleEndedIterator<Item = &'static ScalingMetric> {
+        self.iter().map(|(metric, _)| metric)
+    }
+
+    /// The values of the present metrics, in the metrics' order.
+    pub fn values(&self) -> impl DoubleEndedIterator<Item = &V> {
+        self.values.iter().filter_map(Option::as_ref)
+    }
+
+    /// The values of the present metrics to change in place, in the metrics' order.
+    pub fn values_mut(&mut self) -> impl DoubleEndedIterator<Item = &mut V> {
+        self.values.iter_mut().filter_map(Option::as_mut)
+    }
+}
+
+impl<V> Default for MetricMap<V> {
+    fn default() -> MetricMap<V> {
+        MetricMap::new()
+    }
+}
+
+impl<V: PartialEq> PartialEq for MetricMap<V> {
+    /// Equal when the same metrics are present with equal values (as for a `BTreeMap`, a NaN
+    /// value is not equal to itself).
+    fn eq(&self, other: &MetricMap<V>) -> bool {
+        self.values == other.values
+    }
+}
+
+impl<V: fmt::Debug> fmt::Debug for MetricMap<V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_map().entries(self.iter()).finish()
+    }
+}
+
+impl<V> Index<&ScalingMetric> for MetricMap<V> {
+    type Output = V;
+
+    /// The value of a metric that must be present.
+    ///
+    /// # Panics
+    /// When the metric is absent, as indexing a `BTreeMap` does.
+    fn index(&self, metric: &ScalingMetric) -> &V {
+        match self.get(metric) {
+            Some(value) => value,
+            None => panic!("metric {metric} is not in the map"),
+        }
+    }
+}
+
+impl<V> FromIterator<(ScalingMetric, V)> for MetricMap<V> {
+    fn from_iter<I: IntoIterator<Item = (ScalingMetric, V)>>(entries: I) -> MetricMap<V> {
+        let mut map = MetricMap::new();
+        map.extend(entries);
+        map
+    }
+}
+
+impl<V> Extend<(ScalingMetric, V)> for MetricMap<V> {
+    fn extend<I: IntoIterator<Item = (ScalingMetric, V)>>(&mut self, entries: I) {
+        for (metric, value) in entries {
+            self.insert(metric, value);
+        }
+    }
+}
+
+/// The present metrics of a [`MetricMap`] with their values, in the metrics' order.
+pub struct Iter<'a, V> {
+    places:
+        std::iter::Zip<std::slice::Iter<'static, ScalingMetric>, std::slice::Iter<'a, Option<V>>>,
+}
+
+impl<'a, V> Iterator for Iter<'a, V> {
+    type Item = (&'static ScalingMetric, &'a V);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.places
+            .find_map(|(metric, value)| Some((metric, value.as_ref()?)))
+    }
+}
+
+impl<V> DoubleEndedIterator for Iter<'_, V> {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        self.places
+            .rfind(|(_, value)| value.is_some())
+            .and_then(|(metric, value)| Some((metric, value.as_ref()?)))
+    }
+}
+
+impl<'a, V> IntoIterator for &'a MetricMap<V> {
+    type Item = (&'static ScalingMetric, &'a V);
+    type IntoIter = Iter<'a, V>;
+
+    fn into_iter(self) -> Iter<'a, V> {
+        self.iter()
+    }
+}
+
+impl<V: Serialize> Serialize for MetricMap<V> {
+    /// As a map from the metric's name to its value, like a `BTreeMap<ScalingMetric, V>`.
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map(self.iter())
+    }
+}
+
+impl<'de, V: Deserialize<'de>> Deserialize<'de> for MetricMap<V> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<MetricMap<V>, D::Error> {
+        struct MapVisitor<V>(PhantomData<V>);
+        impl<'de, V: Deserialize<'de>> Visitor<'de> for MapVisitor<V> {
+            type Value = MetricMap<V>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a map from scaling metric to value")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<MetricMap<V>, A::Error> {
+                let mut map = MetricMap::new();
+                while let Some((metric, value)) = access.next_entry::<ScalingMetric, V>()? {
+                    map.insert(metric, value);
+                }
+                Ok(map)
+            }
+        }
+        deserializer.deserialize_map(MapVisitor(PhantomData))
+    }
+}
+
+/// Evaluated metrics of one vertex, by metric.
+pub type VertexEvaluation = MetricMap<EvaluatedScalingMetric>;
+
+/// A vertex's evaluated metric, with NaN halves when the evaluation did not produce it.
+pub(crate) fn evaluated_or_nan(
+    metrics: &VertexEvaluation,
+    metric: ScalingMetric,
+) -> EvaluatedScalingMetric {
+    metrics
+        .get(&metric)
+        .copied()
+        .unwrap_or(EvaluatedScalingMetric {
+            current: f64::NAN,
+            average: f64::NAN,
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    #[test]
+    fn every_metric_has_its_own_place_in_order() {
+        for (i, metric) in ScalingMetric::ALL.iter().enumerate() {
+            assert_eq!(*metric as usize, i, "{metric}");
+        }
+        assert!(ScalingMetric::ALL.is_sorted());
+    }
+
+    #[test]
+    fn behaves_as_a_btree_map_of_the_same_entries() {
+        let entries = [
+            (ScalingMetric::ScaleUpRateThreshold, 3.0),
+            (ScalingMetric::Load, 0.5),
+            (ScalingMetric::MetaspaceMemoryUsed, 9.0),
+            (ScalingMetric::Lag, f64::INFINITY),
+        ];
+        let mut map: MetricMap<f64> = entries.into_iter().collect();
+        let mut tree: BTreeMap<ScalingMetric, f64> = entries.into_iter().collect();
+        assert_eq!(map.insert(ScalingMetric::Load, 0.7), Some(0.5));
+        assert_eq!(tree.insert(ScalingMetric::Load, 0.7), Some(0.5));
+        assert_eq!(map.remove(&ScalingMetric::Lag), Some(f64::INFINITY));
+        assert_eq!(map.remove(&ScalingMetric::Lag), None);
+        tree.remove(&ScalingMetric::Lag);
+        let listed: Vec<(ScalingMetric, f64)> = map.iter().map(|(k, v)| (*k, *v)).collect();
+        let expected: Vec<(ScalingMetric, f64)> = tree.iter().map(|(k, v)| (*k, *v)).collect();
+        assert_eq!(listed, expected);
+        assert_eq!(map.len(), 3);
+        assert!(map.contains_key(&ScalingMetric::Load));
+        assert!(!map.contains_key(&ScalingMetric::Lag));
+        assert_eq!(map[&ScalingMetric::MetaspaceMemoryUsed], 9.0);
+        assert_eq!(format!("{map:?}"), format!("{tree:?}"));
+        assert_eq!(
+            serde_json::to_string(&map).unwrap(),
+            serde_json::to_string(&tree).unwrap()
+        );
+        let back: MetricMap<f64> =
+            serde_json::from_str(&serde_json::to_string(&tree).unwrap()).unwrap();
+        assert_eq!(back, map);
+    }
+
+    #[test]
+    fn equality_looks_at_the_present_metrics_only() {
+        let mut a = MetricMap::new();
+        a.insert(ScalingMetric::Load, 1.0);
+        a.insert(ScalingMetric::Lag, 2.0);
+        a.remove(&ScalingMetric::Lag);
+        let b: MetricMap<f64> = [(ScalingMetric::Load, 1.0)].into_iter().collect();
+        assert_eq!(a, b);
+        assert_ne!(a, MetricMap::new());
+    }
+}
