@@ -5,6 +5,8 @@
 //! make the same call on the same plugin in `process` isolation: one request and reply through
 //! the plugin's worker process (the binary built from this package serves as the worker).
 
+#![warn(missing_docs, unreachable_pub)]
+
 use std::collections::BTreeMap;
 use std::hint::black_box;
 use std::time::Instant;
