@@ -8,12 +8,12 @@ mod statistics;
 mod window;
 
 pub(crate) use collection::{Collection, collect};
+pub use names::ScalingMetric;
 pub(crate) use names::evaluated_or_nan;
-pub use names::{EvaluatedScalingMetric, ScalingMetric, VertexEvaluation};
+pub(crate) use names::{EvaluatedScalingMetric, VertexEvaluation};
 #[cfg(test)]
 pub(crate) use samples::compute_sample;
 pub(crate) use statistics::{
     Series, average_of, series, series_average, series_average_or_rate, series_latest, series_rate,
 };
-pub use statistics::{average, average_or_rate, rate};
-pub use window::{CollectedMetrics, MetricHistory};
+pub(crate) use window::MetricHistory;

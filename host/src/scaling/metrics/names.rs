@@ -139,7 +139,7 @@ impl EvaluatedScalingMetric {
 }
 
 /// Evaluated metrics of one vertex, by metric.
-pub type VertexEvaluation = BTreeMap<ScalingMetric, EvaluatedScalingMetric>;
+pub(crate) type VertexEvaluation = BTreeMap<ScalingMetric, EvaluatedScalingMetric>;
 
 /// A vertex's evaluated metric, with NaN halves when the evaluation did not produce it.
 pub(crate) fn evaluated_or_nan(
