@@ -10,8 +10,8 @@
 
 pub mod protocol;
 mod stderr;
-pub mod supervisor;
-pub mod worker;
+pub(crate) mod supervisor;
+pub(crate) mod worker;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -21,8 +21,9 @@ use flowscale_sdk::abi::ManifestInfo;
 use flowscale_sdk::{AlignmentContext, ModeError, ModeParams};
 
 use self::protocol::{Call, Outcome, WireContext, WireParams};
-pub use self::supervisor::{CallError, Fault, IsolationOptions, Supervisor, signal_name};
-pub use self::worker::{Loader, WorkerLimits, serve};
+pub use self::supervisor::IsolationOptions;
+pub(crate) use self::supervisor::{Fault, Supervisor};
+pub(crate) use self::worker::{WorkerLimits, serve};
 use crate::alignment::{CustomMode, GatedAnswer, HostMode, ModeOrigin};
 use crate::config::PluginIsolation;
 use crate::plugins::Refusal;
@@ -91,7 +92,7 @@ pub(super) fn serve_file(
 }
 
 /// A mode of an isolated plugin: each call is a request to the file's worker.
-pub struct ProcessMode {
+pub(crate) struct ProcessMode {
     id: String,
     supervisor: Arc<Supervisor>,
 }

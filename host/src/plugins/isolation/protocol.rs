@@ -21,7 +21,7 @@
 //! 3. The host closes the worker's stdin to end it.
 
 use std::collections::BTreeMap;
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::sync::Arc;
 
 use flowscale_sdk::{
@@ -32,10 +32,10 @@ use serde::{Deserialize, Serialize};
 
 /// The protocol version; the host refuses a worker that speaks another one (a binary replaced
 /// under a running host). Version 2 added [`Call::AlignIfApplicable`].
-pub const PROTOCOL_VERSION: u32 = 2;
+pub(crate) const PROTOCOL_VERSION: u32 = 2;
 
 /// The largest frame either side accepts.
-pub const MAX_FRAME: usize = 16 << 20;
+pub(crate) const MAX_FRAME: usize = 16 << 20;
 
 /// Why a frame could not be read or written.
 #[derive(Debug, thiserror::Error)]
@@ -69,15 +69,10 @@ pub fn encode<T: Serialize>(message: &T) -> Result<Vec<u8>, FrameError> {
     Ok(frame)
 }
 
-/// Writes `message` as one frame and flushes it.
-pub fn write_frame<T: Serialize>(out: &mut impl Write, message: &T) -> Result<(), FrameError> {
-    out.write_all(&encode(message)?)?;
-    out.flush()?;
-    Ok(())
-}
-
 /// Reads one frame, blocking (the worker's side: it has nothing else to do).
-pub fn read_frame<T: for<'de> Deserialize<'de>>(input: &mut impl Read) -> Result<T, FrameError> {
+pub(crate) fn read_frame<T: for<'de> Deserialize<'de>>(
+    input: &mut impl Read,
+) -> Result<T, FrameError> {
     let mut len = [0u8; 4];
     let mut got = 0;
     while got < 4 {
@@ -104,23 +99,25 @@ pub fn read_frame<T: for<'de> Deserialize<'de>>(input: &mut impl Read) -> Result
 /// Bytes received but not yet decoded: the host reads the worker's stdout in whatever pieces
 /// the pipe delivers (under a deadline) and takes whole frames out of this buffer.
 #[derive(Debug, Default)]
-pub struct FrameBuffer {
+pub(crate) struct FrameBuffer {
     bytes: Vec<u8>,
 }
 
 impl FrameBuffer {
     /// Appends what was read.
-    pub fn extend(&mut self, data: &[u8]) {
+    pub(crate) fn extend(&mut self, data: &[u8]) {
         self.bytes.extend_from_slice(data);
     }
 
     /// True when nothing is buffered (a close now is at a frame boundary).
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.bytes.is_empty()
     }
 
     /// The next whole frame, decoded, if one is buffered.
-    pub fn take_frame<T: for<'de> Deserialize<'de>>(&mut self) -> Result<Option<T>, FrameError> {
+    pub(crate) fn take_frame<T: for<'de> Deserialize<'de>>(
+        &mut self,
+    ) -> Result<Option<T>, FrameError> {
         let Some(len) = self.bytes.get(..4) else {
             return Ok(None);
         };
@@ -139,7 +136,7 @@ impl FrameBuffer {
 
 /// One mode a plugin file exports.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct WireMode {
+pub(crate) struct WireMode {
     /// The implementation id.
     pub id: String,
     /// The one-line description.
@@ -149,7 +146,7 @@ pub struct WireMode {
 /// What a worker sends.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
-pub enum WorkerMessage {
+pub(crate) enum WorkerMessage {
     /// The plugin is loaded and its modes are ready.
     Hello {
         /// [`PROTOCOL_VERSION`] of the worker.
@@ -189,7 +186,7 @@ pub enum WorkerMessage {
 /// The answer to one call.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Outcome {
+pub(crate) enum Outcome {
     /// `is_applicable` answered.
     Applicable(bool),
     /// `align` answered.
@@ -202,7 +199,7 @@ pub enum Outcome {
 
 /// What the host sends.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Request {
+pub(crate) struct Request {
     /// Echoed in the reply.
     pub id: u64,
     /// The implementation id of the mode to call.
