@@ -25,13 +25,13 @@ use crate::config::{ConfigLookup, ConfigLookupExt, KeyError};
 use crate::events::{Event, Severity};
 
 /// The configuration key of the dedupe interval.
-pub const EVENT_INTERVAL_KEY: &str = "scaling.event.interval";
+pub(crate) const EVENT_INTERVAL_KEY: &str = "scaling.event.interval";
 
 /// The dedupe interval when `scaling.event.interval` is unset (the Flink autoscaler's default).
-pub const DEFAULT_EVENT_INTERVAL: Duration = Duration::from_secs(30 * 60);
+pub(crate) const DEFAULT_EVENT_INTERVAL: Duration = Duration::from_secs(30 * 60);
 
 /// How many recent events a job keeps by default.
-pub const DEFAULT_EVENT_CAPACITY: usize = 200;
+pub(crate) const DEFAULT_EVENT_CAPACITY: usize = 200;
 
 /// An event and when it was recorded.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
