@@ -75,7 +75,7 @@ impl CycleReport {
     }
 
     /// True when there is something a person would want to read.
-    pub fn is_noteworthy(&self) -> bool {
+    pub(crate) fn is_noteworthy(&self) -> bool {
         self.operation.is_some()
             || self.queued
             || self.stage == Some(CycleStage::Scaled)
