@@ -4,6 +4,7 @@
 //! Never panics; an accepted request's answer is in range: the target is within
 //! `[lower, min(max_parallelism, upper)]` and nothing exceeds Flink's `i32::MAX` parallelism.
 
+#![warn(missing_docs, unreachable_pub)]
 #![no_main]
 
 use flowscale::alignment::NoCustomModes;

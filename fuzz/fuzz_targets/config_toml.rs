@@ -8,6 +8,7 @@
 //!
 //! Never panics; what is accepted obeys the limits a run relies on.
 
+#![warn(missing_docs, unreachable_pub)]
 #![no_main]
 
 use std::path::PathBuf;

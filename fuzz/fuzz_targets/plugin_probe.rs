@@ -9,6 +9,7 @@
 //!
 //! Never panics; garbage is refused: an accepted file starts with an ELF header of type ET_DYN.
 
+#![warn(missing_docs, unreachable_pub)]
 #![no_main]
 
 use std::os::unix::fs::PermissionsExt;

@@ -5,6 +5,7 @@
 //! Never panics; an accepted replay has non-decreasing times and its records survive a
 //! serialize/parse round trip.
 
+#![warn(missing_docs, unreachable_pub)]
 #![no_main]
 
 use std::path::PathBuf;

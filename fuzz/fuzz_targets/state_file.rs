@@ -8,6 +8,7 @@
 //! Never panics; accepted state can be written back and read again unchanged, and a restored
 //! job can persist its state again.
 
+#![warn(missing_docs, unreachable_pub)]
 #![no_main]
 
 use std::path::PathBuf;

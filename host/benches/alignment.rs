@@ -1,6 +1,8 @@
 //! ns per alignment for N = 128, 720 and 32768, typical and worst case, with the closed-form
 //! search next to the Flink autoscaler's plain scan. Ratios are what to read: the machine is shared.
 
+#![warn(missing_docs, unreachable_pub)]
+
 use std::collections::BTreeMap;
 use std::hint::black_box;
 

@@ -27,6 +27,8 @@
 //! workload instead, for instruction counts that do not depend on machine noise:
 //! `valgrind --tool=callgrind --toggle-collect='*timed_cycle*' <bench binary>`.
 
+#![warn(missing_docs, unreachable_pub)]
+
 use std::collections::BTreeMap;
 use std::hint::black_box;
 use std::time::{Duration, Instant};

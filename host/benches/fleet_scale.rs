@@ -15,6 +15,8 @@
 //!
 //! `FLOWSCALE_SCALE_WORKERS` sets `[host] workers` (default: one per core).
 
+#![warn(missing_docs, unreachable_pub)]
+
 use std::fmt::Write as _;
 use std::path::Path;
 use std::sync::Mutex;

@@ -8,6 +8,8 @@
 //!
 //! `cargo bench -p flowscale --bench metrics_scrape`
 
+#![warn(missing_docs, unreachable_pub)]
+
 use std::collections::BTreeMap;
 use std::hint::black_box;
 use std::time::Duration;

@@ -8,6 +8,8 @@
 //! criterion's estimates the bench prints percentiles of single timed calls (`p50` is what the
 //! goal of 50 µs per isolated call is about).
 
+#![warn(missing_docs, unreachable_pub)]
+
 use std::collections::BTreeMap;
 use std::hint::black_box;
 use std::time::{Duration, Instant};

@@ -1,6 +1,8 @@
 //! How fast the simulator runs: simulated vertex-ticks per wall second, and days of simulated
 //! time per wall second for a 10-vertex job (1 s ticks).
 
+#![warn(missing_docs, unreachable_pub)]
+
 use std::fmt::Write as _;
 use std::time::Instant;
 

@@ -9,7 +9,15 @@
 //! lists, or a mode exported by a plugin); the executor applies cooldown and realizes the
 //! operation on the engine. Data flows one way; nothing downstream reaches back upstream.
 //!
+//! # Public surface
+//!
 //! This library is the host binary's implementation; only `flowscale-sdk` is a stable API.
+//! Items are `pub(crate)` unless something outside the crate uses them: the binary
+//! (`cli::main_impl`), the integration tests (`host/tests`, the `flowscale-tests` crate), the
+//! benchmarks (`host/benches`), the fuzz targets (`fuzz/`), the doc examples, and authors of
+//! modes linked into the binary (`plugins::LinkedMode`). That surface follows the code: it
+//! changes whenever they need it to, without notice or version bump. Plugins are written
+//! against `flowscale-sdk` only.
 
 #![warn(missing_docs, unreachable_pub)]
 

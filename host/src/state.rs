@@ -17,19 +17,19 @@ mod lease;
 mod lock;
 mod names;
 mod pending;
-pub mod postgres;
+pub(crate) mod postgres;
 mod quarantine;
 mod scan;
 mod store;
 
-pub use error::StateError;
-pub use event_log::{
-    DEFAULT_EVENT_CAPACITY, DEFAULT_EVENT_INTERVAL, EVENT_INTERVAL_KEY, EventLog, EventLogState,
-    LoggedEvent,
-};
+pub(crate) use error::StateError;
+pub(crate) use event_log::{DEFAULT_EVENT_CAPACITY, EventLog, EventLogState, LoggedEvent};
 pub use file::FileStateStore;
-pub use lease::{Fenced, JobLeases, LeaseOwner};
-pub use lock::{LOCK_FILE, StateDirLock, lock_holder};
-pub use quarantine::QUARANTINE_DIR;
-pub use scan::{DirScan, StateFinding, StoredJob, scan_dir};
-pub use store::{InMemoryStateStore, StateStore, StoredProblem, load, save, sections};
+pub(crate) use lease::{Fenced, JobLeases, LeaseOwner};
+#[cfg(test)]
+pub(crate) use lock::LOCK_FILE;
+pub(crate) use lock::lock_holder;
+pub(crate) use quarantine::QUARANTINE_DIR;
+pub(crate) use scan::{StateFinding, scan_dir};
+pub(crate) use store::StoredProblem;
+pub use store::{InMemoryStateStore, StateStore, load, save, sections};

@@ -8,6 +8,8 @@
 //! the rescale took effect. The cluster is stopped by PID at the end, also when an assertion
 //! fails (a drop guard).
 
+#![warn(missing_docs, unreachable_pub)]
+
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 

@@ -1,6 +1,8 @@
 //! Loads real plugin files through the registry and calls their modes as the alignment step
 //! does: results come back, a panicking plugin comes back as an error and the host carries on.
 
+#![warn(missing_docs, unreachable_pub)]
+
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::sync::{Arc, Mutex};

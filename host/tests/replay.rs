@@ -1,6 +1,8 @@
 //! Replays a recorded scenario through the decision pipeline and checks the Flink autoscaler's numbers
 //! cycle by cycle.
 
+#![warn(missing_docs, unreachable_pub)]
+
 use std::collections::BTreeMap;
 use std::path::Path;
 

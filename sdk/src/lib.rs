@@ -88,6 +88,7 @@
 //! # Ok::<(), ModeError>(())
 //! ```
 #![deny(missing_docs)]
+#![warn(unreachable_pub)]
 
 pub mod abi;
 mod context;

@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+#[cfg(test)]
 use flowscale_sdk::AlignmentMode;
 
 use super::custom::CustomMode;
@@ -38,20 +39,23 @@ impl ModeCatalog for NoCustomModes {
     }
 }
 
-/// A fixed list of modes; used by tests and by hosts that embed their own modes.
+/// A fixed list of modes, for the unit tests.
+#[cfg(test)]
 #[derive(Debug, Default, Clone)]
-pub struct StaticCatalog {
+pub(crate) struct StaticCatalog {
     modes: Vec<CustomMode>,
 }
 
+#[cfg(test)]
 impl StaticCatalog {
     /// Adds a mode.
-    pub fn with(mut self, id: &str, mode: Arc<dyn AlignmentMode>) -> StaticCatalog {
+    pub(crate) fn with(mut self, id: &str, mode: Arc<dyn AlignmentMode>) -> StaticCatalog {
         self.modes.push(CustomMode::linked(id, "", mode));
         self
     }
 }
 
+#[cfg(test)]
 impl ModeCatalog for StaticCatalog {
     fn find(&self, id: &str) -> Option<CustomMode> {
         self.modes.iter().find(|m| m.id == id).cloned()

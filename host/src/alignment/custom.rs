@@ -57,7 +57,7 @@ pub enum GatedAnswer {
 /// A gate that fails counts as applicable, its error standing in for `align`'s answer, so that
 /// the fault is reported; when the target equals the current parallelism nothing is aligned
 /// and the gate's error goes unreported, as its answer would not have been used either.
-pub fn gate_then_align<E>(
+pub(crate) fn gate_then_align<E>(
     ctx: &AlignmentContext,
     gate: impl FnOnce() -> Result<Result<bool, ModeError>, E>,
     align: impl FnOnce() -> Result<Result<u32, ModeError>, E>,
@@ -78,11 +78,11 @@ pub fn gate_then_align<E>(
 /// An SDK mode running in the host's own code (linked into the binary, or handed over by an
 /// embedding host or a test): its gate cannot fail.
 #[derive(Clone)]
-pub struct SdkMode(Arc<dyn AlignmentMode>);
+pub(crate) struct SdkMode(Arc<dyn AlignmentMode>);
 
 impl SdkMode {
     /// Wraps an SDK mode.
-    pub fn new(mode: Arc<dyn AlignmentMode>) -> SdkMode {
+    pub(crate) fn new(mode: Arc<dyn AlignmentMode>) -> SdkMode {
         SdkMode(mode)
     }
 }

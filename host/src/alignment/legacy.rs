@@ -22,7 +22,7 @@ pub enum Legacy {
 }
 
 /// The values the deprecated key accepts (case-insensitive).
-pub const LEGACY_VALUES: &[&str] = &["EVENLY_SPREAD", "MAXIMIZE_UTILISATION"];
+pub(crate) const LEGACY_VALUES: &[&str] = &["EVENLY_SPREAD", "MAXIMIZE_UTILISATION"];
 
 impl Legacy {
     /// The configuration value.

@@ -21,17 +21,18 @@ mod request;
 mod resolve;
 pub mod search;
 
-pub use advanced::{AdvancedSpec, Fallback, Region, Step};
-pub use builtin::BuiltIn;
-pub use catalog::{ModeCatalog, NoCustomModes, StaticCatalog};
-pub use custom::{CustomMode, GatedAnswer, HostMode, ModeOrigin, SdkMode, gate_then_align};
-pub use explanation::Explanation;
+pub(crate) use builtin::BuiltIn;
+pub(crate) use catalog::ModeCatalog;
+pub use catalog::NoCustomModes;
+pub use custom::ModeOrigin;
+pub use custom::{CustomMode, HostMode};
+pub(crate) use custom::{GatedAnswer, gate_then_align};
+pub(crate) use explanation::Explanation;
 pub use job::JobAlignment;
-pub use legacy::{LEGACY_VALUES, Legacy};
-pub use outcome::{AlignOutcome, Aligner};
+pub(crate) use outcome::AlignOutcome;
+pub use outcome::Aligner;
 pub use request::AlignmentRequest;
-pub use resolve::{LEGACY_KEY, RESERVED_NAMES, Selection, mode_params};
-pub use search::Rule;
+pub(crate) use resolve::RESERVED_NAMES;
 
 #[cfg(test)]
 mod tests;

@@ -10,9 +10,9 @@ use super::legacy::{LEGACY_VALUES, Legacy};
 use crate::config::{ConfigLookup, KeyError, closest};
 
 /// The deprecated key (canonical spelling, without `job.autoscaler.`).
-pub const LEGACY_KEY: &str = "scaling.key-group.partitions.adjust.mode";
+pub(crate) const LEGACY_KEY: &str = "scaling.key-group.partitions.adjust.mode";
 /// Names a plugin can never claim.
-pub const RESERVED_NAMES: &[&str] = &["BALANCED", "EVENLY_SPREAD", "OFF", "ADVANCED"];
+pub(crate) const RESERVED_NAMES: &[&str] = &["BALANCED", "EVENLY_SPREAD", "OFF", "ADVANCED"];
 
 /// The mode a job selected.
 #[derive(Debug, Clone)]
@@ -54,7 +54,7 @@ pub(super) struct Resolved {
 }
 
 /// The prefix-stripped parameters of mode `name`.
-pub fn mode_params(config: &impl ConfigLookup, name: &str) -> ModeParams {
+pub(crate) fn mode_params(config: &impl ConfigLookup, name: &str) -> ModeParams {
     let prefix = format!("{MODE_KEY}.{name}.");
     let entries = config
         .with_prefix(&prefix)

@@ -154,7 +154,8 @@ fn first_accepted_closed_form(n: u64, t: u64, scan: Scan, rule: Rule) -> Option<
 /// The Flink autoscaler's relaxed downward fallback, scanned: walk `p` down from `t` to the first `p` with
 /// `N/p > N/t`; if `p` does not divide `N`, step back up by one; 0 if no such `p`. The caller
 /// applies `max(p, lower)`.
-pub fn relaxed_downward_scan(n: u64, t: u64) -> u64 {
+#[cfg(test)]
+pub(crate) fn relaxed_downward_scan(n: u64, t: u64) -> u64 {
     if n == 0 || t == 0 {
         return 0;
     }
@@ -166,8 +167,9 @@ pub fn relaxed_downward_scan(n: u64, t: u64) -> u64 {
     }
 }
 
-/// [`relaxed_downward_scan`] in closed form.
-pub fn relaxed_downward(n: u64, t: u64) -> u64 {
+/// The Flink autoscaler's relaxed downward fallback in closed form (`relaxed_downward_scan`
+/// walks it).
+pub(crate) fn relaxed_downward(n: u64, t: u64) -> u64 {
     if n == 0 || t == 0 {
         return 0;
     }
@@ -184,7 +186,7 @@ pub fn relaxed_downward(n: u64, t: u64) -> u64 {
 }
 
 /// The smallest divisor of `n` that is `>= bound`.
-pub fn first_divisor_at_or_above(n: u64, bound: u64) -> Option<u64> {
+pub(crate) fn first_divisor_at_or_above(n: u64, bound: u64) -> Option<u64> {
     if bound > n {
         return None;
     }
@@ -194,7 +196,7 @@ pub fn first_divisor_at_or_above(n: u64, bound: u64) -> Option<u64> {
 }
 
 /// The largest divisor of `n` that is `<= bound`.
-pub fn last_divisor_at_or_below(n: u64, bound: u64) -> Option<u64> {
+pub(crate) fn last_divisor_at_or_below(n: u64, bound: u64) -> Option<u64> {
     if bound == 0 {
         return None;
     }
@@ -212,7 +214,7 @@ fn divisor_cache() -> &'static RwLock<HashMap<u64, Arc<[u64]>>> {
 }
 
 /// The sorted divisors of `n`, computed in `O(√n)` and cached per `n`.
-pub fn divisors(n: u64) -> Arc<[u64]> {
+pub(crate) fn divisors(n: u64) -> Arc<[u64]> {
     if let Ok(cache) = divisor_cache().read()
         && let Some(found) = cache.get(&n)
     {

@@ -7,6 +7,9 @@ use std::sync::{Arc, Mutex};
 use flowscale_sdk::{AlignmentContext, AlignmentMode, ModeError, ShipStrategy};
 use proptest::prelude::*;
 
+use super::catalog::StaticCatalog;
+use super::resolve::LEGACY_KEY;
+use super::search::Rule;
 use super::*;
 use crate::config::KeyError;
 use crate::events::EventReason;

@@ -36,19 +36,19 @@ pub struct PidConfigError {
 }
 
 /// Canonical keys of the estimator's parameters.
-pub mod keys {
+pub(crate) mod keys {
     /// Which estimator (`pid` is the only one).
-    pub const RATE_ESTIMATOR: &str = "backpressure.rate-estimator";
+    pub(crate) const RATE_ESTIMATOR: &str = "backpressure.rate-estimator";
     /// The batch interval the controller is fed at.
-    pub const BATCH_INTERVAL: &str = "backpressure.batch-interval";
+    pub(crate) const BATCH_INTERVAL: &str = "backpressure.batch-interval";
     /// Proportional gain.
-    pub const PROPORTIONAL: &str = "backpressure.pid.proportional";
+    pub(crate) const PROPORTIONAL: &str = "backpressure.pid.proportional";
     /// Integral gain.
-    pub const INTEGRAL: &str = "backpressure.pid.integral";
+    pub(crate) const INTEGRAL: &str = "backpressure.pid.integral";
     /// Derivative gain (the key says `derived`, as Spark's does).
-    pub const DERIVATIVE: &str = "backpressure.pid.derived";
+    pub(crate) const DERIVATIVE: &str = "backpressure.pid.derived";
     /// Lowest rate ever published.
-    pub const MIN_RATE: &str = "backpressure.pid.min-rate";
+    pub(crate) const MIN_RATE: &str = "backpressure.pid.min-rate";
 }
 
 /// A proportional-integral-derivative controller on the ingestion rate.

@@ -3,9 +3,10 @@
 //! Scaling adds capacity; rate control limits intake to what the job can process now, so that a
 //! surge is buffered by the source system instead of inside the job. Per job, a
 //! [`RateController`] is fed one [`BatchInfo`] per completed `backpressure.batch-interval`,
-//! asks its [`RateEstimator`] (only [`PidRateEstimator`] exists) for a new rate and, when there
-//! is one, returns a [`RateLimitUpdate`] for the caller to realize through
-//! `Realizer::set_rate_limit`.
+//! asks its [`RateEstimator`](estimator::RateEstimator) (only
+//! [`PidRateEstimator`](estimator::PidRateEstimator) exists) for a new rate and, when there
+//! is one, returns a [`RateLimitUpdate`](controller::RateLimitUpdate) for the caller to realize
+//! through `Realizer::set_rate_limit`.
 //!
 //! ```
 //! use std::collections::BTreeMap;
@@ -36,9 +37,5 @@ mod controller;
 mod estimator;
 mod options;
 
-pub use controller::{BatchInfo, RateController, RateLimitUpdate};
-pub use estimator::{PidConfigError, PidRateEstimator, RateEstimator, keys};
-pub use options::{
-    BackpressureOptions, BackpressureSettings, DEFAULT_BATCH_INTERVAL, ENABLED_KEY,
-    EstimatorSettings, RATE_ESTIMATORS,
-};
+pub use controller::{BatchInfo, RateController};
+pub use options::BackpressureSettings;

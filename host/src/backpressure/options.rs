@@ -7,16 +7,16 @@ use crate::config::{ConfigLookup, ConfigLookupExt, KeyError, MAX_DURATION, forma
 use super::estimator::{PidRateEstimator, RateEstimator, keys};
 
 /// Turns rate control on for a job's sources.
-pub const ENABLED_KEY: &str = "backpressure.enabled";
+pub(crate) const ENABLED_KEY: &str = "backpressure.enabled";
 
 /// How often a completed batch is fed to the controller when `backpressure.batch-interval` is
 /// unset: one second, the simulator's tick. Set it to the interval at which the caller actually
 /// feeds the controller (e.g. the control loop's interval on a Flink cluster), because the
 /// estimator's integral term divides by it.
-pub const DEFAULT_BATCH_INTERVAL: Duration = Duration::from_secs(1);
+pub(crate) const DEFAULT_BATCH_INTERVAL: Duration = Duration::from_secs(1);
 
 /// The names `backpressure.rate-estimator` accepts.
-pub const RATE_ESTIMATORS: &[&str] = &["pid"];
+pub(crate) const RATE_ESTIMATORS: &[&str] = &["pid"];
 
 const DEFAULT_PROPORTIONAL: f64 = 1.0;
 const DEFAULT_INTEGRAL: f64 = 0.2;

@@ -5,10 +5,10 @@
 
 mod align;
 mod catalog;
-pub mod exit_codes;
+pub(crate) mod exit_codes;
 mod json_out;
 mod load;
-pub mod plugins;
+pub(crate) mod plugins;
 mod reload;
 mod run;
 mod serving;
@@ -27,7 +27,7 @@ use clap::{Parser, Subcommand};
 /// flowscale: an autoscaler for stream-processing jobs with pluggable parallelism alignment.
 #[derive(Debug, Parser)]
 #[command(name = "flowscale", version, about, long_about = None)]
-pub struct App {
+pub(crate) struct App {
     #[command(subcommand)]
     command: Command,
 }

@@ -13,7 +13,7 @@ use crate::plugins::{
 
 /// Arguments of `flowscale plugins`.
 #[derive(Debug, Clone, clap::Args)]
-pub struct PluginsArgs {
+pub(crate) struct PluginsArgs {
     /// The plugins directory.
     #[arg(long, value_name = "DIR", env = "FLOWSCALE_PLUGINS_DIR")]
     pub plugins: Option<PathBuf>,
@@ -28,14 +28,14 @@ pub struct PluginsArgs {
 
 impl PluginsArgs {
     /// The directory to scan.
-    pub fn dir(&self) -> PathBuf {
+    pub(crate) fn dir(&self) -> PathBuf {
         plugins_dir(self.plugins.as_deref(), None)
     }
 }
 
 /// Runs `flowscale plugins`. Exit code 0 when every plugin file loaded, 1 when one was refused
 /// (the listing is still complete) or the listing could not be written.
-pub fn exec(args: PluginsArgs) -> u8 {
+pub(crate) fn exec(args: PluginsArgs) -> u8 {
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     match write_listing(&args.dir(), args.json, args.verbose, &mut out)
@@ -52,7 +52,7 @@ pub fn exec(args: PluginsArgs) -> u8 {
 
 /// Discovers `dir` and writes a table (or, with `json`, one [`PluginListing`] object) to `out`; `verbose` adds abi_stable's full report under a layout refusal in the
 /// table. Returns whether any file was refused.
-pub fn write_listing(
+pub(crate) fn write_listing(
     dir: &Path,
     json: bool,
     verbose: bool,

@@ -2,7 +2,10 @@
 
 /// The candidate closest to `name` by edit distance (case-insensitive), if it is close enough
 /// to be a plausible typo.
-pub fn closest<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+pub(crate) fn closest<'a>(
+    name: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> Option<&'a str> {
     let name = name.to_ascii_lowercase();
     candidates
         .into_iter()
@@ -18,7 +21,10 @@ pub fn closest<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) ->
 /// unrelated key that merely looks alike (a Flink key such as `pipeline.max-parallelism` is
 /// eight edits from `vertex.max-parallelism`, which the lenient rule of [`closest`] would
 /// accept for a name that long). A name equal to a candidate is no typo.
-pub fn typo_of<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+pub(crate) fn typo_of<'a>(
+    name: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> Option<&'a str> {
     let lower = name.to_ascii_lowercase();
     candidates
         .into_iter()

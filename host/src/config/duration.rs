@@ -5,7 +5,7 @@ use std::time::Duration;
 
 /// Why a text is not a duration. Each message quotes the text and says what would be valid.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum DurationError {
+pub(crate) enum DurationError {
     /// No number at the start.
     #[error(
         "`{0}` is not a duration (expected a number with an optional unit, e.g. 300s, 5 min, 1h; a plain number is milliseconds)"
@@ -31,7 +31,7 @@ pub enum DurationError {
 ///
 /// Units (case-insensitive): `ns`, `us`/`µs`, `ms`, `s`/`sec`/`secs`/`second`/`seconds`,
 /// `m`/`min`/`mins`/`minute`/`minutes`, `h`/`hour`/`hours`, `d`/`day`/`days`; no unit means ms.
-pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
+pub(crate) fn parse_duration(text: &str) -> Result<Duration, DurationError> {
     let trimmed = text.trim();
     let split = trimmed
         .find(|c: char| !c.is_ascii_digit())
@@ -68,13 +68,13 @@ pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
 /// The longest duration any option accepts: a year. Nothing flowscale waits for is meant to be
 /// longer, and a value like `3000 d` is a typo (or a unit mix-up) that would otherwise silently
 /// stop a job from ever deciding.
-pub const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 60 * 60);
+pub(crate) const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 60 * 60);
 
 /// The valid range of a duration option: `min..=max`, so that a value that would stall the
 /// autoscaler (a zero window, a busy loop, an interval of centuries) is refused with the range
 /// in the message instead of being accepted silently.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DurationRange {
+pub(crate) struct DurationRange {
     /// The shortest valid value.
     pub min: Duration,
     /// The longest valid value.
@@ -86,14 +86,14 @@ pub struct DurationRange {
 
 impl DurationRange {
     /// Strictly positive, at most [`MAX_DURATION`].
-    pub const POSITIVE: DurationRange = DurationRange {
+    pub(crate) const POSITIVE: DurationRange = DurationRange {
         min: Duration::from_millis(1),
         max: MAX_DURATION,
         zero_means: None,
     };
 
     /// Zero (with its meaning) up to [`MAX_DURATION`].
-    pub const fn zero_or_up_to_a_year(zero_means: &'static str) -> DurationRange {
+    pub(crate) const fn zero_or_up_to_a_year(zero_means: &'static str) -> DurationRange {
         DurationRange {
             min: Duration::ZERO,
             max: MAX_DURATION,
@@ -102,7 +102,7 @@ impl DurationRange {
     }
 
     /// `Ok` when `d` lies in the range, else what would be valid.
-    pub fn check(&self, d: Duration) -> Result<(), String> {
+    pub(crate) fn check(&self, d: Duration) -> Result<(), String> {
         if (self.min..=self.max).contains(&d) {
             Ok(())
         } else {
@@ -145,7 +145,7 @@ fn describe(d: Duration) -> String {
 }
 
 /// Formats a duration compactly (`300s`, `1500ms`, `5min` style is not attempted).
-pub fn format_duration(d: Duration) -> String {
+pub(crate) fn format_duration(d: Duration) -> String {
     if d.subsec_nanos() == 0 {
         format!("{}s", d.as_secs())
     } else {

@@ -42,12 +42,12 @@ use super::known::{KeyPolicy, UnknownKey, check_key};
 use super::rest_url::check_rest_url;
 
 /// Default control-loop interval.
-pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(10);
+pub(crate) const DEFAULT_INTERVAL: Duration = Duration::from_secs(10);
 
 /// The valid range of the host interval: a cycle more often than every 100 ms would only
 /// busy-loop against the engine (its metrics do not change that fast), and more than a year
 /// apart means the job is never looked at.
-pub const INTERVAL_RANGE: DurationRange = DurationRange {
+pub(crate) const INTERVAL_RANGE: DurationRange = DurationRange {
     min: Duration::from_millis(100),
     max: MAX_DURATION,
     zero_means: None,
@@ -56,18 +56,18 @@ pub const INTERVAL_RANGE: DurationRange = DurationRange {
 /// Default of `[host] max-requests-per-cluster`: enough for a few jobs' cycles to overlap,
 /// few enough that a fleet of hundreds of jobs on one cluster does not flood its REST
 /// endpoint (the JobManager answers REST on a small thread pool of its own).
-pub const DEFAULT_MAX_REQUESTS_PER_CLUSTER: usize = 4;
+pub(crate) const DEFAULT_MAX_REQUESTS_PER_CLUSTER: usize = 4;
 
 /// The largest `[host] max-requests-per-cluster`.
-pub const MAX_REQUESTS_PER_CLUSTER: usize = 256;
+pub(crate) const MAX_REQUESTS_PER_CLUSTER: usize = 256;
 
 /// The largest `[host] workers`: the jobs' cycles compute for microseconds, so more threads
 /// than this only cost memory.
-pub const MAX_WORKERS: usize = 1024;
+pub(crate) const MAX_WORKERS: usize = 1024;
 
 /// Where plugins are discovered when nothing says otherwise: beside the fleet file for `run` and
 /// `validate`, in the working directory for commands without a fleet file.
-pub const DEFAULT_PLUGINS_DIR: &str = "plugins";
+pub(crate) const DEFAULT_PLUGINS_DIR: &str = "plugins";
 
 /// The keys of the `[host]` section.
 const HOST_KEYS: &[&str] = &[
@@ -86,7 +86,7 @@ const HOST_KEYS: &[&str] = &[
 ];
 
 /// The lease TTL when `[host] lease-ttl` is unset.
-pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(30);
+pub(crate) const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(30);
 
 /// The valid range of `[host] lease-ttl`: shorter than 200 ms, a host would spend its time
 /// renewing; longer than an hour, a dead host's jobs would wait that long for a new owner.
@@ -130,7 +130,7 @@ pub struct HostSettings {
 
 /// Why a listen address cannot be used as it is.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ListenError {
+pub(crate) enum ListenError {
     /// Not `IP:PORT`.
     #[error("expected IP:PORT such as \"127.0.0.1:9464\", got `{0}`")]
     Syntax(String),
@@ -145,7 +145,7 @@ pub enum ListenError {
 }
 
 /// The listen address of `text`.
-pub fn parse_listen(text: &str) -> Result<SocketAddr, ListenError> {
+pub(crate) fn parse_listen(text: &str) -> Result<SocketAddr, ListenError> {
     text.trim()
         .parse()
         .map_err(|_| ListenError::Syntax(text.to_string()))
@@ -153,7 +153,7 @@ pub fn parse_listen(text: &str) -> Result<SocketAddr, ListenError> {
 
 /// Checks a listen address and token together: a token is well formed, and only a loopback
 /// address may go without one.
-pub fn check_listen(addr: SocketAddr, token: Option<&str>) -> Result<(), ListenError> {
+pub(crate) fn check_listen(addr: SocketAddr, token: Option<&str>) -> Result<(), ListenError> {
     match token {
         Some(t) if !(16..=256).contains(&t.len()) || !t.bytes().all(|b| b.is_ascii_graphic()) => {
             Err(ListenError::BadToken)
@@ -227,7 +227,7 @@ impl FleetConfig {
 /// the file are wrong, so that the checks that come after reading (modes, options, engines)
 /// can still report on each job: one run of `validate` lists every problem of the file.
 #[derive(Debug, Clone, PartialEq)]
-pub struct FleetReading {
+pub(crate) struct FleetReading {
     /// What could be read (defaults stand in for what could not).
     pub fleet: FleetConfig,
     /// Every problem found while reading; the configuration must not be run when not empty.
@@ -235,13 +235,13 @@ pub struct FleetReading {
 }
 
 /// Reads and parses a fleet configuration file, reporting every problem at once.
-pub fn load_fleet(path: &Path) -> Result<FleetConfig, ConfigErrors> {
+pub(crate) fn load_fleet(path: &Path) -> Result<FleetConfig, ConfigErrors> {
     read_fleet(path, KeyPolicy::default())?.into_result()
 }
 
 /// Reads a fleet configuration file as far as it can be read. `Err` only when there is nothing
 /// to check further: the file cannot be read or is not TOML.
-pub fn read_fleet(path: &Path, policy: KeyPolicy) -> Result<FleetReading, ConfigErrors> {
+pub(crate) fn read_fleet(path: &Path, policy: KeyPolicy) -> Result<FleetReading, ConfigErrors> {
     let text = std::fs::read_to_string(path).map_err(|err| {
         ConfigErrors(vec![Diagnostic::new(
             path.display().to_string(),
@@ -253,7 +253,7 @@ pub fn read_fleet(path: &Path, policy: KeyPolicy) -> Result<FleetReading, Config
 
 impl FleetReading {
     /// The configuration when nothing was wrong, else every problem.
-    pub fn into_result(self) -> Result<FleetConfig, ConfigErrors> {
+    pub(crate) fn into_result(self) -> Result<FleetConfig, ConfigErrors> {
         if self.errors.is_empty() {
             Ok(self.fleet)
         } else {
@@ -268,7 +268,7 @@ pub fn parse_fleet(path: &Path, text: &str) -> Result<FleetConfig, ConfigErrors>
 }
 
 /// Parses a fleet configuration from text as far as it can be read (see [`read_fleet`]).
-pub fn parse_fleet_with(
+pub(crate) fn parse_fleet_with(
     path: &Path,
     text: &str,
     policy: KeyPolicy,

@@ -14,7 +14,7 @@ const ALIASES: &[(&str, &str)] = &[(
 /// rank wins (our spelling without prefix, then `job.autoscaler.`, then the operator prefix;
 /// Flink's alias spelling after all of ours).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CanonicalKey {
+pub(crate) struct CanonicalKey {
     /// The canonical key.
     pub key: String,
     /// Precedence on overlap; 0 is the canonical spelling.
@@ -22,7 +22,7 @@ pub struct CanonicalKey {
 }
 
 /// Maps any accepted spelling of a key to its canonical form.
-pub fn canonical_key(raw: &str) -> CanonicalKey {
+pub(crate) fn canonical_key(raw: &str) -> CanonicalKey {
     let raw = raw.trim();
     let (rest, prefix_rank) = PREFIXES
         .iter()

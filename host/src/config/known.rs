@@ -4,7 +4,7 @@
 use super::closest::typo_of;
 
 /// Canonical keys flowscale reads (without `job.autoscaler.`).
-pub const KNOWN_KEYS: &[&str] = &[
+pub(crate) const KNOWN_KEYS: &[&str] = &[
     "enabled",
     "scaling.enabled",
     "metrics.window",
@@ -60,7 +60,7 @@ const KNOWN_PREFIXES: &[&str] = &["scaling.alignment.mode."];
 
 /// How an unknown key is reported.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum UnknownKey {
+pub(crate) enum UnknownKey {
     /// Reported and ignored (an autoscaler-prefixed key flowscale does not read).
     Warning(String),
     /// Refused: a misspelling of a known key (whose default would silently be used instead),
@@ -70,7 +70,7 @@ pub enum UnknownKey {
 
 /// How to treat keys flowscale does not read.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct KeyPolicy {
+pub(crate) struct KeyPolicy {
     /// Every unknown key is an error, not only misspellings of known ones (`--strict`).
     pub strict: bool,
 }
@@ -80,7 +80,7 @@ pub struct KeyPolicy {
 /// `scaling.alignment.mode.`) is an error naming the known key; other keys of a Flink
 /// configuration pass silently (a key written with an autoscaler prefix is a warning), unless
 /// `policy` is strict.
-pub fn check_key(key: &str, raw_key: &str, policy: KeyPolicy) -> Option<UnknownKey> {
+pub(crate) fn check_key(key: &str, raw_key: &str, policy: KeyPolicy) -> Option<UnknownKey> {
     if KNOWN_KEYS.contains(&key) || KNOWN_PREFIXES.iter().any(|p| key.starts_with(p)) {
         return None;
     }

@@ -32,7 +32,7 @@ impl ConfigLookup for BTreeMap<String, String> {
 }
 
 /// Typed reads with defaults; every error names the key and what would be valid.
-pub trait ConfigLookupExt: ConfigLookup {
+pub(crate) trait ConfigLookupExt: ConfigLookup {
     /// A value parsed with `FromStr`, or `default` when unset.
     fn parsed_or<T: FromStr>(&self, key: &str, default: T, what: &str) -> Result<T, KeyError> {
         match self.get(key) {

@@ -3,7 +3,7 @@
 
 /// Why a REST URL is not usable. Each message quotes the URL and says what would be valid.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum RestUrlError {
+pub(crate) enum RestUrlError {
     /// `https://`: the client speaks plain HTTP only.
     #[error(
         "`{0}`: https is not supported yet (the REST client has no TLS); use an http:// URL, e.g. through a local proxy"
@@ -26,7 +26,7 @@ pub enum RestUrlError {
 }
 
 /// Checks a Flink REST URL: `http://HOST[:PORT][/PATH]`, the port in 1..=65535.
-pub fn check_rest_url(url: &str) -> Result<(), RestUrlError> {
+pub(crate) fn check_rest_url(url: &str) -> Result<(), RestUrlError> {
     let lower = url.to_ascii_lowercase();
     if lower.starts_with("https://") {
         return Err(RestUrlError::Tls(url.to_string()));

@@ -36,7 +36,7 @@ pub struct FleetPlan {
 }
 
 /// Where a key of a job's configuration was written, or the job entry when it was not written.
-pub fn locate(config: &JobConfig, key: &str, fallback: &str) -> String {
+pub(crate) fn locate(config: &JobConfig, key: &str, fallback: &str) -> String {
     config
         .origin(key)
         .or_else(|| config.origin(MODE_KEY_FOR_LOCATION))
@@ -45,7 +45,7 @@ pub fn locate(config: &JobConfig, key: &str, fallback: &str) -> String {
 }
 
 /// Located diagnostics for a job's resolution errors.
-pub fn resolve_diagnostics(spec: &JobSpec, errors: &[KeyError]) -> Vec<Diagnostic> {
+pub(crate) fn resolve_diagnostics(spec: &JobSpec, errors: &[KeyError]) -> Vec<Diagnostic> {
     errors
         .iter()
         .map(|e| {
@@ -69,7 +69,7 @@ pub fn plan_fleet(
 /// directory changed while the host runs): a job whose custom mode is not in it any more aligns
 /// with BALANCED until it is back, its plan's notes saying so (a `ModeFallback` event), instead
 /// of failing the whole plan.
-pub fn replan_fleet(
+pub(crate) fn replan_fleet(
     fleet: FleetConfig,
     catalog: &dyn ModeCatalog,
 ) -> Result<FleetPlan, ConfigErrors> {

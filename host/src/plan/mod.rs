@@ -7,7 +7,7 @@
 mod fleet;
 mod settings;
 
-pub use fleet::{FleetPlan, JobPlan, locate, plan_fleet, replan_fleet, resolve_diagnostics};
-pub use settings::{
-    COOLDOWN_PERIOD_KEY, DEFAULT_COOLDOWN_PERIOD, ENABLED_KEY, JobSettings, cooldown_period,
-};
+pub use fleet::plan_fleet;
+pub(crate) use fleet::{FleetPlan, JobPlan, replan_fleet};
+pub(crate) use settings::COOLDOWN_PERIOD_KEY;
+pub use settings::JobSettings;

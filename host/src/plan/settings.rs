@@ -9,13 +9,13 @@ use crate::scaling::AutoscalerOptions;
 use crate::state::EventLog;
 
 /// The configuration key of the minimum time between two scaling operations of one job.
-pub const COOLDOWN_PERIOD_KEY: &str = "scaling-cooldown-period";
+pub(crate) const COOLDOWN_PERIOD_KEY: &str = "scaling-cooldown-period";
 
 /// The cooldown period when `scaling-cooldown-period` is unset.
-pub const DEFAULT_COOLDOWN_PERIOD: Duration = Duration::from_secs(300);
+pub(crate) const DEFAULT_COOLDOWN_PERIOD: Duration = Duration::from_secs(300);
 
 /// Reads `scaling-cooldown-period` (Flink duration, `0` disables, default `300s`).
-pub fn cooldown_period(lookup: &impl ConfigLookup) -> Result<Duration, KeyError> {
+pub(crate) fn cooldown_period(lookup: &impl ConfigLookup) -> Result<Duration, KeyError> {
     lookup.duration_in(
         COOLDOWN_PERIOD_KEY,
         DEFAULT_COOLDOWN_PERIOD,
@@ -25,7 +25,7 @@ pub fn cooldown_period(lookup: &impl ConfigLookup) -> Result<Duration, KeyError>
 
 /// The master switch. The Flink autoscaler defaults it to false; in flowscale, listing a job in the fleet
 /// is the opt-in, so only an explicit `false` turns the autoscaler off for it.
-pub const ENABLED_KEY: &str = "enabled";
+pub(crate) const ENABLED_KEY: &str = "enabled";
 
 /// A job's validated settings.
 #[derive(Debug, Clone)]

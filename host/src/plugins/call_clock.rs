@@ -18,7 +18,7 @@ thread_local! {
 
 /// The start of the plugin call a thread is in, if any.
 #[derive(Debug)]
-pub struct CallClock {
+pub(crate) struct CallClock {
     /// What `started_ns` counts from.
     base: Instant,
     /// Nanoseconds from `base` to the start of the current call, plus one; 0: no call.
@@ -39,13 +39,13 @@ impl Default for CallClock {
 
 impl CallClock {
     /// Makes this the clock of the current thread until the guard is dropped.
-    pub fn install(self: &Arc<CallClock>) -> Installed {
+    pub(crate) fn install(self: &Arc<CallClock>) -> Installed {
         INSTALLED.with(|slot| *slot.borrow_mut() = Some(Arc::clone(self)));
         Installed(())
     }
 
     /// How long the current call has been running, unless there is none or it was reported.
-    pub fn running_for(&self) -> Option<Duration> {
+    pub(crate) fn running_for(&self) -> Option<Duration> {
         let started = self.started_ns.load(Ordering::Acquire);
         if started == 0 || self.reported.load(Ordering::Acquire) {
             return None;
@@ -55,7 +55,7 @@ impl CallClock {
     }
 
     /// Marks the current call as reported: [`CallClock::running_for`] says nothing more of it.
-    pub fn reported(&self) {
+    pub(crate) fn reported(&self) {
         self.reported.store(true, Ordering::Release);
     }
 
@@ -66,7 +66,7 @@ impl CallClock {
 
 /// Keeps a [`CallClock`] installed on its thread; uninstalls it when dropped.
 #[derive(Debug)]
-pub struct Installed(());
+pub(crate) struct Installed(());
 
 impl Drop for Installed {
     fn drop(&mut self) {
@@ -76,7 +76,7 @@ impl Drop for Installed {
 
 /// Marks the start of a plugin call on the current thread's clock (if one is installed) until
 /// the guard is dropped.
-pub fn plugin_call() -> InCall {
+pub(crate) fn plugin_call() -> InCall {
     let clock = INSTALLED.with(|slot| slot.borrow().clone());
     if let Some(clock) = &clock {
         clock.reported.store(false, Ordering::Release);
@@ -88,7 +88,7 @@ pub fn plugin_call() -> InCall {
 
 /// A plugin call in progress; see [`plugin_call`].
 #[derive(Debug)]
-pub struct InCall(Option<Arc<CallClock>>);
+pub(crate) struct InCall(Option<Arc<CallClock>>);
 
 impl Drop for InCall {
     fn drop(&mut self) {

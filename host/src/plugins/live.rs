@@ -46,7 +46,7 @@ struct Known {
 
 /// What changed in the directory since the last update.
 #[derive(Debug, Clone)]
-pub struct PluginUpdate {
+pub(crate) struct PluginUpdate {
     /// `PluginLoaded`, `PluginReplaced`, `PluginRemoved` and `PluginRefused` events.
     pub events: Vec<Event>,
     /// The modes available now, when they changed (a mode came, went, or has a new version).
@@ -54,7 +54,7 @@ pub struct PluginUpdate {
 }
 
 /// A plugins directory and what was loaded from it.
-pub struct LivePlugins {
+pub(crate) struct LivePlugins {
     dir: PathBuf,
     isolation: Isolation,
     versions: PluginVersions,
@@ -79,7 +79,7 @@ impl std::fmt::Debug for LivePlugins {
 
 impl LivePlugins {
     /// Discovers `dir` (as [`ModeRegistry::discover_with`]) and starts watching it.
-    pub fn open(dir: &Path, isolation: Isolation) -> LivePlugins {
+    pub(crate) fn open(dir: &Path, isolation: Isolation) -> LivePlugins {
         let wake = Arc::new(AtomicBool::new(false));
         let watcher = watch(dir, Arc::clone(&wake));
         let mut versions = PluginVersions::new();
@@ -100,22 +100,22 @@ impl LivePlugins {
     }
 
     /// The modes available now.
-    pub fn registry(&self) -> Arc<ModeRegistry> {
+    pub(crate) fn registry(&self) -> Arc<ModeRegistry> {
         Arc::clone(&self.registry)
     }
 
     /// The report of every listed file, as `flowscale plugins` prints them.
-    pub fn reports(&self) -> Vec<PluginFileReport> {
+    pub(crate) fn reports(&self) -> Vec<PluginFileReport> {
         self.known.values().map(|k| k.report.clone()).collect()
     }
 
     /// Plugin libraries loaded so far (every version), out of [`MAX_LOADED_VERSIONS`].
-    pub fn loaded_versions(&self) -> usize {
+    pub(crate) fn loaded_versions(&self) -> usize {
         self.versions.loaded_versions()
     }
 
     /// The listing `flowscale plugins --json` prints, for this running host.
-    pub fn listing(&self) -> PluginListing {
+    pub(crate) fn listing(&self) -> PluginListing {
         PluginListing {
             directory: self.dir.clone(),
             files: self.reports(),
@@ -125,7 +125,7 @@ impl LivePlugins {
     }
 
     /// Looks at the directory if it is time to, and acts on a settled change.
-    pub fn poll(&mut self) -> Option<PluginUpdate> {
+    pub(crate) fn poll(&mut self) -> Option<PluginUpdate> {
         let every = if self.watcher.is_some() {
             SAFETY_LOOK
         } else {
@@ -333,7 +333,7 @@ fn changes(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plugins::ModeSummary;
+    use crate::plugins::report::ModeSummary;
 
     fn report(file: &str, status: PluginStatus, version: &str, reason: Option<&str>) -> Known {
         let mut report = PluginFileReport::demo(status, reason);

@@ -352,7 +352,7 @@ impl ModeRegistry {
 
 /// Probes and loads one plugin file into this process as discovery does, the plugin logging
 /// through `log`: what a plugin worker runs ([`Loader`](super::isolation::Loader)).
-pub fn load_file(
+pub(crate) fn load_file(
     file: &Path,
     log: HostLogger,
     max_level: LogLevel,

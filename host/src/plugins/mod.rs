@@ -56,20 +56,20 @@ mod report;
 mod trust;
 mod versions;
 
-pub use call_clock::{CallClock, InCall, Installed, plugin_call};
+pub(crate) use call_clock::CallClock;
+#[cfg(test)]
+pub(crate) use call_clock::plugin_call;
 pub use isolation::Isolation;
-pub use live::{LivePlugins, PluginUpdate};
-pub use load::load_file;
-pub use registry::{LinkedMode, ModeRegistry, is_reserved};
-pub use report::{ModeSummary, PluginFileReport, PluginListing, PluginStatus, Refusal};
-pub use trust::{Distrust, PathKind};
-pub use versions::{MAX_LOADED_VERSIONS, PluginVersions};
+pub(crate) use live::LivePlugins;
+pub(crate) use load::load_file;
+pub(crate) use registry::is_reserved;
+pub use registry::{LinkedMode, ModeRegistry};
+pub use report::PluginStatus;
+pub(crate) use report::{PluginFileReport, PluginListing, Refusal};
+pub(crate) use versions::{MAX_LOADED_VERSIONS, PluginVersions};
 
 /// Where a registered mode comes from (the registry's entries are alignment's [`CustomMode`]s).
 pub use crate::alignment::ModeOrigin;
-
-/// The built-in names a plugin mode can never claim.
-pub use crate::alignment::RESERVED_NAMES as RESERVED_MODE_NAMES;
 
 /// The checks discovery makes on a candidate plugin file before it opens it as a library: who
 /// may have planted it (`trust`), and its header is a shared library for this platform (on

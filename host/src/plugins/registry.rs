@@ -40,7 +40,7 @@ pub struct ModeRegistry {
 }
 
 /// True when `id` is a built-in mode name (case-insensitively).
-pub fn is_reserved(id: &str) -> bool {
+pub(crate) fn is_reserved(id: &str) -> bool {
     RESERVED_NAMES
         .iter()
         .any(|name| name.eq_ignore_ascii_case(id))

@@ -30,7 +30,7 @@ use crate::alignment::CustomMode;
 
 /// How many plugin libraries one host process loads at most (every version of every file that
 /// reached the loader, refused ones included: they stay mapped too). A restart frees them.
-pub const MAX_LOADED_VERSIONS: usize = 64;
+pub(crate) const MAX_LOADED_VERSIONS: usize = 64;
 
 /// One plugin file, staged for loading: its content's hash, its manifest, and the private copy
 /// to load.

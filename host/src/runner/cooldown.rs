@@ -120,7 +120,7 @@ pub struct CooldownExecutor {
 impl CooldownExecutor {
     /// An executor for `job` with a cooldown of `period` (zero disables it: every event is
     /// executed right away). Periods beyond `i64::MAX` ms are treated as that.
-    pub fn new(job: impl Into<String>, period: Duration) -> CooldownExecutor {
+    pub(crate) fn new(job: impl Into<String>, period: Duration) -> CooldownExecutor {
         CooldownExecutor::restore(job, period, CooldownState::default())
     }
 
@@ -143,19 +143,19 @@ impl CooldownExecutor {
     }
 
     /// The cooldown period in ms (0 = disabled).
-    pub fn period_ms(&self) -> i64 {
+    pub(crate) fn period_ms(&self) -> i64 {
         self.period_ms
     }
 
     /// The end of the current (or last) period: the first instant outside it.
-    pub fn period_end_ms(&self) -> Option<i64> {
+    pub(crate) fn period_end_ms(&self) -> Option<i64> {
         self.state
             .period_start_ms
             .map(|start| start.saturating_add(self.period_ms))
     }
 
     /// True if `now_ms` is inside a cooldown period.
-    pub fn in_cooldown(&self, now_ms: i64) -> bool {
+    pub(crate) fn in_cooldown(&self, now_ms: i64) -> bool {
         self.period_end_ms().is_some_and(|end| now_ms < end)
     }
 

@@ -14,10 +14,10 @@ use crate::engine::{Engine, EngineError};
 use crate::sim::{SimError, Simulation};
 
 /// A named engine: one job of a fleet entry.
-pub type NamedEngine = (String, Box<dyn Engine>);
+pub(crate) type NamedEngine = (String, Box<dyn Engine>);
 
 /// What a fleet entry's engine opens to.
-pub enum OpenedEngines {
+pub(crate) enum OpenedEngines {
     /// A simulated job, kept a [`Simulation`] so that its timeline can be read after the run.
     Simulated {
         /// The simulation, recording its timeline.
@@ -31,7 +31,7 @@ pub enum OpenedEngines {
 
 /// Why a fleet entry's engine could not be opened.
 #[derive(Debug, thiserror::Error)]
-pub enum OpenError {
+pub(crate) enum OpenError {
     /// The simulated job's file.
     #[error(transparent)]
     Simulation(#[from] SimError),
@@ -50,14 +50,9 @@ pub enum OpenError {
 }
 
 /// Opens the engine of the fleet entry `name`. A Flink entry without `job-id` covers every
-/// RUNNING job of the cluster, each named `<entry>/<flink job name>` when there are several.
-pub fn open_engines(name: &str, spec: &EngineSpec) -> Result<OpenedEngines, OpenError> {
-    open_engines_within(name, spec, None)
-}
-
-/// Opens the engine of the fleet entry `name` like [`open_engines`]; a Flink entry's requests
-/// stay within its cluster's place in `limits`.
-pub fn open_engines_limited(
+/// RUNNING job of the cluster, each named `<entry>/<flink job name>` when there are several; a
+/// Flink entry's requests stay within its cluster's place in `limits`.
+pub(crate) fn open_engines_limited(
     name: &str,
     spec: &EngineSpec,
     limits: &ClusterLimits,
@@ -94,9 +89,9 @@ fn open_engines_within(
 }
 
 /// True when the fleet entry `entry` may open a job named `job` that restores its state from
-/// the store: what [`open_engines`] names the jobs of a Flink or replay entry (simulated jobs
+/// the store: what [`open_engines_limited`] names the jobs of a Flink or replay entry (simulated jobs
 /// keep no state).
-pub fn may_restore(entry: &str, spec: &EngineSpec, job: &str) -> bool {
+pub(crate) fn may_restore(entry: &str, spec: &EngineSpec, job: &str) -> bool {
     match spec {
         EngineSpec::Sim { .. } => false,
         EngineSpec::Replay { .. }

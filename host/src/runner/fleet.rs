@@ -13,7 +13,7 @@ use super::lateness::Lateness;
 use super::pace::Pace;
 
 /// Simulated time a simulated job runs for when neither the fleet nor the command says.
-pub const DEFAULT_SIMULATED_DURATION: Duration = Duration::from_secs(2 * 3600);
+pub(crate) const DEFAULT_SIMULATED_DURATION: Duration = Duration::from_secs(2 * 3600);
 /// The longest a bounded simulated job may take to finish.
 pub(super) const MAX_SIMULATED_DURATION: Duration = Duration::from_secs(30 * 86_400);
 
@@ -94,7 +94,7 @@ fn duration_ms(d: Duration) -> i64 {
 }
 
 /// Milliseconds since the epoch.
-pub fn wall_ms() -> i64 {
+pub(crate) fn wall_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(duration_ms)

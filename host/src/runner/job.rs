@@ -17,7 +17,9 @@ use crate::state::{
     DEFAULT_EVENT_CAPACITY, EventLog, JobLeases, StateError, StateStore, save, sections,
 };
 
-use super::cooldown::{CooldownExecutor, CooldownState};
+use super::cooldown::CooldownExecutor;
+#[cfg(test)]
+use super::cooldown::CooldownState;
 use super::report::{CycleReport, format_time};
 use super::restore::{RestoreError, restore};
 
@@ -89,42 +91,40 @@ impl<E: Engine> JobRunner<E> {
     }
 
     /// The job's name.
-    pub fn name(&self) -> &str {
+    pub(crate) fn name(&self) -> &str {
         &self.name
     }
 
     /// The engine.
-    pub fn engine(&self) -> &E {
+    pub(crate) fn engine(&self) -> &E {
         &self.engine
     }
 
-    /// The engine, mutably.
-    pub fn engine_mut(&mut self) -> &mut E {
-        &mut self.engine
-    }
-
     /// The resolved alignment.
-    pub fn alignment(&self) -> &JobAlignment {
+    pub(crate) fn alignment(&self) -> &JobAlignment {
         &self.alignment
     }
 
     /// The job's persisted decision state (metric window, scaling history, ...).
-    pub fn scaling_state(&self) -> &JobScalingState {
+    #[cfg(test)]
+    pub(crate) fn scaling_state(&self) -> &JobScalingState {
         &self.scaling
     }
 
     /// The cooldown executor's state (queue, period start, last operation).
-    pub fn cooldown_state(&self) -> &CooldownState {
+    #[cfg(test)]
+    pub(crate) fn cooldown_state(&self) -> &CooldownState {
         self.cooldown.state()
     }
 
     /// The job's recent events.
-    pub fn events(&self) -> &EventLog {
+    #[cfg(test)]
+    pub(crate) fn events(&self) -> &EventLog {
         &self.events
     }
 
     /// How often the runner needs a step: the smaller of the cycle and batch intervals.
-    pub fn step_ms(&self) -> i64 {
+    pub(crate) fn step_ms(&self) -> i64 {
         self.rate
             .as_ref()
             .map_or(self.interval_ms, |r| r.interval_ms.min(self.interval_ms))
@@ -154,7 +154,7 @@ impl<E: Engine> JobRunner<E> {
     /// Continues a job this host just took the lease of: forgets what it knew of the job (from
     /// an earlier lease, now stale), reads what the previous owner stored, and from now on
     /// sends a rescale only while `token` is the job's current one.
-    pub fn take_over(
+    pub(crate) fn take_over(
         &mut self,
         store: &mut dyn StateStore,
         leases: Arc<dyn JobLeases>,
@@ -168,13 +168,13 @@ impl<E: Engine> JobRunner<E> {
     }
 
     /// Stops sending rescales: the lease is gone.
-    pub fn lose_lease(&mut self) {
+    pub(crate) fn lose_lease(&mut self) {
         self.fence = None;
     }
 
     /// True while the job must not move to another host: a cooldown period runs or decisions
     /// wait in its queue (a rescale in flight is within the period it started).
-    pub fn is_busy(&self, now_ms: i64) -> bool {
+    pub(crate) fn is_busy(&self, now_ms: i64) -> bool {
         self.cooldown.in_cooldown(now_ms) || !self.cooldown.state().queue.is_empty()
     }
 
@@ -182,7 +182,7 @@ impl<E: Engine> JobRunner<E> {
     /// the metric window, scaling history, cooldown queue and period, and the event log. The
     /// rate controller starts over only when its own settings changed (its PID state belongs
     /// to the old gains), and the next cycle stays when it was planned.
-    pub fn reconfigure(
+    pub(crate) fn reconfigure(
         &mut self,
         alignment: JobAlignment,
         settings: &JobSettings,
@@ -215,7 +215,7 @@ impl<E: Engine> JobRunner<E> {
     }
 
     /// True when nothing remains to do: the engine's job has finished.
-    pub fn is_finished(&self) -> bool {
+    pub(crate) fn is_finished(&self) -> bool {
         self.engine.is_finished()
     }
 

@@ -39,7 +39,7 @@ pub struct LatenessSummary {
 
 impl Lateness {
     /// Counts one cycle that started `late` after it was due.
-    pub fn record(&mut self, late: Duration) {
+    pub(crate) fn record(&mut self, late: Duration) {
         let us = u64::try_from(late.as_micros()).unwrap_or(u64::MAX);
         let ms = us / 1000;
         let bucket = BOUNDS_MS
@@ -61,7 +61,8 @@ impl Lateness {
     }
 
     /// Cycles counted.
-    pub fn cycles(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn cycles(&self) -> u64 {
         self.cycles
     }
 
@@ -72,7 +73,7 @@ impl Lateness {
 
     /// The lateness at most a fraction `q` (0 to 1) of the cycles reached, as the upper
     /// bound of its bucket (never more than the maximum); zero without cycles.
-    pub fn quantile(&self, q: f64) -> Duration {
+    pub(crate) fn quantile(&self, q: f64) -> Duration {
         if self.cycles == 0 {
             return Duration::ZERO;
         }

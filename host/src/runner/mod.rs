@@ -16,21 +16,20 @@ mod state_check;
 mod supervisor;
 mod time_ordered;
 
-pub use cooldown::{
-    CooldownExecutor, CooldownOutcome, CooldownState, QueuedScalingEvent, ScalingOperation,
-};
-pub use engines::{
-    NamedEngine, OpenError, OpenedEngines, may_restore, open_engines, open_engines_limited,
-};
-pub use fleet::{DEFAULT_SIMULATED_DURATION, Interrupted, JobRun, RunOptions, wall_ms};
-pub use job::{JobRunner, PersistError};
-pub use lateness::{Lateness, LatenessSummary};
-pub use pace::{Pace, PaceError};
-pub use report::{CycleReport, Printer, format_time};
-pub use restore::{BadSection, RestoreError, check_sections, ignored_state};
-pub use state_check::{StateCheck, check_state_dir};
-pub use supervisor::{FleetSource, MAX_NETWORK_THREADS, run_fleet, run_fleet_reloading};
-pub use time_ordered::{DEFAULT_HOLD_BYTES, TimeOrderedLog};
+pub use cooldown::{CooldownExecutor, CooldownState};
+pub use fleet::RunOptions;
+pub(crate) use fleet::{DEFAULT_SIMULATED_DURATION, Interrupted, JobRun, wall_ms};
+pub use job::JobRunner;
+pub use lateness::Lateness;
+pub(crate) use lateness::LatenessSummary;
+pub use pace::Pace;
+pub use report::CycleReport;
+pub(crate) use report::{Printer, format_time};
+pub(crate) use restore::ignored_state;
+pub(crate) use state_check::check_state_dir;
+pub use supervisor::run_fleet;
+pub(crate) use supervisor::{FleetSource, run_fleet_reloading};
+pub(crate) use time_ordered::{DEFAULT_HOLD_BYTES, TimeOrderedLog};
 
 #[cfg(test)]
 mod tests;

@@ -38,13 +38,13 @@ impl Pace {
     }
 
     /// Simulated seconds per wall second.
-    pub fn per_second(self) -> f64 {
+    pub(crate) fn per_second(self) -> f64 {
         self.0
     }
 
     /// The wall time `simulated` takes at this pace; `None` when it is too long to represent
     /// (a tiny pace over a long run), which means "never" to the caller.
-    pub fn wall_time(self, simulated: Duration) -> Option<Duration> {
+    pub(crate) fn wall_time(self, simulated: Duration) -> Option<Duration> {
         Duration::try_from_secs_f64(simulated.as_secs_f64() / self.0).ok()
     }
 }

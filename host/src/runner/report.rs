@@ -75,7 +75,7 @@ impl CycleReport {
     }
 
     /// True when there is something a person would want to read.
-    pub fn is_noteworthy(&self) -> bool {
+    pub(crate) fn is_noteworthy(&self) -> bool {
         self.operation.is_some()
             || self.queued
             || self.stage == Some(CycleStage::Scaled)
@@ -84,7 +84,7 @@ impl CycleReport {
 }
 
 /// Prints reports: readable lines, or JSON Lines of `{"type": "cycle", "data": ...}`.
-pub struct Printer<W: Write> {
+pub(crate) struct Printer<W: Write> {
     out: W,
     json: bool,
     verbose: bool,
@@ -92,12 +92,12 @@ pub struct Printer<W: Write> {
 
 impl<W: Write> Printer<W> {
     /// A printer writing to `out`.
-    pub fn new(out: W, json: bool, verbose: bool) -> Printer<W> {
+    pub(crate) fn new(out: W, json: bool, verbose: bool) -> Printer<W> {
         Printer { out, json, verbose }
     }
 
     /// Prints one report (human output skips quiet cycles unless verbose).
-    pub fn print(&mut self, report: &CycleReport) -> io::Result<()> {
+    pub(crate) fn print(&mut self, report: &CycleReport) -> io::Result<()> {
         if self.json {
             serde_json::to_writer(
                 &mut self.out,
@@ -165,7 +165,7 @@ impl<W: Write> Printer<W> {
     /// Prints an event that belongs to no step of a job (what the host found in its state
     /// directory when it started): a readable line, or JSON Lines of
     /// `{"type": "event", "data": {"at_ms": ..., "event": ...}}`.
-    pub fn print_event(&mut self, at_ms: i64, event: &Event) -> io::Result<()> {
+    pub(crate) fn print_event(&mut self, at_ms: i64, event: &Event) -> io::Result<()> {
         if self.json {
             let logged = LoggedEvent {
                 at_ms,
@@ -188,19 +188,19 @@ impl<W: Write> Printer<W> {
     }
 
     /// The writer, for text printed elsewhere (such as the ordered log of simulated jobs).
-    pub fn out(&mut self) -> &mut W {
+    pub(crate) fn out(&mut self) -> &mut W {
         &mut self.out
     }
 
     /// The writer back.
-    pub fn into_inner(self) -> W {
+    pub(crate) fn into_inner(self) -> W {
         self.out
     }
 }
 
 /// Engine time for people: `HH:MM:SS` of simulated time (small values), else ms since the epoch
 /// as `T+<seconds>`.
-pub fn format_time(at_ms: i64) -> String {
+pub(crate) fn format_time(at_ms: i64) -> String {
     if at_ms < 100 * 86_400_000 {
         let s = at_ms / 1000;
         format!("{:02}:{:02}:{:02}", s / 3600, (s / 60) % 60, s % 60)

@@ -22,7 +22,7 @@ use super::engines::may_restore;
 
 /// A stored section its owner cannot decode.
 #[derive(Debug, Clone, PartialEq)]
-pub struct BadSection {
+pub(crate) struct BadSection {
     /// The section's name.
     pub section: String,
     /// What its decoder said.
@@ -69,7 +69,7 @@ fn scaling_sections() -> Vec<&'static str> {
 
 /// Checks every section the host stores for a job (`get` reads one) with the type that owns
 /// it, without changing anything: what [`restore`] would keep aside. `validate` uses it too.
-pub fn check_sections(get: impl Fn(&str) -> Option<Value>) -> Vec<BadSection> {
+pub(crate) fn check_sections(get: impl Fn(&str) -> Option<Value>) -> Vec<BadSection> {
     let mut bad = Vec::new();
     for section in scaling_sections() {
         // Absent sections read as empty, so this decodes `section` alone.
@@ -200,7 +200,7 @@ fn kept_at(kept: Option<&Path>) -> String {
 /// does not run. They are reported once, when the host starts, and the files are left as they
 /// are (before, a file that was not state stopped the whole host, whatever job it belonged to).
 /// What concerns a job of the fleet is left to that job ([`restore`]).
-pub fn ignored_state(store: &FileStateStore, jobs: &[(&str, &EngineSpec)]) -> Vec<Event> {
+pub(crate) fn ignored_state(store: &FileStateStore, jobs: &[(&str, &EngineSpec)]) -> Vec<Event> {
     let used = |job: &str| {
         jobs.iter()
             .any(|(entry, spec)| may_restore(entry, spec, job))

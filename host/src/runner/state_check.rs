@@ -13,7 +13,7 @@ use super::restore::check_sections;
 /// The state directory's problems (a job would not start) and warnings (something is kept
 /// aside or left alone), each located by file.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct StateCheck {
+pub(crate) struct StateCheck {
     /// What stops a job of the fleet from starting.
     pub errors: Vec<Diagnostic>,
     /// What `run` would keep aside, or leave alone because no job of the fleet uses it.
@@ -22,7 +22,7 @@ pub struct StateCheck {
 
 /// Checks `dir` for the fleet's `(name, engine)` entries. A directory that does not exist yet
 /// is fine: `run` creates it.
-pub fn check_state_dir(dir: &Path, jobs: &[(&str, &EngineSpec)]) -> StateCheck {
+pub(crate) fn check_state_dir(dir: &Path, jobs: &[(&str, &EngineSpec)]) -> StateCheck {
     let mut check = StateCheck::default();
     if !dir.exists() {
         return check;

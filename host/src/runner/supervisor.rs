@@ -41,10 +41,10 @@ use super::scheduler::{PoolConfig, Scheduler};
 const POLL: Duration = Duration::from_millis(200);
 
 /// The most request threads of a fleet, however many clusters it runs on.
-pub const MAX_NETWORK_THREADS: usize = 64;
+pub(crate) const MAX_NETWORK_THREADS: usize = 64;
 
 /// Where a running fleet learns of a new configuration.
-pub trait FleetSource {
+pub(crate) trait FleetSource {
     /// A new, valid plan when the configuration (or the plugins it uses) changed since the last
     /// call. An invalid change is the source's to report: the fleet runs on with what it has.
     fn poll(&mut self) -> Option<FleetPlan>;
@@ -65,7 +65,7 @@ pub fn run_fleet(
 /// Runs every job of `plan` like [`run_fleet`], and, with a `source`, takes every new plan it
 /// offers while running (see [`Supervisor`]). With no job left after a reload, the fleet waits
 /// for the next reload or for the stop.
-pub fn run_fleet_reloading(
+pub(crate) fn run_fleet_reloading(
     plan: FleetPlan,
     options: &RunOptions<'_>,
     sink: &(dyn Fn(&CycleReport) + Sync),

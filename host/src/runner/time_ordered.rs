@@ -14,7 +14,7 @@ use std::fs::File;
 use std::io::{self, BufReader, BufWriter, Read, Seek, Write};
 
 /// How much text the log holds in memory before it spills a sorted run to disk.
-pub const DEFAULT_HOLD_BYTES: usize = 4 << 20;
+pub(crate) const DEFAULT_HOLD_BYTES: usize = 4 << 20;
 
 /// One job's output for one instant.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -77,7 +77,7 @@ fn read_bytes(input: &mut impl Read) -> io::Result<Vec<u8>> {
 
 /// Lines of jobs on virtual clocks, written out in engine-time order by [`TimeOrderedLog::finish`].
 #[derive(Debug)]
-pub struct TimeOrderedLog {
+pub(crate) struct TimeOrderedLog {
     hold_bytes: usize,
     held: Vec<Entry>,
     held_size: usize,
@@ -89,7 +89,7 @@ pub struct TimeOrderedLog {
 
 impl TimeOrderedLog {
     /// A log holding up to about `hold_bytes` of text in memory at a time.
-    pub fn new(hold_bytes: usize) -> TimeOrderedLog {
+    pub(crate) fn new(hold_bytes: usize) -> TimeOrderedLog {
         TimeOrderedLog {
             hold_bytes,
             held: Vec::new(),
@@ -101,7 +101,7 @@ impl TimeOrderedLog {
     }
 
     /// Adds `text` (whole lines) that `job` wrote at `at_ms`; nothing for empty text.
-    pub fn push(&mut self, at_ms: i64, job: &str, text: Vec<u8>) {
+    pub(crate) fn push(&mut self, at_ms: i64, job: &str, text: Vec<u8>) {
         if text.is_empty() {
             return;
         }
@@ -124,7 +124,8 @@ impl TimeOrderedLog {
     }
 
     /// Sorted runs spilled to disk so far.
-    pub fn spilled_runs(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn spilled_runs(&self) -> usize {
         self.runs.len()
     }
 
@@ -144,7 +145,7 @@ impl TimeOrderedLog {
     }
 
     /// Writes every line, in order of time, then job, then arrival, to `out`.
-    pub fn finish(mut self, out: &mut impl Write) -> io::Result<()> {
+    pub(crate) fn finish(mut self, out: &mut impl Write) -> io::Result<()> {
         self.held.sort_unstable();
         let mut sources: Vec<Box<dyn Iterator<Item = io::Result<Entry>>>> = Vec::new();
         for file in self.runs {

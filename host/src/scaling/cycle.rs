@@ -16,23 +16,18 @@ use super::topology::Topology;
 
 /// The decision pipeline with its options, for callers that keep one per job.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Autoscaler {
+pub(crate) struct Autoscaler {
     options: AutoscalerOptions,
 }
 
 impl Autoscaler {
     /// A pipeline with fixed options.
-    pub fn new(options: AutoscalerOptions) -> Autoscaler {
+    pub(crate) fn new(options: AutoscalerOptions) -> Autoscaler {
         Autoscaler { options }
     }
 
-    /// The options.
-    pub fn options(&self) -> &AutoscalerOptions {
-        &self.options
-    }
-
     /// Runs one cycle; see [`run_cycle`].
-    pub fn run_cycle(
+    pub(crate) fn run_cycle(
         &self,
         job: &str,
         observation: &JobObservation,
@@ -367,7 +362,8 @@ mod tests {
         );
 
         let (mut opts, jobs) = band_job(740.0);
-        opts.excluded_periods = crate::scaling::ExcludedPeriods::parse("00:00-00:01").unwrap();
+        opts.excluded_periods =
+            crate::scaling::options::ExcludedPeriods::parse("00:00-00:01").unwrap();
         let mut state = JobScalingState::default();
         run_cycle("j", &opts, &jobs[0].obs, 0, &TargetAligner, &mut state);
         let out = run_cycle("j", &opts, &jobs[1].obs, 10_000, &TargetAligner, &mut state);

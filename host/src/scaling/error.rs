@@ -3,7 +3,7 @@
 /// Why a cycle stopped early. [`CycleError::NotReady`] is expected (the job is warming up) and
 /// ends the cycle silently; every other variant is reported as an `AutoscalerError` event.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum CycleError {
+pub(crate) enum CycleError {
     /// The job cannot be evaluated yet (empty plan, metrics missing while stabilizing).
     #[error("{0}")]
     NotReady(String),

@@ -23,7 +23,7 @@ mod cycle;
 mod error;
 mod evaluation;
 mod metrics;
-pub mod numeric;
+pub(crate) mod numeric;
 mod operation;
 mod options;
 mod outcome;
@@ -34,24 +34,14 @@ mod target;
 pub mod testing;
 mod topology;
 
-pub use cycle::{Autoscaler, run_cycle};
-pub use error::CycleError;
-pub use evaluation::Evaluation;
-pub use metrics::{
-    CollectedMetrics, EvaluatedScalingMetric, MetricHistory, MetricMap, MetricMapIter,
-    ScalingMetric, VertexEvaluation, average, average_or_rate, rate,
-};
-pub use operation::{REPORT_HEADER_DISABLED, REPORT_HEADER_ENABLED};
-pub use options::{
-    AutoscalerOptions, BusyTimeAggregator, DailyRange, ExcludedPeriods, PeriodError,
-};
+pub(crate) use cycle::Autoscaler;
+pub use cycle::run_cycle;
+pub use metrics::ScalingMetric;
+pub(crate) use metrics::VertexEvaluation;
+pub(crate) use operation::REPORT_HEADER_ENABLED;
+pub use options::AutoscalerOptions;
 pub use outcome::{CycleOutcome, CycleStage, VertexDecision};
-pub use state::{
-    DelayedScaleDown, JobScalingState, RecommendedParallelism, SECTION_DELAYED_SCALE_DOWN,
-    SECTION_METRIC_HISTORY, SECTION_PARALLELISM_OVERRIDES, SECTION_PENDING_SUMMARIES,
-    SECTION_SCALING_HISTORY, SECTION_SCALING_TRACKING, ScalingHistory, ScalingRecord,
-    ScalingSummary, ScalingTracking, VertexDelayedScaleDown,
-};
-pub use target::{
-    ParallelismChange, Reason, ScaledTarget, observed_scalability_coefficient, scaled_target,
-};
+pub use state::JobScalingState;
+#[cfg(test)]
+pub(crate) use state::SECTION_SCALING_HISTORY;
+pub(crate) use target::scaled_target;

@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 
 /// `Math.round(x)` as a double: `floor(x + 0.5)` computed exactly (half towards +∞), NaN → 0,
 /// saturating at the `long` range.
-pub fn round_half_up(x: f64) -> f64 {
+pub(crate) fn round_half_up(x: f64) -> f64 {
     if x.is_nan() {
         return 0.0;
     }
@@ -19,7 +19,7 @@ pub fn round_half_up(x: f64) -> f64 {
 }
 
 /// Java `Math.max(a, b)` for doubles: NaN if either is NaN.
-pub fn java_max(a: f64, b: f64) -> f64 {
+pub(crate) fn java_max(a: f64, b: f64) -> f64 {
     if a.is_nan() || b.is_nan() {
         f64::NAN
     } else {
@@ -28,7 +28,7 @@ pub fn java_max(a: f64, b: f64) -> f64 {
 }
 
 /// Java `Math.min(a, b)` for doubles: NaN if either is NaN.
-pub fn java_min(a: f64, b: f64) -> f64 {
+pub(crate) fn java_min(a: f64, b: f64) -> f64 {
     if a.is_nan() || b.is_nan() {
         f64::NAN
     } else {
@@ -37,14 +37,14 @@ pub fn java_min(a: f64, b: f64) -> f64 {
 }
 
 /// Java `(int) x`: saturating, NaN → 0 (Rust's `as` does exactly this).
-pub fn to_int_saturating(x: f64) -> i32 {
+pub(crate) fn to_int_saturating(x: f64) -> i32 {
     x as i32
 }
 
 /// The Flink autoscaler's `roundMetric`: HALF_UP to 3 decimals on the shortest decimal representation; a
 /// value that would round to 0 is returned unchanged (small values never become 0). NaN and
 /// infinities are returned unchanged.
-pub fn round_metric(x: f64) -> f64 {
+pub(crate) fn round_metric(x: f64) -> f64 {
     if !x.is_finite() {
         return x;
     }
@@ -54,7 +54,7 @@ pub fn round_metric(x: f64) -> f64 {
 
 /// Rounds up (towards +∞, `RoundingMode.CEILING`) to 2 decimals on the shortest decimal
 /// representation, as the observed-scalability coefficient is (0.6825 → 0.69, 0.7 → 0.7).
-pub fn ceil_2_decimals(x: f64) -> f64 {
+pub(crate) fn ceil_2_decimals(x: f64) -> f64 {
     if !x.is_finite() {
         return x;
     }
@@ -63,15 +63,16 @@ pub fn ceil_2_decimals(x: f64) -> f64 {
 
 /// Java's `String.format("%.Nf", x)`: HALF_UP on the shortest representation, `NaN`,
 /// `Infinity`, `-Infinity` for non-finite values.
-pub fn java_format_fixed(x: f64, scale: usize) -> String {
+#[cfg(test)]
+pub(crate) fn java_format_fixed(x: f64, scale: usize) -> String {
     let mut out = String::new();
     push_java_format_fixed(&mut out, x, scale);
     out
 }
 
-/// [`java_format_fixed`] appended to `out`, formatting on the stack: the scaling report writes
-/// three of these per vertex.
-pub fn push_java_format_fixed(out: &mut String, x: f64, scale: usize) {
+/// Java's `String.format("%.Nf", x)` (as `java_format_fixed`) appended to `out`, formatting on
+/// the stack: the scaling report writes three of these per vertex.
+pub(crate) fn push_java_format_fixed(out: &mut String, x: f64, scale: usize) {
     if !x.is_finite() {
         out.push_str(&java_double_to_string(x));
         return;
@@ -97,7 +98,7 @@ pub fn push_java_format_fixed(out: &mut String, x: f64, scale: usize) {
 
 /// Java's `Double.toString(x)`: shortest digits; plain notation with at least one fraction digit
 /// for `1e-3 <= |x| < 1e7`, otherwise `d.dddE±n`.
-pub fn java_double_to_string(x: f64) -> String {
+pub(crate) fn java_double_to_string(x: f64) -> String {
     if x.is_nan() {
         return "NaN".to_string();
     }

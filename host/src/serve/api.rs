@@ -165,7 +165,7 @@ pub(super) struct AlignErrorDoc {
 struct ApiDoc;
 
 /// The OpenAPI document of the API.
-pub fn openapi_json() -> String {
+pub(crate) fn openapi_json() -> String {
     ApiDoc::openapi()
         .to_pretty_json()
         .unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))

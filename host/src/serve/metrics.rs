@@ -28,13 +28,14 @@ use crate::events::EventReason;
 use crate::runner::CycleReport;
 
 /// The content type of [`Metrics::encode`]'s output.
-pub const OPENMETRICS_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+pub(crate) const OPENMETRICS_TYPE: &str =
+    "application/openmetrics-text; version=1.0.0; charset=utf-8";
 /// The content type of [`Metrics::encode_text`]'s output.
-pub const TEXT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+pub(crate) const TEXT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 /// `{job, mode}`.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct JobModeLabels {
+pub(crate) struct JobModeLabels {
     /// The job.
     pub job: String,
     /// Its alignment mode.
@@ -43,7 +44,7 @@ pub struct JobModeLabels {
 
 /// `{job}`.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct JobLabels {
+pub(crate) struct JobLabels {
     /// The job.
     pub job: String,
 }
@@ -421,13 +422,15 @@ fn record_parallelism(handles: &mut JobHandles, report: &CycleReport) {
 }
 
 /// Converts the client's OpenMetrics output to the Prometheus text format.
-pub fn to_prometheus_text(openmetrics: &str) -> String {
+#[cfg(test)]
+fn to_prometheus_text(openmetrics: &str) -> String {
     let mut out = String::new();
     write_prometheus_text(openmetrics, &mut out);
     out
 }
 
-/// [`to_prometheus_text`] into `out`, in one pass: a counter family's `# HELP` line comes just
+/// Converts the client's OpenMetrics output to the Prometheus text format, into `out`, in one
+/// pass: a counter family's `# HELP` line comes just
 /// before its `# TYPE` line, so one line of look-ahead tells which names take `_total`.
 fn write_prometheus_text(openmetrics: &str, out: &mut String) {
     out.reserve(openmetrics.len() + 1024);

@@ -9,10 +9,10 @@
 mod api;
 mod auth;
 mod dashboard;
-pub mod metrics;
+pub(crate) mod metrics;
 mod series;
 mod shared;
-pub mod view;
+pub(crate) mod view;
 
 use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
@@ -23,10 +23,12 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use tokio::sync::{Semaphore, oneshot};
 
-pub use api::openapi_json;
-pub use shared::{
-    Backend, CONNECTION_LIFETIME, HEADER_TIMEOUT, MAX_BODY_BYTES, MAX_CONNECTIONS, REQUEST_TIMEOUT,
-};
+#[cfg(test)]
+use api::openapi_json;
+pub use shared::Backend;
+#[cfg(test)]
+use shared::MAX_BODY_BYTES;
+use shared::{CONNECTION_LIFETIME, HEADER_TIMEOUT, MAX_CONNECTIONS};
 
 use shared::AppState;
 pub use view::FleetView;

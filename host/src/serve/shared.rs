@@ -7,15 +7,15 @@ use std::time::Duration;
 use super::view::FleetView;
 
 /// The largest `POST /api/v1/align` body.
-pub const MAX_BODY_BYTES: usize = 64 * 1024;
+pub(crate) const MAX_BODY_BYTES: usize = 64 * 1024;
 /// How long a client may take to send its request headers.
-pub const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a request may take, body included.
-pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// The longest a connection stays open (keep-alive included).
-pub const CONNECTION_LIFETIME: Duration = Duration::from_secs(120);
+pub(crate) const CONNECTION_LIFETIME: Duration = Duration::from_secs(120);
 /// Connections served at once; more wait in the listen backlog.
-pub const MAX_CONNECTIONS: usize = 128;
+pub(crate) const MAX_CONNECTIONS: usize = 128;
 
 /// What the server asks of the command that runs it: the documents it cannot build from the
 /// fleet view.

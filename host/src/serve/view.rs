@@ -18,12 +18,12 @@ use crate::scaling::CycleStage;
 use crate::state::{JobLeases, LeaseOwner};
 
 /// Decisions kept per job (the newest first on the job's page).
-pub const MAX_DECISIONS: usize = 50;
+pub(crate) const MAX_DECISIONS: usize = 50;
 /// Events kept per job.
-pub const MAX_EVENTS: usize = 200;
+pub(crate) const MAX_EVENTS: usize = 200;
 /// Points of the time series kept per job; older ones are thinned out, not dropped, so the
 /// chart always covers the whole run.
-pub const MAX_POINTS: usize = 720;
+pub(crate) const MAX_POINTS: usize = 720;
 
 /// A job as the server lists it.
 #[derive(Debug, Clone, Serialize, ToSchema)]

@@ -106,13 +106,8 @@ mod workload;
 #[cfg(test)]
 mod tests;
 
-pub use error::{JobFileProblem, SimError};
-pub use plot::{plot_svg, render_svg};
-pub use routing::{key_group_range, operator_index_for_key_group};
+pub(crate) use error::SimError;
+pub(crate) use plot::plot_svg;
 pub use simulation::Simulation;
-pub use spec::{
-    EdgeSpec, FeedbackSpec, RestartSpec, SimulatedJobSpec, SourceWorkload, VertexKind, VertexSpec,
-};
-pub use summary::{Summary, render_comparison_table};
-pub use timeline::{Timeline, TimelineRow, VertexRow};
-pub use workload::{Distribution, RateProfile};
+pub(crate) use summary::{Summary, render_comparison_table};
+pub(crate) use timeline::Timeline;

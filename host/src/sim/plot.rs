@@ -161,7 +161,7 @@ fn sample(n: usize) -> Vec<usize> {
 }
 
 /// The chart as SVG text.
-pub fn render_svg(runs: &[(String, Timeline)]) -> String {
+pub(crate) fn render_svg(runs: &[(String, Timeline)]) -> String {
     let t_max = runs
         .iter()
         .filter_map(|(_, t)| t.rows.last().map(|r| (r.t_ms + t.tick_ms) as f64 / 1000.0))
@@ -325,7 +325,7 @@ fn parallelism_panel(
 }
 
 /// Writes the chart of `runs` (mode name, timeline) to `path`.
-pub fn plot_svg(runs: &[(String, Timeline)], path: &Path) -> Result<(), SimError> {
+pub(crate) fn plot_svg(runs: &[(String, Timeline)], path: &Path) -> Result<(), SimError> {
     std::fs::write(path, render_svg(runs)).map_err(|source| SimError::Write {
         path: path.to_path_buf(),
         source,

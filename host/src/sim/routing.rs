@@ -8,13 +8,22 @@ use flowscale_sdk::ShipStrategy;
 
 /// Flink's `computeOperatorIndexForKeyGroup`: the subtask (of `parallelism`) that owns key group
 /// `key_group` (of `max_parallelism`).
-pub fn operator_index_for_key_group(max_parallelism: u32, parallelism: u32, key_group: u32) -> u32 {
+pub(crate) fn operator_index_for_key_group(
+    max_parallelism: u32,
+    parallelism: u32,
+    key_group: u32,
+) -> u32 {
     (u64::from(key_group) * u64::from(parallelism) / u64::from(max_parallelism)) as u32
 }
 
 /// Flink's `computeKeyGroupRangeForOperatorIndex`: subtask `index` of `parallelism` owns key
 /// groups `[ceil(i*K/p), ceil((i+1)*K/p))`, returned as a half-open range.
-pub fn key_group_range(max_parallelism: u32, parallelism: u32, index: u32) -> std::ops::Range<u32> {
+#[cfg(test)]
+pub(crate) fn key_group_range(
+    max_parallelism: u32,
+    parallelism: u32,
+    index: u32,
+) -> std::ops::Range<u32> {
     let (k, p, i) = (
         u64::from(max_parallelism),
         u64::from(parallelism),

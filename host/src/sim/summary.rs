@@ -334,7 +334,7 @@ impl Largest {
 type Cell = Box<dyn Fn(&Summary) -> String>;
 
 /// The summaries of several runs (one per mode) side by side, one metric per line.
-pub fn render_comparison_table(summaries: &[(String, Summary)]) -> String {
+pub(crate) fn render_comparison_table(summaries: &[(String, Summary)]) -> String {
     let metrics = comparison_metrics();
     let cells: Vec<Vec<String>> = metrics
         .iter()

@@ -876,7 +876,7 @@ fn a_simulation_summarised_tick_by_tick_matches_its_timeline() {
     let summary = sim.summary();
 
     // Computed here from the rows, straight from the definitions.
-    let running: Vec<&crate::sim::TimelineRow> =
+    let running: Vec<&crate::sim::timeline::TimelineRow> =
         timeline.rows.iter().filter(|r| !r.finished).collect();
     let lags: Vec<f64> = running.iter().map(|r| r.lag_s()).collect();
     let pending: Vec<f64> = running.iter().map(|r| r.pending as f64).collect();

@@ -25,17 +25,17 @@ use crate::config::{ConfigLookup, ConfigLookupExt, KeyError};
 use crate::events::{Event, Severity};
 
 /// The configuration key of the dedupe interval.
-pub const EVENT_INTERVAL_KEY: &str = "scaling.event.interval";
+pub(crate) const EVENT_INTERVAL_KEY: &str = "scaling.event.interval";
 
 /// The dedupe interval when `scaling.event.interval` is unset (the Flink autoscaler's default).
-pub const DEFAULT_EVENT_INTERVAL: Duration = Duration::from_secs(30 * 60);
+pub(crate) const DEFAULT_EVENT_INTERVAL: Duration = Duration::from_secs(30 * 60);
 
 /// How many recent events a job keeps by default.
-pub const DEFAULT_EVENT_CAPACITY: usize = 200;
+pub(crate) const DEFAULT_EVENT_CAPACITY: usize = 200;
 
 /// An event and when it was recorded.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct LoggedEvent {
+pub(crate) struct LoggedEvent {
     /// When it was recorded, in ms.
     pub at_ms: i64,
     /// The event.
@@ -44,7 +44,7 @@ pub struct LoggedEvent {
 
 /// What an [`EventLog`] persists: its recent events and when each identity was last recorded.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct EventLogState {
+pub(crate) struct EventLogState {
     /// Recent events, oldest first, kept as JSON so that one event this host cannot read
     /// (a reason added by a newer version) is dropped alone instead of failing the whole log.
     #[serde(default)]
@@ -57,7 +57,7 @@ pub struct EventLogState {
 
 /// One job's recent events.
 #[derive(Debug, Clone, PartialEq)]
-pub struct EventLog {
+pub(crate) struct EventLog {
     interval_ms: i64,
     capacity: usize,
     events: VecDeque<LoggedEvent>,
@@ -67,7 +67,7 @@ pub struct EventLog {
 impl EventLog {
     /// A log suppressing identical events within `interval` (zero: never suppress) and keeping
     /// the `capacity` most recent events (at least one).
-    pub fn new(interval: Duration, capacity: usize) -> EventLog {
+    pub(crate) fn new(interval: Duration, capacity: usize) -> EventLog {
         EventLog {
             interval_ms: i64::try_from(interval.as_millis()).unwrap_or(i64::MAX),
             capacity: capacity.max(1),
@@ -77,7 +77,7 @@ impl EventLog {
     }
 
     /// A log with `scaling.event.interval` from the job's configuration and the default capacity.
-    pub fn from_config(lookup: &impl ConfigLookup) -> Result<EventLog, KeyError> {
+    pub(crate) fn from_config(lookup: &impl ConfigLookup) -> Result<EventLog, KeyError> {
         let interval = lookup.duration_or(EVENT_INTERVAL_KEY, DEFAULT_EVENT_INTERVAL)?;
         Ok(EventLog::new(interval, DEFAULT_EVENT_CAPACITY))
     }
@@ -86,7 +86,7 @@ impl EventLog {
     /// dropped with a warning. The dedupe instants are not restored, so a condition that still
     /// holds after a restart (an engine that is still unreachable) is reported at once, not up
     /// to `scaling.event.interval` later.
-    pub fn restore(mut self, state: EventLogState) -> EventLog {
+    pub(crate) fn restore(mut self, state: EventLogState) -> EventLog {
         self.events = state
             .events
             .into_iter()
@@ -108,7 +108,7 @@ impl EventLog {
     }
 
     /// The state to persist.
-    pub fn state(&self) -> EventLogState {
+    pub(crate) fn state(&self) -> EventLogState {
         EventLogState {
             events: self
                 .events
@@ -122,7 +122,7 @@ impl EventLog {
     /// Records `event` at `now_ms` unless an identical one (same reason and `key`, or same
     /// message when `key` is `None`) was recorded less than the interval ago. Returns whether
     /// it was recorded.
-    pub fn record(&mut self, now_ms: i64, event: Event, key: Option<&str>) -> bool {
+    pub(crate) fn record(&mut self, now_ms: i64, event: Event, key: Option<&str>) -> bool {
         let identity = match key {
             Some(k) => format!("{}|key|{k}", event.reason.as_str()),
             None => format!("{}|message|{}", event.reason.as_str(), event.message),
@@ -147,7 +147,7 @@ impl EventLog {
     }
 
     /// Records `event` at `now_ms` whatever was recorded before (events without an interval).
-    pub fn record_always(&mut self, now_ms: i64, event: Event) {
+    pub(crate) fn record_always(&mut self, now_ms: i64, event: Event) {
         self.push(now_ms, event);
     }
 
@@ -180,28 +180,25 @@ impl EventLog {
     }
 
     /// Recent events, oldest first.
-    pub fn events(&self) -> impl ExactSizeIterator<Item = &LoggedEvent> + '_ {
+    #[cfg(test)]
+    pub(crate) fn events(&self) -> impl ExactSizeIterator<Item = &LoggedEvent> + '_ {
         self.events.iter()
     }
 
     /// The number of events kept.
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
         self.events.len()
     }
 
-    /// True when no event is kept.
-    pub fn is_empty(&self) -> bool {
-        self.events.is_empty()
-    }
-
     /// The dedupe interval in ms.
-    pub fn interval_ms(&self) -> i64 {
+    pub(crate) fn interval_ms(&self) -> i64 {
         self.interval_ms
     }
 
     /// Changes the dedupe interval (a reloaded configuration), keeping the events and what was
     /// last reported when: a condition reported a moment ago stays quiet.
-    pub fn set_interval_ms(&mut self, interval_ms: i64) {
+    pub(crate) fn set_interval_ms(&mut self, interval_ms: i64) {
         self.interval_ms = interval_ms.max(0);
     }
 }

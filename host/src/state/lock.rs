@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use super::error::StateError;
 
 /// The lock file's name inside the state directory.
-pub const LOCK_FILE: &str = ".lock";
+pub(crate) const LOCK_FILE: &str = ".lock";
 
 /// How long a host that found the directory locked waits for the holder's process id to appear
 /// (the holder writes it right after taking the lock).
@@ -22,7 +22,7 @@ const PID_WAIT: Duration = Duration::from_millis(200);
 
 /// The held lock of a state directory; released when dropped (or when the process ends).
 #[derive(Debug)]
-pub struct StateDirLock {
+pub(crate) struct StateDirLock {
     path: PathBuf,
     // Holding the open file is holding the lock.
     _file: File,
@@ -31,7 +31,7 @@ pub struct StateDirLock {
 impl StateDirLock {
     /// Takes the lock of `dir` (which must exist) without waiting: a directory another process
     /// holds is [`StateError::Locked`], naming the holder's process id when it is known.
-    pub fn acquire(dir: &Path) -> Result<StateDirLock, StateError> {
+    pub(crate) fn acquire(dir: &Path) -> Result<StateDirLock, StateError> {
         let path = dir.join(LOCK_FILE);
         let lock_err = |source| StateError::Lock {
             path: path.clone(),
@@ -65,7 +65,7 @@ impl StateDirLock {
     }
 
     /// The lock file.
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 }
@@ -73,7 +73,7 @@ impl StateDirLock {
 /// Who holds the lock of state directory `dir` now, without taking it for longer than the look
 /// and without writing anything: `Ok(None)` when no host holds it (or none ever used the
 /// directory), `Ok(Some(pid))` when one does (`pid` as written in the lock file, if readable).
-pub fn lock_holder(dir: &Path) -> Result<Option<Option<u32>>, StateError> {
+pub(crate) fn lock_holder(dir: &Path) -> Result<Option<Option<u32>>, StateError> {
     let path = dir.join(LOCK_FILE);
     let file = match File::open(&path) {
         Ok(file) => file,

@@ -14,7 +14,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use super::error::StateError;
 
 /// The folder of the state directory that holds quarantined files.
-pub const QUARANTINE_DIR: &str = "quarantine";
+pub(crate) const QUARANTINE_DIR: &str = "quarantine";
 
 /// Copies `file` into the quarantine of `state_dir`; `file` itself is left for the caller to
 /// replace. Returns the copy.

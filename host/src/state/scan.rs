@@ -31,7 +31,7 @@ pub(super) struct JobFile {
 
 /// A job's state as read from its file.
 #[derive(Debug, Clone, PartialEq)]
-pub struct StoredJob {
+pub(crate) struct StoredJob {
     /// The file it was read from.
     pub path: PathBuf,
     /// Its sections, undecoded: whether each has the shape its owner expects is the owner's
@@ -104,7 +104,7 @@ impl fmt::Display for StateFinding {
 
 /// What a state directory holds.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct DirScan {
+pub(crate) struct DirScan {
     /// The jobs whose state was read, by name (never a job of an [`StateFinding::Ambiguous`]).
     pub jobs: BTreeMap<String, StoredJob>,
     /// What is wrong with the other files, in file-name order.
@@ -116,7 +116,7 @@ pub struct DirScan {
 
 /// Reads every job file directly in `dir` (sub-folders, such as the quarantine, are not
 /// state). Fails only when the directory itself cannot be listed.
-pub fn scan_dir(dir: &Path) -> Result<DirScan, StateError> {
+pub(crate) fn scan_dir(dir: &Path) -> Result<DirScan, StateError> {
     let read_err = |source| StateError::Read {
         path: dir.to_path_buf(),
         source,

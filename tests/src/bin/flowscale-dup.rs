@@ -8,6 +8,8 @@
 //! because two binaries of one name in a workspace would be written to the same file in
 //! `target/`. The package is not published (`publish = false`): users get the host's binary.
 
+#![warn(missing_docs, unreachable_pub)]
+
 fn main() -> std::process::ExitCode {
     flowscale::cli::main_impl()
 }

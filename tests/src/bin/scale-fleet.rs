@@ -6,6 +6,8 @@
 //! /usr/bin/time -v target/release/flowscale run /tmp/fleet-1000.toml > /dev/null
 //! ```
 
+#![warn(missing_docs, unreachable_pub)]
+
 use std::process::ExitCode;
 
 fn main() -> ExitCode {

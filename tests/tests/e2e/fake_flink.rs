@@ -15,7 +15,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde_json::{Value, json};
 
 /// The job's id.
-pub const JOB_ID: &str = "5e1f2a3b4c5d6e7f8091a2b3c4d5e6f7";
+pub(crate) const JOB_ID: &str = "5e1f2a3b4c5d6e7f8091a2b3c4d5e6f7";
 
 const SOURCE: &str = "0a1b2c3d4e5f60718293a4b5c6d7e8f9";
 const WORK: &str = "1a1b2c3d4e5f60718293a4b5c6d7e8f9";
@@ -53,7 +53,7 @@ struct Job {
 }
 
 /// The running fake; stops when dropped.
-pub struct FakeFlink {
+pub(crate) struct FakeFlink {
     addr: SocketAddr,
     job: Arc<Mutex<Job>>,
     held: Arc<Held>,
@@ -63,7 +63,7 @@ pub struct FakeFlink {
 
 impl FakeFlink {
     /// Starts serving on a loopback port. The job has been running for an hour.
-    pub fn start() -> FakeFlink {
+    pub(crate) fn start() -> FakeFlink {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
         let addr = listener.local_addr().expect("its address");
         let job = Arc::new(Mutex::new(Job {
@@ -99,28 +99,28 @@ impl FakeFlink {
     }
 
     /// The REST endpoint.
-    pub fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("http://{}", self.addr)
     }
 
     /// How many rescales (resource requirements) were applied.
-    pub fn rescales(&self) -> usize {
+    pub(crate) fn rescales(&self) -> usize {
         self.job.lock().unwrap_or_else(|e| e.into_inner()).rescales
     }
 
     /// Holds every answer to a metrics request until [`FakeFlink::release`] (a host's step
     /// then waits in the middle, between its lease check and its decision).
-    pub fn hold(&self) {
+    pub(crate) fn hold(&self) {
         self.held.on.store(true, Ordering::SeqCst);
     }
 
     /// Answers the held requests.
-    pub fn release(&self) {
+    pub(crate) fn release(&self) {
         self.held.on.store(false, Ordering::SeqCst);
     }
 
     /// How many requests wait for [`FakeFlink::release`].
-    pub fn waiting(&self) -> usize {
+    pub(crate) fn waiting(&self) -> usize {
         self.held.waiting.load(Ordering::SeqCst)
     }
 }

@@ -5,12 +5,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 /// The `flowscale` command line under test.
-pub fn flowscale_bin() -> PathBuf {
+pub(crate) fn flowscale_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_flowscale-dup"))
 }
 
 /// The repository root (for example configs and plugins).
-pub fn repo_root() -> PathBuf {
+pub(crate) fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .expect("tests/ lives in the workspace")
@@ -19,7 +19,7 @@ pub fn repo_root() -> PathBuf {
 
 /// One invocation.
 #[derive(Debug, Default)]
-pub struct Cli {
+pub(crate) struct Cli {
     args: Vec<String>,
     stdin: Option<Vec<u8>>,
     cwd: Option<PathBuf>,
@@ -27,7 +27,7 @@ pub struct Cli {
 
 /// What an invocation produced.
 #[derive(Debug)]
-pub struct Output {
+pub(crate) struct Output {
     pub code: i32,
     pub stdout: String,
     pub stderr: String,
@@ -35,7 +35,7 @@ pub struct Output {
 
 impl Output {
     /// The stdout lines parsed as JSON.
-    pub fn json_lines(&self) -> Vec<serde_json::Value> {
+    pub(crate) fn json_lines(&self) -> Vec<serde_json::Value> {
         self.stdout
             .lines()
             .filter(|l| !l.trim().is_empty())
@@ -43,29 +43,29 @@ impl Output {
             .collect()
     }
     /// The whole stdout parsed as one JSON value.
-    pub fn json(&self) -> serde_json::Value {
+    pub(crate) fn json(&self) -> serde_json::Value {
         serde_json::from_str(&self.stdout)
             .unwrap_or_else(|e| panic!("stdout is not JSON: {e}\n{}", self.stdout))
     }
 }
 
 impl Cli {
-    pub fn new<I: IntoIterator<Item = S>, S: AsRef<str>>(args: I) -> Cli {
+    pub(crate) fn new<I: IntoIterator<Item = S>, S: AsRef<str>>(args: I) -> Cli {
         Cli {
             args: args.into_iter().map(|s| s.as_ref().to_string()).collect(),
             ..Cli::default()
         }
     }
     /// Bytes for stdin: text, or bytes that are not UTF-8 for the tests of unreadable input.
-    pub fn stdin(mut self, bytes: impl Into<Vec<u8>>) -> Cli {
+    pub(crate) fn stdin(mut self, bytes: impl Into<Vec<u8>>) -> Cli {
         self.stdin = Some(bytes.into());
         self
     }
-    pub fn cwd(mut self, dir: impl Into<PathBuf>) -> Cli {
+    pub(crate) fn cwd(mut self, dir: impl Into<PathBuf>) -> Cli {
         self.cwd = Some(dir.into());
         self
     }
-    pub fn run(self) -> Output {
+    pub(crate) fn run(self) -> Output {
         let mut command = Command::new(flowscale_bin());
         command
             .args(&self.args)

@@ -14,6 +14,8 @@
 //! Shared helpers live in `harness`; `fake_flink` serves a Flink REST API for wall-clock jobs
 //! without a cluster.
 
+#![warn(missing_docs, unreachable_pub)]
+
 mod align;
 mod fake_flink;
 mod flink;

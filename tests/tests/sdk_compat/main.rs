@@ -16,6 +16,8 @@
 //! `FLOWSCALE_SDK_COMPAT=1 cargo test -p flowscale-tests --test sdk_compat -- --ignored`.
 //! It needs `git` and the repository's history (a shallow clone lacks the commit).
 
+#![warn(missing_docs, unreachable_pub)]
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 

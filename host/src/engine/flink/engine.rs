@@ -9,14 +9,14 @@ use super::realizer::FlinkRealizer;
 use crate::engine::{Clock, Collector, Engine, EngineError, JobObservation, Realizer};
 
 /// A job on a real Flink cluster.
-pub struct FlinkEngine {
+pub(crate) struct FlinkEngine {
     collector: FlinkCollector,
     realizer: FlinkRealizer,
 }
 
 impl FlinkEngine {
     /// The job `job_id` of the cluster behind `client`.
-    pub fn new(client: FlinkClient, job_id: &str) -> FlinkEngine {
+    pub(crate) fn new(client: FlinkClient, job_id: &str) -> FlinkEngine {
         FlinkEngine {
             collector: FlinkCollector::new(client.clone(), job_id),
             realizer: FlinkRealizer::new(client, job_id),

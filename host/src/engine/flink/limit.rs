@@ -70,14 +70,14 @@ impl Drop for Permit<'_> {
 
 /// One [`RequestLimit`] per cluster, by REST URL, shared by every client of that cluster.
 #[derive(Debug)]
-pub struct ClusterLimits {
+pub(crate) struct ClusterLimits {
     per_cluster: usize,
     clusters: Mutex<HashMap<String, Arc<RequestLimit>>>,
 }
 
 impl ClusterLimits {
     /// At most `per_cluster` requests in flight to each cluster.
-    pub fn new(per_cluster: usize) -> ClusterLimits {
+    pub(crate) fn new(per_cluster: usize) -> ClusterLimits {
         ClusterLimits {
             per_cluster,
             clusters: Mutex::new(HashMap::new()),
@@ -85,7 +85,7 @@ impl ClusterLimits {
     }
 
     /// The limit of the cluster at `rest_url` (the same object for every caller).
-    pub fn for_cluster(&self, rest_url: &str) -> Arc<RequestLimit> {
+    pub(crate) fn for_cluster(&self, rest_url: &str) -> Arc<RequestLimit> {
         let key = rest_url.trim_end_matches('/').to_string();
         let mut clusters = self.clusters.lock().unwrap_or_else(PoisonError::into_inner);
         Arc::clone(

@@ -3,7 +3,7 @@
 
 /// A metric the autoscaler reads, recognised by a predicate on Flink's metric name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum FlinkMetric {
+pub(crate) enum FlinkMetric {
     /// `busyTimeMsPerSecond` (required, all vertices).
     BusyTimePerSec,
     /// `backPressuredTimeMsPerSecond` (required, sources).
@@ -22,7 +22,7 @@ pub enum FlinkMetric {
 
 impl FlinkMetric {
     /// The metrics queried for a source vertex, in the Flink autoscaler's order.
-    pub const SOURCE: [FlinkMetric; 6] = [
+    pub(crate) const SOURCE: [FlinkMetric; 6] = [
         FlinkMetric::BusyTimePerSec,
         FlinkMetric::BackpressureTimePerSec,
         FlinkMetric::SourceTaskNumRecordsInPerSec,
@@ -32,11 +32,11 @@ impl FlinkMetric {
     ];
 
     /// The metrics queried for any other vertex.
-    pub const NON_SOURCE: [FlinkMetric; 2] =
+    pub(crate) const NON_SOURCE: [FlinkMetric; 2] =
         [FlinkMetric::BusyTimePerSec, FlinkMetric::NumRecordsInPerSec];
 
     /// Whether `name` is this metric.
-    pub fn matches(self, name: &str) -> bool {
+    pub(crate) fn matches(self, name: &str) -> bool {
         match self {
             FlinkMetric::BusyTimePerSec => name == "busyTimeMsPerSecond",
             FlinkMetric::BackpressureTimePerSec => name == "backPressuredTimeMsPerSecond",
@@ -63,7 +63,7 @@ impl FlinkMetric {
 /// The names to query for a vertex, chosen from the names the vertex reports. Missing metrics
 /// are simply absent: the decision degrades (the Flink autoscaler waits, or treats lag as 0), it never
 /// fails here. Among several matches of a single-valued metric the first in `available` wins.
-pub fn select_metric_names(available: &[String], is_source: bool) -> Vec<String> {
+pub(crate) fn select_metric_names(available: &[String], is_source: bool) -> Vec<String> {
     let wanted: &[FlinkMetric] = if is_source {
         &FlinkMetric::SOURCE
     } else {
@@ -85,7 +85,7 @@ pub fn select_metric_names(available: &[String], is_source: bool) -> Vec<String>
 /// The number of distinct source partitions the metric names reveal (Kafka `currentOffset`
 /// gauges and Pulsar `numMsgsReceived` counters), 0 when none is recognised. Topics and clusters
 /// are counted together, as the Flink autoscaler does.
-pub fn count_source_partitions<'a>(names: impl IntoIterator<Item = &'a str>) -> u32 {
+pub(crate) fn count_source_partitions<'a>(names: impl IntoIterator<Item = &'a str>) -> u32 {
     let mut keys = std::collections::BTreeSet::new();
     for name in names {
         if let Some(key) = kafka_partition(name).or_else(|| pulsar_partition(name)) {

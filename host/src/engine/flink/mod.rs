@@ -27,9 +27,8 @@ mod rest_tests;
 
 pub use client::{FlinkClient, FlinkOptions};
 pub use collector::FlinkCollector;
-pub use engine::FlinkEngine;
-pub use jobs::{FlinkJob, discover_jobs};
-pub use limit::{ClusterLimits, Permit, RequestLimit};
-pub use metrics::{FlinkMetric, count_source_partitions, select_metric_names};
-pub use realizer::{FlinkRealizer, VertexLimits, apply_parallelism, validate_requirements};
-pub use rest::{ParallelismBounds, ResourceRequirements, VertexRequirement};
+pub(crate) use engine::FlinkEngine;
+pub use jobs::discover_jobs;
+pub(crate) use limit::{ClusterLimits, RequestLimit};
+pub use realizer::FlinkRealizer;
+pub use rest::{ParallelismBounds, VertexRequirement};

@@ -9,7 +9,7 @@ use crate::engine::{EngineError, Realizer};
 
 /// What the realizer knows about a vertex when it checks a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct VertexLimits {
+pub(crate) struct VertexLimits {
     /// The vertex's max parallelism (number of key groups); no bound may exceed it.
     pub max_parallelism: i64,
 }
@@ -21,7 +21,7 @@ pub struct VertexLimits {
 /// the whole cluster down. So nothing is sent unless: the job is RUNNING (raw Flink state), every
 /// vertex of the job is listed and nothing else is, and each bound is an integer in
 /// `[1, maxParallelism of that vertex]` with `lowerBound <= upperBound`.
-pub fn validate_requirements(
+pub(crate) fn validate_requirements(
     job_state: &str,
     vertices: &BTreeMap<String, VertexLimits>,
     requirements: &ResourceRequirements,
@@ -105,7 +105,7 @@ pub(crate) fn require_adaptive(
 
 /// The requirements after applying `parallelism`: listed vertices get `(1, p)`, the others keep
 /// what they had. Vertices the job does not have are refused.
-pub fn apply_parallelism(
+pub(crate) fn apply_parallelism(
     current: &ResourceRequirements,
     parallelism: &BTreeMap<String, u32>,
 ) -> Result<ResourceRequirements, EngineError> {

@@ -140,7 +140,7 @@ pub struct VertexRequirement {
 }
 
 /// The resource requirements of a job, vertex id -> requirement.
-pub type ResourceRequirements = BTreeMap<String, VertexRequirement>;
+pub(crate) type ResourceRequirements = BTreeMap<String, VertexRequirement>;
 
 #[cfg(test)]
 mod tests {

@@ -5,6 +5,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::fake_server::{FakeFlink, Reply};
+use super::jobs::FlinkJob;
+use super::rest::ResourceRequirements;
 use super::*;
 use crate::engine::{Collector, EngineError, JobStatus, Realizer};
 

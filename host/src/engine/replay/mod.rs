@@ -20,6 +20,5 @@ mod engine;
 mod recording;
 
 pub use engine::ReplayEngine;
-pub use recording::{
-    ReplayCollector, ReplayError, ReplayRealizer, ReplayRecord, RescaleCall, RescalePolicy, open,
-};
+pub(crate) use recording::ReplayError;
+pub use recording::{ReplayCollector, ReplayRecord, RescalePolicy, open};

@@ -419,7 +419,7 @@ pub fn read_vertex(input: &mut Reader<'_>) -> Result<VertexPart, DecodeError> {
 }
 
 /// A compact reply frame.
-pub fn encode_reply(id: u64, outcome: &Outcome) -> Result<Vec<u8>, FrameError> {
+pub(crate) fn encode_reply(id: u64, outcome: &Outcome) -> Result<Vec<u8>, FrameError> {
     let mut out = Writer::frame();
     out.u8(TAG_REPLY);
     out.u64(id);
@@ -440,7 +440,7 @@ pub fn encode_reply(id: u64, outcome: &Outcome) -> Result<Vec<u8>, FrameError> {
 }
 
 /// Reads a compact reply (its tag already read).
-pub fn decode_reply(input: &mut Reader<'_>) -> Result<(u64, Outcome), DecodeError> {
+pub(crate) fn decode_reply(input: &mut Reader<'_>) -> Result<(u64, Outcome), DecodeError> {
     let id = input.u64()?;
     let outcome = match input.u8()? {
         0 => Outcome::Applicable(false),
@@ -455,7 +455,7 @@ pub fn decode_reply(input: &mut Reader<'_>) -> Result<(u64, Outcome), DecodeErro
 }
 
 /// A frame body from a worker, JSON or a compact reply.
-pub fn decode_worker_message(body: &[u8]) -> Result<WorkerMessage, FrameError> {
+pub(crate) fn decode_worker_message(body: &[u8]) -> Result<WorkerMessage, FrameError> {
     if is_json(body) {
         return Ok(serde_json::from_slice(body)?);
     }

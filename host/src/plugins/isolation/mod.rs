@@ -15,8 +15,8 @@ pub mod compact;
 pub mod protocol;
 pub mod slots;
 mod stderr;
-pub mod supervisor;
-pub mod worker;
+pub(crate) mod supervisor;
+pub(crate) mod worker;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -27,8 +27,9 @@ use flowscale_sdk::{AlignmentContext, ModeError, ModeParams};
 
 use self::compact::ContextCall;
 use self::protocol::Outcome;
-pub use self::supervisor::{Ask, CallError, Fault, IsolationOptions, Supervisor, signal_name};
-pub use self::worker::{Loader, WorkerLimits, serve};
+pub use self::supervisor::IsolationOptions;
+pub(crate) use self::supervisor::{Ask, Fault, Supervisor};
+pub(crate) use self::worker::{WorkerLimits, serve};
 use crate::alignment::{CustomMode, GatedAnswer, HostMode, ModeOrigin};
 use crate::config::PluginIsolation;
 use crate::plugins::Refusal;
@@ -97,7 +98,7 @@ pub(super) fn serve_file(
 }
 
 /// A mode of an isolated plugin: each call is a request to the file's worker.
-pub struct ProcessMode {
+pub(crate) struct ProcessMode {
     id: String,
     supervisor: Arc<Supervisor>,
 }

@@ -33,7 +33,7 @@
 //! worker still answers. A hello without the list comes from a worker of protocol 2.
 
 use std::collections::BTreeMap;
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::sync::Arc;
 
 use flowscale_sdk::{
@@ -48,10 +48,10 @@ pub const PROTOCOL_VERSION: u32 = 3;
 
 /// The oldest version this side still speaks; a worker of no common version is refused (a
 /// binary replaced under a running host).
-pub const OLDEST_PROTOCOL: u32 = 2;
+pub(crate) const OLDEST_PROTOCOL: u32 = 2;
 
 /// The largest frame either side accepts.
-pub const MAX_FRAME: usize = 16 << 20;
+pub(crate) const MAX_FRAME: usize = 16 << 20;
 
 /// Why a frame could not be read or written.
 #[derive(Debug, thiserror::Error)]
@@ -88,22 +88,18 @@ pub fn encode<T: Serialize>(message: &T) -> Result<Vec<u8>, FrameError> {
     Ok(frame)
 }
 
-/// Writes `message` as one frame and flushes it.
-pub fn write_frame<T: Serialize>(out: &mut impl Write, message: &T) -> Result<(), FrameError> {
-    out.write_all(&encode(message)?)?;
-    out.flush()?;
-    Ok(())
-}
-
 /// Reads one frame, blocking (the worker's side: it has nothing else to do).
-pub fn read_frame<T: for<'de> Deserialize<'de>>(input: &mut impl Read) -> Result<T, FrameError> {
+#[cfg(test)]
+pub(crate) fn read_frame<T: for<'de> Deserialize<'de>>(
+    input: &mut impl Read,
+) -> Result<T, FrameError> {
     let mut body = Vec::new();
     read_body(input, &mut body)?;
     Ok(serde_json::from_slice(&body)?)
 }
 
 /// Reads the body of one frame into `body` (whose buffer is reused), blocking.
-pub fn read_body(input: &mut impl Read, body: &mut Vec<u8>) -> Result<(), FrameError> {
+pub(crate) fn read_body(input: &mut impl Read, body: &mut Vec<u8>) -> Result<(), FrameError> {
     let mut len = [0u8; 4];
     let mut got = 0;
     while got < 4 {
@@ -135,28 +131,31 @@ pub fn is_json(body: &[u8]) -> bool {
 /// Bytes received but not yet decoded: the host reads the worker's stdout in whatever pieces
 /// the pipe delivers (under a deadline) and takes whole frames out of this buffer.
 #[derive(Debug, Default)]
-pub struct FrameBuffer {
+pub(crate) struct FrameBuffer {
     bytes: Vec<u8>,
 }
 
 impl FrameBuffer {
     /// Appends what was read.
-    pub fn extend(&mut self, data: &[u8]) {
+    pub(crate) fn extend(&mut self, data: &[u8]) {
         self.bytes.extend_from_slice(data);
     }
 
     /// True when nothing is buffered (a close now is at a frame boundary).
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.bytes.is_empty()
     }
 
     /// The next whole frame, decoded as JSON, if one is buffered.
-    pub fn take_frame<T: for<'de> Deserialize<'de>>(&mut self) -> Result<Option<T>, FrameError> {
+    #[cfg(test)]
+    pub(crate) fn take_frame<T: for<'de> Deserialize<'de>>(
+        &mut self,
+    ) -> Result<Option<T>, FrameError> {
         self.take_body(|body| Ok(serde_json::from_slice(body)?))
     }
 
     /// The next whole frame, decoded by `decode` from its body, if one is buffered.
-    pub fn take_body<T>(
+    pub(crate) fn take_body<T>(
         &mut self,
         decode: impl FnOnce(&[u8]) -> Result<T, FrameError>,
     ) -> Result<Option<T>, FrameError> {
@@ -178,7 +177,7 @@ impl FrameBuffer {
 
 /// One mode a plugin file exports.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct WireMode {
+pub(crate) struct WireMode {
     /// The implementation id.
     pub id: String,
     /// The one-line description.
@@ -188,7 +187,7 @@ pub struct WireMode {
 /// What a worker sends.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
-pub enum WorkerMessage {
+pub(crate) enum WorkerMessage {
     /// The plugin is loaded and its modes are ready.
     Hello {
         /// [`OLDEST_PROTOCOL`]: what a host that knows a single version checks.
@@ -231,7 +230,7 @@ pub enum WorkerMessage {
 /// The answer to one call.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Outcome {
+pub(crate) enum Outcome {
     /// `is_applicable` answered.
     Applicable(bool),
     /// `align` answered.
@@ -244,7 +243,7 @@ pub enum Outcome {
 
 /// What the host sends.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Request {
+pub(crate) struct Request {
     /// Echoed in the reply.
     pub id: u64,
     /// The implementation id of the mode to call.

@@ -66,9 +66,9 @@ pub struct IsolationOptions {
 
 /// Default `RLIMIT_AS` of a worker: generous for a mode (the worker itself needs a few
 /// megabytes), small enough to stop a runaway allocation long before the machine swaps.
-pub const DEFAULT_ADDRESS_SPACE: u64 = 2 << 30;
+pub(crate) const DEFAULT_ADDRESS_SPACE: u64 = 2 << 30;
 /// Default `RLIMIT_CPU` of a worker, in seconds.
-pub const DEFAULT_CPU_SECONDS: u64 = 600;
+pub(crate) const DEFAULT_CPU_SECONDS: u64 = 600;
 
 impl IsolationOptions {
     /// The defaults with `call_timeout`, served by this very executable.
@@ -93,7 +93,7 @@ impl IsolationOptions {
 
 /// What went wrong with a call into a worker.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum Fault {
+pub(crate) enum Fault {
     /// The worker died.
     #[error("the plugin worker died during {call}: {how}")]
     Died {
@@ -133,7 +133,7 @@ pub enum Fault {
 /// A fault, with what it did to the mode's standing.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{fault}{}", .quarantine.as_deref().map(|q| format!("; {q}")).unwrap_or_default())]
-pub struct CallError {
+pub(crate) struct CallError {
     /// What happened.
     pub fault: Fault,
     /// Set when this fault put the mode in quarantine.
@@ -142,7 +142,7 @@ pub struct CallError {
 
 /// What a worker said when it started.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Hello {
+pub(crate) struct Hello {
     /// The plugin's name.
     pub plugin: String,
     /// The plugin's version.
@@ -160,7 +160,7 @@ enum ReadError {
 
 /// One call of the host-side mode interface, as the supervisor sends it.
 #[derive(Debug, Clone, Copy)]
-pub enum Ask<'a> {
+pub(crate) enum Ask<'a> {
     /// `is_applicable`, `align` or both, on a context.
     Context(ContextCall, &'a AlignmentContext),
     /// `validate(params)`.
@@ -169,7 +169,7 @@ pub enum Ask<'a> {
 
 impl Ask<'_> {
     /// The method's name, for messages.
-    pub fn name(&self) -> &'static str {
+    pub(crate) fn name(&self) -> &'static str {
         match self {
             Ask::Context(call, _) => call.name(),
             Ask::Validate(_) => "validate",
@@ -315,7 +315,7 @@ const STACK_OVERFLOW: &str =
     "stack overflow: the plugin overflowed its stack and the worker was killed by SIGABRT";
 
 /// The name and meaning of the signals a plugin worker typically dies of.
-pub fn signal_name(signal: i32) -> String {
+pub(crate) fn signal_name(signal: i32) -> String {
     let known = match signal {
         1 => "SIGHUP (hangup)",
         2 => "SIGINT (interrupt)",
@@ -365,7 +365,7 @@ struct State {
 }
 
 /// The supervisor of one plugin file's worker.
-pub struct Supervisor {
+pub(crate) struct Supervisor {
     file: PathBuf,
     options: IsolationOptions,
     state: Mutex<State>,
@@ -373,7 +373,10 @@ pub struct Supervisor {
 
 impl Supervisor {
     /// Starts the first worker for `file` and returns what it exports.
-    pub fn start(file: &Path, options: IsolationOptions) -> Result<(Supervisor, Hello), Fault> {
+    pub(crate) fn start(
+        file: &Path,
+        options: IsolationOptions,
+    ) -> Result<(Supervisor, Hello), Fault> {
         let supervisor = Supervisor {
             file: file.to_path_buf(),
             options,
@@ -382,11 +385,6 @@ impl Supervisor {
         let (worker, hello) = supervisor.spawn()?;
         supervisor.lock().worker = Some(worker);
         Ok((supervisor, hello))
-    }
-
-    /// The file served.
-    pub fn file(&self) -> &Path {
-        &self.file
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -502,7 +500,7 @@ impl Supervisor {
     }
 
     /// Why `mode` is not called at the moment, if it is quarantined.
-    pub fn quarantined(&self, mode: &str) -> Option<String> {
+    pub(crate) fn quarantined(&self, mode: &str) -> Option<String> {
         let mut state = self.lock();
         let until = *state.quarantined.get(mode)?;
         if Instant::now() >= until {
@@ -526,7 +524,7 @@ impl Supervisor {
     }
 
     /// Calls `mode` in the worker, starting one if needed.
-    pub fn call(&self, mode: &str, ask: Ask<'_>) -> Result<Outcome, CallError> {
+    pub(crate) fn call(&self, mode: &str, ask: Ask<'_>) -> Result<Outcome, CallError> {
         let name = ask.name();
         let mut state = self.lock();
         if state

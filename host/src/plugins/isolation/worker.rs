@@ -30,7 +30,7 @@ use crate::plugins::Refusal;
 
 /// How the worker loads its file: discovery's own probe-and-load of one file (passed in by the
 /// command line, so that this module does not depend on discovery, which depends on it).
-pub type Loader =
+pub(crate) type Loader =
     fn(&Path, HostLogger, LogLevel) -> Result<(ManifestInfo, Vec<CustomMode>), Refusal>;
 
 /// The limits a worker applies to itself; `None` leaves the inherited limit.
@@ -45,7 +45,7 @@ pub struct WorkerLimits {
 
 /// Why a worker stopped before serving.
 #[derive(Debug, thiserror::Error)]
-pub enum WorkerError {
+pub(crate) enum WorkerError {
     /// The protocol pipe could not be set up.
     #[error("cannot set up the protocol pipe: {0}")]
     Pipe(io::Error),
@@ -130,7 +130,7 @@ fn take_stdout() -> Result<File, WorkerError> {
 /// Serves `file` until the host closes stdin. `log_level` is the most verbose level the host
 /// records (1 error ... 5 trace), handed to the plugin so that it does not format records
 /// nobody reads.
-pub fn serve(
+pub(crate) fn serve(
     file: &Path,
     limits: WorkerLimits,
     log_level: u8,

@@ -102,7 +102,8 @@ mod flink {
     use crate::engine::flink::fake_server::{FakeFlink, Reply};
     use crate::engine::flink::{FlinkClient, FlinkEngine, FlinkOptions};
     use crate::plan::JobSettings;
-    use crate::runner::{CooldownState, QueuedScalingEvent};
+    use crate::runner::CooldownState;
+    use crate::runner::cooldown::QueuedScalingEvent;
     use crate::scaling::CycleStage;
     use crate::state::{save, sections};
 

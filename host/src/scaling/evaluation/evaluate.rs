@@ -20,7 +20,7 @@ use crate::scaling::topology::{Topology, VertexInfo};
 
 /// The result of evaluating one job's window.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct Evaluation {
+pub(crate) struct Evaluation {
     /// Per vertex id.
     pub vertices: BTreeMap<String, VertexEvaluation>,
     /// Job-wide (GC pressure, heap usage, slots).

@@ -8,5 +8,5 @@ mod global;
 mod rates;
 
 pub(crate) use capacity::capacity;
-pub use evaluate::Evaluation;
+pub(crate) use evaluate::Evaluation;
 pub(crate) use evaluate::evaluate;

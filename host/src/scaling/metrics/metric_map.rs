@@ -199,7 +199,7 @@ impl<'de, V: Deserialize<'de>> Deserialize<'de> for MetricMap<V> {
 }
 
 /// Evaluated metrics of one vertex, by metric.
-pub type VertexEvaluation = MetricMap<EvaluatedScalingMetric>;
+pub(crate) type VertexEvaluation = MetricMap<EvaluatedScalingMetric>;
 
 /// A vertex's evaluated metric, with NaN halves when the evaluation did not produce it.
 pub(crate) fn evaluated_or_nan(

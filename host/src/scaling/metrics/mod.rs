@@ -9,14 +9,13 @@ mod statistics;
 mod window;
 
 pub(crate) use collection::{Collection, collect};
-pub use metric_map::{Iter as MetricMapIter, MetricMap};
+pub(crate) use metric_map::VertexEvaluation;
 pub(crate) use metric_map::evaluated_or_nan;
-pub use metric_map::VertexEvaluation;
-pub use names::{EvaluatedScalingMetric, ScalingMetric};
+pub(crate) use names::EvaluatedScalingMetric;
+pub use names::ScalingMetric;
 #[cfg(test)]
 pub(crate) use samples::compute_sample;
 pub(crate) use statistics::{
     Series, average_of, series, series_average, series_average_or_rate, series_latest, series_rate,
 };
-pub use statistics::{average, average_or_rate, rate};
-pub use window::{CollectedMetrics, MetricHistory};
+pub(crate) use window::MetricHistory;

@@ -38,7 +38,8 @@ pub(crate) fn series<'a>(history: &'a MetricHistory, vertex: &str) -> Series<'a>
 
 /// `1000 · (last − first) / max(Δt_ms, 1)` between the first and the last sample where the
 /// metric is present and not NaN (infinities count); NaN with fewer than two such samples.
-pub fn rate(history: &MetricHistory, vertex: &str, metric: ScalingMetric) -> f64 {
+#[cfg(test)]
+pub(crate) fn rate(history: &MetricHistory, vertex: &str, metric: ScalingMetric) -> f64 {
     series_rate(&series(history, vertex), metric)
 }
 
@@ -66,7 +67,7 @@ pub(crate) fn series_rate(series: &Series<'_>, metric: ScalingMetric) -> f64 {
 
 /// Mean of the finite values of a metric over the window. No finite value: +∞ if an infinite
 /// one was seen, else NaN; fewer than `min_observations` finite values: NaN.
-pub fn average(
+pub(crate) fn average(
     history: &MetricHistory,
     vertex: &str,
     metric: ScalingMetric,
@@ -111,7 +112,8 @@ pub(crate) fn average_of(values: impl Iterator<Item = f64>, min_observations: i6
 }
 
 /// `average(metric)` unless it is NaN or infinite, then `rate(fallback)`.
-pub fn average_or_rate(
+#[cfg(test)]
+pub(crate) fn average_or_rate(
     history: &MetricHistory,
     vertex: &str,
     metric: ScalingMetric,

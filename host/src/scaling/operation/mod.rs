@@ -6,4 +6,4 @@ mod memory;
 mod report;
 
 pub(crate) use decide::decide_operation;
-pub use report::{REPORT_HEADER_DISABLED, REPORT_HEADER_ENABLED};
+pub(crate) use report::REPORT_HEADER_ENABLED;

@@ -10,9 +10,9 @@ use crate::scaling::numeric::push_java_format_fixed;
 use crate::scaling::state::ScalingSummary;
 
 /// Header of an executed operation's scaling report.
-pub const REPORT_HEADER_ENABLED: &str = "Scaling execution enabled, begin scaling vertices:";
+pub(crate) const REPORT_HEADER_ENABLED: &str = "Scaling execution enabled, begin scaling vertices:";
 /// Header of a report when scaling is disabled or in an excluded period.
-pub const REPORT_HEADER_DISABLED: &str = "Scaling execution disabled by config ";
+pub(crate) const REPORT_HEADER_DISABLED: &str = "Scaling execution disabled by config ";
 
 /// The Flink autoscaler's scaling report: the header followed by one entry per vertex (no separator).
 pub(crate) fn scaling_report(

@@ -12,7 +12,7 @@ const DAY_MS: i64 = 24 * 60 * 60 * 1000;
 
 /// One daily range, in milliseconds since midnight.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DailyRange {
+pub(crate) struct DailyRange {
     /// Start of the range (inclusive).
     pub start_ms: i64,
     /// End of the range (inclusive).
@@ -21,7 +21,7 @@ pub struct DailyRange {
 
 impl DailyRange {
     /// Parses `start-end`; `start` must be before `end`.
-    pub fn parse(text: &str) -> Option<DailyRange> {
+    pub(crate) fn parse(text: &str) -> Option<DailyRange> {
         let (start, end) = text.trim().split_once('-')?;
         let start_ms = parse_time_of_day(start)?;
         let end_ms = parse_time_of_day(end)?;
@@ -29,7 +29,7 @@ impl DailyRange {
     }
 
     /// True when the time of day of `now_ms` (UTC) lies in the range.
-    pub fn contains(&self, now_ms: i64) -> bool {
+    pub(crate) fn contains(&self, now_ms: i64) -> bool {
         let tod = now_ms.rem_euclid(DAY_MS);
         self.start_ms <= tod && tod <= self.end_ms
     }

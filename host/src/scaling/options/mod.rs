@@ -3,6 +3,8 @@
 mod autoscaler;
 mod excluded_periods;
 
-pub use autoscaler::{AutoscalerOptions, BusyTimeAggregator};
+pub use autoscaler::AutoscalerOptions;
+pub(crate) use autoscaler::BusyTimeAggregator;
 pub(crate) use autoscaler::{EXCLUDED_PERIODS_KEY, SCALING_ENABLED_KEY, millis, whole_seconds};
-pub use excluded_periods::{DailyRange, ExcludedPeriods, PeriodError};
+#[cfg(test)]
+pub(crate) use excluded_periods::ExcludedPeriods;

@@ -10,17 +10,17 @@ use super::history::{ScalingHistory, ScalingSummary, ScalingTracking};
 use crate::scaling::metrics::MetricHistory;
 
 /// Section name of the metric history.
-pub const SECTION_METRIC_HISTORY: &str = "metric-history";
+pub(crate) const SECTION_METRIC_HISTORY: &str = "metric-history";
 /// Section name of the scaling history.
-pub const SECTION_SCALING_HISTORY: &str = "scaling-history";
+pub(crate) const SECTION_SCALING_HISTORY: &str = "scaling-history";
 /// Section name of the scaling tracking.
-pub const SECTION_SCALING_TRACKING: &str = "scaling-tracking";
+pub(crate) const SECTION_SCALING_TRACKING: &str = "scaling-tracking";
 /// Section name of the delayed scale-down state.
-pub const SECTION_DELAYED_SCALE_DOWN: &str = "delayed-scale-down";
+pub(crate) const SECTION_DELAYED_SCALE_DOWN: &str = "delayed-scale-down";
 /// Section name of the parallelism overrides.
-pub const SECTION_PARALLELISM_OVERRIDES: &str = "parallelism-overrides";
+pub(crate) const SECTION_PARALLELISM_OVERRIDES: &str = "parallelism-overrides";
 /// Section of the decisions waiting in the cooldown queue.
-pub const SECTION_PENDING_SUMMARIES: &str = "pending-summaries";
+pub(crate) const SECTION_PENDING_SUMMARIES: &str = "pending-summaries";
 
 /// The persisted state of one job (docs/decision-pipeline.md#persisted-state), minus memory-tuning
 /// config changes, which are not implemented.

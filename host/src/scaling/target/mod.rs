@@ -7,8 +7,7 @@ mod scalability;
 mod scaled;
 mod vertex;
 
-pub use reason::Reason;
-pub use scalability::observed_scalability_coefficient;
-pub use scaled::{ScaledTarget, scaled_target};
-pub use vertex::ParallelismChange;
+pub(crate) use reason::Reason;
+pub(crate) use scaled::scaled_target;
+pub(crate) use vertex::ParallelismChange;
 pub(crate) use vertex::{ScalerContext, compute_scale_target};

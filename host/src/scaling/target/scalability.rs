@@ -5,7 +5,10 @@ use crate::scaling::numeric::{ceil_2_decimals, java_max, java_min};
 use crate::scaling::options::AutoscalerOptions;
 
 /// The observed scalability coefficient of a vertex from its scaling history (docs/decision-pipeline.md#observed-scalability).
-pub fn observed_scalability_coefficient(history: &[(u32, f64)], opts: &AutoscalerOptions) -> f64 {
+pub(crate) fn observed_scalability_coefficient(
+    history: &[(u32, f64)],
+    opts: &AutoscalerOptions,
+) -> f64 {
     let min_obs =
         usize::try_from(opts.observed_scalability_min_observations.max(0)).unwrap_or(usize::MAX);
     if history.is_empty() || history.len() < min_obs {

@@ -6,7 +6,7 @@ use crate::scaling::numeric::to_int_saturating;
 
 /// A target computed from a scale factor, with the intermediate values a reason cites.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ScaledTarget {
+pub(crate) struct ScaledTarget {
     /// `ceil(factor · current)` as Java's `(int)` cast gives it (NaN gives 0).
     pub raw: i32,
     /// `min(max parallelism, upper)`.
@@ -17,7 +17,7 @@ pub struct ScaledTarget {
 
 /// The target for `factor` at `current` parallelism, between `lower` and
 /// `min(max_parallelism, upper)` (the upper bound wins over the lower one).
-pub fn scaled_target(
+pub(crate) fn scaled_target(
     factor: f64,
     current: u32,
     max_parallelism: u32,

@@ -25,7 +25,7 @@ use crate::scaling::topology::{Topology, VertexInfo};
 
 /// What the vertex scaler decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ParallelismChange {
+pub(crate) enum ParallelismChange {
     /// Keep the current parallelism.
     NoChange,
     /// Change to `new`.

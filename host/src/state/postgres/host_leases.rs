@@ -36,7 +36,7 @@ struct Book {
 }
 
 /// One host's leases over a shared database.
-pub struct HostLeases {
+pub(crate) struct HostLeases {
     id: String,
     ttl: Duration,
     url: String,
@@ -56,7 +56,7 @@ impl std::fmt::Debug for HostLeases {
 impl HostLeases {
     /// Connects host `id` to the database at `url` (creating or migrating the schema), with
     /// leases valid for `ttl`. Nothing is claimed until the first [`HostLeases::renew`].
-    pub fn connect(url: &str, id: &str, ttl: Duration) -> Result<HostLeases, StateError> {
+    pub(crate) fn connect(url: &str, id: &str, ttl: Duration) -> Result<HostLeases, StateError> {
         let mut client = connect(url, Some(ttl))?;
         migrate(&mut client)?;
         Ok(HostLeases {
@@ -69,14 +69,14 @@ impl HostLeases {
     }
 
     /// The lease TTL.
-    pub fn ttl(&self) -> Duration {
+    pub(crate) fn ttl(&self) -> Duration {
         self.ttl
     }
 
     /// How often to renew: a third of the TTL, so that two renewals in a row may fail (a slow
     /// database, a short network cut) before a lease lapses; never slower than `interval`, the
     /// host's cycle.
-    pub fn renew_period(&self, interval: Duration) -> Duration {
+    pub(crate) fn renew_period(&self, interval: Duration) -> Duration {
         (self.ttl / 3).min(interval).max(Duration::from_millis(50))
     }
 
@@ -94,7 +94,7 @@ impl HostLeases {
 
     /// One lease round: heartbeat, renew what this host holds, give up or claim jobs to even
     /// out the load. A failed round changes nothing here: the leases lapse at their own time.
-    pub fn renew(&self) -> Result<RoundOutcome, StateError> {
+    pub(crate) fn renew(&self) -> Result<RoundOutcome, StateError> {
         let started = Instant::now();
         let wanted = self.book().wanted.clone();
         let busy = || self.book().busy.clone();
@@ -143,7 +143,7 @@ impl HostLeases {
 
     /// Renews every `period` until `stop` is set, then gives every lease up so that the other
     /// hosts take the jobs at once. A failed round is logged; the next one tries again.
-    pub fn run_renewals(&self, period: Duration, stop: &AtomicBool) {
+    pub(crate) fn run_renewals(&self, period: Duration, stop: &AtomicBool) {
         while !stop.load(Ordering::Relaxed) {
             let started = Instant::now();
             match self.renew() {
@@ -167,7 +167,7 @@ impl HostLeases {
     }
 
     /// Gives up every lease and the heartbeat.
-    pub fn leave(&self) -> Result<(), StateError> {
+    pub(crate) fn leave(&self) -> Result<(), StateError> {
         {
             let mut book = self.book();
             book.held.clear();
@@ -182,19 +182,8 @@ impl HostLeases {
     /// The token of the last lease this host held of `job`, held now or not. The job's state
     /// may still be written under it while no other host claimed the job since (a claim
     /// increments the token): what this host decided before giving the job up is not lost.
-    pub fn last_token(&self, job: &str) -> Option<i64> {
+    pub(crate) fn last_token(&self, job: &str) -> Option<i64> {
         self.book().last_tokens.get(job).copied()
-    }
-
-    /// Every job this host holds now, with its token.
-    pub fn held_jobs(&self) -> BTreeMap<String, i64> {
-        let now = Instant::now();
-        self.book()
-            .held
-            .iter()
-            .filter(|(_, h)| now < h.until)
-            .map(|(job, h)| (job.clone(), h.token))
-            .collect()
     }
 }
 

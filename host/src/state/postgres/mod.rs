@@ -17,22 +17,13 @@
 mod error;
 mod host_leases;
 mod ownership;
-pub mod round;
+pub(crate) mod round;
 mod schema;
 mod store;
 
 #[cfg(test)]
 mod tests;
 
-pub use host_leases::HostLeases;
-pub use ownership::{JobOwner, LiveHost, Ownership, read_ownership};
-pub use schema::{SCHEMA_VERSION, migrate};
-pub use store::PostgresStateStore;
-
-/// The URL schemes `[host] state` accepts.
-pub const URL_SCHEMES: &[&str] = &["postgres://", "postgresql://"];
-
-/// True when `state` names a PostgreSQL database.
-pub fn is_postgres_url(state: &str) -> bool {
-    URL_SCHEMES.iter().any(|s| state.starts_with(s))
-}
+pub(crate) use host_leases::HostLeases;
+pub(crate) use ownership::{Ownership, read_ownership};
+pub(crate) use store::PostgresStateStore;

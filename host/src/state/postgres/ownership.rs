@@ -14,7 +14,7 @@ use crate::state::StateError;
 
 /// A job's current lease.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct JobOwner {
+pub(crate) struct JobOwner {
     /// The host that holds the lease.
     pub host: String,
     /// Its fencing token.
@@ -25,7 +25,7 @@ pub struct JobOwner {
 
 /// A host whose heartbeat has not expired.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LiveHost {
+pub(crate) struct LiveHost {
     /// The host's id (`[host] id`).
     pub id: String,
     /// When its heartbeat expires unless renewed (ms since the epoch, database clock).
@@ -34,7 +34,7 @@ pub struct LiveHost {
 
 /// The ownership of a fleet's jobs at one instant.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Ownership {
+pub(crate) struct Ownership {
     /// The database's clock when it was read (ms since the epoch).
     pub now_ms: i64,
     /// The live hosts, by id.
@@ -45,7 +45,7 @@ pub struct Ownership {
 
 /// Reads who owns each of `jobs` and which hosts are live in the database at `url`, in one
 /// read-only transaction (one consistent instant).
-pub fn read_ownership(url: &str, jobs: &[&str]) -> Result<Ownership, StateError> {
+pub(crate) fn read_ownership(url: &str, jobs: &[&str]) -> Result<Ownership, StateError> {
     let mut client = Client::connect(url, NoTls).map_err(db_error("connect"))?;
     let mut tx = client
         .build_transaction()

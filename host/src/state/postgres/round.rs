@@ -30,7 +30,7 @@ pub(super) const DB_NOW_MS: &str = "SELECT (extract(epoch FROM clock_timestamp()
 
 /// A job's lease as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LeaseRow {
+pub(crate) struct LeaseRow {
     /// The job.
     pub job: String,
     /// The host that holds (or last held) it; `None` when given up or never held.
@@ -43,14 +43,14 @@ pub struct LeaseRow {
 
 impl LeaseRow {
     /// The holder at `now_ms`, if any.
-    pub fn holder(&self, now_ms: i64) -> Option<&str> {
+    pub(crate) fn holder(&self, now_ms: i64) -> Option<&str> {
         self.owner.as_deref().filter(|_| now_ms < self.expires_ms)
     }
 }
 
 /// What a host does with one job in a round.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum LeaseAction {
+pub(crate) enum LeaseAction {
     /// Extends its lease.
     Renew(String),
     /// Gives it up (to even out the load).
@@ -60,7 +60,7 @@ pub enum LeaseAction {
 }
 
 /// How many of `jobs` the host at `index` of `hosts` live hosts should hold.
-pub fn share(jobs: usize, hosts: usize, index: usize) -> usize {
+pub(crate) fn share(jobs: usize, hosts: usize, index: usize) -> usize {
     if hosts == 0 {
         return 0;
     }
@@ -69,7 +69,7 @@ pub fn share(jobs: usize, hosts: usize, index: usize) -> usize {
 
 /// Decides `me`'s round at `now_ms` over `rows` (the jobs `me` runs), given the live hosts
 /// (`me` among them), the jobs `me` may not give up (`busy`), and the lease TTL.
-pub fn plan_round(
+pub(crate) fn plan_round(
     me: &str,
     now_ms: i64,
     ttl_ms: i64,
@@ -139,7 +139,7 @@ pub fn plan_round(
 
 /// What a round came to.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RoundOutcome {
+pub(crate) struct RoundOutcome {
     /// The round's instant (ms, the database's clock unless given).
     pub now_ms: i64,
     /// The jobs this host holds after the round, with their tokens.
@@ -158,7 +158,7 @@ pub struct RoundOutcome {
 /// lease rows are locked: a rescale admitted meanwhile (its fence holds the row lock until it
 /// commits, and marks the job busy before) is seen, so its job is not given up before its
 /// state is stored.
-pub fn run_round(
+pub(crate) fn run_round(
     tx: &mut Transaction<'_>,
     me: &str,
     ttl_ms: i64,
@@ -264,7 +264,7 @@ pub fn run_round(
 
 /// Gives up every lease of `me` and its heartbeat (a host leaving the fleet on purpose), so
 /// the others take its jobs at their next round instead of after the TTL.
-pub fn leave(tx: &mut Transaction<'_>, me: &str) -> Result<(), StateError> {
+pub(crate) fn leave(tx: &mut Transaction<'_>, me: &str) -> Result<(), StateError> {
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&ROUND_LOCK])
         .map_err(db_error("serialize the lease round"))?;
     tx.execute(

@@ -56,10 +56,10 @@ const MIGRATIONS: &[(i32, &str)] = &[
 ];
 
 /// The newest schema version this host knows.
-pub const SCHEMA_VERSION: i32 = MIGRATIONS[MIGRATIONS.len() - 1].0;
+pub(crate) const SCHEMA_VERSION: i32 = MIGRATIONS[MIGRATIONS.len() - 1].0;
 
 /// Brings the database's schema to [`SCHEMA_VERSION`]; returns the versions it applied.
-pub fn migrate(client: &mut Client) -> Result<Vec<i32>, StateError> {
+pub(crate) fn migrate(client: &mut Client) -> Result<Vec<i32>, StateError> {
     let mut tx = client
         .transaction()
         .map_err(db_error("begin the migration"))?;

@@ -21,7 +21,7 @@ use crate::state::{JobLeases, StateError, StateStore};
 /// under a row lock in that same transaction: a host that lost a job to another cannot
 /// overwrite what the new owner stores, and a host that gave a job up still stores what it
 /// decided before the next owner reads it.
-pub struct PostgresStateStore {
+pub(crate) struct PostgresStateStore {
     url: String,
     client: Client,
     pending: PendingJobs,
@@ -40,7 +40,7 @@ impl std::fmt::Debug for PostgresStateStore {
 impl PostgresStateStore {
     /// Connects to `url`, creates or migrates the schema, and reads every job's state. With
     /// `leases`, writes are fenced by them and [`StateStore::leases`] hands them to the jobs.
-    pub fn open(
+    pub(crate) fn open(
         url: &str,
         leases: Option<Arc<HostLeases>>,
     ) -> Result<PostgresStateStore, StateError> {

@@ -7,6 +7,7 @@ use std::time::Duration;
 use postgres::{Client, NoTls};
 
 use super::round::{leave, run_round};
+use super::schema::{SCHEMA_VERSION, migrate};
 use super::*;
 use crate::state::{JobLeases, StateError, StateStore};
 
