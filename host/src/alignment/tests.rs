@@ -14,12 +14,7 @@ use super::*;
 use crate::config::KeyError;
 use crate::events::EventReason;
 
-fn config(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
-}
+use crate::config::config_map as config;
 
 fn job(pairs: &[(&str, &str)]) -> JobAlignment {
     JobAlignment::resolve("job", &config(pairs), &NoCustomModes).expect("valid config")

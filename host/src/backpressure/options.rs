@@ -136,16 +136,10 @@ impl BackpressureSettings {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
 
     use super::*;
 
-    fn cfg(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use crate::config::config_map as cfg;
 
     #[test]
     fn defaults() {

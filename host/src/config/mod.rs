@@ -31,3 +31,13 @@ pub(crate) use known::KeyPolicy;
 /// The key whose location stands in for a mode parameter that was not written.
 pub(crate) const MODE_KEY_FOR_LOCATION: &str = flowscale_sdk::MODE_KEY;
 pub(crate) use lookup::{ConfigLookup, ConfigLookupExt};
+
+/// A flat configuration map built from literal pairs, so tests of every layer that reads
+/// configuration write their input the same way.
+#[cfg(test)]
+pub(crate) fn config_map(pairs: &[(&str, &str)]) -> std::collections::BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
