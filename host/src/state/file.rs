@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use super::error::StateError;
 use super::lock::StateDirLock;
 use super::names::file_stem;
-use super::pending::PendingJobs;
+use super::pending::{PendingJobs, delegate_to_pending};
 use super::quarantine::{keep_copy, move_aside, sync_dir};
 use super::scan::{EXTENSION, JobFile, StateFinding, TEMP_EXTENSION, scan_dir};
 use super::store::{StateStore, StoredProblem};
@@ -208,21 +208,7 @@ fn temp_path(path: &Path) -> PathBuf {
 }
 
 impl StateStore for FileStateStore {
-    fn get(&self, job: &str, section: &str) -> Option<serde_json::Value> {
-        self.pending.get(job, section)
-    }
-
-    fn put(&mut self, job: &str, section: &str, value: serde_json::Value) {
-        self.pending.put(job, section, value);
-    }
-
-    fn remove_job(&mut self, job: &str) {
-        self.pending.remove_job(job);
-    }
-
-    fn jobs(&self) -> Vec<String> {
-        self.pending.job_names()
-    }
+    delegate_to_pending!();
 
     fn problem(&self, job: &str) -> Option<StoredProblem> {
         if let Some(paths) = self.ambiguous.get(job) {

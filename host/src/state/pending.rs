@@ -49,6 +49,32 @@ impl PendingJobs {
     }
 }
 
+/// The [`StateStore`] methods every batching store answers from its `pending` field alone,
+/// written once so the stores cannot drift apart in how they read and change the jobs they hold.
+/// Expands inside an `impl StateStore for` block of a type with a `pending: PendingJobs` field.
+///
+/// [`StateStore`]: super::StateStore
+macro_rules! delegate_to_pending {
+    () => {
+        fn get(&self, job: &str, section: &str) -> Option<serde_json::Value> {
+            self.pending.get(job, section)
+        }
+
+        fn put(&mut self, job: &str, section: &str, value: serde_json::Value) {
+            self.pending.put(job, section, value);
+        }
+
+        fn remove_job(&mut self, job: &str) {
+            self.pending.remove_job(job);
+        }
+
+        fn jobs(&self) -> Vec<String> {
+            self.pending.job_names()
+        }
+    };
+}
+pub(super) use delegate_to_pending;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -9,7 +9,7 @@ use postgres::Client;
 use super::error::{connect, db_error};
 use super::host_leases::HostLeases;
 use super::schema::migrate;
-use crate::state::pending::{PendingJobs, Sections};
+use crate::state::pending::{PendingJobs, Sections, delegate_to_pending};
 use crate::state::{JobLeases, StateError, StateStore};
 
 /// Job state in a PostgreSQL database (`[host] state = "postgres://..."`).
@@ -91,21 +91,7 @@ impl PostgresStateStore {
 }
 
 impl StateStore for PostgresStateStore {
-    fn get(&self, job: &str, section: &str) -> Option<serde_json::Value> {
-        self.pending.get(job, section)
-    }
-
-    fn put(&mut self, job: &str, section: &str, value: serde_json::Value) {
-        self.pending.put(job, section, value);
-    }
-
-    fn remove_job(&mut self, job: &str) {
-        self.pending.remove_job(job);
-    }
-
-    fn jobs(&self) -> Vec<String> {
-        self.pending.job_names()
-    }
+    delegate_to_pending!();
 
     /// Keeps the job's sections as they were in `flowscale_quarantine` (there is no file).
     fn quarantine(
