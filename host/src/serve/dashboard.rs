@@ -13,6 +13,7 @@ use axum::routing::get;
 
 use super::shared::AppState;
 use super::view::{JobDetail, JobSummary, OwnerView, Point};
+use crate::sim::chart::{COLORS, fmt_num, nice_max};
 
 /// Seconds between two reloads of a page.
 pub(super) const REFRESH_SECONDS: u32 = 3;
@@ -23,10 +24,6 @@ main{padding:16px 20px}table{border-collapse:collapse;background:#fff;margin-bot
 th,td{border:1px solid #ddd;padding:5px 9px;text-align:left;vertical-align:top;font-size:14px}\
 th{background:#eceff1}.warn{color:#b71c1c}.ok{color:#1b5e20}.muted{color:#777}\
 ul{margin:2px 0;padding-left:18px}h2{margin-top:22px}code{font-size:13px}";
-
-const COLORS: [&str; 8] = [
-    "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
-];
 
 /// The dashboard's routes.
 pub(super) fn routes() -> Router<Arc<AppState>> {
@@ -383,28 +380,6 @@ fn truncate(s: &str, max: usize) -> String {
         let mut t: String = s.chars().take(max - 1).collect();
         t.push('…');
         t
-    }
-}
-
-fn nice_max(v: f64) -> f64 {
-    if v.is_nan() || v <= 0.0 || !v.is_finite() {
-        return 1.0;
-    }
-    let mag = 10f64.powf(v.log10().floor());
-    [1.0, 2.0, 2.5, 5.0, 10.0]
-        .iter()
-        .map(|m| m * mag)
-        .find(|&m| m >= v)
-        .unwrap_or(10.0 * mag)
-}
-
-fn fmt_num(v: f64) -> String {
-    if v >= 1e6 {
-        format!("{:.1}M", v / 1e6)
-    } else if v >= 1e3 {
-        format!("{:.1}k", v / 1e3)
-    } else {
-        format!("{v:.0}")
     }
 }
 

@@ -89,6 +89,7 @@
 //! - [`Collector::observe`](crate::engine::Collector::observe) advances the simulation to the
 //!   given time: pass simulated milliseconds, not the wall clock.
 
+pub(crate) mod chart;
 mod engine;
 mod error;
 mod observe;

@@ -7,6 +7,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
+use super::chart::{COLORS, fmt_num, nice_max};
 use super::error::SimError;
 use super::timeline::Timeline;
 
@@ -18,37 +19,12 @@ const PANEL_HEIGHT: f64 = 110.0;
 const GAP: f64 = 52.0;
 const MAX_POINTS: usize = 1200;
 const MAX_PANELS: usize = 8;
-const COLORS: [&str; 8] = [
-    "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
-];
 
 fn escape(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
         .replace('"', "&quot;")
-}
-
-fn nice_max(v: f64) -> f64 {
-    if v <= 0.0 {
-        return 1.0;
-    }
-    let mag = 10f64.powf(v.log10().floor());
-    [1.0, 2.0, 2.5, 5.0, 10.0]
-        .iter()
-        .map(|m| m * mag)
-        .find(|&m| m >= v)
-        .unwrap_or(10.0 * mag)
-}
-
-fn fmt_num(v: f64) -> String {
-    if v >= 1e6 {
-        format!("{:.1}M", v / 1e6)
-    } else if v >= 1e3 {
-        format!("{:.1}k", v / 1e3)
-    } else {
-        format!("{v:.0}")
-    }
 }
 
 fn fmt_time(s: f64, span: f64) -> String {
