@@ -15,8 +15,7 @@ use super::json_out::write_json;
 use super::run::{parse_duration_arg, report_interrupted, stop_on_ctrl_c};
 use crate::alignment::{BuiltIn, ModeCatalog};
 use crate::config::{
-    DEFAULT_INTERVAL, DEFAULT_LEASE_TTL, DEFAULT_MAX_REQUESTS_PER_CLUSTER,
-    DEFAULT_PLUGIN_CALL_TIMEOUT, EngineSpec, FleetConfig, HostSettings, JobConfig, JobSpec, Origin,
+    DEFAULT_INTERVAL, EngineSpec, FleetConfig, HostSettings, JobConfig, JobSpec, Origin,
     PluginIsolation,
 };
 use crate::plan::plan_fleet;
@@ -140,18 +139,9 @@ pub(super) fn exec(args: SimulateArgs) -> u8 {
     let fleet = FleetConfig {
         file: args.job.clone(),
         host: HostSettings {
-            plugins_dir: dir,
             interval: args.interval.unwrap_or(DEFAULT_INTERVAL),
-            state_dir: None,
             plugin_isolation: args.plugin_isolation.unwrap_or_default(),
-            plugin_call_timeout: DEFAULT_PLUGIN_CALL_TIMEOUT,
-            workers: None,
-            max_requests_per_cluster: DEFAULT_MAX_REQUESTS_PER_CLUSTER,
-            listen: None,
-            api_token: None,
-            state_url: None,
-            id: None,
-            lease_ttl: DEFAULT_LEASE_TTL,
+            ..HostSettings::with_plugins_dir(dir)
         },
         jobs,
         warnings: Vec::new(),

@@ -128,6 +128,28 @@ pub struct HostSettings {
     pub lease_ttl: Duration,
 }
 
+impl HostSettings {
+    /// The settings of a `[host]` section that sets nothing but where plugins are: what a
+    /// fleet file starts from, and what `simulate` runs with. Kept in one place so that a new
+    /// setting gets one default.
+    pub(crate) fn with_plugins_dir(plugins_dir: PathBuf) -> HostSettings {
+        HostSettings {
+            plugins_dir,
+            interval: DEFAULT_INTERVAL,
+            state_dir: None,
+            plugin_isolation: PluginIsolation::default(),
+            plugin_call_timeout: DEFAULT_PLUGIN_CALL_TIMEOUT,
+            workers: None,
+            max_requests_per_cluster: DEFAULT_MAX_REQUESTS_PER_CLUSTER,
+            listen: None,
+            api_token: None,
+            state_url: None,
+            id: None,
+            lease_ttl: DEFAULT_LEASE_TTL,
+        }
+    }
+}
+
 /// Why a listen address cannot be used as it is.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub(crate) enum ListenError {
@@ -293,20 +315,7 @@ pub(crate) fn parse_fleet_with(
         return Err(ConfigErrors(p.errors));
     }
     let root = root.into_inner();
-    let mut host = HostSettings {
-        plugins_dir: base.join(DEFAULT_PLUGINS_DIR),
-        interval: DEFAULT_INTERVAL,
-        state_dir: None,
-        plugin_isolation: PluginIsolation::default(),
-        plugin_call_timeout: DEFAULT_PLUGIN_CALL_TIMEOUT,
-        workers: None,
-        max_requests_per_cluster: DEFAULT_MAX_REQUESTS_PER_CLUSTER,
-        listen: None,
-        api_token: None,
-        state_url: None,
-        id: None,
-        lease_ttl: DEFAULT_LEASE_TTL,
-    };
+    let mut host = HostSettings::with_plugins_dir(base.join(DEFAULT_PLUGINS_DIR));
     let mut defaults = JobConfig::new();
     let mut jobs = Vec::new();
     for (key, value) in root.iter() {

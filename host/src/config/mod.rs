@@ -18,9 +18,8 @@ pub(crate) use duration::{
 };
 pub(crate) use errors::{ConfigErrors, Diagnostic, KeyError};
 pub(crate) use fleet::{
-    DEFAULT_INTERVAL, DEFAULT_LEASE_TTL, DEFAULT_MAX_REQUESTS_PER_CLUSTER, DEFAULT_PLUGINS_DIR,
-    FleetConfig, FleetReading, HostSettings, JobSpec, ListenError, check_listen, load_fleet,
-    parse_listen, read_fleet,
+    DEFAULT_INTERVAL, DEFAULT_PLUGINS_DIR, FleetConfig, FleetReading, HostSettings, JobSpec,
+    ListenError, check_listen, load_fleet, parse_listen, read_fleet,
 };
 pub use fleet::{EngineSpec, parse_fleet};
 pub(crate) use isolation::{DEFAULT_PLUGIN_CALL_TIMEOUT, PluginIsolation};
