@@ -252,25 +252,17 @@ impl<E: Engine> JobRunner<E> {
                 // Not an engine failure: the job was deleted; waiting will not bring it back.
                 Err(EngineError::JobGone(why)) => {
                     report.job_gone = true;
-                    events.push(
-                        Event::new(
-                            EventReason::JobGone,
-                            Severity::Warning,
-                            format!("the job is gone from the cluster: {why}"),
-                        )
-                        .job(&self.name),
-                    );
+                    events.push(self.warning(
+                        EventReason::JobGone,
+                        format!("the job is gone from the cluster: {why}"),
+                    ));
                 }
                 Err(err) => {
                     report.engine_failed = true;
-                    events.push(
-                        Event::new(
-                            EventReason::EngineError,
-                            Severity::Warning,
-                            format!("cannot observe the job: {err}"),
-                        )
-                        .job(&self.name),
-                    );
+                    events.push(self.warning(
+                        EventReason::EngineError,
+                        format!("cannot observe the job: {err}"),
+                    ));
                 }
             }
         }
@@ -290,6 +282,12 @@ impl<E: Engine> JobRunner<E> {
         report.cooldown_until_ms = self.cooldown.period_end_ms().filter(|&end| now_ms < end);
         report.elapsed = started.elapsed();
         Some(report)
+    }
+
+    /// A warning about this job: what the cycle reports when the engine fails it or a rescale
+    /// is not sent.
+    fn warning(&self, reason: EventReason, message: String) -> Event {
+        Event::new(reason, Severity::Warning, message).job(&self.name)
     }
 
     fn rate_control(
@@ -312,12 +310,10 @@ impl<E: Engine> JobRunner<E> {
             if let Err(err) = self.engine.set_rate_limit(vertex, Some(*limit)) {
                 report.engine_failed = true;
                 events.push(
-                    Event::new(
+                    self.warning(
                         EventReason::EngineError,
-                        Severity::Warning,
                         format!("cannot apply the rate limit of {vertex}: {err}"),
                     )
-                    .job(&self.name)
                     .vertex(vertex),
                 );
             }
@@ -399,14 +395,10 @@ impl<E: Engine> JobRunner<E> {
                 .as_ref()
                 .and_then(|(leases, token)| leases.admit(&self.name, *token, &full).err());
             if let Some(why) = fenced {
-                events.push(
-                    Event::new(
-                        EventReason::RescaleFenced,
-                        Severity::Warning,
-                        format!("rescale to {full:?} not sent: {why}"),
-                    )
-                    .job(&self.name),
-                );
+                events.push(self.warning(
+                    EventReason::RescaleFenced,
+                    format!("rescale to {full:?} not sent: {why}"),
+                ));
                 return;
             }
             match self.engine.rescale(&full) {
@@ -417,14 +409,10 @@ impl<E: Engine> JobRunner<E> {
                 }
                 Err(err) => {
                     report.engine_failed = true;
-                    events.push(
-                        Event::new(
-                            EventReason::EngineError,
-                            Severity::Warning,
-                            format!("rescale to {full:?} failed: {err}"),
-                        )
-                        .job(&self.name),
-                    );
+                    events.push(self.warning(
+                        EventReason::EngineError,
+                        format!("rescale to {full:?} failed: {err}"),
+                    ));
                 }
             }
         }
