@@ -189,13 +189,10 @@ pub(super) fn exec(args: SimulateArgs) -> u8 {
     };
     let store: Mutex<Box<dyn StateStore + Send>> = Mutex::new(Box::new(InMemoryStateStore::new()));
     let options = RunOptions {
-        once: false,
-        wall_duration: None,
         simulated_duration: Some(duration),
         pace: args.pace,
-        stop: &stop,
-        store: &store,
         timelines: args.plot.is_some(),
+        ..RunOptions::new(&stop, &store)
     };
     let runs = run_fleet(&plan, &options, &sink);
     progress.finish();

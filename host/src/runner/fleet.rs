@@ -37,6 +37,25 @@ pub struct RunOptions<'a> {
     pub timelines: bool,
 }
 
+impl<'a> RunOptions<'a> {
+    /// Every job runs until `stop` is set or its own time ends, at full speed, keeping only
+    /// summaries: the options a caller starts from and overrides what it needs.
+    pub(crate) fn new(
+        stop: &'a AtomicBool,
+        store: &'a Mutex<Box<dyn StateStore + Send>>,
+    ) -> RunOptions<'a> {
+        RunOptions {
+            once: false,
+            wall_duration: None,
+            simulated_duration: None,
+            pace: None,
+            stop,
+            store,
+            timelines: false,
+        }
+    }
+}
+
 /// A job on a virtual clock (a simulation or a recording) that was stopped, by Ctrl-C, before
 /// the end of its time: its results cover only the time up to `at_ms`, which a reader of the
 /// summary has to be told.

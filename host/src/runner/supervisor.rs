@@ -492,15 +492,7 @@ mod tests {
         let stop = AtomicBool::new(false);
         let store: Mutex<Box<dyn StateStore + Send>> =
             Mutex::new(Box::new(InMemoryStateStore::new()));
-        let options = RunOptions {
-            once: false,
-            wall_duration: None,
-            simulated_duration: None,
-            pace: None,
-            stop: &stop,
-            store: &store,
-            timelines: false,
-        };
+        let options = RunOptions::new(&stop, &store);
         let mut script = Script {
             plans: vec![
                 // `a` changes mode, `b` leaves, `c` joins.
@@ -662,13 +654,8 @@ mod tests {
         let store: Mutex<Box<dyn StateStore + Send>> =
             Mutex::new(Box::new(InMemoryStateStore::new()));
         let options = RunOptions {
-            once: false,
-            wall_duration: None,
             simulated_duration: Some(Duration::from_secs(3600)),
-            pace: None,
-            stop: &stop,
-            store: &store,
-            timelines: false,
+            ..RunOptions::new(&stop, &store)
         };
         // Ctrl-C arrives while the step at 10 min is being reported.
         let runs = run_fleet(&plan, &options, &|report| {
@@ -707,13 +694,9 @@ mod tests {
         store: &'a Mutex<Box<dyn StateStore + Send>>,
     ) -> RunOptions<'a> {
         RunOptions {
-            once: false,
-            wall_duration: None,
             simulated_duration: Some(simulated),
             pace: pace.map(|p| Pace::new(p).expect("a valid pace")),
-            stop,
-            store,
-            timelines: false,
+            ..RunOptions::new(stop, store)
         }
     }
 

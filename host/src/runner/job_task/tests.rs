@@ -169,13 +169,8 @@ mod flink {
         let store: Mutex<Box<dyn StateStore + Send>> =
             Mutex::new(Box::new(InMemoryStateStore::new()));
         let options = RunOptions {
-            once: false,
             wall_duration: Some(limit),
-            simulated_duration: None,
-            pace: None,
-            stop: &stop,
-            store: &store,
-            timelines: false,
+            ..RunOptions::new(&stop, &store)
         };
         let reports = Mutex::new(Vec::new());
         let runs = run_entry(
@@ -363,13 +358,8 @@ rest = "http://127.0.0.1:9"
     let stop = AtomicBool::new(false);
     let store: Mutex<Box<dyn StateStore + Send>> = Mutex::new(Box::new(InMemoryStateStore::new()));
     let options = RunOptions {
-        once: false,
         wall_duration: Some(Duration::from_millis(600)),
-        simulated_duration: None,
-        pace: None,
-        stop: &stop,
-        store: &store,
-        timelines: false,
+        ..RunOptions::new(&stop, &store)
     };
     let started = Instant::now();
     let runs = run_entry(&plan.jobs[0], engines, 100, &options, &|_| {});
@@ -430,12 +420,7 @@ fn state_that_cannot_be_read_is_reported_at_the_first_step_and_stops_no_other_jo
     ));
     let options = RunOptions {
         once: true,
-        wall_duration: None,
-        simulated_duration: None,
-        pace: None,
-        stop: &stop,
-        store: &store,
-        timelines: false,
+        ..RunOptions::new(&stop, &store)
     };
     let reports = Mutex::new(Vec::new());
     let runs = run_entry(&plan.jobs[0], engines, 100, &options, &|report| {
