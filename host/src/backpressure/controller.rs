@@ -38,16 +38,16 @@ use super::options::BackpressureSettings;
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct BatchInfo {
     /// When the interval ended, in ms.
-    pub time_ms: i64,
+    pub(crate) time_ms: i64,
     /// Records admitted by the job's sources during the interval.
-    pub elements: i64,
+    pub(crate) elements: i64,
     /// How long the job needed to process them, in ms.
-    pub processing_delay_ms: i64,
+    pub(crate) processing_delay_ms: i64,
     /// How long the sources waited for the job during the interval, in ms.
-    pub scheduling_delay_ms: i64,
+    pub(crate) scheduling_delay_ms: i64,
     /// Records each source vertex admitted; the job's limit is split in these proportions.
     /// Empty when the caller only wants the job-level rate.
-    pub source_elements: BTreeMap<String, i64>,
+    pub(crate) source_elements: BTreeMap<String, i64>,
 }
 
 const BUSY_TIME: &str = "busyTimeMsPerSecond";
@@ -57,7 +57,7 @@ impl BatchInfo {
     /// The batch of the `interval_ms` that ended at `time_ms`, derived from the observation
     /// taken then (see the module documentation for the mapping). Missing metrics count as 0,
     /// which makes the estimator skip the batch rather than guess.
-    pub fn from_observation(
+    pub(crate) fn from_observation(
         observation: &JobObservation,
         time_ms: i64,
         interval_ms: i64,
@@ -127,18 +127,18 @@ fn source_intake_rate(aggregated: &BTreeMap<String, AggregatedMetric>) -> f64 {
 
 /// A new rate limit to realize.
 #[derive(Debug, Clone, PartialEq)]
-pub struct RateLimitUpdate {
+pub(crate) struct RateLimitUpdate {
     /// When it was computed (the batch's `time_ms`).
-    pub at_ms: i64,
+    pub(crate) at_ms: i64,
     /// The job's limit, records per second over all its sources.
-    pub rate: f64,
+    pub(crate) rate: f64,
     /// The limit of each source vertex: the job's limit split in proportion to what each
     /// source admitted in the batch. A source that admitted nothing gets the whole job limit,
     /// so it is bounded without being starved when its input resumes. Realize each with
     /// `Realizer::set_rate_limit(vertex, Some(limit))`.
-    pub per_source: BTreeMap<String, f64>,
+    pub(crate) per_source: BTreeMap<String, f64>,
     /// The `RateLimit` event describing the change.
-    pub event: Event,
+    pub(crate) event: Event,
 }
 
 /// Maintains one job's source rate limit.
@@ -159,7 +159,10 @@ impl fmt::Debug for RateController {
 
 impl RateController {
     /// A controller for `job` using `estimator`.
-    pub fn new(job: impl Into<String>, estimator: Box<dyn RateEstimator + Send>) -> RateController {
+    pub(crate) fn new(
+        job: impl Into<String>,
+        estimator: Box<dyn RateEstimator + Send>,
+    ) -> RateController {
         RateController {
             job: job.into(),
             estimator,
@@ -169,7 +172,7 @@ impl RateController {
 
     /// The controller a job's validated settings ask for, or `None` when `backpressure.enabled`
     /// is false. Feed it batches every `settings.options.batch_interval_ms`.
-    pub fn from_settings(
+    pub(crate) fn from_settings(
         job: impl Into<String>,
         settings: &BackpressureSettings,
     ) -> Option<RateController> {
@@ -180,13 +183,14 @@ impl RateController {
     }
 
     /// The job's current limit, records per second (`None` until the first estimate).
-    pub fn rate_limit(&self) -> Option<f64> {
+    #[cfg(test)]
+    pub(crate) fn rate_limit(&self) -> Option<f64> {
         self.rate_limit
     }
 
     /// Feeds one completed batch to the estimator; returns the new limit to publish when the
     /// estimator produced one.
-    pub fn on_batch_completed(&mut self, batch: &BatchInfo) -> Option<RateLimitUpdate> {
+    pub(crate) fn on_batch_completed(&mut self, batch: &BatchInfo) -> Option<RateLimitUpdate> {
         let rate = self.estimator.compute(
             batch.time_ms,
             batch.elements,

@@ -56,30 +56,33 @@ use crate::plan::COOLDOWN_PERIOD_KEY;
 
 /// A scaling event waiting for the end of a cooldown period.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct QueuedScalingEvent {
+pub(crate) struct QueuedScalingEvent {
     /// When it arrived, in ms.
-    pub at_ms: i64,
+    pub(crate) at_ms: i64,
     /// The changed vertices: vertex id -> new parallelism.
-    pub parallelism: BTreeMap<String, u32>,
+    pub(crate) parallelism: BTreeMap<String, u32>,
 }
 
 /// A scaling operation to realize.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ScalingOperation {
+pub(crate) struct ScalingOperation {
     /// When it was executed, in ms; a cooldown period starts here.
-    pub at_ms: i64,
+    pub(crate) at_ms: i64,
     /// The vertices to change: vertex id -> new parallelism (never empty, never a vertex at its
     /// running parallelism).
-    pub parallelism: BTreeMap<String, u32>,
+    pub(crate) parallelism: BTreeMap<String, u32>,
     /// How many scaling events were aggregated into it (1 for an immediate execution).
     #[serde(default)]
-    pub aggregated_events: usize,
+    pub(crate) aggregated_events: usize,
 }
 
 impl ScalingOperation {
     /// The complete map a realizer expects: every running vertex, at its new parallelism if
     /// this operation changes it, else at its running one.
-    pub fn full_parallelism(&self, running: &BTreeMap<String, u32>) -> BTreeMap<String, u32> {
+    pub(crate) fn full_parallelism(
+        &self,
+        running: &BTreeMap<String, u32>,
+    ) -> BTreeMap<String, u32> {
         let mut full = running.clone();
         full.extend(self.parallelism.iter().map(|(v, p)| (v.clone(), *p)));
         full
@@ -91,22 +94,22 @@ impl ScalingOperation {
 pub struct CooldownState {
     /// Start of the last cooldown period (the instant of the last operation), if any.
     #[serde(default)]
-    pub period_start_ms: Option<i64>,
+    pub(crate) period_start_ms: Option<i64>,
     /// Events queued during the current period, oldest first.
     #[serde(default)]
-    pub queue: Vec<QueuedScalingEvent>,
+    pub(crate) queue: Vec<QueuedScalingEvent>,
     /// The last executed operation.
     #[serde(default)]
-    pub last_operation: Option<ScalingOperation>,
+    pub(crate) last_operation: Option<ScalingOperation>,
 }
 
 /// What a call decided.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct CooldownOutcome {
+pub(crate) struct CooldownOutcome {
     /// The operation to realize now, if any.
-    pub operation: Option<ScalingOperation>,
+    pub(crate) operation: Option<ScalingOperation>,
     /// Events to record (`CooldownQueued` when the event was queued).
-    pub events: Vec<Event>,
+    pub(crate) events: Vec<Event>,
 }
 
 /// Applies the cooldown period to one job's scaling events.
@@ -125,7 +128,7 @@ impl CooldownExecutor {
     }
 
     /// An executor that continues from a persisted `state`.
-    pub fn restore(
+    pub(crate) fn restore(
         job: impl Into<String>,
         period: Duration,
         state: CooldownState,
@@ -138,7 +141,7 @@ impl CooldownExecutor {
     }
 
     /// The state to persist after every call.
-    pub fn state(&self) -> &CooldownState {
+    pub(crate) fn state(&self) -> &CooldownState {
         &self.state
     }
 
@@ -162,7 +165,7 @@ impl CooldownExecutor {
     /// A scaling event (changed vertex -> new parallelism) arrives at `now_ms`; `running` is the
     /// job's running parallelism. Inside a period it is queued; outside, it is executed at once,
     /// together with whatever was queued during the period that has just ended.
-    pub fn submit(
+    pub(crate) fn submit(
         &mut self,
         now_ms: i64,
         event: BTreeMap<String, u32>,
@@ -190,7 +193,7 @@ impl CooldownExecutor {
 
     /// Notices the end of a period: if it has ended and events are queued, they are aggregated
     /// into one operation, executed at `now_ms`. Call it every cycle.
-    pub fn poll(&mut self, now_ms: i64, running: &BTreeMap<String, u32>) -> CooldownOutcome {
+    pub(crate) fn poll(&mut self, now_ms: i64, running: &BTreeMap<String, u32>) -> CooldownOutcome {
         if self.state.queue.is_empty() || self.in_cooldown(now_ms) {
             return CooldownOutcome::default();
         }
