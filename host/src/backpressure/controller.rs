@@ -38,16 +38,16 @@ use super::options::BackpressureSettings;
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct BatchInfo {
     /// When the interval ended, in ms.
-    pub(crate) time_ms: i64,
+    pub time_ms: i64,
     /// Records admitted by the job's sources during the interval.
-    pub(crate) elements: i64,
+    pub elements: i64,
     /// How long the job needed to process them, in ms.
-    pub(crate) processing_delay_ms: i64,
+    pub processing_delay_ms: i64,
     /// How long the sources waited for the job during the interval, in ms.
-    pub(crate) scheduling_delay_ms: i64,
+    pub scheduling_delay_ms: i64,
     /// Records each source vertex admitted; the job's limit is split in these proportions.
     /// Empty when the caller only wants the job-level rate.
-    pub(crate) source_elements: BTreeMap<String, i64>,
+    pub source_elements: BTreeMap<String, i64>,
 }
 
 const BUSY_TIME: &str = "busyTimeMsPerSecond";
@@ -127,16 +127,16 @@ fn source_intake_rate(aggregated: &BTreeMap<String, AggregatedMetric>) -> f64 {
 
 /// A new rate limit to realize.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct RateLimitUpdate {
+pub struct RateLimitUpdate {
     /// When it was computed (the batch's `time_ms`).
     pub(crate) at_ms: i64,
     /// The job's limit, records per second over all its sources.
-    pub(crate) rate: f64,
+    pub rate: f64,
     /// The limit of each source vertex: the job's limit split in proportion to what each
     /// source admitted in the batch. A source that admitted nothing gets the whole job limit,
     /// so it is bounded without being starved when its input resumes. Realize each with
     /// `Realizer::set_rate_limit(vertex, Some(limit))`.
-    pub(crate) per_source: BTreeMap<String, f64>,
+    pub per_source: BTreeMap<String, f64>,
     /// The `RateLimit` event describing the change.
     pub(crate) event: Event,
 }
@@ -172,7 +172,7 @@ impl RateController {
 
     /// The controller a job's validated settings ask for, or `None` when `backpressure.enabled`
     /// is false. Feed it batches every `settings.options.batch_interval_ms`.
-    pub(crate) fn from_settings(
+    pub fn from_settings(
         job: impl Into<String>,
         settings: &BackpressureSettings,
     ) -> Option<RateController> {
@@ -190,7 +190,7 @@ impl RateController {
 
     /// Feeds one completed batch to the estimator; returns the new limit to publish when the
     /// estimator produced one.
-    pub(crate) fn on_batch_completed(&mut self, batch: &BatchInfo) -> Option<RateLimitUpdate> {
+    pub fn on_batch_completed(&mut self, batch: &BatchInfo) -> Option<RateLimitUpdate> {
         let rate = self.estimator.compute(
             batch.time_ms,
             batch.elements,

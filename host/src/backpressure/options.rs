@@ -25,11 +25,11 @@ const DEFAULT_MIN_RATE: f64 = 100.0;
 
 /// Whether rate control is on and how long a batch is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct BackpressureOptions {
+pub struct BackpressureOptions {
     /// `backpressure.enabled` (default false).
     pub(crate) enabled: bool,
     /// `backpressure.batch-interval` in milliseconds (default 1 s), always > 0.
-    pub(crate) batch_interval_ms: i64,
+    pub batch_interval_ms: i64,
 }
 
 impl BackpressureOptions {
@@ -119,7 +119,7 @@ impl EstimatorSettings {
 #[derive(Debug, Clone, PartialEq)]
 pub struct BackpressureSettings {
     /// `backpressure.enabled` and `backpressure.batch-interval`.
-    pub(crate) options: BackpressureOptions,
+    pub options: BackpressureOptions,
     /// The estimator, for batches of `options.batch_interval_ms`.
     pub(crate) estimator: EstimatorSettings,
 }
@@ -127,9 +127,7 @@ pub struct BackpressureSettings {
 impl BackpressureSettings {
     /// Reads every backpressure option. The estimator's are checked even when rate control is
     /// off, so that turning it on later does not reveal an old mistake.
-    pub(crate) fn from_config(
-        lookup: &impl ConfigLookup,
-    ) -> Result<BackpressureSettings, KeyError> {
+    pub fn from_config(lookup: &impl ConfigLookup) -> Result<BackpressureSettings, KeyError> {
         let options = BackpressureOptions::from_config(lookup)?;
         let estimator = EstimatorSettings::from_config(lookup, options.batch_interval_ms)?;
         Ok(BackpressureSettings { options, estimator })

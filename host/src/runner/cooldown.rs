@@ -65,7 +65,7 @@ pub(crate) struct QueuedScalingEvent {
 
 /// A scaling operation to realize.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct ScalingOperation {
+pub struct ScalingOperation {
     /// When it was executed, in ms; a cooldown period starts here.
     pub(crate) at_ms: i64,
     /// The vertices to change: vertex id -> new parallelism (never empty, never a vertex at its
@@ -79,10 +79,7 @@ pub(crate) struct ScalingOperation {
 impl ScalingOperation {
     /// The complete map a realizer expects: every running vertex, at its new parallelism if
     /// this operation changes it, else at its running one.
-    pub(crate) fn full_parallelism(
-        &self,
-        running: &BTreeMap<String, u32>,
-    ) -> BTreeMap<String, u32> {
+    pub fn full_parallelism(&self, running: &BTreeMap<String, u32>) -> BTreeMap<String, u32> {
         let mut full = running.clone();
         full.extend(self.parallelism.iter().map(|(v, p)| (v.clone(), *p)));
         full
@@ -105,9 +102,9 @@ pub struct CooldownState {
 
 /// What a call decided.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub(crate) struct CooldownOutcome {
+pub struct CooldownOutcome {
     /// The operation to realize now, if any.
-    pub(crate) operation: Option<ScalingOperation>,
+    pub operation: Option<ScalingOperation>,
     /// Events to record (`CooldownQueued` when the event was queued).
     pub(crate) events: Vec<Event>,
 }
@@ -128,7 +125,7 @@ impl CooldownExecutor {
     }
 
     /// An executor that continues from a persisted `state`.
-    pub(crate) fn restore(
+    pub fn restore(
         job: impl Into<String>,
         period: Duration,
         state: CooldownState,
@@ -141,7 +138,7 @@ impl CooldownExecutor {
     }
 
     /// The state to persist after every call.
-    pub(crate) fn state(&self) -> &CooldownState {
+    pub fn state(&self) -> &CooldownState {
         &self.state
     }
 
@@ -165,7 +162,7 @@ impl CooldownExecutor {
     /// A scaling event (changed vertex -> new parallelism) arrives at `now_ms`; `running` is the
     /// job's running parallelism. Inside a period it is queued; outside, it is executed at once,
     /// together with whatever was queued during the period that has just ended.
-    pub(crate) fn submit(
+    pub fn submit(
         &mut self,
         now_ms: i64,
         event: BTreeMap<String, u32>,
@@ -193,7 +190,7 @@ impl CooldownExecutor {
 
     /// Notices the end of a period: if it has ended and events are queued, they are aggregated
     /// into one operation, executed at `now_ms`. Call it every cycle.
-    pub(crate) fn poll(&mut self, now_ms: i64, running: &BTreeMap<String, u32>) -> CooldownOutcome {
+    pub fn poll(&mut self, now_ms: i64, running: &BTreeMap<String, u32>) -> CooldownOutcome {
         if self.state.queue.is_empty() || self.in_cooldown(now_ms) {
             return CooldownOutcome::default();
         }
