@@ -73,7 +73,7 @@ pub enum EventReason {
 
 impl EventReason {
     /// The reason's name as printed and serialized.
-    pub fn as_str(&self) -> &'static str {
+    pub(crate) fn as_str(&self) -> &'static str {
         match self {
             EventReason::ScalingReport => "ScalingReport",
             EventReason::ScalingLimited => "ScalingLimited",
@@ -117,29 +117,33 @@ pub struct Event {
     /// Why.
     pub reason: EventReason,
     /// Normal or Warning.
-    pub severity: Severity,
+    pub(crate) severity: Severity,
     /// The job, when known.
-    pub job: Option<String>,
+    pub(crate) job: Option<String>,
     /// The vertex it concerns, if any.
-    pub vertex: Option<String>,
+    pub(crate) vertex: Option<String>,
     /// The parallelism that was expected, if any.
-    pub expected: Option<u32>,
+    pub(crate) expected: Option<u32>,
     /// The parallelism that was applied instead, if any.
-    pub actual: Option<u32>,
+    pub(crate) actual: Option<u32>,
     /// Further numbers (e.g. `N`, `upper_bound`, `lower` of a SCALING_LIMITED event).
     #[serde(default)]
-    pub details: BTreeMap<String, i64>,
+    pub(crate) details: BTreeMap<String, i64>,
     /// A message a person can act on.
     pub message: String,
     /// What makes two events "the same" for the per-job rate limit (the Flink autoscaler's message keys,
     /// e.g. `ScalingLimited<vertex>`); when unset, the reason and the message do.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub key: Option<String>,
+    pub(crate) key: Option<String>,
 }
 
 impl Event {
     /// An event with a reason and a message; the rest is filled in with the builder methods.
-    pub fn new(reason: EventReason, severity: Severity, message: impl Into<String>) -> Event {
+    pub(crate) fn new(
+        reason: EventReason,
+        severity: Severity,
+        message: impl Into<String>,
+    ) -> Event {
         Event {
             reason,
             severity,
@@ -153,28 +157,28 @@ impl Event {
         }
     }
     /// Sets the job.
-    pub fn job(mut self, job: impl Into<String>) -> Event {
+    pub(crate) fn job(mut self, job: impl Into<String>) -> Event {
         self.job = Some(job.into());
         self
     }
     /// Sets the vertex.
-    pub fn vertex(mut self, vertex: impl Into<String>) -> Event {
+    pub(crate) fn vertex(mut self, vertex: impl Into<String>) -> Event {
         self.vertex = Some(vertex.into());
         self
     }
     /// Sets expected and actual parallelism.
-    pub fn parallelism(mut self, expected: u32, actual: u32) -> Event {
+    pub(crate) fn parallelism(mut self, expected: u32, actual: u32) -> Event {
         self.expected = Some(expected);
         self.actual = Some(actual);
         self
     }
     /// Sets the dedupe key.
-    pub fn key(mut self, key: impl Into<String>) -> Event {
+    pub(crate) fn key(mut self, key: impl Into<String>) -> Event {
         self.key = Some(key.into());
         self
     }
     /// Adds a detail.
-    pub fn detail(mut self, name: &str, value: i64) -> Event {
+    pub(crate) fn detail(mut self, name: &str, value: i64) -> Event {
         self.details.insert(name.to_string(), value);
         self
     }

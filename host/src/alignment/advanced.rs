@@ -28,7 +28,7 @@ const DEFAULT_SCALE_DOWN: &str = "WITHIN_RANGE:LOAD_REDUCING";
 
 /// Where a step looks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Region {
+pub(crate) enum Region {
     /// Scale-up only: `t, t+1, ..., UA`.
     AboveTarget,
     /// Scale-up: `t, t-1, ..., c+1` (a cheaper scale-up); scale-down: `t, t+1, ..., min(c, UA)`.
@@ -91,11 +91,11 @@ fn rule_from(text: &str) -> Option<Rule> {
 
 /// One `REGION:RULE` step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Step {
+pub(crate) struct Step {
     /// Where to look.
-    pub region: Region,
+    pub(crate) region: Region,
     /// What to accept.
-    pub rule: Rule,
+    pub(crate) rule: Rule,
 }
 
 impl fmt::Display for Step {
@@ -106,7 +106,7 @@ impl fmt::Display for Step {
 
 /// What to do when no step accepts a value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Fallback {
+pub(crate) enum Fallback {
     /// Keep the target, bounded by the cap.
     Target,
     /// Block: keep the current parallelism and emit SCALING_LIMITED.
@@ -129,13 +129,13 @@ impl Fallback {
 
 /// A validated ADVANCED configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AdvancedSpec {
+pub(crate) struct AdvancedSpec {
     /// Steps for a scale-up, in order.
-    pub up: Vec<Step>,
+    pub(crate) up: Vec<Step>,
     /// Steps for a scale-down, in order.
-    pub down: Vec<Step>,
+    pub(crate) down: Vec<Step>,
     /// What to do when no step accepts a value.
-    pub fallback: Fallback,
+    pub(crate) fallback: Fallback,
 }
 
 impl Default for AdvancedSpec {
@@ -157,7 +157,7 @@ impl Default for AdvancedSpec {
 impl AdvancedSpec {
     /// Reads and validates the parameters of `scaling.alignment.mode.ADVANCED.*`, reporting
     /// every problem at once.
-    pub fn from_params(params: &ModeParams) -> Result<AdvancedSpec, Vec<KeyError>> {
+    pub(crate) fn from_params(params: &ModeParams) -> Result<AdvancedSpec, Vec<KeyError>> {
         let mut errors = Vec::new();
         for (name, _) in params.iter() {
             if !KNOWN_PARAMS.contains(&name) {
@@ -207,7 +207,7 @@ impl AdvancedSpec {
     }
 
     /// Aligns (the caller has checked `t != c` and applicability).
-    pub fn decide(&self, ctx: &AlignmentContext, inputs: &Inputs) -> Decision {
+    pub(crate) fn decide(&self, ctx: &AlignmentContext, inputs: &Inputs) -> Decision {
         let steps = if inputs.up { &self.up } else { &self.down };
         let mut explanation = Vec::new();
         for step in steps {

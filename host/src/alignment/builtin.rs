@@ -14,7 +14,7 @@ use super::search::{Rule, Scan, first_accepted};
 
 /// A built-in, never-blocking mode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum BuiltIn {
+pub(crate) enum BuiltIn {
     /// First value that lowers the busiest subtask's load, or an exact divisor if that comes first.
     Balanced,
     /// Exact divisors only.
@@ -25,7 +25,7 @@ pub enum BuiltIn {
 
 impl BuiltIn {
     /// The configuration name.
-    pub fn name(&self) -> &'static str {
+    pub(crate) fn name(&self) -> &'static str {
         match self {
             BuiltIn::Balanced => "BALANCED",
             BuiltIn::EvenlySpread => "EVENLY_SPREAD",
@@ -34,7 +34,7 @@ impl BuiltIn {
     }
 
     /// The built-in with this exact (case-sensitive) name.
-    pub fn from_name(name: &str) -> Option<BuiltIn> {
+    pub(crate) fn from_name(name: &str) -> Option<BuiltIn> {
         match name {
             "BALANCED" => Some(BuiltIn::Balanced),
             "EVENLY_SPREAD" => Some(BuiltIn::EvenlySpread),
@@ -52,7 +52,7 @@ impl BuiltIn {
     }
 
     /// Aligns (the caller has checked `t != c` and applicability).
-    pub fn decide(&self, inputs: &Inputs) -> Decision {
+    pub(crate) fn decide(&self, inputs: &Inputs) -> Decision {
         let Some(rule) = self.rule() else {
             return Decision::quiet(
                 inputs.t,

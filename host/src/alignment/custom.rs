@@ -134,9 +134,9 @@ impl fmt::Display for ModeOrigin {
 #[derive(Clone)]
 pub struct CustomMode {
     /// The implementation id (what `scaling.alignment.mode.<name>.class` names).
-    pub id: String,
+    pub(crate) id: String,
     /// A one-line description.
-    pub description: String,
+    pub(crate) description: String,
     /// Where it comes from.
     pub origin: ModeOrigin,
     /// The mode. For a plugin mode, calls never unwind into the host.
@@ -145,7 +145,7 @@ pub struct CustomMode {
 
 impl CustomMode {
     /// An SDK mode linked into the binary.
-    pub fn linked(
+    pub(crate) fn linked(
         id: impl Into<String>,
         description: impl Into<String>,
         mode: Arc<dyn AlignmentMode>,

@@ -5,18 +5,18 @@ use crate::events::Event;
 
 /// A mode's answer with its reasons.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Decision {
+pub(crate) struct Decision {
     /// The parallelism to apply.
-    pub parallelism: u64,
+    pub(crate) parallelism: u64,
     /// Why, one step per line.
-    pub explanation: Explanation,
+    pub(crate) explanation: Explanation,
     /// Events (only the blocking modes emit).
-    pub events: Vec<Event>,
+    pub(crate) events: Vec<Event>,
 }
 
 impl Decision {
     /// A decision without events.
-    pub fn quiet(parallelism: u64, explanation: impl Into<Explanation>) -> Decision {
+    pub(crate) fn quiet(parallelism: u64, explanation: impl Into<Explanation>) -> Decision {
         Decision {
             parallelism,
             explanation: explanation.into(),

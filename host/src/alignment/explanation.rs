@@ -89,7 +89,7 @@ impl Explanation {
     }
 
     /// An explanation of one line of text.
-    pub fn text(line: impl Into<Cow<'static, str>>) -> Explanation {
+    pub(crate) fn text(line: impl Into<Cow<'static, str>>) -> Explanation {
         Explanation::of(vec![Line::Text(line.into())])
     }
 
@@ -100,7 +100,7 @@ impl Explanation {
     }
 
     /// The lines, rendered on first read.
-    pub fn lines(&self) -> &[String] {
+    pub(crate) fn lines(&self) -> &[String] {
         self.text
             .get_or_init(|| self.lines.iter().map(Line::render).collect())
     }

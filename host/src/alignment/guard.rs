@@ -9,7 +9,7 @@ use flowscale_sdk::AlignmentContext;
 #[error("panicked: {message}")]
 pub(super) struct Panicked {
     /// The panic's message (or a note that its payload is not text).
-    pub message: String,
+    pub(crate) message: String,
 }
 
 /// Runs `f`, turning a panic into an error instead of unwinding into the host.

@@ -6,28 +6,28 @@ use crate::events::{Event, EventReason, Severity};
 
 /// `c`, `t`, `N`, `K`, limits and the cap, widened to `u64` so no search step can overflow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Inputs {
+pub(crate) struct Inputs {
     /// Current parallelism.
-    pub c: u64,
+    pub(crate) c: u64,
     /// Computed target.
-    pub t: u64,
+    pub(crate) t: u64,
     /// Partitions when the source reports them, else key groups.
-    pub n: u64,
+    pub(crate) n: u64,
     /// Key groups (max parallelism).
-    pub k: u64,
+    pub(crate) k: u64,
     /// Lower limit.
-    pub lower: u64,
+    pub(crate) lower: u64,
     /// Upper limit.
-    pub upper: u64,
+    pub(crate) upper: u64,
     /// `UA = min(N, K, upper)`.
-    pub cap: u64,
+    pub(crate) cap: u64,
     /// True for a scale-up (`t > c`).
-    pub up: bool,
+    pub(crate) up: bool,
 }
 
 impl Inputs {
     /// Derives the inputs of a context.
-    pub fn of(ctx: &AlignmentContext) -> Inputs {
+    pub(crate) fn of(ctx: &AlignmentContext) -> Inputs {
         Inputs {
             c: u64::from(ctx.current_parallelism()),
             t: u64::from(ctx.target_parallelism()),
@@ -41,17 +41,17 @@ impl Inputs {
     }
 
     /// The target bounded by the cap: what the never-blocking modes keep when nothing is found.
-    pub fn capped_target(&self) -> u64 {
+    pub(crate) fn capped_target(&self) -> u64 {
         self.t.min(self.cap)
     }
 
     /// `min(K, upper)`: the bound a SCALING_LIMITED event reports (not the cap).
-    pub fn upper_bound_for_alignment(&self) -> u64 {
+    pub(crate) fn upper_bound_for_alignment(&self) -> u64 {
         self.k.min(self.upper)
     }
 
     /// One line describing the decision's starting point.
-    pub fn describe(&self, source_partitions: u32) -> String {
+    pub(crate) fn describe(&self, source_partitions: u32) -> String {
         let what = if source_partitions > 0 {
             "source partitions"
         } else {

@@ -43,7 +43,7 @@ impl JobAlignment {
 
     /// Resolves a job's mode at run time: a mode that cannot be resolved (a plugin that went
     /// missing since validation) falls back to BALANCED, and the returned events say so.
-    pub fn resolve_or_balanced(
+    pub(crate) fn resolve_or_balanced(
         job: &str,
         config: &impl ConfigLookup,
         catalog: &dyn ModeCatalog,
@@ -74,20 +74,15 @@ impl JobAlignment {
         }
     }
 
-    /// The selected mode.
-    pub fn selection(&self) -> &Selection {
-        &self.resolved.selection
-    }
-
     /// The id of the selected mode.
-    pub fn mode_id(&self) -> String {
+    pub(crate) fn mode_id(&self) -> String {
         self.resolved.selection.id()
     }
 
     /// True when `other` decides with the same implementation: the same mode and, for a custom
     /// mode, the very same object (a new version of a plugin, loaded while the host runs, is
     /// another object even under the same id). Parameters are the configuration's to compare.
-    pub fn same_implementation(&self, other: &JobAlignment) -> bool {
+    pub(crate) fn same_implementation(&self, other: &JobAlignment) -> bool {
         match (&self.resolved.selection, &other.resolved.selection) {
             (Selection::Custom { mode: a, .. }, Selection::Custom { mode: b, .. }) => {
                 a.id == b.id && std::ptr::addr_eq(Arc::as_ptr(&a.mode), Arc::as_ptr(&b.mode))

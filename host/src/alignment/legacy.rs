@@ -14,7 +14,7 @@ use super::search::{Rule, first_accepted, relaxed_downward};
 
 /// A legacy mode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Legacy {
+pub(crate) enum Legacy {
     /// Divisors only, then the relaxed fallback.
     EvenlySpread,
     /// Load-reducing values too, then the relaxed fallback.
@@ -26,7 +26,7 @@ pub(crate) const LEGACY_VALUES: &[&str] = &["EVENLY_SPREAD", "MAXIMIZE_UTILISATI
 
 impl Legacy {
     /// The configuration value.
-    pub fn name(&self) -> &'static str {
+    pub(crate) fn name(&self) -> &'static str {
         match self {
             Legacy::EvenlySpread => "EVENLY_SPREAD",
             Legacy::MaximizeUtilisation => "MAXIMIZE_UTILISATION",
@@ -34,7 +34,7 @@ impl Legacy {
     }
 
     /// Parses a value of the deprecated key, case-insensitively as Flink parses enums.
-    pub fn parse(value: &str) -> Option<Legacy> {
+    pub(crate) fn parse(value: &str) -> Option<Legacy> {
         let value = value.trim();
         if value.eq_ignore_ascii_case("EVENLY_SPREAD") {
             Some(Legacy::EvenlySpread)
@@ -46,7 +46,7 @@ impl Legacy {
     }
 
     /// Aligns (the caller has checked `t != c` and applicability).
-    pub fn decide(&self, ctx: &AlignmentContext, inputs: &Inputs) -> Decision {
+    pub(crate) fn decide(&self, ctx: &AlignmentContext, inputs: &Inputs) -> Decision {
         let rule = match self {
             Legacy::EvenlySpread => Rule::Divisor,
             Legacy::MaximizeUtilisation => Rule::LoadReducing,

@@ -12,14 +12,14 @@ pub struct AlignOutcome {
     /// The parallelism to apply.
     pub parallelism: u32,
     /// The id of the mode that decided (e.g. `BALANCED`, `legacy:EVENLY_SPREAD`, a plugin id).
-    pub mode: String,
+    pub(crate) mode: String,
     /// Whether the mode acted on the vertex (false: the target was kept as is).
-    pub applicable: bool,
+    pub(crate) applicable: bool,
     /// Events the decision produced (SCALING_LIMITED, PluginFault, ModeFallback, ...).
-    pub events: Vec<Event>,
+    pub(crate) events: Vec<Event>,
     /// Why, step by step, for people (region scanned, rule that accepted, cap, fallback).
     /// Rendered when read.
-    pub explanation: Explanation,
+    pub(crate) explanation: Explanation,
 }
 
 /// Aligns computed targets for one job: what the scaling pipeline calls per vertex.

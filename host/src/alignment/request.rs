@@ -64,7 +64,7 @@ impl AlignmentRequest {
     }
 
     /// The SDK's context of this decision, carrying the selected mode's parameters.
-    pub fn into_context(self, params: ModeParams) -> AlignmentContext {
+    pub(crate) fn into_context(self, params: ModeParams) -> AlignmentContext {
         AlignmentContext::builder(self.current, self.target, self.max_parallelism)
             .identity(self.job, self.vertex_id, self.vertex_name)
             .source_partitions(self.source_partitions)

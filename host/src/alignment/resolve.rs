@@ -16,7 +16,7 @@ pub(crate) const RESERVED_NAMES: &[&str] = &["BALANCED", "EVENLY_SPREAD", "OFF",
 
 /// The mode a job selected.
 #[derive(Debug, Clone)]
-pub enum Selection {
+pub(crate) enum Selection {
     /// BALANCED, EVENLY_SPREAD or OFF.
     BuiltIn(BuiltIn),
     /// ADVANCED with its validated steps.
@@ -34,7 +34,7 @@ pub enum Selection {
 
 impl Selection {
     /// The id printed and reported as the resolved mode.
-    pub fn id(&self) -> String {
+    pub(crate) fn id(&self) -> String {
         match self {
             Selection::BuiltIn(b) => b.name().to_string(),
             Selection::Advanced(_) => "ADVANCED".to_string(),
@@ -48,9 +48,9 @@ impl Selection {
 #[derive(Debug, Clone)]
 pub(super) struct Resolved {
     /// The mode.
-    pub selection: Selection,
+    pub(crate) selection: Selection,
     /// The prefix-stripped `scaling.alignment.mode.<name>.*` parameters of the selected name.
-    pub params: ModeParams,
+    pub(crate) params: ModeParams,
 }
 
 /// The prefix-stripped parameters of mode `name`.

@@ -24,7 +24,7 @@ pub enum Rule {
 
 impl Rule {
     /// The name used in configuration.
-    pub fn name(&self) -> &'static str {
+    pub(crate) fn name(&self) -> &'static str {
         match self {
             Rule::Divisor => "DIVISOR",
             Rule::LoadReducing => "LOAD_REDUCING",
@@ -32,7 +32,7 @@ impl Rule {
     }
 
     /// Whether `p` is accepted for a target `t` over `n` units (the scan's test).
-    pub fn accepts(&self, n: u64, t: u64, p: u64) -> bool {
+    pub(crate) fn accepts(&self, n: u64, t: u64, p: u64) -> bool {
         n % p == 0 || (*self == Rule::LoadReducing && n / p < n / t)
     }
 }
@@ -41,11 +41,11 @@ impl Rule {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Scan {
     /// First candidate (always the target itself, or the target clipped to the cap).
-    pub from: u64,
+    pub(crate) from: u64,
     /// Last candidate.
-    pub to: u64,
+    pub(crate) to: u64,
     /// Scan direction: upward (`from, from+1, ..., to`) or downward (`from, from-1, ..., to`).
-    pub upward: bool,
+    pub(crate) upward: bool,
 }
 
 impl Scan {
@@ -58,7 +58,7 @@ impl Scan {
         }
     }
     /// `from, from-1, ..., to` (empty when `from < to`).
-    pub fn down(from: u64, to: u64) -> Scan {
+    pub(crate) fn down(from: u64, to: u64) -> Scan {
         Scan {
             from,
             to,
@@ -66,7 +66,7 @@ impl Scan {
         }
     }
     /// True when the scan visits no value (or only values below 1).
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         if self.upward {
             self.from > self.to || self.to == 0
         } else {

@@ -57,7 +57,7 @@ impl BatchInfo {
     /// The batch of the `interval_ms` that ended at `time_ms`, derived from the observation
     /// taken then (see the module documentation for the mapping). Missing metrics count as 0,
     /// which makes the estimator skip the batch rather than guess.
-    pub fn from_observation(
+    pub(crate) fn from_observation(
         observation: &JobObservation,
         time_ms: i64,
         interval_ms: i64,
@@ -129,7 +129,7 @@ fn source_intake_rate(aggregated: &BTreeMap<String, AggregatedMetric>) -> f64 {
 #[derive(Debug, Clone, PartialEq)]
 pub struct RateLimitUpdate {
     /// When it was computed (the batch's `time_ms`).
-    pub at_ms: i64,
+    pub(crate) at_ms: i64,
     /// The job's limit, records per second over all its sources.
     pub rate: f64,
     /// The limit of each source vertex: the job's limit split in proportion to what each
@@ -138,7 +138,7 @@ pub struct RateLimitUpdate {
     /// `Realizer::set_rate_limit(vertex, Some(limit))`.
     pub per_source: BTreeMap<String, f64>,
     /// The `RateLimit` event describing the change.
-    pub event: Event,
+    pub(crate) event: Event,
 }
 
 /// Maintains one job's source rate limit.
@@ -159,7 +159,10 @@ impl fmt::Debug for RateController {
 
 impl RateController {
     /// A controller for `job` using `estimator`.
-    pub fn new(job: impl Into<String>, estimator: Box<dyn RateEstimator + Send>) -> RateController {
+    pub(crate) fn new(
+        job: impl Into<String>,
+        estimator: Box<dyn RateEstimator + Send>,
+    ) -> RateController {
         RateController {
             job: job.into(),
             estimator,
@@ -180,7 +183,8 @@ impl RateController {
     }
 
     /// The job's current limit, records per second (`None` until the first estimate).
-    pub fn rate_limit(&self) -> Option<f64> {
+    #[cfg(test)]
+    pub(crate) fn rate_limit(&self) -> Option<f64> {
         self.rate_limit
     }
 

@@ -7,7 +7,7 @@
 use std::fmt;
 
 /// Computes a new rate limit after each completed batch.
-pub trait RateEstimator {
+pub(crate) trait RateEstimator {
     /// The rate (records per second) the sources should be limited to, given the batch that ended
     /// at `time_ms`: `elements` records, processed in `processing_delay_ms`, after waiting
     /// `scheduling_delay_ms`. `None` when there is no estimate (yet).
@@ -23,16 +23,16 @@ pub trait RateEstimator {
 /// A PID parameter outside its valid range.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("invalid {parameter} `{value}` for the PID rate estimator (`{key}`): expected {expected}")]
-pub struct PidConfigError {
+pub(crate) struct PidConfigError {
     /// The parameter's name (`batch interval`, `proportional`, `integral`, `derivative`,
     /// `min rate`).
-    pub parameter: &'static str,
+    pub(crate) parameter: &'static str,
     /// The canonical configuration key that sets it.
-    pub key: &'static str,
+    pub(crate) key: &'static str,
     /// The refused value, as given.
-    pub value: String,
+    pub(crate) value: String,
     /// What would be valid.
-    pub expected: &'static str,
+    pub(crate) expected: &'static str,
 }
 
 /// Canonical keys of the estimator's parameters.
@@ -57,7 +57,7 @@ pub(crate) mod keys {
 /// the job actually processed; the integral term is estimated from the scheduling delay (records
 /// that overflowed earlier batches); the derivative is the change of the error per second.
 #[derive(Debug, Clone, PartialEq)]
-pub struct PidRateEstimator {
+pub(crate) struct PidRateEstimator {
     batch_interval_ms: i64,
     proportional: f64,
     integral: f64,
@@ -73,7 +73,7 @@ impl PidRateEstimator {
     /// A PID estimator for batches of `batch_interval_ms` (> 0) with gains `proportional`,
     /// `integral`, `derivative` (each >= 0) and a floor `min_rate` (> 0, records per second).
     /// NaN and infinite values are refused: an infinite gain multiplies a zero error into NaN.
-    pub fn new(
+    pub(crate) fn new(
         batch_interval_ms: i64,
         proportional: f64,
         integral: f64,
@@ -117,11 +117,6 @@ impl PidRateEstimator {
             latest_rate: -1.0,
             latest_error: -1.0,
         })
-    }
-
-    /// The batch interval in milliseconds.
-    pub fn batch_interval_ms(&self) -> i64 {
-        self.batch_interval_ms
     }
 }
 
@@ -168,7 +163,7 @@ impl PidRateEstimator {
     /// its processing rate (`elements / processing_delay * 1000`) as the latest rate and returns
     /// `None`; every later one returns
     /// `max(latest_rate - kp*error - ki*historical_error - kd*d_error, min_rate)` and remembers it.
-    pub fn compute(
+    pub(crate) fn compute(
         &mut self,
         time_ms: i64,
         elements: i64,

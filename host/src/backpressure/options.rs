@@ -27,14 +27,14 @@ const DEFAULT_MIN_RATE: f64 = 100.0;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BackpressureOptions {
     /// `backpressure.enabled` (default false).
-    pub enabled: bool,
+    pub(crate) enabled: bool,
     /// `backpressure.batch-interval` in milliseconds (default 1 s), always > 0.
     pub batch_interval_ms: i64,
 }
 
 impl BackpressureOptions {
     /// Reads `backpressure.enabled` and `backpressure.batch-interval`.
-    pub fn from_config(lookup: &impl ConfigLookup) -> Result<BackpressureOptions, KeyError> {
+    pub(crate) fn from_config(lookup: &impl ConfigLookup) -> Result<BackpressureOptions, KeyError> {
         let enabled = lookup.bool_or(ENABLED_KEY, false)?;
         let interval = lookup.duration_or(keys::BATCH_INTERVAL, DEFAULT_BATCH_INTERVAL)?;
         let batch_interval_ms = i64::try_from(interval.as_millis())
@@ -58,7 +58,7 @@ impl BackpressureOptions {
 
 /// The rate estimator `backpressure.rate-estimator` selects, with its parameters validated.
 #[derive(Debug, Clone, PartialEq)]
-pub enum EstimatorSettings {
+pub(crate) enum EstimatorSettings {
     /// `pid`: a PID estimator that has not seen a batch yet.
     Pid(PidRateEstimator),
 }
@@ -67,7 +67,7 @@ impl EstimatorSettings {
     /// Reads `backpressure.rate-estimator` (only `pid`) with `backpressure.pid.proportional`
     /// (1.0), `backpressure.pid.integral` (0.2), `backpressure.pid.derived` (0.0) and
     /// `backpressure.pid.min-rate` (100), for batches of `batch_interval_ms`.
-    pub fn from_config(
+    pub(crate) fn from_config(
         lookup: &impl ConfigLookup,
         batch_interval_ms: i64,
     ) -> Result<EstimatorSettings, KeyError> {
@@ -106,7 +106,7 @@ impl EstimatorSettings {
     }
 
     /// A fresh estimator with these settings: every controller starts from its first run.
-    pub fn estimator(&self) -> Box<dyn RateEstimator + Send> {
+    pub(crate) fn estimator(&self) -> Box<dyn RateEstimator + Send> {
         match self {
             EstimatorSettings::Pid(pid) => Box::new(pid.clone()),
         }
@@ -121,7 +121,7 @@ pub struct BackpressureSettings {
     /// `backpressure.enabled` and `backpressure.batch-interval`.
     pub options: BackpressureOptions,
     /// The estimator, for batches of `options.batch_interval_ms`.
-    pub estimator: EstimatorSettings,
+    pub(crate) estimator: EstimatorSettings,
 }
 
 impl BackpressureSettings {

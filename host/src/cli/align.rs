@@ -639,9 +639,9 @@ pub(super) enum BatchError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct BatchSummary {
     /// Input lines read, which is also answer lines written.
-    pub lines: usize,
+    pub(crate) lines: usize,
     /// Of them, answers that are errors.
-    pub failed: usize,
+    pub(crate) failed: usize,
 }
 
 /// `line` without its line end: `\n`, or `\r\n` from a file written on Windows.

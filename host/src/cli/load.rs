@@ -16,17 +16,17 @@ pub(super) type Catalog = Box<dyn ModeCatalog + Send + Sync>;
 /// A fleet file checked from top to bottom: its plan when nothing is wrong, else every problem.
 pub(super) struct CheckedFleet {
     /// The plan, only when there are no errors.
-    pub plan: Option<FleetPlan>,
+    pub(crate) plan: Option<FleetPlan>,
     /// Every problem: host section, each job's fields, keys, options and mode, its engine, and
     /// (when asked) the state directory.
-    pub errors: Vec<Diagnostic>,
+    pub(crate) errors: Vec<Diagnostic>,
     /// Non-fatal findings.
-    pub warnings: Vec<Diagnostic>,
+    pub(crate) warnings: Vec<Diagnostic>,
     /// The plugins the file was planned with, when the file could be read far enough to know
     /// where they are.
-    pub catalog: Option<Catalog>,
+    pub(crate) catalog: Option<Catalog>,
     /// The watched plugins directory they came from (with [`Checks::watch_plugins`]).
-    pub plugins: Option<LivePlugins>,
+    pub(crate) plugins: Option<LivePlugins>,
 }
 
 impl CheckedFleet {
@@ -45,13 +45,13 @@ impl CheckedFleet {
 #[derive(Debug, Clone, Copy, Default)]
 pub(super) struct Checks {
     /// Which unknown keys are errors.
-    pub policy: KeyPolicy,
+    pub(crate) policy: KeyPolicy,
     /// Also look into the state directory (`validate`; `run` does when it opens it).
-    pub state_dir: bool,
+    pub(crate) state_dir: bool,
     /// `--plugin-isolation`, over the file's `[host] plugin-isolation`.
-    pub isolation: Option<PluginIsolation>,
+    pub(crate) isolation: Option<PluginIsolation>,
     /// Keep watching the plugins directory after loading it (`run`).
-    pub watch_plugins: bool,
+    pub(crate) watch_plugins: bool,
 }
 
 /// Reads, checks and plans the fleet file `file`. Problems found while reading do not stop the

@@ -16,14 +16,14 @@ use crate::plugins::{
 pub(crate) struct PluginsArgs {
     /// The plugins directory.
     #[arg(long, value_name = "DIR", env = "FLOWSCALE_PLUGINS_DIR")]
-    pub plugins: Option<PathBuf>,
+    pub(crate) plugins: Option<PathBuf>,
     /// Print one JSON object: the directory, one report per plugin file (`files`), and the
     /// plugin versions loaded.
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
     /// Show abi_stable's full report under a layout refusal.
     #[arg(long)]
-    pub verbose: bool,
+    pub(crate) verbose: bool,
 }
 
 impl PluginsArgs {

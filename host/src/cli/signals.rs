@@ -8,9 +8,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 #[derive(Debug, Clone)]
 pub(super) struct Signals {
     /// Set by SIGINT and SIGTERM.
-    pub stop: Arc<AtomicBool>,
+    pub(crate) stop: Arc<AtomicBool>,
     /// Set by SIGHUP; cleared by whoever acts on it.
-    pub reload: Arc<AtomicBool>,
+    pub(crate) reload: Arc<AtomicBool>,
 }
 
 impl Signals {

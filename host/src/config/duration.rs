@@ -76,12 +76,12 @@ pub(crate) const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 60 * 60
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct DurationRange {
     /// The shortest valid value.
-    pub min: Duration,
+    pub(crate) min: Duration,
     /// The longest valid value.
-    pub max: Duration,
+    pub(crate) max: Duration,
     /// What zero means, when zero is valid and has a meaning of its own (e.g. "disables the
     /// delay"), so that the message says so.
-    pub zero_means: Option<&'static str>,
+    pub(crate) zero_means: Option<&'static str>,
 }
 
 impl DurationRange {

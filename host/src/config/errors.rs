@@ -6,14 +6,14 @@ use std::fmt;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Diagnostic {
     /// `file:line: path`, or the path alone when there is no file.
-    pub location: String,
+    pub(crate) location: String,
     /// What is wrong and what would be valid.
-    pub message: String,
+    pub(crate) message: String,
 }
 
 impl Diagnostic {
     /// A located message.
-    pub fn new(location: impl Into<String>, message: impl Into<String>) -> Diagnostic {
+    pub(crate) fn new(location: impl Into<String>, message: impl Into<String>) -> Diagnostic {
         Diagnostic {
             location: location.into(),
             message: message.into(),
@@ -57,14 +57,14 @@ impl fmt::Display for ConfigErrors {
 #[error("`{key}`: {message}")]
 pub struct KeyError {
     /// The canonical key at fault (or the full key of a mode parameter).
-    pub key: String,
+    pub(crate) key: String,
     /// What is wrong and what would be valid.
-    pub message: String,
+    pub(crate) message: String,
 }
 
 impl KeyError {
     /// An error about `key`.
-    pub fn new(key: impl Into<String>, message: impl Into<String>) -> KeyError {
+    pub(crate) fn new(key: impl Into<String>, message: impl Into<String>) -> KeyError {
         KeyError {
             key: key.into(),
             message: message.into(),

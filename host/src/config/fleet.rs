@@ -100,32 +100,32 @@ const LEASE_TTL_RANGE: DurationRange = DurationRange {
 #[derive(Debug, Clone, PartialEq)]
 pub struct HostSettings {
     /// Where plugins are discovered.
-    pub plugins_dir: PathBuf,
+    pub(crate) plugins_dir: PathBuf,
     /// Time between two cycles of a job.
     pub interval: Duration,
     /// Where per-job state is persisted (in memory when unset).
-    pub state_dir: Option<PathBuf>,
+    pub(crate) state_dir: Option<PathBuf>,
     /// Where plugin code runs.
-    pub plugin_isolation: PluginIsolation,
+    pub(crate) plugin_isolation: PluginIsolation,
     /// The deadline of one call into a plugin.
-    pub plugin_call_timeout: Duration,
+    pub(crate) plugin_call_timeout: Duration,
     /// Threads that run the jobs' cycles; `None`: one per core.
-    pub workers: Option<usize>,
+    pub(crate) workers: Option<usize>,
     /// Requests in flight to one Flink cluster at once, across all its jobs.
-    pub max_requests_per_cluster: usize,
+    pub(crate) max_requests_per_cluster: usize,
     /// Where the HTTP server (metrics, API, dashboard) listens; no server when unset.
-    pub listen: Option<SocketAddr>,
+    pub(crate) listen: Option<SocketAddr>,
     /// The bearer token every request to the server must carry; required when `listen` is not
     /// a loopback address.
-    pub api_token: Option<String>,
+    pub(crate) api_token: Option<String>,
     /// `[host] state`: the PostgreSQL database (`postgres://USER@HOST:PORT/DB`) several hosts
     /// share the fleet through, instead of `state-dir`.
-    pub state_url: Option<String>,
+    pub(crate) state_url: Option<String>,
     /// `[host] id`: this host's name among the hosts sharing the database (default: hostname
     /// and process id).
-    pub id: Option<String>,
+    pub(crate) id: Option<String>,
     /// `[host] lease-ttl`: how long a job's lease holds without renewal.
-    pub lease_ttl: Duration,
+    pub(crate) lease_ttl: Duration,
 }
 
 impl HostSettings {
@@ -215,31 +215,31 @@ pub struct JobSpec {
     /// Unique name.
     pub name: String,
     /// Index in the file (for messages: `jobs[i]`).
-    pub index: usize,
+    pub(crate) index: usize,
     /// Where the entry starts.
-    pub location: String,
+    pub(crate) location: String,
     /// Its engine.
     pub engine: EngineSpec,
     /// `[defaults]` overlaid with the job's own keys.
-    pub config: JobConfig,
+    pub(crate) config: JobConfig,
 }
 
 /// A parsed fleet configuration.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FleetConfig {
     /// The file it was read from.
-    pub file: PathBuf,
+    pub(crate) file: PathBuf,
     /// Host settings.
     pub host: HostSettings,
     /// The jobs, in file order.
     pub jobs: Vec<JobSpec>,
     /// Non-fatal findings (unknown keys, ...).
-    pub warnings: Vec<Diagnostic>,
+    pub(crate) warnings: Vec<Diagnostic>,
 }
 
 impl FleetConfig {
     /// The job with this name.
-    pub fn job(&self, name: &str) -> Option<&JobSpec> {
+    pub(crate) fn job(&self, name: &str) -> Option<&JobSpec> {
         self.jobs.iter().find(|j| j.name == name)
     }
 }
@@ -251,9 +251,9 @@ impl FleetConfig {
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct FleetReading {
     /// What could be read (defaults stand in for what could not).
-    pub fleet: FleetConfig,
+    pub(crate) fleet: FleetConfig,
     /// Every problem found while reading; the configuration must not be run when not empty.
-    pub errors: Vec<Diagnostic>,
+    pub(crate) errors: Vec<Diagnostic>,
 }
 
 /// Reads and parses a fleet configuration file, reporting every problem at once.

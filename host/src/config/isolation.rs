@@ -10,7 +10,7 @@ pub(crate) const DEFAULT_PLUGIN_CALL_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// Where plugin code runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum PluginIsolation {
+pub(crate) enum PluginIsolation {
     /// Plugins are loaded into the host: the cheapest call, but a plugin that crashes takes
     /// the host with it.
     #[default]
@@ -22,7 +22,7 @@ pub enum PluginIsolation {
 
 impl PluginIsolation {
     /// The name as written in the fleet file and on the command line.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             PluginIsolation::InProcess => "in-process",
             PluginIsolation::Process => "process",
@@ -39,7 +39,7 @@ impl fmt::Display for PluginIsolation {
 /// A value other than `in-process` or `process`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("unknown plugin isolation `{0}` (valid: in-process, process)")]
-pub struct UnknownIsolation(pub String);
+pub(crate) struct UnknownIsolation(pub String);
 
 impl FromStr for PluginIsolation {
     type Err = UnknownIsolation;

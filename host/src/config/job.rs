@@ -8,20 +8,20 @@ use super::lookup::ConfigLookup;
 
 /// Where a value was written.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Origin {
+pub(crate) struct Origin {
     /// The file, when it came from one.
-    pub file: Option<PathBuf>,
+    pub(crate) file: Option<PathBuf>,
     /// 1-based line in that file.
-    pub line: Option<usize>,
+    pub(crate) line: Option<usize>,
     /// The key as the user spelt it.
-    pub raw_key: String,
+    pub(crate) raw_key: String,
     /// The path of the value inside the file (e.g. `jobs[1].config."scaling.alignment.mode"`).
-    pub path: String,
+    pub(crate) path: String,
 }
 
 impl Origin {
     /// An origin that is not a file (the command line, a batch line).
-    pub fn inline(raw_key: &str, path: &str) -> Origin {
+    pub(crate) fn inline(raw_key: &str, path: &str) -> Origin {
         Origin {
             file: None,
             line: None,
@@ -31,7 +31,7 @@ impl Origin {
     }
 
     /// `file:line: path` or just `path`, for messages.
-    pub fn location(&self) -> String {
+    pub(crate) fn location(&self) -> String {
         match (&self.file, self.line) {
             (Some(file), Some(line)) => format!("{}:{line}: {}", file.display(), self.path),
             (Some(file), None) => format!("{}: {}", file.display(), self.path),
@@ -62,7 +62,7 @@ impl JobConfig {
 
     /// Sets a key given in any accepted spelling. A less canonical spelling of a key that is
     /// already set does not override it; a later value of an equally canonical spelling does.
-    pub fn set(&mut self, raw_key: &str, value: impl Into<String>, origin: Origin) {
+    pub(crate) fn set(&mut self, raw_key: &str, value: impl Into<String>, origin: Origin) {
         let canonical = canonical_key(raw_key);
         let entry = Entry {
             value: value.into(),
@@ -87,29 +87,22 @@ impl JobConfig {
     }
 
     /// Overlays `other` on top of this configuration: its keys win.
-    pub fn overlay(&mut self, other: &JobConfig) {
+    pub(crate) fn overlay(&mut self, other: &JobConfig) {
         for (key, entry) in &other.entries {
             self.entries.insert(key.clone(), entry.clone());
         }
     }
 
     /// Where a canonical key was written.
-    pub fn origin(&self, key: &str) -> Option<&Origin> {
+    pub(crate) fn origin(&self, key: &str) -> Option<&Origin> {
         self.entries.get(key).map(|e| &e.origin)
     }
 
     /// Every canonical key with its value.
-    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
         self.entries
             .iter()
             .map(|(k, e)| (k.as_str(), e.value.as_str()))
-    }
-
-    /// The configuration as a plain map of canonical keys.
-    pub fn to_map(&self) -> BTreeMap<String, String> {
-        self.iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
     }
 }
 

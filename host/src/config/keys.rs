@@ -16,9 +16,9 @@ const ALIASES: &[(&str, &str)] = &[(
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct CanonicalKey {
     /// The canonical key.
-    pub key: String,
+    pub(crate) key: String,
     /// Precedence on overlap; 0 is the canonical spelling.
-    pub rank: u8,
+    pub(crate) rank: u8,
 }
 
 /// Maps any accepted spelling of a key to its canonical form.

@@ -72,7 +72,7 @@ pub(crate) enum UnknownKey {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct KeyPolicy {
     /// Every unknown key is an error, not only misspellings of known ones (`--strict`).
-    pub strict: bool,
+    pub(crate) strict: bool,
 }
 
 /// The verdict on `key` (canonical) written as `raw_key`, or `None` when it is known or passes

@@ -55,7 +55,7 @@ pub struct ObservedEdge {
 
 impl ObservedEdge {
     /// The parsed ship strategy.
-    pub fn strategy(&self) -> ShipStrategy {
+    pub(crate) fn strategy(&self) -> ShipStrategy {
         ShipStrategy::parse(&self.ship_strategy)
     }
 }
@@ -76,7 +76,7 @@ pub struct AggregatedMetric {
 
 impl AggregatedMetric {
     /// The same value in every aggregate slot computed from per-subtask values.
-    pub fn from_subtasks(values: &[f64]) -> AggregatedMetric {
+    pub(crate) fn from_subtasks(values: &[f64]) -> AggregatedMetric {
         if values.is_empty() {
             return AggregatedMetric::default();
         }
@@ -117,7 +117,7 @@ pub struct SubtaskMetrics {
 impl SubtaskMetrics {
     /// The SDK's view: busy time as a ratio in `[0, 1]`; values that are not finite or are
     /// negative are not known.
-    pub fn to_sdk(self) -> SubtaskLoad {
+    pub(crate) fn to_sdk(self) -> SubtaskLoad {
         let known = |x: Option<f64>| x.filter(|v| v.is_finite() && *v >= 0.0);
         SubtaskLoad {
             busy_ratio: known(self.busy_time_ms_per_second).map(|ms| (ms / 1000.0).min(1.0)),
@@ -145,7 +145,7 @@ pub struct VertexMetrics {
 impl VertexMetrics {
     /// The per-subtask load for alignment when there is one entry per subtask of a vertex
     /// running at `parallelism` and at least one value is known; else empty ("not known").
-    pub fn subtask_loads(&self, parallelism: u32) -> Vec<SubtaskLoad> {
+    pub(crate) fn subtask_loads(&self, parallelism: u32) -> Vec<SubtaskLoad> {
         if self.subtasks.len() != parallelism as usize {
             return Vec::new();
         }

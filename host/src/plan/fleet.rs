@@ -16,23 +16,23 @@ pub struct JobPlan {
     /// The job as configured.
     pub spec: JobSpec,
     /// Its resolved alignment.
-    pub alignment: JobAlignment,
+    pub(crate) alignment: JobAlignment,
     /// Its other settings.
     pub settings: JobSettings,
     /// Events to report at the job's next step when it takes this plan (a mode that fell back
     /// to BALANCED because its plugin went away).
-    pub notes: Vec<Event>,
+    pub(crate) notes: Vec<Event>,
 }
 
 /// A fleet, ready to run.
 #[derive(Debug, Clone)]
 pub struct FleetPlan {
     /// The configuration it was made from.
-    pub fleet: FleetConfig,
+    pub(crate) fleet: FleetConfig,
     /// The jobs.
     pub jobs: Vec<JobPlan>,
     /// Non-fatal findings.
-    pub warnings: Vec<Diagnostic>,
+    pub(crate) warnings: Vec<Diagnostic>,
 }
 
 /// Where a key of a job's configuration was written, or the job entry when it was not written.

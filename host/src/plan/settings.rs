@@ -31,15 +31,15 @@ pub(crate) const ENABLED_KEY: &str = "enabled";
 #[derive(Debug, Clone)]
 pub struct JobSettings {
     /// Whether the autoscaler acts on the job.
-    pub enabled: bool,
+    pub(crate) enabled: bool,
     /// The decision pipeline's options.
     pub autoscaler: AutoscalerOptions,
     /// `scaling-cooldown-period`.
-    pub cooldown: Duration,
+    pub(crate) cooldown: Duration,
     /// Rate control, estimator included.
-    pub backpressure: BackpressureSettings,
+    pub(crate) backpressure: BackpressureSettings,
     /// `scaling.event.interval`.
-    pub event_interval_ms: i64,
+    pub(crate) event_interval_ms: i64,
 }
 
 impl JobSettings {

@@ -48,9 +48,9 @@ struct Known {
 #[derive(Debug, Clone)]
 pub(crate) struct PluginUpdate {
     /// `PluginLoaded`, `PluginReplaced`, `PluginRemoved` and `PluginRefused` events.
-    pub events: Vec<Event>,
+    pub(crate) events: Vec<Event>,
     /// The modes available now, when they changed (a mode came, went, or has a new version).
-    pub registry: Option<Arc<ModeRegistry>>,
+    pub(crate) registry: Option<Arc<ModeRegistry>>,
 }
 
 /// A plugins directory and what was loaded from it.

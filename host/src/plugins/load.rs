@@ -326,7 +326,7 @@ impl ModeRegistry {
 
     /// [`ModeRegistry::discover_with`], loading each version of a file once through
     /// `versions` (a version already loaded gives its very modes again).
-    pub fn discover_versions(
+    pub(crate) fn discover_versions(
         dir: &Path,
         isolation: &Isolation,
         versions: &mut PluginVersions,

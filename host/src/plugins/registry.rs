@@ -24,11 +24,11 @@ use crate::alignment::{CustomMode, ModeCatalog, RESERVED_NAMES};
 /// submits linked modes must be named somewhere in the binary (`use that_crate as _;`).
 pub struct LinkedMode {
     /// The implementation id.
-    pub id: &'static str,
+    pub(crate) id: &'static str,
     /// A one-line description.
-    pub description: &'static str,
+    pub(crate) description: &'static str,
     /// Creates the mode.
-    pub make: fn() -> Box<dyn AlignmentMode>,
+    pub(crate) make: fn() -> Box<dyn AlignmentMode>,
 }
 
 inventory::collect!(LinkedMode);
@@ -49,7 +49,7 @@ pub(crate) fn is_reserved(id: &str) -> bool {
 impl ModeRegistry {
     /// The modes linked into the binary. A linked mode with a reserved or duplicate id is
     /// skipped with a warning (it is a build mistake, not a user's).
-    pub fn linked() -> ModeRegistry {
+    pub(crate) fn linked() -> ModeRegistry {
         let mut registry = ModeRegistry::default();
         for linked in inventory::iter::<LinkedMode> {
             if is_reserved(linked.id) || registry.modes.contains_key(linked.id) {
@@ -79,7 +79,7 @@ impl ModeRegistry {
     }
 
     /// Every registered mode, sorted by id.
-    pub fn modes(&self) -> impl Iterator<Item = &CustomMode> {
+    pub(crate) fn modes(&self) -> impl Iterator<Item = &CustomMode> {
         self.modes.values()
     }
 

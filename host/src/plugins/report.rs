@@ -21,33 +21,33 @@ pub enum PluginStatus {
 
 /// One mode as listed in a report.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ModeSummary {
+pub(crate) struct ModeSummary {
     /// The implementation id.
-    pub id: String,
+    pub(crate) id: String,
     /// The one-line description.
-    pub description: String,
+    pub(crate) description: String,
 }
 
 /// The outcome for one plugin file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct PluginFileReport {
     /// The file.
-    pub file: PathBuf,
+    pub(crate) file: PathBuf,
     /// Loaded or refused.
     pub status: PluginStatus,
     /// Why it was refused and what to do (None when loaded).
-    pub reason: Option<String>,
+    pub(crate) reason: Option<String>,
     /// The plugin's name, when its manifest could be read.
-    pub plugin: Option<String>,
+    pub(crate) plugin: Option<String>,
     /// The plugin's version, when its manifest could be read.
-    pub version: Option<String>,
+    pub(crate) version: Option<String>,
     /// The SDK version it was built against, when its manifest could be read.
-    pub sdk_version: Option<String>,
+    pub(crate) sdk_version: Option<String>,
     /// The modes it exports (from its manifest), loaded or not.
-    pub modes: Vec<ModeSummary>,
+    pub(crate) modes: Vec<ModeSummary>,
     /// The full text behind a condensed reason (abi_stable's layout report), for `--verbose`.
     #[serde(skip)]
-    pub details: Option<String>,
+    pub(crate) details: Option<String>,
 }
 
 impl PluginFileReport {
@@ -227,11 +227,11 @@ mod tests {
 #[derive(Debug, Clone, serde::Serialize)]
 pub(crate) struct PluginListing {
     /// The plugins directory.
-    pub directory: std::path::PathBuf,
+    pub(crate) directory: std::path::PathBuf,
     /// One report per plugin file, in file-name order.
-    pub files: Vec<PluginFileReport>,
+    pub(crate) files: Vec<PluginFileReport>,
     /// Plugin libraries loaded by this process (every version, refused ones included).
-    pub versions_loaded: usize,
+    pub(crate) versions_loaded: usize,
     /// [`MAX_LOADED_VERSIONS`](super::MAX_LOADED_VERSIONS).
-    pub version_limit: usize,
+    pub(crate) version_limit: usize,
 }

@@ -20,11 +20,11 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Node {
     /// The owner's uid.
-    pub uid: u32,
+    pub(crate) uid: u32,
     /// The permission bits, with the sticky bit (`0o1000`).
-    pub mode: u32,
+    pub(crate) mode: u32,
     /// A directory (a file otherwise).
-    pub is_dir: bool,
+    pub(crate) is_dir: bool,
 }
 
 /// The sticky bit: in a directory, only an entry's owner may rename or delete it.

@@ -37,16 +37,16 @@ pub(crate) const MAX_LOADED_VERSIONS: usize = 64;
 #[derive(Debug, Clone)]
 pub(super) struct Staged {
     /// The file as listed in the plugins directory.
-    pub listed: PathBuf,
+    pub(crate) listed: PathBuf,
     /// The checked file it resolves to (after links).
-    pub real: PathBuf,
+    pub(crate) real: PathBuf,
     /// Hash of its content (names the private copy, tells versions apart).
-    pub hash: u64,
+    pub(crate) hash: u64,
     /// Its manifest, read from the private copy.
-    pub info: ManifestInfo,
+    pub(crate) info: ManifestInfo,
     /// What to load: the private copy (or the checked file itself, without a private
     /// directory).
-    pub load_from: PathBuf,
+    pub(crate) load_from: PathBuf,
 }
 
 /// The outcome of loading one version: its modes, or why it was refused.
@@ -54,7 +54,7 @@ type Loaded = Result<Vec<CustomMode>, Refusal>;
 
 /// The host's plugin libraries by content hash.
 #[derive(Debug)]
-pub struct PluginVersions {
+pub(crate) struct PluginVersions {
     /// Where private copies live; `None` when it could not be made (plugins then load from
     /// their own files and a replaced file cannot be loaded again).
     private: Option<PathBuf>,
@@ -83,7 +83,7 @@ impl Drop for PluginVersions {
 
 impl PluginVersions {
     /// An empty set with a fresh private directory under the system's temporary directory.
-    pub fn new() -> PluginVersions {
+    pub(crate) fn new() -> PluginVersions {
         let private = match private_dir() {
             Ok(dir) => Some(dir),
             Err(err) => {
@@ -104,7 +104,7 @@ impl PluginVersions {
     }
 
     /// Libraries mapped for good so far.
-    pub fn loaded_versions(&self) -> usize {
+    pub(crate) fn loaded_versions(&self) -> usize {
         self.loaded.len()
     }
 

@@ -56,24 +56,24 @@ use crate::plan::COOLDOWN_PERIOD_KEY;
 
 /// A scaling event waiting for the end of a cooldown period.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct QueuedScalingEvent {
+pub(crate) struct QueuedScalingEvent {
     /// When it arrived, in ms.
-    pub at_ms: i64,
+    pub(crate) at_ms: i64,
     /// The changed vertices: vertex id -> new parallelism.
-    pub parallelism: BTreeMap<String, u32>,
+    pub(crate) parallelism: BTreeMap<String, u32>,
 }
 
 /// A scaling operation to realize.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ScalingOperation {
     /// When it was executed, in ms; a cooldown period starts here.
-    pub at_ms: i64,
+    pub(crate) at_ms: i64,
     /// The vertices to change: vertex id -> new parallelism (never empty, never a vertex at its
     /// running parallelism).
-    pub parallelism: BTreeMap<String, u32>,
+    pub(crate) parallelism: BTreeMap<String, u32>,
     /// How many scaling events were aggregated into it (1 for an immediate execution).
     #[serde(default)]
-    pub aggregated_events: usize,
+    pub(crate) aggregated_events: usize,
 }
 
 impl ScalingOperation {
@@ -91,13 +91,13 @@ impl ScalingOperation {
 pub struct CooldownState {
     /// Start of the last cooldown period (the instant of the last operation), if any.
     #[serde(default)]
-    pub period_start_ms: Option<i64>,
+    pub(crate) period_start_ms: Option<i64>,
     /// Events queued during the current period, oldest first.
     #[serde(default)]
-    pub queue: Vec<QueuedScalingEvent>,
+    pub(crate) queue: Vec<QueuedScalingEvent>,
     /// The last executed operation.
     #[serde(default)]
-    pub last_operation: Option<ScalingOperation>,
+    pub(crate) last_operation: Option<ScalingOperation>,
 }
 
 /// What a call decided.
@@ -106,7 +106,7 @@ pub struct CooldownOutcome {
     /// The operation to realize now, if any.
     pub operation: Option<ScalingOperation>,
     /// Events to record (`CooldownQueued` when the event was queued).
-    pub events: Vec<Event>,
+    pub(crate) events: Vec<Event>,
 }
 
 /// Applies the cooldown period to one job's scaling events.

@@ -60,33 +60,33 @@ impl<'a> RunOptions<'a> {
 /// the end of its time: its results cover only the time up to `at_ms`, which a reader of the
 /// summary has to be told.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Interrupted {
+pub(crate) struct Interrupted {
     /// The last instant that was stepped (engine time, ms).
-    pub at_ms: i64,
+    pub(crate) at_ms: i64,
     /// The instant the run would have ended at (engine time, ms).
-    pub end_ms: i64,
+    pub(crate) end_ms: i64,
 }
 
 /// How one job's run went.
 #[derive(Debug, Clone)]
 pub struct JobRun {
     /// The job (a Flink entry covering several jobs yields one run each).
-    pub name: String,
+    pub(crate) name: String,
     /// The alignment mode it used.
-    pub mode: String,
+    pub(crate) mode: String,
     /// Steps that ran.
     pub steps: usize,
     /// Steps whose cycle failed or whose engine could not be reached.
-    pub failed_steps: usize,
+    pub(crate) failed_steps: usize,
     /// Why the job could not run at all.
     pub error: Option<String>,
     /// A simulated job's timeline (with [`RunOptions::timelines`]) and summary.
-    pub simulation: Option<(Option<Timeline>, Summary)>,
+    pub(crate) simulation: Option<(Option<Timeline>, Summary)>,
     /// Set when the job's virtual time was cut short by a stop (Ctrl-C). Wall-clock jobs run
     /// until stopped, so a stop is their normal end and never sets it.
-    pub interrupted: Option<Interrupted>,
+    pub(crate) interrupted: Option<Interrupted>,
     /// The engine no longer knew the job when its run ended (a `JobGone` event said so).
-    pub gone: bool,
+    pub(crate) gone: bool,
     /// How late its cycles started, for those with a due time (wall-clock and paced jobs).
     pub lateness: Lateness,
 }

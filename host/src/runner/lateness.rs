@@ -26,15 +26,15 @@ pub struct Lateness {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct LatenessSummary {
     /// Cycles with a due time.
-    pub cycles: u64,
+    pub(crate) cycles: u64,
     /// Half the cycles started at most this late (ms).
-    pub p50_ms: f64,
+    pub(crate) p50_ms: f64,
     /// 90 % of the cycles started at most this late (ms).
-    pub p90_ms: f64,
+    pub(crate) p90_ms: f64,
     /// 99 % of the cycles started at most this late (ms).
-    pub p99_ms: f64,
+    pub(crate) p99_ms: f64,
     /// The latest cycle (ms).
-    pub max_ms: f64,
+    pub(crate) max_ms: f64,
 }
 
 impl Lateness {

@@ -13,9 +13,9 @@ use crate::state::LoggedEvent;
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CycleReport {
     /// The job.
-    pub job: String,
+    pub(crate) job: String,
     /// When (engine time, ms).
-    pub at_ms: i64,
+    pub(crate) at_ms: i64,
     /// Where the decision cycle ended; `None` when only rate control ran.
     pub stage: Option<CycleStage>,
     /// Per-vertex decisions of the cycle.
@@ -23,31 +23,31 @@ pub struct CycleReport {
     /// The scaling operation realized on the engine (changed vertices only).
     pub operation: Option<BTreeMap<String, u32>>,
     /// A scaling event was decided and queued by the cooldown.
-    pub queued: bool,
+    pub(crate) queued: bool,
     /// A new source rate limit was published (records/s for the whole job).
-    pub rate_limit: Option<f64>,
+    pub(crate) rate_limit: Option<f64>,
     /// Events recorded in this step (after the per-job rate limit on identical events).
     pub events: Vec<Event>,
     /// An engine call failed in this step. Its event may have been held back as a repeat
     /// (`events` is rate-limited), so the run's count of failed steps reads this instead.
     #[serde(skip)]
-    pub engine_failed: bool,
+    pub(crate) engine_failed: bool,
     /// The engine no longer knows the job (a `JobGone` event says so, once per event
     /// interval): the job's loop stops or waits for it to come back, instead of polling it
     /// as if it were about to be ready.
     #[serde(skip)]
-    pub job_gone: bool,
+    pub(crate) job_gone: bool,
     /// The job runs on a virtual clock (a simulation or a recording): its steps come much
     /// faster than real time, so a readable log orders them by time across jobs.
     #[serde(skip)]
-    pub virtual_clock: bool,
+    pub(crate) virtual_clock: bool,
     /// Records per second the job's sources were asked to read in this cycle (the sum of their
     /// target data rates), once the metrics were evaluated: the load a dashboard plots.
     #[serde(skip)]
     pub load: Option<f64>,
     /// The end of the cooldown period the job is in (engine time, ms), if it is in one.
     #[serde(skip)]
-    pub cooldown_until_ms: Option<i64>,
+    pub(crate) cooldown_until_ms: Option<i64>,
     /// How long the step took (wall clock).
     #[serde(skip)]
     pub elapsed: std::time::Duration,

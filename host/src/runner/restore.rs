@@ -24,9 +24,9 @@ use super::engines::may_restore;
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct BadSection {
     /// The section's name.
-    pub section: String,
+    pub(crate) section: String,
     /// What its decoder said.
-    pub reason: String,
+    pub(crate) reason: String,
 }
 
 /// Why a job cannot start from its stored state.
@@ -50,13 +50,13 @@ pub enum RestoreError {
 #[derive(Debug, Default)]
 pub(super) struct Restored {
     /// The pipeline's sections (each one that could not be read is empty).
-    pub scaling: JobScalingState,
+    pub(crate) scaling: JobScalingState,
     /// The cooldown executor's state, when stored and readable.
-    pub cooldown: Option<CooldownState>,
+    pub(crate) cooldown: Option<CooldownState>,
     /// The event log, when stored and readable.
-    pub events: Option<EventLogState>,
+    pub(crate) events: Option<EventLogState>,
     /// `StateQuarantined` (or, when even that failed, `AutoscalerError`) events.
-    pub report: Vec<Event>,
+    pub(crate) report: Vec<Event>,
 }
 
 /// The names of the pipeline's sections, as [`JobScalingState::to_sections`] writes them.

@@ -15,9 +15,9 @@ use super::restore::check_sections;
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct StateCheck {
     /// What stops a job of the fleet from starting.
-    pub errors: Vec<Diagnostic>,
+    pub(crate) errors: Vec<Diagnostic>,
     /// What `run` would keep aside, or leave alone because no job of the fleet uses it.
-    pub warnings: Vec<Diagnostic>,
+    pub(crate) warnings: Vec<Diagnostic>,
 }
 
 /// Checks `dir` for the fleet's `(name, engine)` entries. A directory that does not exist yet

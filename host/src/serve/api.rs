@@ -27,101 +27,101 @@ use super::{auth, dashboard, metrics};
 #[derive(Debug, Serialize, ToSchema)]
 pub(super) struct ApiError {
     /// What went wrong.
-    pub error: String,
+    pub(crate) error: String,
 }
 
 /// The readiness of the host.
 #[derive(Debug, Serialize, ToSchema)]
 pub(super) struct Readiness {
     /// Plugins are loaded and every job's engine answered at least once.
-    pub ready: bool,
+    pub(crate) ready: bool,
     /// Jobs whose engine has not answered yet.
-    pub waiting_for: Vec<String>,
+    pub(crate) waiting_for: Vec<String>,
 }
 
 /// A mode exported by a plugin file.
 #[derive(Debug, Serialize, ToSchema)]
 pub(super) struct PluginModeDoc {
     /// The implementation id.
-    pub id: String,
+    pub(crate) id: String,
     /// The one-line description.
-    pub description: String,
+    pub(crate) description: String,
 }
 
 /// One plugin file, as `flowscale plugins --json` describes it.
 #[derive(Debug, Serialize, ToSchema)]
 pub(super) struct PluginFileDoc {
     /// The file.
-    pub file: String,
+    pub(crate) file: String,
     /// `loaded` or `refused`.
-    pub status: String,
+    pub(crate) status: String,
     /// Why it was refused and what to do (null when loaded).
-    pub reason: Option<String>,
+    pub(crate) reason: Option<String>,
     /// The plugin's name, when its manifest could be read.
-    pub plugin: Option<String>,
+    pub(crate) plugin: Option<String>,
     /// The plugin's version.
-    pub version: Option<String>,
+    pub(crate) version: Option<String>,
     /// The SDK version it was built against.
-    pub sdk_version: Option<String>,
+    pub(crate) sdk_version: Option<String>,
     /// The modes it exports.
-    pub modes: Vec<PluginModeDoc>,
+    pub(crate) modes: Vec<PluginModeDoc>,
 }
 
 /// One `align --batch` request: a vertex, its numbers and the configuration to decide with.
 #[derive(Debug, Serialize, ToSchema)]
 pub(super) struct AlignRequestDoc {
     /// Current parallelism, in [1, 2147483647].
-    pub current: i64,
+    pub(crate) current: i64,
     /// The computed target (or give `scale_factor`).
-    pub target: Option<i64>,
+    pub(crate) target: Option<i64>,
     /// A scale factor, finite and > 0 (or give `target`).
-    pub scale_factor: Option<f64>,
+    pub(crate) scale_factor: Option<f64>,
     /// Key groups, in [1, 32768].
-    pub max_parallelism: i64,
+    pub(crate) max_parallelism: i64,
     /// Partitions of a source (0: not a source).
-    pub source_partitions: Option<i64>,
+    pub(crate) source_partitions: Option<i64>,
     /// Lower parallelism limit (default 1).
-    pub lower: Option<i64>,
+    pub(crate) lower: Option<i64>,
     /// Upper parallelism limit (default 2147483647).
-    pub upper: Option<i64>,
+    pub(crate) upper: Option<i64>,
     /// Input ship strategies (HASH, REBALANCE, CUSTOM:48, ...).
-    pub ship_strategies: Option<Vec<String>>,
+    pub(crate) ship_strategies: Option<Vec<String>>,
     /// Configuration keys, e.g. `{"scaling.alignment.mode": "EVENLY_SPREAD"}`.
     #[schema(value_type = Option<Object>)]
-    pub config: Option<BTreeMap<String, serde_json::Value>>,
+    pub(crate) config: Option<BTreeMap<String, serde_json::Value>>,
     /// A name for the vertex in the answer.
-    pub vertex: Option<String>,
+    pub(crate) vertex: Option<String>,
 }
 
 /// The answer to an align request.
 #[derive(Debug, Serialize, ToSchema)]
 pub(super) struct AlignAnswerDoc {
     /// The vertex name of the request.
-    pub vertex: Option<String>,
+    pub(crate) vertex: Option<String>,
     /// Current parallelism.
-    pub current: u32,
+    pub(crate) current: u32,
     /// Target before alignment.
-    pub target: u32,
+    pub(crate) target: u32,
     /// The aligned parallelism.
-    pub parallelism: u32,
+    pub(crate) parallelism: u32,
     /// The mode that decided.
-    pub mode: String,
+    pub(crate) mode: String,
     /// Whether the mode applied to the vertex.
-    pub applicable: bool,
+    pub(crate) applicable: bool,
     /// Events of the decision.
     #[schema(value_type = Vec<Object>)]
-    pub events: Vec<serde_json::Value>,
+    pub(crate) events: Vec<serde_json::Value>,
     /// Why, step by step.
-    pub explanation: Vec<String>,
+    pub(crate) explanation: Vec<String>,
 }
 
 /// A request that could not be answered.
 #[derive(Debug, Serialize, ToSchema)]
 pub(super) struct AlignErrorDoc {
     /// Always 1: the body is one request line.
-    pub line: usize,
+    pub(crate) line: usize,
     /// Why.
-    pub error: String,
+    pub(crate) error: String,
 }
 
 #[derive(OpenApi)]

@@ -37,16 +37,16 @@ pub(crate) const TEXT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct JobModeLabels {
     /// The job.
-    pub job: String,
+    pub(crate) job: String,
     /// Its alignment mode.
-    pub mode: String,
+    pub(crate) mode: String,
 }
 
 /// `{job}`.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct JobLabels {
     /// The job.
-    pub job: String,
+    pub(crate) job: String,
 }
 
 /// `{job, owner}`.
@@ -117,7 +117,7 @@ impl Default for Metrics {
 
 impl Metrics {
     /// The metrics, registered, all at zero.
-    pub fn new() -> Metrics {
+    pub(crate) fn new() -> Metrics {
         let mut registry = Registry::default();
         // `flowscale_vertex_parallelism` is written by `series`, before these families.
         let decisions = Family::<JobModeLabels, Counter>::default();
@@ -221,7 +221,7 @@ impl Metrics {
 
     /// Shows `owners` (job -> host holding its lease) in `flowscale_lease_owner`, replacing
     /// what it showed: a job that changed hands has one series, with its new owner.
-    pub fn set_owners(&self, owners: BTreeMap<String, String>) {
+    pub(crate) fn set_owners(&self, owners: BTreeMap<String, String>) {
         let mut shown = self.owners.lock().unwrap_or_else(PoisonError::into_inner);
         if *shown == owners {
             return;
@@ -291,7 +291,7 @@ impl Metrics {
     }
 
     /// Takes in one step of a job running `mode`.
-    pub fn record(&self, report: &CycleReport, mode: &str) {
+    pub(crate) fn record(&self, report: &CycleReport, mode: &str) {
         self.cycle_duration.observe(report.elapsed.as_secs_f64());
         let mut jobs = self.lock_jobs();
         let handles = self.entry(&mut jobs, &report.job, mode);
@@ -339,7 +339,8 @@ impl Metrics {
     }
 
     /// The OpenMetrics text of every metric ([`OPENMETRICS_TYPE`]).
-    pub fn encode(&self) -> String {
+    #[cfg(test)]
+    pub(crate) fn encode(&self) -> String {
         String::from_utf8_lossy(&self.encoded(true)).into_owned()
     }
 

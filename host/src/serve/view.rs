@@ -27,39 +27,39 @@ pub(crate) const MAX_POINTS: usize = 720;
 
 /// A job as the server lists it.
 #[derive(Debug, Clone, Serialize, ToSchema)]
-pub struct JobSummary {
+pub(crate) struct JobSummary {
     /// The job's name.
-    pub job: String,
+    pub(crate) job: String,
     /// Its engine: `sim`, `flink` or `replay`.
-    pub engine: String,
+    pub(crate) engine: String,
     /// Its alignment mode.
-    pub mode: String,
+    pub(crate) mode: String,
     /// What its last step did, in a word or two (`starting` before the first).
-    pub status: String,
+    pub(crate) status: String,
     /// Steps so far.
-    pub steps: u64,
+    pub(crate) steps: u64,
     /// The engine answered at least once.
-    pub reached: bool,
+    pub(crate) reached: bool,
     /// The last decision: when (engine time, ms) and in words.
-    pub last_decision: Option<DecisionSummary>,
+    pub(crate) last_decision: Option<DecisionSummary>,
     /// With state shared by several hosts (`[host] state`): whether this host holds the job's
     /// lease, and under which fencing token it last held it. `null` without shared state.
-    pub lease: Option<LeaseView>,
+    pub(crate) lease: Option<LeaseView>,
     /// With state shared by several hosts: the host that holds the job's lease now (this one
     /// or another), as this host's last lease round read it from the lease table. `null`
     /// without shared state, or while no host holds it.
-    pub owner: Option<OwnerView>,
+    pub(crate) owner: Option<OwnerView>,
 }
 
 /// The holder of a job's lease.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
-pub struct OwnerView {
+pub(crate) struct OwnerView {
     /// Its `[host] id`.
-    pub host: String,
+    pub(crate) host: String,
     /// The fencing token of its lease.
-    pub token: i64,
+    pub(crate) token: i64,
     /// It is this host.
-    pub this_host: bool,
+    pub(crate) this_host: bool,
 }
 
 /// What another host acting on the job makes of its status here.
@@ -67,139 +67,139 @@ const OWNED_ELSEWHERE: &str = "another host holds the lease";
 
 /// This host's lease of a job.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
-pub struct LeaseView {
+pub(crate) struct LeaseView {
     /// This host holds the lease and acts on the job; otherwise another host does.
-    pub held: bool,
+    pub(crate) held: bool,
     /// The fencing token of the last lease this host held.
-    pub token: i64,
+    pub(crate) token: i64,
 }
 
 /// A decision in a line.
 #[derive(Debug, Clone, Serialize, ToSchema)]
-pub struct DecisionSummary {
+pub(crate) struct DecisionSummary {
     /// Engine time, ms.
-    pub at_ms: i64,
+    pub(crate) at_ms: i64,
     /// What was decided, e.g. `scaled: map=24` or `within bounds`.
-    pub text: String,
+    pub(crate) text: String,
 }
 
 /// One vertex's parallelism.
 #[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
-pub struct VertexView {
+pub(crate) struct VertexView {
     /// The vertex id.
-    pub vertex: String,
+    pub(crate) vertex: String,
     /// The vertex name.
-    pub name: String,
+    pub(crate) name: String,
     /// The running parallelism.
-    pub current: u32,
+    pub(crate) current: u32,
     /// The target of the last evaluation, before alignment.
-    pub target: Option<u32>,
+    pub(crate) target: Option<u32>,
     /// The target after alignment.
-    pub aligned: Option<u32>,
+    pub(crate) aligned: Option<u32>,
 }
 
 /// One vertex of a decision, with its reasons.
 #[derive(Debug, Clone, Serialize, ToSchema)]
-pub struct VertexDecisionView {
+pub(crate) struct VertexDecisionView {
     /// The vertex id.
-    pub vertex: String,
+    pub(crate) vertex: String,
     /// The vertex name.
-    pub name: String,
+    pub(crate) name: String,
     /// Running parallelism.
-    pub current: u32,
+    pub(crate) current: u32,
     /// Target before alignment.
-    pub target: Option<u32>,
+    pub(crate) target: Option<u32>,
     /// Target after alignment.
-    pub aligned: Option<u32>,
+    pub(crate) aligned: Option<u32>,
     /// The alignment mode that decided.
-    pub mode: Option<String>,
+    pub(crate) mode: Option<String>,
     /// Why, with the numbers.
-    pub reason: String,
+    pub(crate) reason: String,
     /// The alignment's explanation.
-    pub explanation: Vec<String>,
+    pub(crate) explanation: Vec<String>,
 }
 
 /// A decision cycle that changed or queued something, or was blocked.
 #[derive(Debug, Clone, Serialize, ToSchema)]
-pub struct DecisionView {
+pub(crate) struct DecisionView {
     /// Engine time, ms.
-    pub at_ms: i64,
+    pub(crate) at_ms: i64,
     /// In a line.
-    pub text: String,
+    pub(crate) text: String,
     /// The parallelism applied to the changed vertices, if an operation was realized.
-    pub operation: Option<BTreeMap<String, u32>>,
+    pub(crate) operation: Option<BTreeMap<String, u32>>,
     /// The decision was queued by the cooldown.
-    pub queued: bool,
+    pub(crate) queued: bool,
     /// Every vertex of the decision.
-    pub vertices: Vec<VertexDecisionView>,
+    pub(crate) vertices: Vec<VertexDecisionView>,
 }
 
 /// An event with its time.
 #[derive(Debug, Clone, Serialize, ToSchema)]
-pub struct EventView {
+pub(crate) struct EventView {
     /// Engine time, ms.
-    pub at_ms: i64,
+    pub(crate) at_ms: i64,
     /// The reason, e.g. `ScalingReport`.
-    pub reason: String,
+    pub(crate) reason: String,
     /// `Normal` or `Warning`.
-    pub severity: String,
+    pub(crate) severity: String,
     /// The vertex it concerns, if any.
-    pub vertex: Option<String>,
+    pub(crate) vertex: Option<String>,
     /// What happened.
-    pub message: String,
+    pub(crate) message: String,
 }
 
 /// The cooldown of a job.
 #[derive(Debug, Clone, Serialize, ToSchema)]
-pub struct CooldownView {
+pub(crate) struct CooldownView {
     /// In a cooldown period at the last step.
-    pub active: bool,
+    pub(crate) active: bool,
     /// Its end (engine time, ms).
-    pub until_ms: Option<i64>,
+    pub(crate) until_ms: Option<i64>,
     /// A decision is queued until it ends.
-    pub queued: bool,
+    pub(crate) queued: bool,
 }
 
 /// One point of a job's time series.
 #[derive(Debug, Clone, Serialize, ToSchema)]
-pub struct Point {
+pub(crate) struct Point {
     /// Engine time, ms.
-    pub at_ms: i64,
+    pub(crate) at_ms: i64,
     /// Records/s the sources were asked to read, once evaluated.
-    pub load: Option<f64>,
+    pub(crate) load: Option<f64>,
     /// The running parallelism of each vertex, in the order of the job's `vertices`.
-    pub parallelism: Vec<u32>,
+    pub(crate) parallelism: Vec<u32>,
 }
 
 /// Everything the server knows about a job.
 #[derive(Debug, Clone, Serialize, ToSchema)]
-pub struct JobDetail {
+pub(crate) struct JobDetail {
     /// The job's name.
-    pub job: String,
+    pub(crate) job: String,
     /// Its engine: `sim`, `flink` or `replay`.
-    pub engine: String,
+    pub(crate) engine: String,
     /// Its alignment mode.
-    pub mode: String,
+    pub(crate) mode: String,
     /// What its last step did.
-    pub status: String,
+    pub(crate) status: String,
     /// Steps so far.
-    pub steps: u64,
+    pub(crate) steps: u64,
     /// The engine answered at least once.
-    pub reached: bool,
+    pub(crate) reached: bool,
     /// Engine time of the last step, ms.
-    pub at_ms: Option<i64>,
+    pub(crate) at_ms: Option<i64>,
     /// Its vertices, in topological order.
-    pub vertices: Vec<VertexView>,
+    pub(crate) vertices: Vec<VertexView>,
     /// The cooldown.
-    pub cooldown: CooldownView,
+    pub(crate) cooldown: CooldownView,
     /// The last decision with its explanation.
-    pub last_decision: Option<DecisionView>,
+    pub(crate) last_decision: Option<DecisionView>,
     /// Recent decisions, newest first.
-    pub decisions: Vec<DecisionView>,
+    pub(crate) decisions: Vec<DecisionView>,
     /// The time series of parallelism and load, oldest first.
-    pub series: Vec<Point>,
+    pub(crate) series: Vec<Point>,
     /// The host that holds the job's lease now, as in [`JobSummary::owner`].
-    pub owner: Option<OwnerView>,
+    pub(crate) owner: Option<OwnerView>,
 }
 
 /// A job's entry.
@@ -398,7 +398,7 @@ impl FleetView {
 
     /// Shows the owner of every job from `leases` (state shared by several hosts); a later
     /// call changes nothing.
-    pub fn set_leases(&self, leases: Arc<dyn JobLeases>) {
+    pub(crate) fn set_leases(&self, leases: Arc<dyn JobLeases>) {
         let _ = self.leases.set(leases);
     }
 
@@ -426,7 +426,7 @@ impl FleetView {
     }
 
     /// Brings the owner metric (`flowscale_lease_owner`) up to date; before a scrape.
-    pub fn refresh_owners(&self) {
+    pub(crate) fn refresh_owners(&self) {
         if self.leases.get().is_none() {
             return;
         }
@@ -450,7 +450,7 @@ impl FleetView {
     }
 
     /// Forgets a job that left the fleet (a reload removed it).
-    pub fn remove_job(&self, job: &str) {
+    pub(crate) fn remove_job(&self, job: &str) {
         self.lock().remove(job);
     }
 
@@ -514,7 +514,7 @@ impl FleetView {
     }
 
     /// The jobs, by name, with their owners.
-    pub fn jobs(&self) -> Vec<JobSummary> {
+    pub(crate) fn jobs(&self) -> Vec<JobSummary> {
         let mut owners = self.owners();
         self.lock()
             .iter()
@@ -530,7 +530,7 @@ impl FleetView {
     }
 
     /// One job.
-    pub fn job(&self, job: &str) -> Option<JobDetail> {
+    pub(crate) fn job(&self, job: &str) -> Option<JobDetail> {
         let owner = self.owners().remove(job);
         let status = |e: &JobEntry| match &owner {
             Some(o) if !o.this_host => OWNED_ELSEWHERE.to_string(),
@@ -561,14 +561,15 @@ impl FleetView {
     }
 
     /// One job's events, newest first.
-    pub fn events(&self, job: &str) -> Option<Vec<EventView>> {
+    pub(crate) fn events(&self, job: &str) -> Option<Vec<EventView>> {
         self.lock()
             .get(job)
             .map(|e| e.events.iter().cloned().collect())
     }
 
     /// Every job's engine answered at least once (a job with no entry yet is not ready).
-    pub fn all_reached(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn all_reached(&self) -> bool {
         self.lock().values().all(|e| e.reached)
     }
 }

@@ -7,17 +7,17 @@ use std::path::PathBuf;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JobFileProblem {
     /// The file (or `<string>` for text given directly).
-    pub file: String,
+    pub(crate) file: String,
     /// 1-based line.
-    pub line: usize,
+    pub(crate) line: usize,
     /// 1-based column.
-    pub column: usize,
+    pub(crate) column: usize,
     /// The key at fault (`vertices[2].parallelism`, `edges[0].ship`, ...).
-    pub key: String,
+    pub(crate) key: String,
     /// What is wrong.
-    pub message: String,
+    pub(crate) message: String,
     /// What would be valid.
-    pub valid: String,
+    pub(crate) valid: String,
 }
 
 impl std::fmt::Display for JobFileProblem {
@@ -63,14 +63,4 @@ pub enum SimError {
         /// Why it failed.
         message: String,
     },
-}
-
-impl SimError {
-    /// The job-file problem, when that is what this is.
-    pub fn problem(&self) -> Option<&JobFileProblem> {
-        match self {
-            SimError::Invalid(p) => Some(p),
-            _ => None,
-        }
-    }
 }

@@ -15,7 +15,7 @@ use crate::engine::{
 
 impl Simulation {
     /// Loads a job file; trace paths in it are relative to the file.
-    pub fn from_file(path: impl AsRef<Path>) -> Result<Simulation, SimError> {
+    pub(crate) fn from_file(path: impl AsRef<Path>) -> Result<Simulation, SimError> {
         let path = path.as_ref();
         let text = std::fs::read_to_string(path).map_err(|source| SimError::Read {
             path: path.to_path_buf(),
@@ -41,7 +41,7 @@ impl Simulation {
 
     /// Flink's metric-name form of a source vertex: non-alphanumerics become `_` (so
     /// `Source: orders` reads `Source__orders`), prefixed with `Source__` if the name lacks it.
-    pub fn source_metric_prefix(name: &str) -> String {
+    pub(crate) fn source_metric_prefix(name: &str) -> String {
         let clean: String = name
             .chars()
             .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
@@ -214,7 +214,7 @@ impl std::str::FromStr for Simulation {
 impl Simulation {
     /// The summary of the run so far (the same as that of its whole timeline, but kept up to
     /// date tick by tick, whether or not the timeline is recorded).
-    pub fn summary(&self) -> super::summary::Summary {
+    pub(crate) fn summary(&self) -> super::summary::Summary {
         self.summary.summary()
     }
 }

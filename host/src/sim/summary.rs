@@ -7,7 +7,9 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use super::timeline::{Timeline, TimelineRow};
+#[cfg(test)]
+use super::timeline::Timeline;
+use super::timeline::TimelineRow;
 
 /// A load change is a move of the source rate by more than this fraction from the level at the
 /// previous change.
@@ -17,37 +19,38 @@ const SETTLED_LAG_S: f64 = 10.0;
 
 /// One run, summarised.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Summary {
+pub(crate) struct Summary {
     /// Simulated seconds.
-    pub duration_s: f64,
+    pub(crate) duration_s: f64,
     /// Records read by the sources.
-    pub records_processed: u64,
+    pub(crate) records_processed: u64,
     /// Largest number of records pending in the source system.
-    pub max_pending: u64,
+    pub(crate) max_pending: u64,
     /// 99th percentile of pending records over ticks.
-    pub p99_pending: u64,
+    pub(crate) p99_pending: u64,
     /// Largest lag (pending / arrival rate), seconds.
-    pub max_lag_s: f64,
+    pub(crate) max_lag_s: f64,
     /// 99th percentile lag, seconds.
-    pub p99_lag_s: f64,
+    pub(crate) p99_lag_s: f64,
     /// Sum over ticks of the parallelism of every vertex times the tick: the cost.
-    pub subtask_seconds: f64,
+    pub(crate) subtask_seconds: f64,
     /// Rescales requested.
-    pub rescales: u32,
+    pub(crate) rescales: u32,
     /// Time spent restarting, seconds.
-    pub restarting_s: f64,
+    pub(crate) restarting_s: f64,
     /// Load changes: (time in s, seconds until converged, or `None` if it did not settle before
     /// the next change or the end).
-    pub convergence: Vec<(f64, Option<f64>)>,
+    pub(crate) convergence: Vec<(f64, Option<f64>)>,
     /// Max over mean per-subtask load, averaged over busy ticks, of the most skewed vertex.
-    pub skew: f64,
+    pub(crate) skew: f64,
     /// When the job finished (bounded jobs), seconds.
-    pub finished_at_s: Option<f64>,
+    pub(crate) finished_at_s: Option<f64>,
 }
 
 impl Summary {
     /// Summarises a timeline.
-    pub fn from_timeline(timeline: &Timeline) -> Summary {
+    #[cfg(test)]
+    pub(crate) fn from_timeline(timeline: &Timeline) -> Summary {
         let mut builder = SummaryBuilder::new(timeline.vertex_ids.len(), timeline.tick_ms, None);
         for row in &timeline.rows {
             builder.add(row);

@@ -1,79 +1,80 @@
 //! The per-tick record of a run, exportable as CSV or JSON.
 
+#[cfg(test)]
 use std::fmt::Write as _;
-use std::path::Path;
 
 use serde::Serialize;
 
+#[cfg(test)]
 use super::error::SimError;
 use super::spec::{SimulatedJobSpec, VertexKind};
 
 /// One vertex in one tick.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct VertexRow {
+pub(crate) struct VertexRow {
     /// Running parallelism.
-    pub parallelism: u32,
+    pub(crate) parallelism: u32,
     /// Busiest subtask's busy time (ms/s).
-    pub busy_max: f64,
+    pub(crate) busy_max: f64,
     /// Average busy time (ms/s).
-    pub busy_avg: f64,
+    pub(crate) busy_avg: f64,
     /// Average backpressured time (ms/s).
-    pub backpressured_avg: f64,
+    pub(crate) backpressured_avg: f64,
     /// Records taken in per second (all subtasks).
-    pub records_in_per_s: f64,
+    pub(crate) records_in_per_s: f64,
     /// Max over mean of the per-subtask records taken in (1 = perfectly even).
-    pub skew: f64,
+    pub(crate) skew: f64,
 }
 
 /// One tick.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct TimelineRow {
+pub(crate) struct TimelineRow {
     /// Tick start (ms).
-    pub t_ms: i64,
+    pub(crate) t_ms: i64,
     /// The job was restarting (nothing processed).
-    pub restarting: bool,
+    pub(crate) restarting: bool,
     /// The job had finished.
-    pub finished: bool,
+    pub(crate) finished: bool,
     /// Records arriving at the sources per second (all sources): the load.
-    pub source_rate: f64,
+    pub(crate) source_rate: f64,
     /// Records the sources read per second.
-    pub read_per_s: f64,
+    pub(crate) read_per_s: f64,
     /// Records pending in the source system (all sources).
-    pub pending: u64,
+    pub(crate) pending: u64,
     /// Rate limit per source (in `Timeline::source_ids` order).
-    pub rate_limits: Vec<Option<f64>>,
+    pub(crate) rate_limits: Vec<Option<f64>>,
     /// Per vertex (in `Timeline::vertex_ids` order).
-    pub vertices: Vec<VertexRow>,
+    pub(crate) vertices: Vec<VertexRow>,
     /// What happened in this tick (rescale requested, restarted, rate limit, iteration ended).
-    pub events: Vec<String>,
+    pub(crate) events: Vec<String>,
 }
 
 impl TimelineRow {
     /// Seconds of arrivals the pending records represent (pending / arrival rate, with the rate
     /// floored at 1 record/s).
-    pub fn lag_s(&self) -> f64 {
+    pub(crate) fn lag_s(&self) -> f64 {
         self.pending as f64 / self.source_rate.max(1.0)
     }
 }
 
 /// A run's timeline.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Timeline {
+pub(crate) struct Timeline {
     /// Job name.
-    pub job: String,
+    pub(crate) job: String,
     /// Tick length (ms).
-    pub tick_ms: i64,
+    pub(crate) tick_ms: i64,
     /// Vertex ids, in topological order.
-    pub vertex_ids: Vec<String>,
+    pub(crate) vertex_ids: Vec<String>,
     /// Source vertex ids.
-    pub source_ids: Vec<String>,
+    pub(crate) source_ids: Vec<String>,
     /// One row per tick.
-    pub rows: Vec<TimelineRow>,
+    pub(crate) rows: Vec<TimelineRow>,
 }
 
 impl Timeline {
     /// An empty timeline for `spec`.
-    pub fn new(spec: &SimulatedJobSpec) -> Timeline {
+    pub(crate) fn new(spec: &SimulatedJobSpec) -> Timeline {
         Timeline {
             job: spec.name.clone(),
             tick_ms: spec.tick_ms,
@@ -90,7 +91,8 @@ impl Timeline {
 
     /// CSV with a header: time, status, load, pending, lag, then per source its rate limit and
     /// per vertex parallelism / busy / backpressure / input rate / skew, then events (`;`-joined).
-    pub fn to_csv(&self) -> String {
+    #[cfg(test)]
+    pub(crate) fn to_csv(&self) -> String {
         let mut out = String::from("t_s,status,source_rate,read_per_s,pending,lag_s");
         for s in &self.source_ids {
             let _ = write!(out, ",{s}.rate_limit");
@@ -146,26 +148,11 @@ impl Timeline {
     }
 
     /// The whole timeline as JSON.
-    pub fn to_json(&self) -> Result<String, SimError> {
+    #[cfg(test)]
+    pub(crate) fn to_json(&self) -> Result<String, SimError> {
         serde_json::to_string_pretty(self).map_err(|e| SimError::Encode {
             what: "the timeline as JSON".to_string(),
             message: e.to_string(),
-        })
-    }
-
-    /// Writes CSV (`.csv`) or JSON (anything else) to `path`.
-    pub fn write(&self, path: &Path) -> Result<(), SimError> {
-        let text = if path
-            .extension()
-            .is_some_and(|e| e.eq_ignore_ascii_case("csv"))
-        {
-            self.to_csv()
-        } else {
-            self.to_json()?
-        };
-        std::fs::write(path, text).map_err(|source| SimError::Write {
-            path: path.to_path_buf(),
-            source,
         })
     }
 }

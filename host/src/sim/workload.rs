@@ -8,7 +8,7 @@ use super::rng::SplitMix64;
 /// components, so a step plus a spike is two components.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
-pub enum RateProfile {
+pub(crate) enum RateProfile {
     /// `rate` all the time.
     Constant {
         /// Records/s.
@@ -77,7 +77,7 @@ pub enum RateProfile {
 
 impl RateProfile {
     /// The rate at `t_s` seconds into the run.
-    pub fn rate_at(&self, t_s: f64) -> f64 {
+    pub(crate) fn rate_at(&self, t_s: f64) -> f64 {
         let rate = match self {
             RateProfile::Constant { rate } => *rate,
             RateProfile::Step { from, to, at_s } => {
@@ -152,7 +152,7 @@ fn trace_at(points: &[(f64, f64)], interpolate: bool, t_s: f64) -> f64 {
 /// How load spreads over `n` slots (key groups, buckets or partitions).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
-pub enum Distribution {
+pub(crate) enum Distribution {
     /// Every slot gets the same share.
     Uniform,
     /// Slot of rank `r` (1-based) gets a share proportional to `1 / r^exponent`; ranks are

@@ -37,9 +37,9 @@ pub(crate) const DEFAULT_EVENT_CAPACITY: usize = 200;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(crate) struct LoggedEvent {
     /// When it was recorded, in ms.
-    pub at_ms: i64,
+    pub(crate) at_ms: i64,
     /// The event.
-    pub event: Event,
+    pub(crate) event: Event,
 }
 
 /// What an [`EventLog`] persists: its recent events and when each identity was last recorded.
@@ -48,11 +48,11 @@ pub(crate) struct EventLogState {
     /// Recent events, oldest first, kept as JSON so that one event this host cannot read
     /// (a reason added by a newer version) is dropped alone instead of failing the whole log.
     #[serde(default)]
-    pub events: Vec<serde_json::Value>,
+    pub(crate) events: Vec<serde_json::Value>,
     /// Identity (reason + key or message) -> when it was last recorded, in ms. Persisted for
     /// the file format's sake; [`EventLog::restore`] does not read it back.
     #[serde(default)]
-    pub last_recorded: BTreeMap<String, i64>,
+    pub(crate) last_recorded: BTreeMap<String, i64>,
 }
 
 /// One job's recent events.

@@ -29,7 +29,8 @@ use super::store::{StateStore, StoredProblem};
 #[derive(Debug)]
 pub struct FileStateStore {
     dir: PathBuf,
-    lock: StateDirLock,
+    // Held for the store's lifetime: dropping it releases the directory.
+    _lock: StateDirLock,
     pending: PendingJobs,
     /// Where each job read from the directory is written back.
     paths: BTreeMap<String, PathBuf>,
@@ -64,7 +65,7 @@ impl FileStateStore {
         }
         let mut store = FileStateStore {
             dir,
-            lock,
+            _lock: lock,
             pending: PendingJobs::default(),
             paths: BTreeMap::new(),
             findings: scan.findings,
@@ -89,24 +90,20 @@ impl FileStateStore {
         Ok(store)
     }
 
-    /// The state directory.
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-
     /// The directory's lock file (holding the host's process id).
-    pub fn lock_file(&self) -> &Path {
-        self.lock.path()
+    #[cfg(test)]
+    pub(crate) fn lock_file(&self) -> &Path {
+        self._lock.path()
     }
 
     /// What was wrong with the directory's files when it was opened, in file-name order.
-    pub fn findings(&self) -> &[StateFinding] {
+    pub(crate) fn findings(&self) -> &[StateFinding] {
         &self.findings
     }
 
     /// The file that holds `job`'s state: the one it was read from, else the encoding of its
     /// name.
-    pub fn path_of(&self, job: &str) -> PathBuf {
+    pub(crate) fn path_of(&self, job: &str) -> PathBuf {
         self.paths
             .get(job)
             .cloned()

@@ -46,9 +46,9 @@ pub trait JobLeases: Send + Sync {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeaseOwner {
     /// The holder's `[host] id`.
-    pub host: String,
+    pub(crate) host: String,
     /// The fencing token of its lease.
-    pub token: i64,
+    pub(crate) token: i64,
 }
 
 /// Why a rescale was not admitted.

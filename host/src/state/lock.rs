@@ -8,7 +8,9 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
+#[cfg(test)]
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use super::error::StateError;
@@ -23,6 +25,7 @@ const PID_WAIT: Duration = Duration::from_millis(200);
 /// The held lock of a state directory; released when dropped (or when the process ends).
 #[derive(Debug)]
 pub(crate) struct StateDirLock {
+    #[cfg(test)]
     path: PathBuf,
     // Holding the open file is holding the lock.
     _file: File,
@@ -61,10 +64,15 @@ impl StateDirLock {
             .and_then(|_| file.write_all(pid.as_bytes()))
             .and_then(|()| file.sync_all())
             .map_err(lock_err)?;
-        Ok(StateDirLock { path, _file: file })
+        Ok(StateDirLock {
+            #[cfg(test)]
+            path,
+            _file: file,
+        })
     }
 
     /// The lock file.
+    #[cfg(test)]
     pub(crate) fn path(&self) -> &Path {
         &self.path
     }

@@ -33,15 +33,15 @@ pub(super) struct JobFile {
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct StoredJob {
     /// The file it was read from.
-    pub path: PathBuf,
+    pub(crate) path: PathBuf,
     /// Its sections, undecoded: whether each has the shape its owner expects is the owner's
     /// business.
-    pub sections: BTreeMap<String, serde_json::Value>,
+    pub(crate) sections: BTreeMap<String, serde_json::Value>,
 }
 
 /// Something wrong with the files of a state directory.
 #[derive(Debug, Clone, PartialEq)]
-pub enum StateFinding {
+pub(crate) enum StateFinding {
     /// A file that is not flowscale state (not JSON, or not `{"job": ..., "sections": {...}}`),
     /// or that could not be read at all.
     Unreadable {
@@ -63,7 +63,7 @@ pub enum StateFinding {
 
 impl StateFinding {
     /// The job the finding concerns, when known.
-    pub fn job(&self) -> Option<&str> {
+    pub(crate) fn job(&self) -> Option<&str> {
         match self {
             StateFinding::Unreadable { job, .. } => job.as_deref(),
             StateFinding::Ambiguous { job, .. } => Some(job),
@@ -71,7 +71,7 @@ impl StateFinding {
     }
 
     /// The files it concerns.
-    pub fn paths(&self) -> Vec<&Path> {
+    pub(crate) fn paths(&self) -> Vec<&Path> {
         match self {
             StateFinding::Unreadable { path, .. } => vec![path.as_path()],
             StateFinding::Ambiguous { paths, .. } => paths.iter().map(PathBuf::as_path).collect(),
@@ -106,12 +106,12 @@ impl fmt::Display for StateFinding {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct DirScan {
     /// The jobs whose state was read, by name (never a job of an [`StateFinding::Ambiguous`]).
-    pub jobs: BTreeMap<String, StoredJob>,
+    pub(crate) jobs: BTreeMap<String, StoredJob>,
     /// What is wrong with the other files, in file-name order.
-    pub findings: Vec<StateFinding>,
+    pub(crate) findings: Vec<StateFinding>,
     /// Files of writes that never completed (a host was killed while writing): the state in
     /// them never replaced anything.
-    pub temp_files: Vec<PathBuf>,
+    pub(crate) temp_files: Vec<PathBuf>,
 }
 
 /// Reads every job file directly in `dir` (sub-folders, such as the quarantine, are not

@@ -133,12 +133,14 @@ impl InMemoryStateStore {
     }
 
     /// Every section of `job`.
-    pub fn sections(&self, job: &str) -> Option<&BTreeMap<String, serde_json::Value>> {
+    #[cfg(test)]
+    pub(crate) fn sections(&self, job: &str) -> Option<&BTreeMap<String, serde_json::Value>> {
         self.jobs.get(job)
     }
 
     /// What [`StateStore::quarantine`] kept, oldest first: the job and its sections as they were.
-    pub fn quarantined(&self) -> &[(String, BTreeMap<String, serde_json::Value>)] {
+    #[cfg(test)]
+    pub(crate) fn quarantined(&self) -> &[(String, BTreeMap<String, serde_json::Value>)] {
         &self.quarantined
     }
 }

@@ -14,26 +14,26 @@ use crate::engine::EngineError;
 #[derive(Debug, Clone, PartialEq)]
 pub struct FlinkOptions {
     /// Base URL of the REST API, e.g. `http://127.0.0.1:8081` (plain HTTP).
-    pub rest_url: String,
+    pub(crate) rest_url: String,
     /// Upper bound of one request, connect to last byte (the Flink autoscaler's `flink.rest-client.timeout`).
-    pub request_timeout: Duration,
+    pub(crate) request_timeout: Duration,
     /// Upper bound of establishing the connection.
-    pub connect_timeout: Duration,
+    pub(crate) connect_timeout: Duration,
     /// Retries after the first attempt for failures that may pass (connection refused or reset,
     /// timeouts, 502/503/504). Client errors and 500 are never retried: Flink answers a bad
     /// request or an unknown job deterministically.
-    pub retries: u32,
+    pub(crate) retries: u32,
     /// Delay before the first retry; doubled for each further retry.
-    pub backoff: Duration,
+    pub(crate) backoff: Duration,
     /// Cap of the doubled delay.
-    pub max_backoff: Duration,
+    pub(crate) max_backoff: Duration,
     /// Flink's metric fetcher is lazy: a query after a quiet spell is answered from the old store
     /// and merely triggers a refresh. When the previous observation is older than this, the
     /// collector reads once to trigger the refresh, waits [`FlinkOptions::metrics_prime_delay`] and
     /// reads again.
-    pub metrics_prime_after: Duration,
+    pub(crate) metrics_prime_after: Duration,
     /// How long to let the metric fetcher refresh after priming it.
-    pub metrics_prime_delay: Duration,
+    pub(crate) metrics_prime_delay: Duration,
 }
 
 impl Default for FlinkOptions {
@@ -115,7 +115,7 @@ impl FlinkClient {
 
     /// The same client, taking a place in `limit` for each request (not for the waits between
     /// retries), so that all the clients of one cluster together stay within it.
-    pub fn with_limit(self, limit: Arc<RequestLimit>) -> FlinkClient {
+    pub(crate) fn with_limit(self, limit: Arc<RequestLimit>) -> FlinkClient {
         FlinkClient {
             in_flight: Some(limit),
             ..self
@@ -123,7 +123,7 @@ impl FlinkClient {
     }
 
     /// The options this client was built with.
-    pub fn options(&self) -> &FlinkOptions {
+    pub(crate) fn options(&self) -> &FlinkOptions {
         &self.options
     }
 
@@ -133,13 +133,13 @@ impl FlinkClient {
     }
 
     /// `GET path` deserialized into `T`.
-    pub fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, EngineError> {
+    pub(crate) fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, EngineError> {
         let body = self.with_retries("GET", path, || self.attempt_get(path))?;
         parse_body("GET", path, &body)
     }
 
     /// `PUT path` with a JSON body; the answer parsed as JSON (`{}` when empty).
-    pub fn put_json(&self, path: &str, body: &Value) -> Result<Value, EngineError> {
+    pub(crate) fn put_json(&self, path: &str, body: &Value) -> Result<Value, EngineError> {
         let text = body.to_string();
         let answer = self.with_retries("PUT", path, || self.attempt_put(path, &text))?;
         if answer.trim().is_empty() {

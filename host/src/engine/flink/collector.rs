@@ -60,11 +60,6 @@ impl FlinkCollector {
         }
     }
 
-    /// The observed job's id.
-    pub fn job_id(&self) -> &str {
-        &self.job_id
-    }
-
     fn details(&mut self) -> Result<JobDetails, EngineError> {
         let path = format!("/jobs/{}", self.job_id);
         let quiet = self

@@ -26,9 +26,9 @@ pub(crate) enum Reply {
 /// A request the fake received.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Recorded {
-    pub method: String,
-    pub target: String,
-    pub body: String,
+    pub(crate) method: String,
+    pub(crate) target: String,
+    pub(crate) body: String,
 }
 
 type Routes = Arc<Mutex<BTreeMap<String, Vec<Reply>>>>;

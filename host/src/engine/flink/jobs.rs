@@ -11,9 +11,9 @@ pub struct FlinkJob {
     /// Flink's job id (32 hex digits).
     pub id: String,
     /// The job's name.
-    pub name: String,
+    pub(crate) name: String,
     /// Status as the loop should see it (RUNNING with tasks still deploying reads as CREATED).
-    pub status: JobStatus,
+    pub(crate) status: JobStatus,
 }
 
 /// The jobs to scale: `job_id` alone when given (whatever its state, so the loop can report why

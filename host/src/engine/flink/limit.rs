@@ -10,7 +10,7 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
 /// A counting semaphore: at most `limit` holders at once.
 #[derive(Debug)]
-pub struct RequestLimit {
+pub(crate) struct RequestLimit {
     limit: usize,
     in_flight: Mutex<usize>,
     freed: Condvar,
@@ -18,7 +18,7 @@ pub struct RequestLimit {
 
 impl RequestLimit {
     /// At most `limit` (at least 1) requests at once.
-    pub fn new(limit: usize) -> RequestLimit {
+    pub(crate) fn new(limit: usize) -> RequestLimit {
         RequestLimit {
             limit: limit.max(1),
             in_flight: Mutex::new(0),
@@ -27,7 +27,7 @@ impl RequestLimit {
     }
 
     /// Waits for a free place; it is given back when the permit is dropped.
-    pub fn acquire(&self) -> Permit<'_> {
+    pub(crate) fn acquire(&self) -> Permit<'_> {
         let mut in_flight = self
             .in_flight
             .lock()
@@ -43,7 +43,8 @@ impl RequestLimit {
     }
 
     /// Requests in flight now.
-    pub fn in_flight(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn in_flight(&self) -> usize {
         *self
             .in_flight
             .lock()
@@ -53,7 +54,7 @@ impl RequestLimit {
 
 /// A place taken in a [`RequestLimit`].
 #[derive(Debug)]
-pub struct Permit<'a>(&'a RequestLimit);
+pub(crate) struct Permit<'a>(&'a RequestLimit);
 
 impl Drop for Permit<'_> {
     fn drop(&mut self) {

@@ -11,7 +11,7 @@ use crate::engine::{EngineError, Realizer};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct VertexLimits {
     /// The vertex's max parallelism (number of key groups); no bound may exceed it.
-    pub max_parallelism: i64,
+    pub(crate) max_parallelism: i64,
 }
 
 /// Checks a full resource-requirements map before it is sent.

@@ -10,112 +10,112 @@ use serde_json::Value;
 #[derive(Debug, Clone, Default, Deserialize)]
 pub(crate) struct JobsOverview {
     #[serde(default)]
-    pub jobs: Vec<JobOverview>,
+    pub(crate) jobs: Vec<JobOverview>,
 }
 
 /// One job of `GET /jobs/overview`.
 #[derive(Debug, Clone, Default, Deserialize)]
 pub(crate) struct JobOverview {
-    pub jid: String,
+    pub(crate) jid: String,
     #[serde(default)]
-    pub name: String,
-    pub state: String,
+    pub(crate) name: String,
+    pub(crate) state: String,
     #[serde(default)]
-    pub tasks: BTreeMap<String, i64>,
+    pub(crate) tasks: BTreeMap<String, i64>,
 }
 
 /// `GET /jobs/:id`.
 #[derive(Debug, Clone, Default, Deserialize)]
 pub(crate) struct JobDetails {
     #[serde(default)]
-    pub name: String,
-    pub state: String,
+    pub(crate) name: String,
+    pub(crate) state: String,
     #[serde(default, rename = "schedulerType")]
-    pub scheduler_type: Option<String>,
+    pub(crate) scheduler_type: Option<String>,
     #[serde(default)]
-    pub timestamps: BTreeMap<String, i64>,
+    pub(crate) timestamps: BTreeMap<String, i64>,
     #[serde(default)]
-    pub vertices: Vec<JobVertexDetails>,
+    pub(crate) vertices: Vec<JobVertexDetails>,
     /// Flink 1.x and 2.x embed the plan in the details; `GET /jobs/:id/plan` is the fallback.
     #[serde(default)]
-    pub plan: Option<Plan>,
+    pub(crate) plan: Option<Plan>,
 }
 
 /// A vertex of `GET /jobs/:id`.
 #[derive(Debug, Clone, Default, Deserialize)]
 pub(crate) struct JobVertexDetails {
-    pub id: String,
+    pub(crate) id: String,
     #[serde(default)]
-    pub name: String,
+    pub(crate) name: String,
     #[serde(default)]
-    pub parallelism: Option<i64>,
+    pub(crate) parallelism: Option<i64>,
     #[serde(default, rename = "maxParallelism")]
-    pub max_parallelism: Option<i64>,
+    pub(crate) max_parallelism: Option<i64>,
     #[serde(default)]
-    pub status: String,
+    pub(crate) status: String,
     /// Subtask count per execution state.
     #[serde(default)]
-    pub tasks: BTreeMap<String, i64>,
+    pub(crate) tasks: BTreeMap<String, i64>,
     /// `read-records`, `write-records`, `accumulated-busy-time` (a number or `"NaN"`), ...
     #[serde(default)]
-    pub metrics: BTreeMap<String, Value>,
+    pub(crate) metrics: BTreeMap<String, Value>,
 }
 
 /// `GET /jobs/:id/plan` (`{"plan":{...}}`) or the `plan` of the details.
 #[derive(Debug, Clone, Default, Deserialize)]
 pub(crate) struct PlanAnswer {
     #[serde(default)]
-    pub plan: Plan,
+    pub(crate) plan: Plan,
 }
 
 /// The job graph.
 #[derive(Debug, Clone, Default, Deserialize)]
 pub(crate) struct Plan {
     #[serde(default)]
-    pub nodes: Vec<PlanNode>,
+    pub(crate) nodes: Vec<PlanNode>,
 }
 
 /// A node of the plan (one job vertex).
 #[derive(Debug, Clone, Default, Deserialize)]
 pub(crate) struct PlanNode {
-    pub id: String,
+    pub(crate) id: String,
     #[serde(default)]
-    pub parallelism: Option<i64>,
+    pub(crate) parallelism: Option<i64>,
     /// The operator names with HTML such as `<br/>`.
     #[serde(default)]
-    pub description: String,
+    pub(crate) description: String,
     #[serde(default)]
-    pub inputs: Vec<PlanInput>,
+    pub(crate) inputs: Vec<PlanInput>,
 }
 
 /// An input edge of a plan node.
 #[derive(Debug, Clone, Default, Deserialize)]
 pub(crate) struct PlanInput {
-    pub id: String,
+    pub(crate) id: String,
     #[serde(default)]
-    pub ship_strategy: String,
+    pub(crate) ship_strategy: String,
 }
 
 /// One entry of `GET .../subtasks/metrics` (a name when listing; aggregates when `?get=`).
 #[derive(Debug, Clone, Default, Deserialize)]
 pub(crate) struct AggregatedEntry {
-    pub id: String,
+    pub(crate) id: String,
     #[serde(default)]
-    pub min: Option<f64>,
+    pub(crate) min: Option<f64>,
     #[serde(default)]
-    pub max: Option<f64>,
+    pub(crate) max: Option<f64>,
     #[serde(default)]
-    pub avg: Option<f64>,
+    pub(crate) avg: Option<f64>,
     #[serde(default)]
-    pub sum: Option<f64>,
+    pub(crate) sum: Option<f64>,
 }
 
 /// One entry of `GET /jobmanager/metrics?get=` (values are strings).
 #[derive(Debug, Clone, Default, Deserialize)]
 pub(crate) struct ValueEntry {
-    pub id: String,
+    pub(crate) id: String,
     #[serde(default)]
-    pub value: Option<String>,
+    pub(crate) value: Option<String>,
 }
 
 /// Parallelism bounds of one vertex in `GET|PUT /jobs/:id/resource-requirements`.

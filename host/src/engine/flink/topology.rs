@@ -12,13 +12,13 @@ use crate::engine::{EngineError, IoMetrics, JobStatus, ObservedEdge, ObservedVer
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct Topology {
     /// Vertices, inputs before outputs.
-    pub vertices: Vec<ObservedVertex>,
+    pub(crate) vertices: Vec<ObservedVertex>,
     /// Edges in plan order.
-    pub edges: Vec<ObservedEdge>,
+    pub(crate) edges: Vec<ObservedEdge>,
     /// Vertex ids without inputs.
-    pub sources: BTreeSet<String>,
+    pub(crate) sources: BTreeSet<String>,
     /// IO counters per vertex id (zeros for finished vertices, as the Flink autoscaler does).
-    pub io: BTreeMap<String, IoMetrics>,
+    pub(crate) io: BTreeMap<String, IoMetrics>,
 }
 
 /// Maps Flink's job state to [`JobStatus`]. Like the Flink autoscaler's standalone fetcher, a RUNNING job

@@ -12,9 +12,9 @@ use crate::engine::{Collector, EngineError, JobObservation, Realizer};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ReplayRecord {
     /// When the observation was taken (ms).
-    pub at_ms: i64,
+    pub(crate) at_ms: i64,
     /// The observation.
-    pub observation: JobObservation,
+    pub(crate) observation: JobObservation,
 }
 
 /// What a replay does with the rescales it is asked for.
@@ -31,7 +31,7 @@ pub enum RescalePolicy {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct RescaleCall {
     /// Time of the last observation before the call, if any.
-    pub after_observation_ms: Option<i64>,
+    pub(crate) after_observation_ms: Option<i64>,
     /// The requested parallelism per vertex.
     pub parallelism: BTreeMap<String, u32>,
 }
@@ -114,7 +114,10 @@ pub fn open(
 
 impl ReplayCollector {
     /// Reads a replay file.
-    pub fn from_path(path: &Path, policy: RescalePolicy) -> Result<ReplayCollector, ReplayError> {
+    pub(crate) fn from_path(
+        path: &Path,
+        policy: RescalePolicy,
+    ) -> Result<ReplayCollector, ReplayError> {
         let text = std::fs::read_to_string(path).map_err(|source| ReplayError::Io {
             path: path.to_path_buf(),
             source,
@@ -166,7 +169,7 @@ impl ReplayCollector {
     }
 
     /// The realizer bound to this replay.
-    pub fn realizer(&self) -> ReplayRealizer {
+    pub(crate) fn realizer(&self) -> ReplayRealizer {
         ReplayRealizer {
             shared: Arc::clone(&self.shared),
         }
@@ -228,7 +231,8 @@ impl ReplayRealizer {
     }
 
     /// The latest rate limit per source vertex (None: lifted).
-    pub fn rate_limits(&self) -> BTreeMap<String, Option<f64>> {
+    #[cfg(test)]
+    pub(crate) fn rate_limits(&self) -> BTreeMap<String, Option<f64>> {
         lock(&self.shared).rate_limits.clone()
     }
 }

@@ -41,7 +41,7 @@ pub enum ContextCall {
 
 impl ContextCall {
     /// The method's name, for messages (as [`super::protocol::Call::name`]).
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             ContextCall::IsApplicable => "is_applicable",
             ContextCall::Align | ContextCall::AlignIfApplicable => "align",
@@ -85,14 +85,14 @@ pub struct Writer {
 
 impl Writer {
     /// A writer whose first four bytes are left for the frame's length.
-    pub fn frame() -> Writer {
+    pub(crate) fn frame() -> Writer {
         Writer {
             bytes: vec![0u8; 4],
         }
     }
 
     /// The bytes written, the length prefix filled in.
-    pub fn finish(mut self) -> Result<Vec<u8>, FrameError> {
+    pub(crate) fn finish(mut self) -> Result<Vec<u8>, FrameError> {
         let len = self.bytes.len() - 4;
         if len > super::protocol::MAX_FRAME {
             return Err(FrameError::TooLarge(len));
@@ -102,39 +102,39 @@ impl Writer {
     }
 
     /// One byte.
-    pub fn u8(&mut self, value: u8) {
+    pub(crate) fn u8(&mut self, value: u8) {
         self.bytes.push(value);
     }
 
     /// A `u32`.
-    pub fn u32(&mut self, value: u32) {
+    pub(crate) fn u32(&mut self, value: u32) {
         self.bytes.extend_from_slice(&value.to_le_bytes());
     }
 
     /// A `u64`.
-    pub fn u64(&mut self, value: u64) {
+    pub(crate) fn u64(&mut self, value: u64) {
         self.bytes.extend_from_slice(&value.to_le_bytes());
     }
 
     /// An `f64`, bit for bit.
-    pub fn f64(&mut self, value: f64) {
+    pub(crate) fn f64(&mut self, value: f64) {
         self.u64(value.to_bits());
     }
 
     /// A length or count (refused above `u32::MAX` by [`Writer::finish`]'s frame limit long
     /// before it wraps).
-    pub fn len(&mut self, len: usize) {
+    pub(crate) fn len(&mut self, len: usize) {
         self.u32(u32::try_from(len).unwrap_or(u32::MAX));
     }
 
     /// A string.
-    pub fn str(&mut self, value: &str) {
+    pub(crate) fn str(&mut self, value: &str) {
         self.len(value.len());
         self.bytes.extend_from_slice(value.as_bytes());
     }
 
     /// A ship strategy: its variant, and the bucket count of a custom one.
-    pub fn ship(&mut self, ship: ShipStrategy) {
+    pub(crate) fn ship(&mut self, ship: ShipStrategy) {
         let code = match ship {
             ShipStrategy::Hash => 0,
             ShipStrategy::Rebalance => 1,
@@ -154,7 +154,7 @@ impl Writer {
     }
 
     /// An optional float: a presence byte, then the value.
-    pub fn opt_f64(&mut self, value: Option<f64>) {
+    pub(crate) fn opt_f64(&mut self, value: Option<f64>) {
         match value {
             Some(v) => {
                 self.u8(1);
@@ -165,7 +165,7 @@ impl Writer {
     }
 
     /// A job graph.
-    pub fn topology(&mut self, topology: &JobTopology) {
+    pub(crate) fn topology(&mut self, topology: &JobTopology) {
         self.len(topology.vertices.len());
         for v in &topology.vertices {
             self.str(&v.id);
@@ -191,12 +191,12 @@ pub struct Reader<'a> {
 
 impl<'a> Reader<'a> {
     /// Reads `bytes`.
-    pub fn new(bytes: &'a [u8]) -> Reader<'a> {
+    pub(crate) fn new(bytes: &'a [u8]) -> Reader<'a> {
         Reader { bytes }
     }
 
     /// Fails unless everything was read.
-    pub fn end(&self) -> Result<(), DecodeError> {
+    pub(crate) fn end(&self) -> Result<(), DecodeError> {
         if self.bytes.is_empty() {
             Ok(())
         } else {
@@ -217,18 +217,18 @@ impl<'a> Reader<'a> {
     }
 
     /// One byte.
-    pub fn u8(&mut self) -> Result<u8, DecodeError> {
+    pub(crate) fn u8(&mut self) -> Result<u8, DecodeError> {
         Ok(self.take(1)?[0])
     }
 
     /// A `u32`.
-    pub fn u32(&mut self) -> Result<u32, DecodeError> {
+    pub(crate) fn u32(&mut self) -> Result<u32, DecodeError> {
         let b = self.take(4)?;
         Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
     }
 
     /// A `u64`.
-    pub fn u64(&mut self) -> Result<u64, DecodeError> {
+    pub(crate) fn u64(&mut self) -> Result<u64, DecodeError> {
         let b = self.take(8)?;
         let mut a = [0u8; 8];
         a.copy_from_slice(b);
@@ -236,13 +236,13 @@ impl<'a> Reader<'a> {
     }
 
     /// An `f64`.
-    pub fn f64(&mut self) -> Result<f64, DecodeError> {
+    pub(crate) fn f64(&mut self) -> Result<f64, DecodeError> {
         Ok(f64::from_bits(self.u64()?))
     }
 
     /// A count of items that each take at least `min_size` bytes: a count the rest of the frame
     /// cannot hold is refused before anything is allocated for it.
-    pub fn count(&mut self, min_size: usize) -> Result<usize, DecodeError> {
+    pub(crate) fn count(&mut self, min_size: usize) -> Result<usize, DecodeError> {
         let n = self.u32()? as usize;
         if n.saturating_mul(min_size.max(1)) > self.bytes.len() {
             return Err(DecodeError(format!(
@@ -253,7 +253,7 @@ impl<'a> Reader<'a> {
     }
 
     /// A string, borrowed from the frame.
-    pub fn str(&mut self) -> Result<&'a str, DecodeError> {
+    pub(crate) fn str(&mut self) -> Result<&'a str, DecodeError> {
         let n = self.u32()? as usize;
         let bytes = self.take(n)?;
         std::str::from_utf8(bytes)
@@ -261,12 +261,12 @@ impl<'a> Reader<'a> {
     }
 
     /// An owned string.
-    pub fn string(&mut self) -> Result<String, DecodeError> {
+    pub(crate) fn string(&mut self) -> Result<String, DecodeError> {
         self.str().map(str::to_string)
     }
 
     /// A ship strategy.
-    pub fn ship(&mut self) -> Result<ShipStrategy, DecodeError> {
+    pub(crate) fn ship(&mut self) -> Result<ShipStrategy, DecodeError> {
         Ok(match self.u8()? {
             0 => ShipStrategy::Hash,
             1 => ShipStrategy::Rebalance,
@@ -284,7 +284,7 @@ impl<'a> Reader<'a> {
     }
 
     /// An optional float.
-    pub fn opt_f64(&mut self) -> Result<Option<f64>, DecodeError> {
+    pub(crate) fn opt_f64(&mut self) -> Result<Option<f64>, DecodeError> {
         match self.u8()? {
             0 => Ok(None),
             1 => self.f64().map(Some),
@@ -293,7 +293,7 @@ impl<'a> Reader<'a> {
     }
 
     /// A job graph.
-    pub fn topology(&mut self) -> Result<JobTopology, DecodeError> {
+    pub(crate) fn topology(&mut self) -> Result<JobTopology, DecodeError> {
         let vertices = (0..self.count(20)?)
             .map(|_| {
                 Ok(TopologyVertex {
@@ -368,15 +368,15 @@ pub fn write_vertex(out: &mut Writer, ctx: &AlignmentContext) {
 #[derive(Debug, Clone, PartialEq)]
 pub struct VertexPart {
     /// The vertex's index in the job graph, or its id and name.
-    pub vertex: Result<usize, (String, String)>,
+    pub(crate) vertex: Result<usize, (String, String)>,
     /// current, target, source partitions, max parallelism, lower, upper.
-    pub numbers: [u32; 6],
+    pub(crate) numbers: [u32; 6],
     /// Input ship strategies.
-    pub inputs: Vec<ShipStrategy>,
+    pub(crate) inputs: Vec<ShipStrategy>,
     /// Metric values, in the order of the slot's names.
-    pub metrics: Vec<EvaluatedMetric>,
+    pub(crate) metrics: Vec<EvaluatedMetric>,
     /// Per-subtask loads.
-    pub loads: Vec<SubtaskLoad>,
+    pub(crate) loads: Vec<SubtaskLoad>,
 }
 
 /// Reads what [`write_vertex`] wrote.

@@ -46,7 +46,7 @@ pub enum Isolation {
 
 impl Isolation {
     /// The isolation a fleet's `[host]` section (or a command-line flag) asks for.
-    pub fn from_settings(isolation: PluginIsolation, call_timeout: Duration) -> Isolation {
+    pub(crate) fn from_settings(isolation: PluginIsolation, call_timeout: Duration) -> Isolation {
         match isolation {
             PluginIsolation::InProcess => Isolation::InProcess,
             PluginIsolation::Process => Isolation::Process(IsolationOptions::new(call_timeout)),

@@ -179,9 +179,9 @@ impl FrameBuffer {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct WireMode {
     /// The implementation id.
-    pub id: String,
+    pub(crate) id: String,
     /// The one-line description.
-    pub description: String,
+    pub(crate) description: String,
 }
 
 /// What a worker sends.
@@ -245,11 +245,11 @@ pub(crate) enum Outcome {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(crate) struct Request {
     /// Echoed in the reply.
-    pub id: u64,
+    pub(crate) id: u64,
     /// The implementation id of the mode to call.
-    pub mode: String,
+    pub(crate) mode: String,
     /// The call.
-    pub call: Call,
+    pub(crate) call: Call,
 }
 
 /// One call of the host-side mode interface.
@@ -272,7 +272,8 @@ pub enum Call {
 
 impl Call {
     /// The method's name, for messages.
-    pub fn name(&self) -> &'static str {
+    #[cfg(test)]
+    pub(crate) fn name(&self) -> &'static str {
         match self {
             Call::IsApplicable(_) => "is_applicable",
             // Named after the call a fault most likely interrupted: the gate is cheap.
@@ -286,9 +287,9 @@ impl Call {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WireParams {
     /// The mode name they were selected under.
-    pub mode_name: String,
+    pub(crate) mode_name: String,
     /// The prefix-stripped entries.
-    pub entries: BTreeMap<String, String>,
+    pub(crate) entries: BTreeMap<String, String>,
 }
 
 impl From<&ModeParams> for WireParams {
@@ -313,26 +314,26 @@ impl From<WireParams> for ModeParams {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WireMetric {
     /// The metric's name.
-    pub name: String,
+    pub(crate) name: String,
     /// The latest value (None for NaN).
-    pub current: Option<f64>,
+    pub(crate) current: Option<f64>,
     /// The window average (None for NaN).
-    pub average: Option<f64>,
+    pub(crate) average: Option<f64>,
 }
 
 /// A vertex of the job graph on the wire.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WireVertex {
     /// Engine id.
-    pub id: String,
+    pub(crate) id: String,
     /// Name.
-    pub name: String,
+    pub(crate) name: String,
     /// Current parallelism.
-    pub parallelism: u32,
+    pub(crate) parallelism: u32,
     /// Key groups.
-    pub max_parallelism: u32,
+    pub(crate) max_parallelism: u32,
     /// Source partitions (0: none).
-    pub source_partitions: u32,
+    pub(crate) source_partitions: u32,
 }
 
 /// An edge of the job graph on the wire; ship strategies travel by their Flink names, which
@@ -340,57 +341,57 @@ pub struct WireVertex {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WireEdge {
     /// Upstream vertex id.
-    pub from: String,
+    pub(crate) from: String,
     /// Downstream vertex id.
-    pub to: String,
+    pub(crate) to: String,
     /// Ship strategy.
-    pub ship: String,
+    pub(crate) ship: String,
 }
 
 /// An [`AlignmentContext`] on the wire: every accessor's value.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WireContext {
     /// Job name.
-    pub job: String,
+    pub(crate) job: String,
     /// Vertex id.
-    pub vertex_id: String,
+    pub(crate) vertex_id: String,
     /// Vertex name.
-    pub vertex_name: String,
+    pub(crate) vertex_name: String,
     /// Current parallelism.
-    pub current: u32,
+    pub(crate) current: u32,
     /// Computed target.
-    pub target: u32,
+    pub(crate) target: u32,
     /// Source partitions.
-    pub source_partitions: u32,
+    pub(crate) source_partitions: u32,
     /// Key groups.
-    pub max_parallelism: u32,
+    pub(crate) max_parallelism: u32,
     /// Lower limit.
-    pub lower: u32,
+    pub(crate) lower: u32,
     /// Upper limit.
-    pub upper: u32,
+    pub(crate) upper: u32,
     /// Input ship strategies.
-    pub inputs: Vec<String>,
+    pub(crate) inputs: Vec<String>,
     /// Evaluated metrics.
-    pub metrics: Vec<WireMetric>,
+    pub(crate) metrics: Vec<WireMetric>,
     /// Job graph vertices.
-    pub vertices: Vec<WireVertex>,
+    pub(crate) vertices: Vec<WireVertex>,
     /// Job graph edges.
-    pub edges: Vec<WireEdge>,
+    pub(crate) edges: Vec<WireEdge>,
     /// Mode parameters.
-    pub params: WireParams,
+    pub(crate) params: WireParams,
     /// Per-subtask load at the current parallelism (SDK 0.1.1), empty when unknown. A worker
     /// of an older host sends none: the field defaults to empty.
     #[serde(default)]
-    pub subtask_loads: Vec<WireSubtaskLoad>,
+    pub(crate) subtask_loads: Vec<WireSubtaskLoad>,
 }
 
 /// One subtask's load on the wire.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct WireSubtaskLoad {
     /// Busy share in `[0, 1]`, when reported.
-    pub busy_ratio: Option<f64>,
+    pub(crate) busy_ratio: Option<f64>,
     /// Records in per second, when reported.
-    pub records_in_per_second: Option<f64>,
+    pub(crate) records_in_per_second: Option<f64>,
 }
 
 fn finite(value: f64) -> Option<f64> {

@@ -162,11 +162,11 @@ pub struct HeldJobs {
 /// A compact request, read.
 pub struct ContextRequest {
     /// Echoed in the reply.
-    pub id: u64,
+    pub(crate) id: u64,
     /// The mode's implementation id.
-    pub mode: String,
+    pub(crate) mode: String,
     /// The call.
-    pub call: ContextCall,
+    pub(crate) call: ContextCall,
     /// Its context, filled in from the job's slot.
     pub ctx: AlignmentContext,
 }

@@ -42,26 +42,26 @@ use crate::plugins::logger;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IsolationOptions {
     /// The deadline of one call.
-    pub call_timeout: Duration,
+    pub(crate) call_timeout: Duration,
     /// The deadline of a worker's start: loading the plugin and saying hello.
-    pub start_timeout: Duration,
+    pub(crate) start_timeout: Duration,
     /// The executable that serves `plugin-worker FILE` (this binary, unless a test or bench
     /// runs from another one).
     pub worker_exe: PathBuf,
     /// The limits each worker applies to itself.
-    pub limits: WorkerLimits,
+    pub(crate) limits: WorkerLimits,
     /// The newest protocol version the host offers (a bench compares it with older ones).
     pub protocol: u32,
     /// The first restart delay after a fault.
-    pub backoff_min: Duration,
+    pub(crate) backoff_min: Duration,
     /// The longest restart delay.
-    pub backoff_max: Duration,
+    pub(crate) backoff_max: Duration,
     /// Faults of one mode within `quarantine_window` that quarantine it.
-    pub quarantine_after: usize,
+    pub(crate) quarantine_after: usize,
     /// See `quarantine_after`.
-    pub quarantine_window: Duration,
+    pub(crate) quarantine_window: Duration,
     /// How long a quarantined mode is not called.
-    pub quarantine_for: Duration,
+    pub(crate) quarantine_for: Duration,
 }
 
 /// Default `RLIMIT_AS` of a worker: generous for a mode (the worker itself needs a few
@@ -135,20 +135,20 @@ pub(crate) enum Fault {
 #[error("{fault}{}", .quarantine.as_deref().map(|q| format!("; {q}")).unwrap_or_default())]
 pub(crate) struct CallError {
     /// What happened.
-    pub fault: Fault,
+    pub(crate) fault: Fault,
     /// Set when this fault put the mode in quarantine.
-    pub quarantine: Option<String>,
+    pub(crate) quarantine: Option<String>,
 }
 
 /// What a worker said when it started.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Hello {
     /// The plugin's name.
-    pub plugin: String,
+    pub(crate) plugin: String,
     /// The plugin's version.
-    pub version: String,
+    pub(crate) version: String,
     /// Its modes.
-    pub modes: Vec<WireMode>,
+    pub(crate) modes: Vec<WireMode>,
 }
 
 /// Why reading a message failed.

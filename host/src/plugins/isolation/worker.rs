@@ -35,12 +35,12 @@ pub(crate) type Loader =
 
 /// The limits a worker applies to itself; `None` leaves the inherited limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct WorkerLimits {
+pub(crate) struct WorkerLimits {
     /// `RLIMIT_AS`: bytes of address space.
-    pub address_space: Option<u64>,
+    pub(crate) address_space: Option<u64>,
     /// `RLIMIT_CPU`: seconds of CPU time over the worker's life (SIGXCPU at the limit, SIGKILL
     /// a few seconds later).
-    pub cpu_seconds: Option<u64>,
+    pub(crate) cpu_seconds: Option<u64>,
 }
 
 /// Why a worker stopped before serving.

@@ -15,7 +15,7 @@ use crate::sim::timeline::{Timeline, TimelineRow};
 
 impl Simulation {
     /// A simulation of `spec` at time 0, recording a timeline.
-    pub fn new(spec: SimulatedJobSpec) -> Simulation {
+    pub(crate) fn new(spec: SimulatedJobSpec) -> Simulation {
         let rng = SplitMix64::derive(spec.seed, 0);
         let n = spec.vertices.len();
         let mut vertices = vertex_states(&spec);

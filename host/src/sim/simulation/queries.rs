@@ -1,10 +1,12 @@
 //! What a simulation reports about itself between ticks: time, status, parallelism and record
 //! counts.
 
+#[cfg(test)]
 use std::collections::BTreeMap;
 
 use super::state::Simulation;
 use crate::engine::JobStatus;
+#[cfg(test)]
 use crate::sim::queue::Queue;
 use crate::sim::spec::SimulatedJobSpec;
 
@@ -15,17 +17,18 @@ impl Simulation {
     }
 
     /// Simulated time (ms since the start).
-    pub fn now_ms(&self) -> i64 {
+    pub(crate) fn now_ms(&self) -> i64 {
         self.now_ms
     }
 
     /// Ticks simulated so far.
-    pub fn ticks(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn ticks(&self) -> u64 {
         self.tick
     }
 
     /// The job's status.
-    pub fn status(&self) -> JobStatus {
+    pub(crate) fn status(&self) -> JobStatus {
         if self.is_finished() {
             JobStatus::Finished
         } else if self.pending.is_some() {
@@ -36,12 +39,13 @@ impl Simulation {
     }
 
     /// True once every vertex (and every iteration source) has finished.
-    pub fn is_finished(&self) -> bool {
+    pub(crate) fn is_finished(&self) -> bool {
         self.vertices.iter().all(|v| v.finished) && self.iterations.iter().all(|i| i.terminated)
     }
 
     /// Current parallelism per vertex id.
-    pub fn parallelism(&self) -> BTreeMap<String, u32> {
+    #[cfg(test)]
+    pub(crate) fn parallelism(&self) -> BTreeMap<String, u32> {
         self.spec
             .vertices
             .iter()
@@ -52,7 +56,8 @@ impl Simulation {
 
     /// Records in flight inside the job: in buffers and feedback queues (not pending in the
     /// source system).
-    pub fn records_in_flight(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn records_in_flight(&self) -> u64 {
         let queued: u64 = self
             .vertices
             .iter()
@@ -70,7 +75,8 @@ impl Simulation {
     }
 
     /// Records waiting in the source system, over all sources.
-    pub fn pending_records(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn pending_records(&self) -> u64 {
         self.vertices
             .iter()
             .flat_map(|v| &v.partitions)
@@ -80,18 +86,21 @@ impl Simulation {
 
     /// Records that reached an iteration source after it had terminated (0 unless termination
     /// detection fired early).
-    pub fn dropped_records(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn dropped_records(&self) -> u64 {
         self.iterations.iter().map(|i| i.dropped).sum()
     }
 
     /// Records processed by vertex `id` over the whole run, and records it emitted.
-    pub fn vertex_totals(&self, id: &str) -> Option<(u64, u64)> {
+    #[cfg(test)]
+    pub(crate) fn vertex_totals(&self, id: &str) -> Option<(u64, u64)> {
         let v = self.spec.vertex_index(id)?;
         Some((self.vertices[v].total_in, self.vertices[v].total_out))
     }
 
     /// Records generated so far by source `id` (arrived in its partitions).
-    pub fn generated(&self, id: &str) -> Option<u64> {
+    #[cfg(test)]
+    pub(crate) fn generated(&self, id: &str) -> Option<u64> {
         Some(self.vertices[self.spec.vertex_index(id)?].generated)
     }
 }

@@ -17,19 +17,21 @@ impl Simulation {
 
     /// Adds an event (e.g. a decision of the autoscaler driving this simulation) to the
     /// timeline row of the next tick.
-    pub fn record_event(&mut self, event: impl Into<String>) {
+    #[cfg(test)]
+    pub(crate) fn record_event(&mut self, event: impl Into<String>) {
         self.events.push(event.into());
     }
 
     /// Keeps only about the last `max_rows` ticks of the timeline (`None`: everything), so a
     /// simulation driven indefinitely (the `run` command) does not grow without bound. Between
     /// `max_rows` and twice that many rows are kept; the oldest go in batches.
-    pub fn limit_timeline(&mut self, max_rows: Option<usize>) {
+    #[cfg(test)]
+    pub(crate) fn limit_timeline(&mut self, max_rows: Option<usize>) {
         self.timeline_limit = max_rows.map(|m| m.max(1));
     }
 
     /// The recorded timeline (empty when recording is off).
-    pub fn timeline(&self) -> Timeline {
+    pub(crate) fn timeline(&self) -> Timeline {
         self.timeline
             .clone()
             .unwrap_or_else(|| Timeline::new(&self.spec))
@@ -38,7 +40,7 @@ impl Simulation {
     /// Promises that the run will be summarised over at most `ticks` ticks in all, so that its
     /// summary keeps about 1% of them (for the 99th percentiles) instead of every tick; the
     /// summary stays exact as long as the promise holds.
-    pub fn summarise_at_most(&mut self, ticks: u64) {
+    pub(crate) fn summarise_at_most(&mut self, ticks: u64) {
         self.summary.expect_at_most(ticks);
     }
 

@@ -15,7 +15,8 @@ impl Simulation {
     }
 
     /// Runs until the job finishes or `limit_ms` passes; true if it finished.
-    pub fn run_until_finished(&mut self, limit_ms: i64) -> bool {
+    #[cfg(test)]
+    pub(crate) fn run_until_finished(&mut self, limit_ms: i64) -> bool {
         while !self.is_finished() && self.now_ms < limit_ms {
             self.step();
         }
@@ -23,7 +24,7 @@ impl Simulation {
     }
 
     /// Simulates one tick.
-    pub fn step(&mut self) {
+    pub(crate) fn step(&mut self) {
         let tick_s = self.spec.tick_ms as f64 / 1000.0;
         if let Some(p) = &self.pending {
             if self.now_ms >= p.until_ms {

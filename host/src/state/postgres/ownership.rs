@@ -16,31 +16,31 @@ use crate::state::StateError;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct JobOwner {
     /// The host that holds the lease.
-    pub host: String,
+    pub(crate) host: String,
     /// Its fencing token.
-    pub token: i64,
+    pub(crate) token: i64,
     /// When the lease expires unless renewed (ms since the epoch, database clock).
-    pub expires_ms: i64,
+    pub(crate) expires_ms: i64,
 }
 
 /// A host whose heartbeat has not expired.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct LiveHost {
     /// The host's id (`[host] id`).
-    pub id: String,
+    pub(crate) id: String,
     /// When its heartbeat expires unless renewed (ms since the epoch, database clock).
-    pub expires_ms: i64,
+    pub(crate) expires_ms: i64,
 }
 
 /// The ownership of a fleet's jobs at one instant.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Ownership {
     /// The database's clock when it was read (ms since the epoch).
-    pub now_ms: i64,
+    pub(crate) now_ms: i64,
     /// The live hosts, by id.
-    pub hosts: Vec<LiveHost>,
+    pub(crate) hosts: Vec<LiveHost>,
     /// The owner of each job asked about; `None`: no host holds its lease now.
-    pub jobs: BTreeMap<String, Option<JobOwner>>,
+    pub(crate) jobs: BTreeMap<String, Option<JobOwner>>,
 }
 
 /// Reads who owns each of `jobs` and which hosts are live in the database at `url`, in one

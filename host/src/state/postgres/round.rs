@@ -32,13 +32,13 @@ pub(super) const DB_NOW_MS: &str = "SELECT (extract(epoch FROM clock_timestamp()
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct LeaseRow {
     /// The job.
-    pub job: String,
+    pub(crate) job: String,
     /// The host that holds (or last held) it; `None` when given up or never held.
-    pub owner: Option<String>,
+    pub(crate) owner: Option<String>,
     /// The fencing token of the last claim.
-    pub token: i64,
+    pub(crate) token: i64,
     /// Until when the lease holds (ms, database clock); held only while `now < expires_ms`.
-    pub expires_ms: i64,
+    pub(crate) expires_ms: i64,
 }
 
 impl LeaseRow {
@@ -141,16 +141,16 @@ pub(crate) fn plan_round(
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct RoundOutcome {
     /// The round's instant (ms, the database's clock unless given).
-    pub now_ms: i64,
+    pub(crate) now_ms: i64,
     /// The jobs this host holds after the round, with their tokens.
-    pub held: BTreeMap<String, i64>,
+    pub(crate) held: BTreeMap<String, i64>,
     /// The jobs it claimed in this round.
-    pub claimed: Vec<String>,
+    pub(crate) claimed: Vec<String>,
     /// The jobs it gave up in this round.
-    pub released: Vec<String>,
+    pub(crate) released: Vec<String>,
     /// The holder and token of every job of the round held after it, by this host or another:
     /// who acts on each job, for the host's dashboard and metrics.
-    pub owners: BTreeMap<String, (String, i64)>,
+    pub(crate) owners: BTreeMap<String, (String, i64)>,
 }
 
 /// Runs `me`'s round over `jobs` in `tx` (committed by the caller): `now_ms` or the database's
