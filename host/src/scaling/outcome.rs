@@ -84,14 +84,14 @@ pub struct CycleOutcome {
     /// Evaluated metrics per vertex id, for reporting (empty before evaluation).
     pub evaluated: BTreeMap<String, VertexEvaluation>,
     /// Evaluated global metrics.
-    pub global: BTreeMap<ScalingMetric, EvaluatedScalingMetric>,
+    pub(crate) global: BTreeMap<ScalingMetric, EvaluatedScalingMetric>,
     /// Some source is processing a backlog.
     pub backlog: bool,
     /// The restart time used by this cycle's capacity computations.
-    pub restart_time: Option<Duration>,
+    pub(crate) restart_time: Option<Duration>,
     /// The per-vertex summaries of the decided operation (recorded in the scaling history at
     /// the cycle's instant); empty unless the stage is `Scaled`.
-    pub summaries: BTreeMap<String, ScalingSummary>,
+    pub(crate) summaries: BTreeMap<String, ScalingSummary>,
 }
 
 impl CycleOutcome {
@@ -110,12 +110,13 @@ impl CycleOutcome {
     }
 
     /// The outcome of a cycle whose job could not be observed.
-    pub fn not_observed() -> CycleOutcome {
+    pub(crate) fn not_observed() -> CycleOutcome {
         CycleOutcome::new(CycleStage::NotReady("the job could not be observed".into()))
     }
 
+    #[cfg(test)]
     /// True when a scaling operation was decided (the Flink autoscaler's `scalings` counter).
-    pub fn scaled(&self) -> bool {
+    pub(crate) fn scaled(&self) -> bool {
         self.stage == CycleStage::Scaled
     }
 

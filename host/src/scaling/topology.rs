@@ -12,16 +12,16 @@ use super::error::CycleError;
 /// A vertex with its edges, as the pipeline walks it.
 #[derive(Debug, Clone)]
 pub(crate) struct VertexInfo<'a> {
-    pub id: &'a str,
-    pub name: &'a str,
-    pub parallelism: u32,
-    pub max_parallelism: u32,
-    pub source_partitions: u32,
-    pub finished: bool,
+    pub(crate) id: &'a str,
+    pub(crate) name: &'a str,
+    pub(crate) parallelism: u32,
+    pub(crate) max_parallelism: u32,
+    pub(crate) source_partitions: u32,
+    pub(crate) finished: bool,
     /// Upstream vertex indices (into [`Topology::vertices`]) with the edge's ship strategy.
-    pub inputs: Vec<(usize, ShipStrategy)>,
+    pub(crate) inputs: Vec<(usize, ShipStrategy)>,
     /// Downstream vertex indices.
-    pub outputs: Vec<usize>,
+    pub(crate) outputs: Vec<usize>,
 }
 
 impl VertexInfo<'_> {
@@ -34,8 +34,8 @@ impl VertexInfo<'_> {
 /// order is kept, which makes the order deterministic).
 #[derive(Debug, Clone)]
 pub(crate) struct Topology<'a> {
-    pub vertices: Vec<VertexInfo<'a>>,
-    pub index: IdMap<'a>,
+    pub(crate) vertices: Vec<VertexInfo<'a>>,
+    pub(crate) index: IdMap<'a>,
 }
 
 impl<'a> Topology<'a> {

@@ -22,11 +22,11 @@ use crate::scaling::topology::{Topology, VertexInfo};
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub(crate) struct Evaluation {
     /// Per vertex id.
-    pub vertices: BTreeMap<String, VertexEvaluation>,
+    pub(crate) vertices: BTreeMap<String, VertexEvaluation>,
     /// Job-wide (GC pressure, heap usage, slots).
-    pub global: BTreeMap<ScalingMetric, EvaluatedScalingMetric>,
+    pub(crate) global: BTreeMap<ScalingMetric, EvaluatedScalingMetric>,
     /// True when some source processes a backlog (docs/decision-pipeline.md#backlog).
-    pub backlog: bool,
+    pub(crate) backlog: bool,
 }
 
 /// True when some source's lag, in seconds of its input rate, exceeds

@@ -14,8 +14,8 @@ use crate::scaling::topology::{Topology, VertexInfo};
 /// rate (a current value).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct DataRates {
-    pub target: f64,
-    pub catch_up: f64,
+    pub(crate) target: f64,
+    pub(crate) catch_up: f64,
 }
 
 /// A source's rates: what comes in plus the growth of its lag, and its latest lag spread over
@@ -74,10 +74,10 @@ pub(crate) fn downstream_rates(
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Processing {
     /// Busy milliseconds per second.
-    pub busy_ms: f64,
+    pub(crate) busy_ms: f64,
     /// The true processing rate: input rate over busy ratio, or the observed rate of a source
     /// when the busy-time rate is not finite or much higher than it.
-    pub true_processing_rate: f64,
+    pub(crate) true_processing_rate: f64,
 }
 
 impl Processing {

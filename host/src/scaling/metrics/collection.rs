@@ -14,11 +14,11 @@ use crate::scaling::topology::Topology;
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Collection {
     /// The window covers `metrics.window` after stabilization: scaling may happen.
-    pub fully_collected: bool,
+    pub(crate) fully_collected: bool,
     /// The stored history was dropped because the job (re)started after its first sample.
-    pub restarted: bool,
+    pub(crate) restarted: bool,
     /// Vertices not to scale in this cycle (finished, or no finite busy time).
-    pub excluded: BTreeSet<String>,
+    pub(crate) excluded: BTreeSet<String>,
 }
 
 /// Collects this cycle's sample into `history` (steps 1–5 of docs/decision-pipeline.md#metric-window).

@@ -24,66 +24,54 @@ pub struct MetricMap<V> {
 
 impl<V> MetricMap<V> {
     /// An empty map.
-    pub fn new() -> MetricMap<V> {
+    pub(crate) fn new() -> MetricMap<V> {
         MetricMap {
             values: [const { None }; METRIC_COUNT],
         }
     }
 
     /// The value of `metric`, if present.
-    pub fn get(&self, metric: &ScalingMetric) -> Option<&V> {
+    pub(crate) fn get(&self, metric: &ScalingMetric) -> Option<&V> {
         self.values[*metric as usize].as_ref()
     }
 
-    /// The value of `metric` to change in place, if present.
-    pub fn get_mut(&mut self, metric: &ScalingMetric) -> Option<&mut V> {
-        self.values[*metric as usize].as_mut()
-    }
-
     /// Sets `metric` to `value`; returns the value it had.
-    pub fn insert(&mut self, metric: ScalingMetric, value: V) -> Option<V> {
+    pub(crate) fn insert(&mut self, metric: ScalingMetric, value: V) -> Option<V> {
         self.values[metric as usize].replace(value)
     }
 
     /// Removes `metric`; returns the value it had.
-    pub fn remove(&mut self, metric: &ScalingMetric) -> Option<V> {
+    pub(crate) fn remove(&mut self, metric: &ScalingMetric) -> Option<V> {
         self.values[*metric as usize].take()
     }
 
+    #[cfg(test)]
     /// True when `metric` is present.
-    pub fn contains_key(&self, metric: &ScalingMetric) -> bool {
+    pub(crate) fn contains_key(&self, metric: &ScalingMetric) -> bool {
         self.values[*metric as usize].is_some()
     }
 
+    #[cfg(test)]
     /// How many metrics are present.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.values().count()
     }
 
-    /// True when no metric is present.
-    pub fn is_empty(&self) -> bool {
-        self.values.iter().all(Option::is_none)
-    }
-
     /// The present metrics with their values, in the metrics' order.
-    pub fn iter(&self) -> Iter<'_, V> {
+    pub(crate) fn iter(&self) -> Iter<'_, V> {
         Iter {
             places: ScalingMetric::ALL.iter().zip(&self.values),
         }
     }
 
-    /// The present metrics, in order.
-    pub fn keys(&self) -> impl DoubleEndedIterator<Item = &'static ScalingMetric> {
-        self.iter().map(|(metric, _)| metric)
-    }
-
+    #[cfg(test)]
     /// The values of the present metrics, in the metrics' order.
-    pub fn values(&self) -> impl DoubleEndedIterator<Item = &V> {
+    pub(crate) fn values(&self) -> impl DoubleEndedIterator<Item = &V> {
         self.values.iter().filter_map(Option::as_ref)
     }
 
     /// The values of the present metrics to change in place, in the metrics' order.
-    pub fn values_mut(&mut self) -> impl DoubleEndedIterator<Item = &mut V> {
+    pub(crate) fn values_mut(&mut self) -> impl DoubleEndedIterator<Item = &mut V> {
         self.values.iter_mut().filter_map(Option::as_mut)
     }
 }

@@ -95,7 +95,7 @@ impl ScalingMetric {
     ];
 
     /// The Flink autoscaler's name (`TRUE_PROCESSING_RATE`).
-    pub fn as_str(&self) -> &'static str {
+    pub(crate) fn as_str(&self) -> &'static str {
         match self {
             ScalingMetric::Load => "LOAD",
             ScalingMetric::Lag => "LAG",
@@ -144,22 +144,22 @@ pub struct EvaluatedScalingMetric {
 
 impl EvaluatedScalingMetric {
     /// Both halves (rounded).
-    pub fn new(current: f64, average: f64) -> EvaluatedScalingMetric {
+    pub(crate) fn new(current: f64, average: f64) -> EvaluatedScalingMetric {
         EvaluatedScalingMetric {
             current: round_metric(current),
             average: round_metric(average),
         }
     }
     /// Only the current half (`of(x)`).
-    pub fn of(current: f64) -> EvaluatedScalingMetric {
+    pub(crate) fn of(current: f64) -> EvaluatedScalingMetric {
         EvaluatedScalingMetric::new(current, f64::NAN)
     }
     /// Only the average half (`avg(x)`).
-    pub fn avg(average: f64) -> EvaluatedScalingMetric {
+    pub(crate) fn avg(average: f64) -> EvaluatedScalingMetric {
         EvaluatedScalingMetric::new(f64::NAN, average)
     }
     /// The SDK's view of the same pair, for alignment contexts.
-    pub fn to_sdk(self) -> flowscale_sdk::EvaluatedMetric {
+    pub(crate) fn to_sdk(self) -> flowscale_sdk::EvaluatedMetric {
         flowscale_sdk::EvaluatedMetric {
             current: self.current,
             average: self.average,

@@ -179,8 +179,8 @@ impl FlinkMetrics {
 /// vertices, and vertices without a finite busy time).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Sample {
-    pub metrics: CollectedMetrics,
-    pub excluded: BTreeSet<String>,
+    pub(crate) metrics: CollectedMetrics,
+    pub(crate) excluded: BTreeSet<String>,
 }
 
 /// Derives the sample of this cycle (docs/decision-pipeline.md#sample). `history` holds the previously stored

@@ -11,20 +11,13 @@ use crate::scaling::serde_double;
 
 /// The metrics collected in one cycle: per vertex and job-wide.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct CollectedMetrics {
+pub(crate) struct CollectedMetrics {
     /// Per vertex id.
     #[serde(with = "vertex_samples")]
-    pub vertices: BTreeMap<String, MetricMap<f64>>,
+    pub(crate) vertices: BTreeMap<String, MetricMap<f64>>,
     /// Job-wide (GC pressure, heap usage, slots).
     #[serde(with = "serde_double::map", default)]
-    pub global: BTreeMap<ScalingMetric, f64>,
-}
-
-impl CollectedMetrics {
-    /// A vertex metric, if collected.
-    pub fn vertex(&self, vertex: &str, metric: ScalingMetric) -> Option<f64> {
-        self.vertices.get(vertex)?.get(&metric).copied()
-    }
+    pub(crate) global: BTreeMap<ScalingMetric, f64>,
 }
 
 /// `#[serde(with = "vertex_samples")]` for a `BTreeMap<K, MetricMap<f64>>` field: the
@@ -64,22 +57,23 @@ mod vertex_samples {
 
 /// The collected samples of a job, keyed by the cycle instant (ms). Persisted per job.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct MetricHistory {
+pub(crate) struct MetricHistory {
     /// Samples in time order.
-    pub samples: BTreeMap<i64, CollectedMetrics>,
+    pub(crate) samples: BTreeMap<i64, CollectedMetrics>,
 }
 
 impl MetricHistory {
     /// The newest sample.
-    pub fn latest(&self) -> Option<&CollectedMetrics> {
+    pub(crate) fn latest(&self) -> Option<&CollectedMetrics> {
         self.samples.last_key_value().map(|(_, m)| m)
     }
     /// Number of samples.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.samples.len()
     }
+    #[cfg(test)]
     /// True when no sample is stored.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.samples.is_empty()
     }
 }

@@ -464,13 +464,13 @@ impl AutoscalerOptions {
     }
 
     /// Upper utilization of the band (`utilization.max`, else target + boundary).
-    pub fn upper_utilization(&self) -> f64 {
+    pub(crate) fn upper_utilization(&self) -> f64 {
         self.utilization_max
             .unwrap_or(self.utilization_target + self.target_utilization_boundary)
     }
 
     /// Lower utilization of the band (`utilization.min`, else target − boundary).
-    pub fn lower_utilization(&self) -> f64 {
+    pub(crate) fn lower_utilization(&self) -> f64 {
         self.utilization_min
             .unwrap_or(self.utilization_target - self.target_utilization_boundary)
     }

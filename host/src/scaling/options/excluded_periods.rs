@@ -14,9 +14,9 @@ const DAY_MS: i64 = 24 * 60 * 60 * 1000;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct DailyRange {
     /// Start of the range (inclusive).
-    pub start_ms: i64,
+    pub(crate) start_ms: i64,
     /// End of the range (inclusive).
-    pub end_ms: i64,
+    pub(crate) end_ms: i64,
 }
 
 impl DailyRange {
@@ -59,7 +59,7 @@ fn parse_time_of_day(text: &str) -> Option<i64> {
 
 /// Why an `excluded.periods` expression is refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum PeriodError {
+pub(crate) enum PeriodError {
     /// More than two sub-expressions joined with `&&`.
     #[error("`{0}` joins more than two sub-expressions with &&")]
     TooManyJoined(String),
@@ -87,7 +87,7 @@ pub struct ExcludedPeriods {
 
 impl ExcludedPeriods {
     /// Parses a `;`-separated list. Errors say which expression is wrong and why.
-    pub fn parse(raw: &str) -> Result<ExcludedPeriods, PeriodError> {
+    pub(crate) fn parse(raw: &str) -> Result<ExcludedPeriods, PeriodError> {
         let mut ranges = Vec::new();
         let mut expressions = Vec::new();
         for expression in raw.split(';').map(str::trim).filter(|e| !e.is_empty()) {
@@ -116,12 +116,13 @@ impl ExcludedPeriods {
     }
 
     /// True when `now_ms` (UTC) falls in any period.
-    pub fn is_excluded(&self, now_ms: i64) -> bool {
+    pub(crate) fn is_excluded(&self, now_ms: i64) -> bool {
         self.ranges.iter().any(|r| r.contains(now_ms))
     }
 
+    #[cfg(test)]
     /// True when no period is configured.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.ranges.is_empty()
     }
 }

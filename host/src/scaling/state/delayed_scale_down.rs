@@ -8,22 +8,22 @@ use serde::{Deserialize, Serialize};
 
 /// One recommendation of a scale-down.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RecommendedParallelism {
+pub(crate) struct RecommendedParallelism {
     /// When it was recommended (ms).
-    pub trigger_time: i64,
+    pub(crate) trigger_time: i64,
     /// The recommended (aligned) parallelism.
-    pub parallelism: u32,
+    pub(crate) parallelism: u32,
     /// Whether the vertex was outside its utilization band then.
-    pub outside_utilization_bound: bool,
+    pub(crate) outside_utilization_bound: bool,
 }
 
 /// The pending scale-down of one vertex.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct VertexDelayedScaleDown {
     /// When the vertex first asked to scale down (ms).
-    pub first_trigger_time: i64,
+    pub(crate) first_trigger_time: i64,
     /// Recommendations in strictly decreasing parallelism order: the head is the maximum.
-    pub recommendations: Vec<RecommendedParallelism>,
+    pub(crate) recommendations: Vec<RecommendedParallelism>,
 }
 
 /// Pending scale-downs per vertex id. Persisted per job (only when `is_updated()`).
@@ -38,7 +38,7 @@ pub struct DelayedScaleDown {
 impl DelayedScaleDown {
     /// Records a recommendation; drops earlier ones that are not higher, so the list stays
     /// decreasing.
-    pub fn trigger(&mut self, vertex: &str, now_ms: i64, parallelism: u32, outside: bool) {
+    pub(crate) fn trigger(&mut self, vertex: &str, now_ms: i64, parallelism: u32, outside: bool) {
         // A vertex asks again and again while its scale-down is delayed: its id is copied
         // only the first time.
         if !self.vertices.contains_key(vertex) {
@@ -69,7 +69,7 @@ impl DelayedScaleDown {
     /// The maximum recommendation of the window `[window_start, now]`, or None while the
     /// vertex has not been asking for a whole interval. Drops recommendations older than the
     /// window.
-    pub fn max_in_window(
+    pub(crate) fn max_in_window(
         &mut self,
         vertex: &str,
         window_start: i64,
@@ -91,27 +91,29 @@ impl DelayedScaleDown {
     }
 
     /// Forgets a vertex (its target equals the current parallelism, or it scales up).
-    pub fn clear_vertex(&mut self, vertex: &str) {
+    pub(crate) fn clear_vertex(&mut self, vertex: &str) {
         if self.vertices.remove(vertex).is_some() {
             self.updated = true;
         }
     }
 
     /// Forgets every vertex (after an executed scaling).
-    pub fn clear_all(&mut self) {
+    pub(crate) fn clear_all(&mut self) {
         if !self.vertices.is_empty() {
             self.vertices.clear();
             self.updated = true;
         }
     }
 
+    #[cfg(test)]
     /// True when modified since loaded (or since `mark_persisted`).
-    pub fn is_updated(&self) -> bool {
+    pub(crate) fn is_updated(&self) -> bool {
         self.updated
     }
 
+    #[cfg(test)]
     /// Marks the current content as persisted.
-    pub fn mark_persisted(&mut self) {
+    pub(crate) fn mark_persisted(&mut self) {
         self.updated = false;
     }
 }

@@ -13,11 +13,11 @@ use crate::scaling::topology::Topology;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ScalingSummary {
     /// Parallelism before.
-    pub current_parallelism: u32,
+    pub(crate) current_parallelism: u32,
     /// Parallelism after.
-    pub new_parallelism: u32,
+    pub(crate) new_parallelism: u32,
     /// The vertex's evaluated metrics at decision time (incl. `EXPECTED_PROCESSING_RATE`).
-    pub metrics: VertexEvaluation,
+    pub(crate) metrics: VertexEvaluation,
 }
 
 /// Executed changes per vertex id, keyed by decision instant (ms). Persisted per job.
@@ -30,7 +30,7 @@ pub struct ScalingHistory {
 impl ScalingHistory {
     /// Keeps entries not older than `history.max.age`, at most `history.max.count` per vertex,
     /// and drops vertices left empty.
-    pub fn trim(&mut self, now_ms: i64, opts: &AutoscalerOptions) {
+    pub(crate) fn trim(&mut self, now_ms: i64, opts: &AutoscalerOptions) {
         let min_ts = now_ms.saturating_sub(millis(opts.history_max_age));
         let max_count = usize::try_from(opts.history_max_count.max(0)).unwrap_or(usize::MAX);
         for entries in self.vertices.values_mut() {
@@ -51,12 +51,12 @@ impl ScalingHistory {
     }
 
     /// The history of one vertex, oldest first.
-    pub fn of(&self, vertex: &str) -> Option<&BTreeMap<i64, ScalingSummary>> {
+    pub(crate) fn of(&self, vertex: &str) -> Option<&BTreeMap<i64, ScalingSummary>> {
         self.vertices.get(vertex)
     }
 
     /// Records the summaries of one executed operation.
-    pub fn add(&mut self, now_ms: i64, summaries: &BTreeMap<String, ScalingSummary>) {
+    pub(crate) fn add(&mut self, now_ms: i64, summaries: &BTreeMap<String, ScalingSummary>) {
         for (v, s) in summaries {
             self.vertices
                 .entry(v.clone())
@@ -83,7 +83,7 @@ pub struct ScalingTracking {
 impl ScalingTracking {
     /// Drops records older than `history.max.age` and beyond `history.max.count`, always
     /// keeping the newest one.
-    pub fn trim(&mut self, now_ms: i64, opts: &AutoscalerOptions) {
+    pub(crate) fn trim(&mut self, now_ms: i64, opts: &AutoscalerOptions) {
         let Some((&newest_at, newest)) = self.records.last_key_value() else {
             return;
         };
@@ -98,7 +98,7 @@ impl ScalingTracking {
     }
 
     /// Records a new operation decided at `now_ms`.
-    pub fn add(&mut self, now_ms: i64) {
+    pub(crate) fn add(&mut self, now_ms: i64) {
         self.records.insert(now_ms, ScalingRecord::default());
     }
 
@@ -133,7 +133,7 @@ impl ScalingTracking {
 
     /// The restart time used in this cycle: `restart.time`, or with tracking enabled the
     /// longest tracked restart (whole seconds) capped at `restart.time-tracking.limit`.
-    pub fn restart_time(&self, opts: &AutoscalerOptions) -> Duration {
+    pub(crate) fn restart_time(&self, opts: &AutoscalerOptions) -> Duration {
         if !opts.restart_time_tracking_enabled {
             return opts.restart_time;
         }

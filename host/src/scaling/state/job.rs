@@ -28,7 +28,7 @@ pub(crate) const SECTION_PENDING_SUMMARIES: &str = "pending-summaries";
 pub struct JobScalingState {
     /// Collected samples of the metric window.
     #[serde(default)]
-    pub metric_history: MetricHistory,
+    pub(crate) metric_history: MetricHistory,
     /// Executed changes per vertex.
     #[serde(default)]
     pub scaling_history: ScalingHistory,
@@ -41,22 +41,22 @@ pub struct JobScalingState {
     /// The last decided parallelism of every vertex (vertex id -> parallelism); re-applied by
     /// the control loop every cycle, as the Flink autoscaler does.
     #[serde(default)]
-    pub parallelism_overrides: BTreeMap<String, u32>,
+    pub(crate) parallelism_overrides: BTreeMap<String, u32>,
     /// Summaries of decisions the cooldown queued (vertex -> the latest one): they enter the
     /// scaling history when the queued operation is executed, not when it was decided, so that
     /// restart times and history entries describe what actually ran.
     #[serde(default)]
-    pub pending_summaries: BTreeMap<String, ScalingSummary>,
+    pub(crate) pending_summaries: BTreeMap<String, ScalingSummary>,
 }
 
 impl JobScalingState {
     /// Forgets everything (the Flink autoscaler does this when the autoscaler is disabled for a job).
-    pub fn clear(&mut self) {
+    pub(crate) fn clear(&mut self) {
         *self = JobScalingState::default();
     }
 
     /// Every section as JSON, for a keyed-section store.
-    pub fn to_sections(&self) -> Result<Vec<(&'static str, Value)>, serde_json::Error> {
+    pub(crate) fn to_sections(&self) -> Result<Vec<(&'static str, Value)>, serde_json::Error> {
         Ok(vec![
             (
                 SECTION_METRIC_HISTORY,
@@ -86,7 +86,7 @@ impl JobScalingState {
     }
 
     /// Rebuilds the state from sections; an absent section reads as empty.
-    pub fn from_sections(
+    pub(crate) fn from_sections(
         mut get: impl FnMut(&str) -> Option<Value>,
     ) -> Result<JobScalingState, serde_json::Error> {
         fn section<T: for<'de> Deserialize<'de> + Default>(
@@ -111,7 +111,7 @@ impl JobScalingState {
     /// Takes back what a decision wrote to the history and tracking (`before` is their state
     /// before the cycle) because the cooldown queued it, keeping its summaries until the queued
     /// operation is executed.
-    pub fn defer_decision(
+    pub(crate) fn defer_decision(
         &mut self,
         before: (ScalingHistory, ScalingTracking),
         summaries: BTreeMap<String, ScalingSummary>,
@@ -123,7 +123,7 @@ impl JobScalingState {
     /// Records an executed operation at `now_ms`: the pending summaries of its vertices
     /// (with the executed parallelism) enter the history, unless this cycle's decision already
     /// recorded them (`recorded_now`), and a tracking record marks the restart.
-    pub fn record_execution(
+    pub(crate) fn record_execution(
         &mut self,
         now_ms: i64,
         operation: &BTreeMap<String, u32>,

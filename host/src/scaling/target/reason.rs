@@ -33,25 +33,25 @@ enum Why {
 /// How the clamped target was computed from the scale factor.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ScaleNote {
-    pub capacity: f64,
-    pub tpr: f64,
+    pub(crate) capacity: f64,
+    pub(crate) tpr: f64,
     /// The observed scalability coefficient, when enabled.
-    pub coefficient: Option<f64>,
-    pub factor: f64,
-    pub current: u32,
-    pub raw: i32,
-    pub lower: i64,
-    pub upper_bound: i64,
-    pub target: u32,
+    pub(crate) coefficient: Option<f64>,
+    pub(crate) factor: f64,
+    pub(crate) current: u32,
+    pub(crate) raw: i32,
+    pub(crate) lower: i64,
+    pub(crate) upper_bound: i64,
+    pub(crate) target: u32,
 }
 
 /// Where the true processing rate stands against the utilization band.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct BandNote {
-    pub tpr: f64,
-    pub outside: bool,
-    pub up_threshold: f64,
-    pub down_threshold: f64,
+    pub(crate) tpr: f64,
+    pub(crate) outside: bool,
+    pub(crate) up_threshold: f64,
+    pub(crate) down_threshold: f64,
 }
 
 /// What was decided after the target was aligned.
@@ -92,7 +92,7 @@ impl Reason {
     }
 
     /// The text.
-    pub fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         match &self.why {
             Why::Text(text) => text,
             Why::Target { scale, band, step } => self

@@ -8,11 +8,11 @@ use crate::scaling::numeric::to_int_saturating;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct ScaledTarget {
     /// `ceil(factor · current)` as Java's `(int)` cast gives it (NaN gives 0).
-    pub raw: i32,
+    pub(crate) raw: i32,
     /// `min(max parallelism, upper)`.
-    pub upper_bound: i64,
+    pub(crate) upper_bound: i64,
     /// `raw` clamped to `[lower, upper_bound]`; 0 if that is negative.
-    pub target: u32,
+    pub(crate) target: u32,
 }
 
 /// The target for `factor` at `current` parallelism, between `lower` and

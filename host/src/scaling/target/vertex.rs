@@ -40,37 +40,37 @@ pub(crate) enum ParallelismChange {
 /// The decision for one vertex with everything a person needs to follow it.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct VertexOutcome {
-    pub change: ParallelismChange,
+    pub(crate) change: ParallelismChange,
     /// Clamped target before alignment (None when the metrics do not allow a decision).
-    pub target: Option<u32>,
+    pub(crate) target: Option<u32>,
     /// Aligned value (equal to `target` when alignment was skipped).
-    pub aligned: Option<u32>,
+    pub(crate) aligned: Option<u32>,
     /// The alignment mode that decided, if alignment ran.
-    pub mode: Option<String>,
+    pub(crate) mode: Option<String>,
     /// Outside the utilization band.
-    pub outside: bool,
+    pub(crate) outside: bool,
     /// Why, in words (rendered when read).
-    pub reason: Reason,
+    pub(crate) reason: Reason,
     /// The alignment's own explanation.
-    pub explanation: Explanation,
+    pub(crate) explanation: Explanation,
     /// Events (alignment's, ineffective scaling).
-    pub events: Vec<Event>,
+    pub(crate) events: Vec<Event>,
 }
 
 /// Everything the cycle shares between the vertices.
 pub(crate) struct ScalerContext<'a> {
-    pub job: &'a str,
-    pub opts: &'a AutoscalerOptions,
-    pub aligner: &'a dyn Aligner,
+    pub(crate) job: &'a str,
+    pub(crate) opts: &'a AutoscalerOptions,
+    pub(crate) aligner: &'a dyn Aligner,
     /// The job graph as alignment contexts carry it, built on first use (most cycles of a
     /// steady job align nothing); empty for aligners that do not read it.
-    pub topology: &'a OnceCell<Arc<JobTopology>>,
+    pub(crate) topology: &'a OnceCell<Arc<JobTopology>>,
     /// The graph the SDK view is built from.
-    pub graph: &'a Topology<'a>,
+    pub(crate) graph: &'a Topology<'a>,
     /// The observation's metrics by vertex id: alignment reads the per-subtask load there.
-    pub observed: &'a BTreeMap<String, VertexMetrics>,
-    pub restart_time: Duration,
-    pub now_ms: i64,
+    pub(crate) observed: &'a BTreeMap<String, VertexMetrics>,
+    pub(crate) restart_time: Duration,
+    pub(crate) now_ms: i64,
 }
 
 impl VertexOutcome {
