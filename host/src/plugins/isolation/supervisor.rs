@@ -160,6 +160,14 @@ enum ReadError {
     Frame(FrameError),
 }
 
+/// Why a round trip failed once its request was sent.
+enum Failure {
+    /// The reply could not be read.
+    Read(ReadError),
+    /// Something else than the reply came.
+    Unexpected(String),
+}
+
 /// One call of the host-side mode interface, as the supervisor sends it.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Ask<'a> {
@@ -613,26 +621,9 @@ impl Supervisor {
                 quarantine: None,
             });
         }
-        if state.worker.is_none() {
-            if let Some(at) = state.not_before {
-                let wait = at.saturating_duration_since(Instant::now());
-                if !wait.is_zero() {
-                    std::thread::sleep(wait);
-                }
-            }
-            match self.spawn() {
-                Ok((worker, _)) => {
-                    state.agreed = worker.protocol;
-                    state.worker = Some(worker);
-                }
-                Err(fault) => return Err(self.fault(&mut state, mode, fault)),
-            }
-        }
         state.next_id += 1;
         let id = state.next_id;
-        let Some(worker) = state.worker.as_mut() else {
-            return Err(self.fault(&mut state, mode, Fault::Start("no worker".into())));
-        };
+        let worker = self.ensure_worker(&mut state, mode)?;
         let frame = match encode(worker, id) {
             Ok(frame) => frame,
             // Nothing was sent: the worker is fine, the request is not.
@@ -652,7 +643,7 @@ impl Supervisor {
             // The worker is gone: its exit status says why.
             Err(_) => Err(ReadError::Closed),
         };
-        let fault = match answer.map(|message| accept(id, message)) {
+        let failure = match answer.map(|message| accept(id, message)) {
             Ok(Ok(reply)) => {
                 state.consecutive = 0;
                 state.busy += started.elapsed();
@@ -660,16 +651,55 @@ impl Supervisor {
                 return Ok(reply);
             }
             Ok(Err(other)) => {
-                if let Some(worker) = state.worker.take() {
-                    worker.kill();
-                }
-                Fault::Protocol {
-                    call: name,
-                    detail: format!("expected the reply to request {id}, got {other:?}"),
+                Failure::Unexpected(format!("expected the reply to request {id}, got {other:?}"))
+            }
+            Err(err) => Failure::Read(err),
+        };
+        let fault = self.end_failed(&mut state, name, failure);
+        Err(self.fault(&mut state, mode, fault))
+    }
+
+    /// The running worker, or a new one (no sooner than the restart delay).
+    fn ensure_worker<'s>(
+        &self,
+        state: &'s mut State,
+        mode: &str,
+    ) -> Result<&'s mut Worker, CallError> {
+        if state.worker.is_none() {
+            if let Some(at) = state.not_before {
+                let wait = at.saturating_duration_since(Instant::now());
+                if !wait.is_zero() {
+                    std::thread::sleep(wait);
                 }
             }
-            Err(ReadError::TimedOut) => {
-                if let Some(worker) = state.worker.take() {
+            match self.spawn() {
+                Ok((worker, _)) => {
+                    state.agreed = worker.protocol;
+                    state.worker = Some(worker);
+                }
+                Err(fault) => return Err(self.fault(state, mode, fault)),
+            }
+        }
+        match state.worker {
+            Some(ref mut worker) => Ok(worker),
+            None => Err(self.fault(state, mode, Fault::Start("no worker".into()))),
+        }
+    }
+
+    /// Ends the worker of a failed round trip (killed, or reaped if it died) and says what
+    /// happened.
+    fn end_failed(&self, state: &mut State, name: &'static str, failure: Failure) -> Fault {
+        let worker = state.worker.take();
+        match failure {
+            Failure::Read(ReadError::Closed) => Fault::Died {
+                call: name,
+                how: match worker {
+                    Some(worker) => worker.end_and_describe(Duration::from_millis(500)),
+                    None => describe_exit(None),
+                },
+            },
+            Failure::Read(ReadError::TimedOut) => {
+                if let Some(worker) = worker {
                     worker.kill();
                 }
                 Fault::TimedOut {
@@ -677,15 +707,8 @@ impl Supervisor {
                     after: self.options.call_timeout,
                 }
             }
-            Err(ReadError::Closed) => {
-                let how = match state.worker.take() {
-                    Some(worker) => worker.end_and_describe(Duration::from_millis(500)),
-                    None => describe_exit(None),
-                };
-                Fault::Died { call: name, how }
-            }
-            Err(ReadError::Frame(err)) => {
-                if let Some(worker) = state.worker.take() {
+            Failure::Read(ReadError::Frame(err)) => {
+                if let Some(worker) = worker {
                     worker.kill();
                 }
                 Fault::Protocol {
@@ -693,8 +716,13 @@ impl Supervisor {
                     detail: err.to_string(),
                 }
             }
-        };
-        Err(self.fault(&mut state, mode, fault))
+            Failure::Unexpected(detail) => {
+                if let Some(worker) = worker {
+                    worker.kill();
+                }
+                Fault::Protocol { call: name, detail }
+            }
+        }
     }
 
     /// Records a fault of `mode`: sets the restart delay and, past the threshold, quarantines
