@@ -2,28 +2,30 @@
 //! vertices each, with a full metric window, so every cycle goes through evaluation, vertex
 //! targets, alignment and the executor; once with the built-in BALANCED mode and once with a
 //! plugin mode (`bucket-align`, loaded from its `.so` through the registry). The 1,000-job fleet
-//! also runs with the same plugin in `process` isolation (`plugin-process`): every plugin call
-//! is a round trip to the plugin's worker process (the binary built from this package serves as
-//! the worker); `plugin-process2` makes the same calls in protocol 2 (JSON, the whole context in
-//! every request) for comparison. At the end the bench prints the ratios of the mean round times measured in this
+//! also runs with the same plugin in `process` isolation (`plugin-process`): the aligned vertices
+//! of each job's cycle are one batch, one round trip to the plugin's worker process (protocol 4;
+//! the binary built from this package serves as the worker); `plugin-process3` makes one round
+//! trip per aligned vertex (protocol 3, compact calls) and `plugin-process2` the same calls in
+//! protocol 2 (JSON, the whole context in every request), for comparison. At the end the bench prints the ratios of the mean round times measured in this
 //! run: plugin over built-in, and `process` over `in-process` for the plugin mode.
 //!
 //! Only `run_cycle` is timed; advancing each job's synthetic observation is not. Busy times move
 //! every cycle, so most vertices get a new target and are aligned every cycle: a worst case. The
 //! bench asserts that every timed cycle decides (see `Tally::assert_decides`). In plugin mode a
 //! large share of the cost is the plugin call: each aligned vertex's context, job graph included,
-//! crosses the plugin boundary (in `process` isolation, one round trip per aligned vertex); the
-//! built-in modes read no graph, so none is built for them.
+//! crosses the plugin boundary (in `process` isolation, one round trip per job, or per aligned
+//! vertex before protocol 4); the built-in modes read no graph, so none is built for them.
 //!
 //! `decision_cycle_serving` measures what the HTTP server costs the loop (see `serving.rs`):
 //! the same 1,000-job builtin cycle without a server, with each step recorded into the server's
 //! view, and with that while `/metrics` is scraped over HTTP, interleaved in one run.
 //!
-//! `DECISION_CYCLE_INTERLEAVED=<jobs>:<rounds>` runs the three plugin rows (in-process, `process`,
-//! `process` with protocol 2) one round of each in turn and prints the median ratios: on a shared
-//! machine the load moves between rows measured one after the other, not within a turn.
+//! `DECISION_CYCLE_INTERLEAVED=<jobs>:<rounds>` runs the four plugin rows (in-process, `process`,
+//! `process` with protocol 3, `process` with protocol 2) one round of each in turn and prints the
+//! median ratios: on a shared machine the load moves between rows measured one after the other,
+//! not within a turn.
 //!
-//! `DECISION_CYCLE_PROFILE=<builtin|plugin|plugin-process|plugin-process2>:<jobs>:<window samples>:<rounds>` runs a fixed
+//! `DECISION_CYCLE_PROFILE=<builtin|plugin|plugin-process|plugin-process3|plugin-process2>:<jobs>:<window samples>:<rounds>` runs a fixed
 //! workload instead, for instruction counts that do not depend on machine noise:
 //! `valgrind --tool=callgrind --toggle-collect='*timed_cycle*' <bench binary>`.
 
@@ -378,6 +380,7 @@ type Fleetsize = (usize, u64);
 fn bench(c: &mut Criterion) {
     let (registry, dir) = plugin_registry();
     let isolated = process_registry(&dir, PROTOCOL_VERSION);
+    let isolated3 = process_registry(&dir, 3);
     let isolated2 = process_registry(&dir, 2);
     let mut rows: Vec<(&'static str, JobAlignment, &[Fleetsize])> = aligners(&registry)
         .into_iter()
@@ -386,9 +389,11 @@ fn bench(c: &mut Criterion) {
             (label, aligner, fleets)
         })
         .collect();
-    // Process isolation costs a round trip per plugin call: the 1,000-job fleet only.
+    // Process isolation costs a round trip per job: the 1,000-job fleet only.
     rows.push(("plugin-process", plugin_aligner(&isolated), &[(1_000, 8)]));
-    // The same in protocol 2 (JSON, the whole context in every request), for comparison.
+    // A round trip per aligned vertex (protocol 3), and those in JSON with the whole context
+    // in every request (protocol 2), for comparison.
+    rows.push(("plugin-process3", plugin_aligner(&isolated3), &[(1_000, 8)]));
     rows.push(("plugin-process2", plugin_aligner(&isolated2), &[(1_000, 8)]));
     let mut means = Means::default();
     let mut group = c.benchmark_group("decision_cycle");
@@ -438,8 +443,9 @@ fn bench(c: &mut Criterion) {
         means.ratio(("plugin", jobs), ("builtin", jobs));
     }
     means.ratio(("plugin-process", 1_000), ("plugin", 1_000));
+    means.ratio(("plugin-process3", 1_000), ("plugin", 1_000));
     means.ratio(("plugin-process2", 1_000), ("plugin", 1_000));
-    means.ratio(("plugin-process", 1_000), ("plugin-process2", 1_000));
+    means.ratio(("plugin-process", 1_000), ("plugin-process3", 1_000));
 }
 
 /// The built-in BALANCED mode alone (no plugin build needed).
@@ -450,12 +456,12 @@ fn aligners_builtin(registry: &ModeRegistry) -> (&'static str, JobAlignment) {
 }
 
 /// A fixed workload for instruction counting (no timing loop, no statistics):
-/// `DECISION_CYCLE_PROFILE=<builtin|plugin|plugin-process|plugin-process2>:<jobs>:<window samples>:<rounds>`.
+/// `DECISION_CYCLE_PROFILE=<builtin|plugin|plugin-process|plugin-process3|plugin-process2>:<jobs>:<window samples>:<rounds>`.
 fn profile(spec: &str) {
     let parts: Vec<&str> = spec.split(':').collect();
     let [label, jobs, samples, rounds] = parts[..] else {
         panic!(
-            "DECISION_CYCLE_PROFILE is <builtin|plugin|plugin-process|plugin-process2>:<jobs>:<window samples>:<rounds>"
+            "DECISION_CYCLE_PROFILE is <builtin|plugin|plugin-process|plugin-process3|plugin-process2>:<jobs>:<window samples>:<rounds>"
         );
     };
     let (jobs, samples, rounds): (usize, u64, usize) = (
@@ -466,6 +472,8 @@ fn profile(spec: &str) {
     let (registry, dir) = plugin_registry();
     let aligner = if label == "plugin-process" {
         plugin_aligner(&process_registry(&dir, PROTOCOL_VERSION))
+    } else if label == "plugin-process3" {
+        plugin_aligner(&process_registry(&dir, 3))
     } else if label == "plugin-process2" {
         plugin_aligner(&process_registry(&dir, 2))
     } else {
@@ -491,8 +499,8 @@ fn profile(spec: &str) {
 }
 
 /// `DECISION_CYCLE_INTERLEAVED=<jobs>:<rounds>`: the plugin mode in-process, in `process`
-/// isolation and in `process` isolation with protocol 2, one round of each in turn, so that the
-/// three see the same load on a shared machine (rows measured one after the other do not: the
+/// isolation and in `process` isolation with protocols 3 and 2, one round of each in turn, so
+/// that the four see the same load on a shared machine (rows measured one after the other do not: the
 /// load moves between them). Prints the median round time of each and the median over rounds of
 /// each `process` round's time over the in-process round's next to it.
 fn interleaved(spec: &str) {
@@ -504,13 +512,15 @@ fn interleaved(spec: &str) {
         (jobs.parse().expect("jobs"), rounds.parse().expect("rounds"));
     const SAMPLES: u64 = 8;
     let (registry, dir) = plugin_registry();
-    let (current, json) = (
+    let (current, compact, json) = (
         process_registry(&dir, PROTOCOL_VERSION),
+        process_registry(&dir, 3),
         process_registry(&dir, 2),
     );
     let rows = [
         ("plugin", plugin_aligner(&registry)),
         ("plugin-process", plugin_aligner(&current)),
+        ("plugin-process3", plugin_aligner(&compact)),
         ("plugin-process2", plugin_aligner(&json)),
     ];
     let opts = options(SAMPLES);

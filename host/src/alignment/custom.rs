@@ -37,6 +37,16 @@ pub trait HostMode: Send + Sync {
     ) -> Option<Result<GatedAnswer, ModeError>> {
         None
     }
+    /// [`HostMode::align_if_applicable`] for several vertices (of one job) at once: one answer
+    /// per context, in order, for a mode that can answer them together in one call (a plugin
+    /// worker speaking protocol 4: one round trip per job instead of one per vertex). `None`,
+    /// the default, means it cannot: alignment then calls the mode vertex by vertex.
+    fn align_many(
+        &self,
+        _ctxs: &[&AlignmentContext],
+    ) -> Option<Vec<Result<GatedAnswer, ModeError>>> {
+        None
+    }
 }
 
 /// What a custom mode answered for one vertex, its gate and its alignment taken together.

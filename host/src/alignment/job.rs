@@ -155,6 +155,60 @@ impl JobAlignment {
         if let Some(why) = mode.mode.unavailable() {
             return self.align_balanced_instead(ctx, name, why);
         }
+        self.custom_outcome(ctx, name, mode, call_mode(mode, ctx))
+    }
+
+    /// Aligns several vertices of this job with a custom mode: in one call when the mode
+    /// answers them together ([`super::HostMode::align_many`]), else vertex by vertex as
+    /// [`JobAlignment::align_custom`]. Either way each vertex gets the outcome, events and
+    /// explanation its own call would give; a call that fails as a whole (a worker that died or
+    /// missed its deadline) is each vertex's fault, with its own event.
+    fn align_custom_all(
+        &self,
+        ctxs: &[AlignmentContext],
+        name: &str,
+        mode: &CustomMode,
+    ) -> Vec<AlignOutcome> {
+        if let Some(why) = mode.mode.unavailable() {
+            return ctxs
+                .iter()
+                .map(|ctx| self.align_balanced_instead(ctx, name, why.clone()))
+                .collect();
+        }
+        let refs: Vec<&AlignmentContext> = ctxs.iter().collect();
+        let answers: Vec<Result<Result<GatedAnswer, ModeError>, ModePanic>> =
+            match contain(|| mode.mode.align_many(&refs)) {
+                Ok(None) => {
+                    return ctxs
+                        .iter()
+                        .map(|ctx| self.align_custom(ctx, name, mode))
+                        .collect();
+                }
+                Ok(Some(answers)) => answers.into_iter().map(Ok).collect(),
+                Err(panic) => vec![Err(ModePanic::InAlign(panic)); ctxs.len()],
+            };
+        let mut answers = answers.into_iter();
+        ctxs.iter()
+            .map(|ctx| {
+                let answer = answers.next().unwrap_or_else(|| {
+                    Ok(Err(ModeError::new(
+                        "the mode gave no answer for this vertex in its batch",
+                    )))
+                });
+                self.custom_outcome(ctx, name, mode, answer)
+            })
+            .collect()
+    }
+
+    /// The outcome of a custom mode's answer for one vertex: the aligned parallelism, or the
+    /// kept target with a `PluginFault` event that says what went wrong.
+    fn custom_outcome(
+        &self,
+        ctx: &AlignmentContext,
+        name: &str,
+        mode: &CustomMode,
+        answer: Result<Result<GatedAnswer, ModeError>, ModePanic>,
+    ) -> AlignOutcome {
         let t = u64::from(ctx.target_parallelism());
         let keep_target = |event: Event, applicable: bool, why: String| AlignOutcome {
             parallelism: ctx.target_parallelism(),
@@ -163,7 +217,7 @@ impl JobAlignment {
             events: vec![event],
             explanation: Explanation::text(why),
         };
-        let answer = match call_mode(mode, ctx) {
+        let answer = match answer {
             Ok(Ok(GatedAnswer::Aligned(answer))) => answer,
             Ok(Ok(GatedAnswer::NotApplicable)) => {
                 return self.outcome(
@@ -219,6 +273,7 @@ impl JobAlignment {
 }
 
 /// A panic out of a custom mode's call, by the call it came from.
+#[derive(Clone)]
 enum ModePanic {
     /// Out of `is_applicable`.
     InGate(Panicked),
@@ -247,6 +302,19 @@ fn call_mode(
 impl Aligner for JobAlignment {
     fn align(&self, request: AlignmentRequest) -> AlignOutcome {
         self.decide(&request.into_context(self.resolved.params.clone()))
+    }
+
+    /// A custom mode gets the job's vertices together (one round trip to a plugin worker
+    /// instead of one per vertex); the other modes decide vertex by vertex, as in `align`.
+    fn align_all(&self, requests: Vec<AlignmentRequest>) -> Vec<AlignOutcome> {
+        let Selection::Custom { name, mode } = &self.resolved.selection else {
+            return requests.into_iter().map(|r| self.align(r)).collect();
+        };
+        let ctxs: Vec<AlignmentContext> = requests
+            .into_iter()
+            .map(|r| r.into_context(self.resolved.params.clone()))
+            .collect();
+        self.align_custom_all(&ctxs, name, mode)
     }
 
     /// The built-in modes decide from the numbers (and ship strategies) alone and emit no

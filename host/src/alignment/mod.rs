@@ -1,8 +1,10 @@
 //! Parallelism alignment: built-in, legacy and ADVANCED modes, per-job resolution, the guard.
 //!
 //! A job resolves its mode once from its configuration ([`JobAlignment::resolve`]); the scaling
-//! pipeline then calls [`Aligner::align`] for each vertex whose target differs from its current
-//! parallelism, describing the vertex's decision in an [`AlignmentRequest`]. Alignment builds the
+//! pipeline then calls [`Aligner::align_all`] once per job and cycle with a request for each
+//! vertex whose target differs from its current parallelism, describing the vertex's decision
+//! in an [`AlignmentRequest`] (a custom mode may answer them in one call: one round trip to a
+//! plugin worker per job). Alignment builds the
 //! mode's context from it with the parameters it resolved, so they never leave this module.
 //! Built-in modes are bounded by construction; custom modes go through the guard.
 
@@ -34,5 +36,7 @@ pub use outcome::Aligner;
 pub use request::AlignmentRequest;
 pub(crate) use resolve::RESERVED_NAMES;
 
+#[cfg(test)]
+mod batch_tests;
 #[cfg(test)]
 mod tests;

@@ -22,10 +22,19 @@ pub struct AlignOutcome {
     pub(crate) explanation: Explanation,
 }
 
-/// Aligns computed targets for one job: what the scaling pipeline calls per vertex.
+/// Aligns computed targets for one job: what the scaling pipeline calls for its vertices.
 pub trait Aligner {
     /// Aligns one vertex's target. Never fails: faults become events and the target is kept.
     fn align(&self, request: AlignmentRequest) -> AlignOutcome;
+
+    /// Aligns the targets of a job's vertices in one go: one outcome per request, in the
+    /// order of the requests, each what [`Aligner::align`] answers for it. The scaling
+    /// pipeline calls this once per job and cycle, so that a mode whose every call is costly
+    /// (a plugin in a worker process: a round trip each) can answer the whole job at once. The
+    /// default aligns the requests one by one.
+    fn align_all(&self, requests: Vec<AlignmentRequest>) -> Vec<AlignOutcome> {
+        requests.into_iter().map(|r| self.align(r)).collect()
+    }
 
     /// Whether [`Aligner::align`] reads the request's identity (job, vertex id and name), its
     /// metrics and the job graph. Modes that decide from the numbers alone answer false, and

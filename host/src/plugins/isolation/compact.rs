@@ -13,6 +13,10 @@
 //! travelling as in protocol 2 next to compact ones. The worker answers a compact request with a
 //! compact reply and a JSON request with a JSON reply.
 //!
+//! Protocol 4 adds batches: one request carrying the context calls of several vertices, each
+//! entry what a protocol-3 call carries after its header (see [`super::slots`]), and one reply
+//! with an outcome per entry.
+//!
 //! All integers are little-endian; a string is a `u32` length and that many bytes of UTF-8; a
 //! float is its IEEE-754 bits, so NaN and infinities cross unchanged.
 
@@ -27,6 +31,10 @@ use super::protocol::{FrameError, Outcome, WorkerMessage, is_json};
 pub const TAG_CONTEXT_CALL: u8 = 1;
 /// First byte of a compact reply.
 pub const TAG_REPLY: u8 = 2;
+/// First byte of a batch of context calls (protocol 4).
+pub const TAG_BATCH_CALL: u8 = 3;
+/// First byte of the reply to a batch (protocol 4).
+pub const TAG_BATCH_REPLY: u8 = 4;
 
 /// Which context call a compact request makes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -423,6 +431,23 @@ pub(crate) fn encode_reply(id: u64, outcome: &Outcome) -> Result<Vec<u8>, FrameE
     let mut out = Writer::frame();
     out.u8(TAG_REPLY);
     out.u64(id);
+    write_outcome(&mut out, outcome);
+    out.finish()
+}
+
+/// The compact reply to a batch: an outcome per entry, in order.
+pub(crate) fn encode_replies(id: u64, outcomes: &[Outcome]) -> Result<Vec<u8>, FrameError> {
+    let mut out = Writer::frame();
+    out.u8(TAG_BATCH_REPLY);
+    out.u64(id);
+    out.len(outcomes.len());
+    for outcome in outcomes {
+        write_outcome(&mut out, outcome);
+    }
+    out.finish()
+}
+
+fn write_outcome(out: &mut Writer, outcome: &Outcome) {
     match outcome {
         Outcome::Applicable(false) => out.u8(0),
         Outcome::Applicable(true) => out.u8(1),
@@ -436,25 +461,38 @@ pub(crate) fn encode_reply(id: u64, outcome: &Outcome) -> Result<Vec<u8>, FrameE
             out.str(message);
         }
     }
-    out.finish()
 }
 
-/// Reads a compact reply (its tag already read).
-pub(crate) fn decode_reply(input: &mut Reader<'_>) -> Result<(u64, Outcome), DecodeError> {
-    let id = input.u64()?;
-    let outcome = match input.u8()? {
+fn read_outcome(input: &mut Reader<'_>) -> Result<Outcome, DecodeError> {
+    Ok(match input.u8()? {
         0 => Outcome::Applicable(false),
         1 => Outcome::Applicable(true),
         2 => Outcome::Aligned(input.u32()?),
         3 => Outcome::Valid,
         4 => Outcome::Error(input.string()?),
         other => return Err(DecodeError(format!("unknown outcome {other}"))),
-    };
+    })
+}
+
+/// Reads a compact reply (its tag already read).
+pub(crate) fn decode_reply(input: &mut Reader<'_>) -> Result<(u64, Outcome), DecodeError> {
+    let id = input.u64()?;
+    let outcome = read_outcome(input)?;
     input.end()?;
     Ok((id, outcome))
 }
 
-/// A frame body from a worker, JSON or a compact reply.
+/// Reads the reply to a batch (its tag already read).
+pub(crate) fn decode_replies(input: &mut Reader<'_>) -> Result<(u64, Vec<Outcome>), DecodeError> {
+    let id = input.u64()?;
+    let outcomes = (0..input.count(1)?)
+        .map(|_| read_outcome(input))
+        .collect::<Result<Vec<_>, _>>()?;
+    input.end()?;
+    Ok((id, outcomes))
+}
+
+/// A frame body from a worker, JSON or a compact reply (to one call or to a batch).
 pub(crate) fn decode_worker_message(body: &[u8]) -> Result<WorkerMessage, FrameError> {
     if is_json(body) {
         return Ok(serde_json::from_slice(body)?);
@@ -464,6 +502,10 @@ pub(crate) fn decode_worker_message(body: &[u8]) -> Result<WorkerMessage, FrameE
         TAG_REPLY => {
             let (id, outcome) = decode_reply(&mut input)?;
             Ok(WorkerMessage::Reply { id, outcome })
+        }
+        TAG_BATCH_REPLY => {
+            let (id, outcomes) = decode_replies(&mut input)?;
+            Ok(WorkerMessage::Replies { id, outcomes })
         }
         other => Err(DecodeError(format!("unknown frame tag {other}")).into()),
     }

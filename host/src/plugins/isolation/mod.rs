@@ -2,7 +2,8 @@
 //! that a plugin that crashes or hangs costs a decision of the jobs that use it, not the host.
 //!
 //! * [`protocol`]: frames and messages on the worker's pipes.
-//! * [`compact`]: the binary form of the per-vertex calls (protocol 3).
+//! * [`compact`]: the binary form of the per-vertex calls (protocol 3) and of their batches
+//!   (protocol 4).
 //! * [`slots`]: what a worker keeps of each job between calls, so that a call carries only
 //!   what changed (protocol 3).
 //! * [`worker`]: the worker side (`flowscale plugin-worker FILE`).
@@ -119,6 +120,16 @@ impl ProcessMode {
     }
 }
 
+/// What the worker's answer to the combined call means.
+fn gated(answer: Result<Outcome, ModeError>) -> Result<GatedAnswer, ModeError> {
+    match answer? {
+        Outcome::Applicable(false) => Ok(GatedAnswer::NotApplicable),
+        Outcome::Applicable(true) => Ok(GatedAnswer::NothingToAlign),
+        Outcome::Aligned(p) => Ok(GatedAnswer::Aligned(p)),
+        other => Err(ProcessMode::unexpected("align", other)),
+    }
+}
+
 impl HostMode for ProcessMode {
     fn is_applicable(&self, ctx: &AlignmentContext) -> Result<bool, ModeError> {
         match self.call(Ask::Context(ContextCall::IsApplicable, ctx))? {
@@ -139,14 +150,33 @@ impl HostMode for ProcessMode {
         &self,
         ctx: &AlignmentContext,
     ) -> Option<Result<GatedAnswer, ModeError>> {
+        Some(gated(
+            self.call(Ask::Context(ContextCall::AlignIfApplicable, ctx)),
+        ))
+    }
+
+    /// One round trip for all the vertices, when the worker speaks protocol 4.
+    fn align_many(
+        &self,
+        ctxs: &[&AlignmentContext],
+    ) -> Option<Vec<Result<GatedAnswer, ModeError>>> {
+        if !self.supervisor.batches() {
+            return None;
+        }
+        let answers = self
+            .supervisor
+            .call_many(&self.id, ContextCall::AlignIfApplicable, ctxs);
         Some(
-            match self.call(Ask::Context(ContextCall::AlignIfApplicable, ctx)) {
-                Ok(Outcome::Applicable(false)) => Ok(GatedAnswer::NotApplicable),
-                Ok(Outcome::Applicable(true)) => Ok(GatedAnswer::NothingToAlign),
-                Ok(Outcome::Aligned(p)) => Ok(GatedAnswer::Aligned(p)),
-                Ok(other) => Err(Self::unexpected("align", other)),
-                Err(err) => Err(err),
-            },
+            answers
+                .into_iter()
+                .map(|answer| {
+                    gated(match answer {
+                        Ok(Outcome::Error(message)) => Err(ModeError::new(message)),
+                        Ok(outcome) => Ok(outcome),
+                        Err(err) => Err(ModeError::new(err.to_string())),
+                    })
+                })
+                .collect(),
         )
     }
 

@@ -18,8 +18,9 @@
 //! 2. The host picks the highest version both speak and sends one request at a time; the
 //!    worker answers it with a reply carrying the same id, in the encoding of the request.
 //!    Any number of [`WorkerMessage::Log`] frames (the plugin's log records) may come before a
-//!    reply. Alignment sends one `align_if_applicable` call per vertex: one round trip per
-//!    aligned vertex.
+//!    reply. From protocol 4 on, alignment sends the vertices of a job that need aligning in a
+//!    cycle as one batch (one request, one reply listing an answer per vertex): one round trip
+//!    per job and cycle. Before, it sent one `align_if_applicable` call per vertex.
 //! 3. The host closes the worker's stdin to end it.
 //!
 //! # Versions
@@ -27,10 +28,16 @@
 //! * 2: every request is JSON ([`Request`]) and carries the whole context.
 //! * 3: context calls are compact, and carry the job's name, graph, parameters and metric
 //!   names only when they changed since the job's last call (see [`super::slots`]).
+//! * 4: a batch of context calls in one compact request, each entry as a protocol-3 call
+//!   without the request's header, answered by one compact reply with an outcome per entry, in
+//!   order. The deadline of the call (`[host] plugin-call-timeout`) applies to the batch's
+//!   round trip as a whole.
 //!
 //! A worker's hello says `protocol: 2`, the version every host since 2 accepts, and lists all
 //! it speaks in `protocols`; a host of protocol 2 ignores the list and talks JSON, which the
-//! worker still answers. A hello without the list comes from a worker of protocol 2.
+//! worker still answers; a host of protocol 3 picks 3 and never sends a batch. A hello without
+//! the list comes from a worker of protocol 2, one that lists 2 and 3 from a worker of
+//! protocol 3: the host then aligns vertex by vertex.
 
 use std::collections::BTreeMap;
 use std::io::{self, Read};
@@ -43,8 +50,11 @@ use flowscale_sdk::{
 use serde::{Deserialize, Serialize};
 
 /// The newest protocol version. Version 2 added [`Call::AlignIfApplicable`], version 3 the
-/// compact context calls.
-pub const PROTOCOL_VERSION: u32 = 3;
+/// compact context calls, version 4 the batches of them.
+pub const PROTOCOL_VERSION: u32 = 4;
+
+/// The first version with batches of context calls.
+pub const BATCH_PROTOCOL: u32 = 4;
 
 /// The oldest version this side still speaks; a worker of no common version is refused (a
 /// binary replaced under a running host).
@@ -224,6 +234,13 @@ pub(crate) enum WorkerMessage {
         id: u64,
         /// The answer.
         outcome: Outcome,
+    },
+    /// The answers to the batch with the same id (protocol 4; only ever sent compact).
+    Replies {
+        /// The batch's id.
+        id: u64,
+        /// One answer per entry of the batch, in order.
+        outcomes: Vec<Outcome>,
     },
 }
 

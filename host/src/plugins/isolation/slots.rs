@@ -1,10 +1,11 @@
-//! What a worker keeps of each job between calls in protocol 3, seen from both sides.
+//! What a worker keeps of each job between calls from protocol 3 on, seen from both sides.
 //!
 //! Alignment calls a mode for the vertices of a job one after the other, cycle after cycle,
 //! with the same job name, graph, parameters and metric names: only the vertex and its numbers
 //! change. The host gives each job a slot; [`SentJobs`] (host side) remembers what it last
 //! sent for each slot and puts into a request only what differs, [`HeldJobs`] (worker side)
-//! keeps it and fills it in. Both change only by the same requests, in the same order (one
+//! keeps it and fills it in. A batch (protocol 4) is a sequence of such calls in one request:
+//! each entry names its job's slot and brings what changed since the entry before it. Both change only by the same requests, in the same order (one
 //! request at a time, on one pipe), so they agree as long as the worker lives; a new worker
 //! starts with both empty.
 //!
@@ -18,7 +19,8 @@ use std::sync::Arc;
 use flowscale_sdk::{AlignmentContext, EvaluatedMetric, JobTopology, ModeParams};
 
 use super::compact::{
-    ContextCall, DecodeError, Reader, TAG_CONTEXT_CALL, Writer, read_vertex, write_vertex,
+    ContextCall, DecodeError, Reader, TAG_BATCH_CALL, TAG_CONTEXT_CALL, Writer, read_vertex,
+    write_vertex,
 };
 use super::protocol::FrameError;
 
@@ -59,6 +61,45 @@ impl SentJobs {
         call: ContextCall,
         ctx: &AlignmentContext,
     ) -> Result<Vec<u8>, FrameError> {
+        let mut out = Writer::frame();
+        header(&mut out, TAG_CONTEXT_CALL, id, mode, call);
+        self.entry(&mut out, ctx);
+        self.finish(out)
+    }
+
+    /// A batch (protocol 4): one request for `call` on each of `ctxs`, each entry what
+    /// [`SentJobs::encode`] writes after the header. The entries of one job share its slot:
+    /// the first carries what the worker does not hold yet, the others usually nothing but
+    /// their vertex.
+    pub fn encode_batch(
+        &mut self,
+        id: u64,
+        mode: &str,
+        call: ContextCall,
+        ctxs: &[&AlignmentContext],
+    ) -> Result<Vec<u8>, FrameError> {
+        let mut out = Writer::frame();
+        header(&mut out, TAG_BATCH_CALL, id, mode, call);
+        out.len(ctxs.len());
+        for ctx in ctxs {
+            self.entry(&mut out, ctx);
+        }
+        self.finish(out)
+    }
+
+    /// The frame; if it cannot be sent (above the frame limit), the table starts over, since
+    /// the worker never gets what its entries recorded.
+    fn finish(&mut self, out: Writer) -> Result<Vec<u8>, FrameError> {
+        out.finish().inspect_err(|_| {
+            self.jobs.clear();
+            self.next_slot = 0;
+        })
+    }
+
+    /// Writes one call's job slot, what it brings for the slot and its vertex, and records what
+    /// the worker will hold once it has read the frame. A frame that is written but not read
+    /// whole means a dead or killed worker, and a new worker comes with a new, empty table.
+    fn entry(&mut self, out: &mut Writer, ctx: &AlignmentContext) {
         let job = ctx.job_name();
         if !self.jobs.contains_key(job) && self.next_slot >= MAX_SLOTS {
             self.jobs.clear();
@@ -84,11 +125,6 @@ impl SentJobs {
                 }
             }
         }
-        let mut out = Writer::frame();
-        out.u8(TAG_CONTEXT_CALL);
-        out.u64(id);
-        out.str(mode);
-        out.u8(call.code());
         out.u32(slot);
         out.u8(flags);
         if flags & JOB != 0 {
@@ -111,10 +147,13 @@ impl SentJobs {
                 out.str(name);
             }
         }
-        write_vertex(&mut out, ctx);
-        let frame = out.finish()?;
-        // Recorded once the frame exists: a frame that is written but not read whole means a
-        // dead or killed worker, and a new worker comes with a new, empty `SentJobs`.
+        write_vertex(out, ctx);
+        self.record(slot, flags, ctx);
+    }
+
+    /// Remembers what an entry with `flags` brought for `slot`.
+    fn record(&mut self, slot: u32, flags: u8, ctx: &AlignmentContext) {
+        let job = ctx.job_name();
         if flags & JOB != 0 {
             self.next_slot += 1;
             self.jobs.insert(
@@ -137,12 +176,34 @@ impl SentJobs {
                 entry.metric_names = metric_names(ctx);
             }
         }
-        Ok(frame)
     }
+}
+
+/// What starts every compact request: its tag, id, mode and call.
+fn header(out: &mut Writer, tag: u8, id: u64, mode: &str, call: ContextCall) {
+    out.u8(tag);
+    out.u64(id);
+    out.str(mode);
+    out.u8(call.code());
 }
 
 fn metric_names(ctx: &AlignmentContext) -> Vec<String> {
     ctx.metrics().iter().map(|(n, _)| n.clone()).collect()
+}
+
+/// Reads what [`header`] wrote, refusing another tag.
+fn read_header(input: &mut Reader<'_>, tag: u8) -> Result<(u64, String, ContextCall), DecodeError> {
+    if input.u8()? != tag {
+        return Err(DecodeError(if tag == TAG_BATCH_CALL {
+            "not a batch of context calls".to_string()
+        } else {
+            "not a context call".to_string()
+        }));
+    }
+    let id = input.u64()?;
+    let mode = input.string()?;
+    let call = ContextCall::from_code(input.u8()?)?;
+    Ok((id, mode, call))
 }
 
 /// What the worker keeps of one job.
@@ -171,24 +232,62 @@ pub struct ContextRequest {
     pub ctx: AlignmentContext,
 }
 
+/// A batch of compact requests (protocol 4), read.
+pub struct BatchRequest {
+    /// Echoed in the reply.
+    pub(crate) id: u64,
+    /// The mode's implementation id.
+    pub(crate) mode: String,
+    /// The call, the same for every entry.
+    pub(crate) call: ContextCall,
+    /// Each entry's context, filled in from its job's slot, in order.
+    pub ctxs: Vec<AlignmentContext>,
+}
+
+/// The smallest entry a batch can hold: a slot, flags, a vertex index, six numbers and three
+/// counts.
+const MIN_ENTRY: usize = 4 + 1 + 1 + 4 + 6 * 4 + 3 * 4;
+
 impl HeldJobs {
     /// Reads a compact request (tag included), keeping what it brings for its job.
     pub fn decode(&mut self, body: &[u8]) -> Result<ContextRequest, DecodeError> {
         let mut input = Reader::new(body);
-        if input.u8()? != TAG_CONTEXT_CALL {
-            return Err(DecodeError("not a context call".to_string()));
-        }
-        let id = input.u64()?;
-        let mode = input.string()?;
-        let call = ContextCall::from_code(input.u8()?)?;
+        let (id, mode, call) = read_header(&mut input, TAG_CONTEXT_CALL)?;
+        let ctx = self.entry(&mut input)?;
+        input.end()?;
+        Ok(ContextRequest {
+            id,
+            mode,
+            call,
+            ctx,
+        })
+    }
+
+    /// Reads a batch (tag included), keeping what its entries bring for their jobs, in order.
+    pub fn decode_batch(&mut self, body: &[u8]) -> Result<BatchRequest, DecodeError> {
+        let mut input = Reader::new(body);
+        let (id, mode, call) = read_header(&mut input, TAG_BATCH_CALL)?;
+        let ctxs = (0..input.count(MIN_ENTRY)?)
+            .map(|_| self.entry(&mut input))
+            .collect::<Result<Vec<_>, _>>()?;
+        input.end()?;
+        Ok(BatchRequest {
+            id,
+            mode,
+            call,
+            ctxs,
+        })
+    }
+
+    /// Reads one call's slot, what it brings for the slot and its vertex: its whole context.
+    fn entry(&mut self, input: &mut Reader<'_>) -> Result<AlignmentContext, DecodeError> {
         let slot = input.u32()?;
         if slot >= MAX_SLOTS {
             return Err(DecodeError(format!("slot {slot} above the limit")));
         }
         let flags = input.u8()?;
-        let held = self.update(slot as usize, flags, &mut input)?;
-        let part = read_vertex(&mut input)?;
-        input.end()?;
+        let held = self.update(slot as usize, flags, input)?;
+        let part = read_vertex(input)?;
         let (vertex_id, vertex_name) = match part.vertex {
             Ok(i) => match held.topology.vertices.get(i) {
                 Some(v) => (v.id.clone(), v.name.clone()),
@@ -217,7 +316,7 @@ impl HeldJobs {
             lower,
             upper,
         ] = part.numbers;
-        let ctx = AlignmentContext::builder(current, target, max_parallelism)
+        Ok(AlignmentContext::builder(current, target, max_parallelism)
             .identity(held.job.clone(), vertex_id, vertex_name)
             .source_partitions(source_partitions)
             .limits(lower, upper)
@@ -226,13 +325,7 @@ impl HeldJobs {
             .shared_topology(Arc::clone(&held.topology))
             .params(held.params.clone())
             .subtask_loads(part.loads)
-            .build();
-        Ok(ContextRequest {
-            id,
-            mode,
-            call,
-            ctx,
-        })
+            .build())
     }
 
     /// Applies what the request brings for `slot` and returns the slot.
@@ -281,7 +374,7 @@ mod tests {
     use flowscale_sdk::{ShipStrategy, SubtaskLoad, TopologyEdge, TopologyVertex};
 
     use super::*;
-    use crate::plugins::isolation::compact::{decode_worker_message, encode_reply};
+    use crate::plugins::isolation::compact::{decode_worker_message, encode_replies, encode_reply};
     use crate::plugins::isolation::protocol::{Outcome, WorkerMessage};
 
     fn graph(parallelism: u32) -> JobTopology {
@@ -535,5 +628,113 @@ mod tests {
         );
         assert!(decode_worker_message(&[9, 1, 2]).is_err());
         assert!(decode_worker_message(&reply[4..reply.len() - 1]).is_err());
+    }
+
+    #[test]
+    fn a_batch_carries_the_entries_of_the_calls_one_by_one_in_one_frame() {
+        let calls = [
+            ctx("a", "v0", 2, graph(4), "DIVISOR"),
+            ctx("a", "v1", 8, graph(4), "DIVISOR"),
+            ctx("b", "v1", 8, graph(8), "LOAD_REDUCING"),
+            ctx("a", "v2", 6, graph(4), "DIVISOR"),
+            ctx("a", "v9", 3, graph(4), "DIVISOR"),
+            AlignmentContext::builder(4, 7, 128)
+                .identity("a", "v1", "operator 1")
+                .metrics(vec![("OTHER".into(), metric(1.0, 1.0))])
+                .topology(graph(4))
+                .params(ctx("a", "v1", 8, graph(4), "DIVISOR").params().clone())
+                .build(),
+        ];
+        let refs: Vec<&AlignmentContext> = calls.iter().collect();
+        let (mut sent, mut held) = (SentJobs::default(), HeldJobs::default());
+        let frame = sent
+            .encode_batch(5, "bucket-align", ContextCall::AlignIfApplicable, &refs)
+            .unwrap();
+        let batch = held.decode_batch(&frame[4..]).unwrap();
+        assert_eq!(
+            (batch.id, batch.mode.as_str(), batch.call),
+            (5, "bucket-align", ContextCall::AlignIfApplicable)
+        );
+        let seen_all = |ctxs: &mut dyn Iterator<Item = &AlignmentContext>| -> Vec<String> {
+            ctxs.map(seen).collect()
+        };
+        assert_eq!(
+            seen_all(&mut batch.ctxs.iter()),
+            seen_all(&mut calls.iter())
+        );
+        // The same calls one by one: each is a header (tag, id, mode, call) and the entry the
+        // batch carries; the batch is one header, a count and the entries.
+        let (mut sent1, mut held1) = (SentJobs::default(), HeldJobs::default());
+        let singles: Vec<usize> = calls
+            .iter()
+            .map(|c| deliver(&mut sent1, &mut held1, c))
+            .collect();
+        let header = 1 + 8 + (4 + "bucket-align".len()) + 1;
+        let entries: usize = singles.iter().map(|len| len - header).sum();
+        assert_eq!(frame.len() - 4, header + 4 + entries);
+        // Both sides go on from what the batch left: the next call of job a carries its vertex
+        // and the metric names the last entry changed back, as after the calls one by one.
+        let next = ctx("a", "v1", 8, graph(4), "DIVISOR");
+        assert_eq!(
+            deliver(&mut sent, &mut held, &next),
+            deliver(&mut sent1, &mut held1, &next)
+        );
+    }
+
+    #[test]
+    fn a_broken_batch_is_an_error_never_a_panic() {
+        let calls = [
+            ctx("a", "v1", 8, graph(4), "DIVISOR"),
+            ctx("a", "v2", 6, graph(4), "DIVISOR"),
+        ];
+        let refs: Vec<&AlignmentContext> = calls.iter().collect();
+        let frame = SentJobs::default()
+            .encode_batch(1, "m", ContextCall::AlignIfApplicable, &refs)
+            .unwrap();
+        let body = &frame[4..];
+        for cut in 0..body.len() {
+            assert!(
+                HeldJobs::default().decode_batch(&body[..cut]).is_err(),
+                "cut at {cut}"
+            );
+        }
+        let mut extra = body.to_vec();
+        extra.push(0);
+        assert!(HeldJobs::default().decode_batch(&extra).is_err());
+        // A batch is not a single call, nor the other way round.
+        assert!(HeldJobs::default().decode(body).is_err());
+        let single = SentJobs::default()
+            .encode(1, "m", ContextCall::Align, &calls[0])
+            .unwrap();
+        assert!(HeldJobs::default().decode_batch(&single[4..]).is_err());
+        // An empty batch is read as one.
+        let empty = SentJobs::default()
+            .encode_batch(2, "m", ContextCall::AlignIfApplicable, &[])
+            .unwrap();
+        assert!(
+            HeldJobs::default()
+                .decode_batch(&empty[4..])
+                .unwrap()
+                .ctxs
+                .is_empty()
+        );
+        // Replies to a batch: every outcome, in order; a short frame is refused.
+        let outcomes = vec![
+            Outcome::Applicable(false),
+            Outcome::Applicable(true),
+            Outcome::Aligned(12),
+            Outcome::Error("boom".into()),
+        ];
+        let reply = encode_replies(9, &outcomes).unwrap();
+        assert_eq!(
+            decode_worker_message(&reply[4..]).unwrap(),
+            WorkerMessage::Replies { id: 9, outcomes }
+        );
+        for cut in 1..reply.len() - 4 {
+            assert!(
+                decode_worker_message(&reply[4..4 + cut]).is_err(),
+                "cut at {cut}"
+            );
+        }
     }
 }

@@ -2,7 +2,9 @@
 //! under a deadline, and deals with what goes wrong.
 //!
 //! * One worker per file serves every mode of the file, one call at a time (the lock is held
-//!   for the call; a job waiting for it does not spend its own deadline meanwhile).
+//!   for the call; a job waiting for it does not spend its own deadline meanwhile). From
+//!   protocol 4 on, the vertices of a job are one call ([`Supervisor::call_many`]): the
+//!   deadline applies to the batch's round trip, and a fault of it is one fault of the mode.
 //! * A worker that dies during a call, misses the deadline or breaks the protocol is killed
 //!   and reaped; the call fails with a [`Fault`] that says what happened (the signal's name,
 //!   "timed out after 1s"...). The next call starts a new worker, no sooner than the restart
@@ -29,8 +31,8 @@ use flowscale_sdk::{AlignmentContext, ModeParams};
 
 use super::compact::{ContextCall, decode_worker_message};
 use super::protocol::{
-    Call, FrameBuffer, FrameError, OLDEST_PROTOCOL, Outcome, PROTOCOL_VERSION, Request,
-    WireContext, WireMode, WireParams, WorkerMessage, encode,
+    BATCH_PROTOCOL, Call, FrameBuffer, FrameError, OLDEST_PROTOCOL, Outcome, PROTOCOL_VERSION,
+    Request, WireContext, WireMode, WireParams, WorkerMessage, encode,
 };
 use super::slots::SentJobs;
 use super::stderr::StderrWatch;
@@ -156,6 +158,14 @@ enum ReadError {
     TimedOut,
     Closed,
     Frame(FrameError),
+}
+
+/// Why a round trip failed once its request was sent.
+enum Failure {
+    /// The reply could not be read.
+    Read(ReadError),
+    /// Something else than the reply came.
+    Unexpected(String),
 }
 
 /// One call of the host-side mode interface, as the supervisor sends it.
@@ -362,6 +372,8 @@ struct State {
     quarantined: HashMap<String, Instant>,
     /// Time spent in calls by the current worker.
     busy: Duration,
+    /// The protocol version agreed with the last worker started.
+    agreed: u32,
 }
 
 /// The supervisor of one plugin file's worker.
@@ -383,7 +395,10 @@ impl Supervisor {
             state: Mutex::new(State::default()),
         };
         let (worker, hello) = supervisor.spawn()?;
-        supervisor.lock().worker = Some(worker);
+        let mut state = supervisor.lock();
+        state.agreed = worker.protocol;
+        state.worker = Some(worker);
+        drop(state);
         Ok((supervisor, hello))
     }
 
@@ -525,7 +540,76 @@ impl Supervisor {
 
     /// Calls `mode` in the worker, starting one if needed.
     pub(crate) fn call(&self, mode: &str, ask: Ask<'_>) -> Result<Outcome, CallError> {
-        let name = ask.name();
+        self.round_trip(
+            mode,
+            ask.name(),
+            |worker, id| worker.encode(id, mode, ask),
+            |id, message| match message {
+                WorkerMessage::Reply { id: got, outcome } if got == id => Ok(outcome),
+                other => Err(other),
+            },
+        )
+    }
+
+    /// Whether the worker speaks batches (protocol 4): [`Supervisor::call_many`] then makes one
+    /// round trip for all its calls. Told by the last worker started (a worker started later
+    /// from a replaced, older binary refuses a batch with a fault that does not count).
+    pub(crate) fn batches(&self) -> bool {
+        self.lock().agreed >= BATCH_PROTOCOL
+    }
+
+    /// Makes `call` on each of `ctxs` in one round trip (protocol 4): one outcome per context,
+    /// in order. The deadline applies to the round trip as a whole; a fault of the round trip
+    /// (a worker that died, missed the deadline or broke the protocol) is the fault of every
+    /// call of the batch, and counts once towards the mode's quarantine.
+    pub(crate) fn call_many(
+        &self,
+        mode: &str,
+        call: ContextCall,
+        ctxs: &[&AlignmentContext],
+    ) -> Vec<Result<Outcome, CallError>> {
+        if ctxs.is_empty() {
+            return Vec::new();
+        }
+        let answered = self.round_trip(
+            mode,
+            call.name(),
+            |worker, id| {
+                if worker.protocol < BATCH_PROTOCOL {
+                    return Err(FrameError::Compact(format!(
+                        "the worker speaks protocol {}, batches need {BATCH_PROTOCOL}",
+                        worker.protocol
+                    )));
+                }
+                worker.sent.encode_batch(id, mode, call, ctxs)
+            },
+            |id, message| match message {
+                WorkerMessage::Replies { id: got, outcomes }
+                    if got == id && outcomes.len() == ctxs.len() =>
+                {
+                    Ok(outcomes)
+                }
+                other => Err(other),
+            },
+        );
+        match answered {
+            Ok(outcomes) => outcomes.into_iter().map(Ok).collect(),
+            Err(err) => vec![Err(err); ctxs.len()],
+        }
+    }
+
+    /// One request and its reply: refuses a quarantined mode, starts a worker if there is none
+    /// (no sooner than the restart backoff), sends what `encode` makes of the request's id,
+    /// and waits up to the call deadline for a message that `accept` takes as the reply (it
+    /// hands back anything else, which breaks the protocol). Log frames on the way go to the
+    /// host's log.
+    fn round_trip<T>(
+        &self,
+        mode: &str,
+        name: &'static str,
+        encode: impl FnOnce(&mut Worker, u64) -> Result<Vec<u8>, FrameError>,
+        accept: impl FnOnce(u64, WorkerMessage) -> Result<T, WorkerMessage>,
+    ) -> Result<T, CallError> {
         let mut state = self.lock();
         if state
             .quarantined
@@ -537,24 +621,10 @@ impl Supervisor {
                 quarantine: None,
             });
         }
-        if state.worker.is_none() {
-            if let Some(at) = state.not_before {
-                let wait = at.saturating_duration_since(Instant::now());
-                if !wait.is_zero() {
-                    std::thread::sleep(wait);
-                }
-            }
-            match self.spawn() {
-                Ok((worker, _)) => state.worker = Some(worker),
-                Err(fault) => return Err(self.fault(&mut state, mode, fault)),
-            }
-        }
         state.next_id += 1;
         let id = state.next_id;
-        let Some(worker) = state.worker.as_mut() else {
-            return Err(self.fault(&mut state, mode, Fault::Start("no worker".into())));
-        };
-        let frame = match worker.encode(id, mode, ask) {
+        let worker = self.ensure_worker(&mut state, mode)?;
+        let frame = match encode(worker, id) {
             Ok(frame) => frame,
             // Nothing was sent: the worker is fine, the request is not.
             Err(err) => {
@@ -568,58 +638,89 @@ impl Supervisor {
             }
         };
         let started = Instant::now();
-        let Some(worker) = state.worker.as_mut() else {
-            return Err(self.fault(&mut state, mode, Fault::Start("no worker".into())));
-        };
         let answer = match worker.write(&frame) {
             Ok(()) => worker.read(started + self.options.call_timeout),
             // The worker is gone: its exit status says why.
             Err(_) => Err(ReadError::Closed),
         };
-        match answer {
-            Ok(WorkerMessage::Reply { id: got, outcome }) if got == id => {
+        let failure = match answer.map(|message| accept(id, message)) {
+            Ok(Ok(reply)) => {
                 state.consecutive = 0;
                 state.busy += started.elapsed();
                 self.retire_if_worn(&mut state);
-                Ok(outcome)
+                return Ok(reply);
             }
-            Ok(other) => {
-                let fault = Fault::Protocol {
-                    call: name,
-                    detail: format!("expected the reply to request {id}, got {other:?}"),
-                };
-                if let Some(worker) = state.worker.take() {
-                    worker.kill();
+            Ok(Err(other)) => {
+                Failure::Unexpected(format!("expected the reply to request {id}, got {other:?}"))
+            }
+            Err(err) => Failure::Read(err),
+        };
+        let fault = self.end_failed(&mut state, name, failure);
+        Err(self.fault(&mut state, mode, fault))
+    }
+
+    /// The running worker, or a new one (no sooner than the restart delay).
+    fn ensure_worker<'s>(
+        &self,
+        state: &'s mut State,
+        mode: &str,
+    ) -> Result<&'s mut Worker, CallError> {
+        if state.worker.is_none() {
+            if let Some(at) = state.not_before {
+                let wait = at.saturating_duration_since(Instant::now());
+                if !wait.is_zero() {
+                    std::thread::sleep(wait);
                 }
-                Err(self.fault(&mut state, mode, fault))
             }
-            Err(ReadError::TimedOut) => {
-                if let Some(worker) = state.worker.take() {
-                    worker.kill();
+            match self.spawn() {
+                Ok((worker, _)) => {
+                    state.agreed = worker.protocol;
+                    state.worker = Some(worker);
                 }
-                let fault = Fault::TimedOut {
-                    call: name,
-                    after: self.options.call_timeout,
-                };
-                Err(self.fault(&mut state, mode, fault))
+                Err(fault) => return Err(self.fault(state, mode, fault)),
             }
-            Err(ReadError::Closed) => {
-                let how = match state.worker.take() {
+        }
+        match state.worker {
+            Some(ref mut worker) => Ok(worker),
+            None => Err(self.fault(state, mode, Fault::Start("no worker".into()))),
+        }
+    }
+
+    /// Ends the worker of a failed round trip (killed, or reaped if it died) and says what
+    /// happened.
+    fn end_failed(&self, state: &mut State, name: &'static str, failure: Failure) -> Fault {
+        let worker = state.worker.take();
+        match failure {
+            Failure::Read(ReadError::Closed) => Fault::Died {
+                call: name,
+                how: match worker {
                     Some(worker) => worker.end_and_describe(Duration::from_millis(500)),
                     None => describe_exit(None),
-                };
-                let fault = Fault::Died { call: name, how };
-                Err(self.fault(&mut state, mode, fault))
-            }
-            Err(ReadError::Frame(err)) => {
-                if let Some(worker) = state.worker.take() {
+                },
+            },
+            Failure::Read(ReadError::TimedOut) => {
+                if let Some(worker) = worker {
                     worker.kill();
                 }
-                let fault = Fault::Protocol {
+                Fault::TimedOut {
+                    call: name,
+                    after: self.options.call_timeout,
+                }
+            }
+            Failure::Read(ReadError::Frame(err)) => {
+                if let Some(worker) = worker {
+                    worker.kill();
+                }
+                Fault::Protocol {
                     call: name,
                     detail: err.to_string(),
-                };
-                Err(self.fault(&mut state, mode, fault))
+                }
+            }
+            Failure::Unexpected(detail) => {
+                if let Some(worker) = worker {
+                    worker.kill();
+                }
+                Fault::Protocol { call: name, detail }
             }
         }
     }
@@ -850,6 +951,18 @@ mod tests {
         assert_eq!(agreed(2, vec![2, 3], 2), Some(2));
         // A version this host does not know is not picked.
         assert_eq!(agreed(2, vec![2, 3, 99], PROTOCOL_VERSION), Some(3));
+        // Batches: a worker of protocol 4 under a host of 4; either side older, one by one.
+        assert_eq!(PROTOCOL_VERSION, BATCH_PROTOCOL);
+        assert_eq!(agreed(2, vec![2, 3, 4], PROTOCOL_VERSION), Some(4));
+        assert_eq!(agreed(2, vec![2, 3, 4], 3), Some(3));
+        assert_eq!(agreed(2, vec![2, 3, 4, 99], PROTOCOL_VERSION), Some(4));
+        let batches = |protocols, offered| {
+            let (started, _dir) = greeted_by(2, protocols, offered);
+            started.map(|(s, _)| s.batches()).ok()
+        };
+        assert_eq!(batches(vec![2, 3, 4], PROTOCOL_VERSION), Some(true));
+        assert_eq!(batches(vec![2, 3], PROTOCOL_VERSION), Some(false));
+        assert_eq!(batches(vec![2, 3, 4], 3), Some(false));
     }
 
     #[test]

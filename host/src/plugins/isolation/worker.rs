@@ -19,7 +19,7 @@ use abi_stable::std_types::RStr;
 use flowscale_sdk::abi::{HostLogger, LogLevel, ManifestInfo};
 use flowscale_sdk::{AlignmentContext, ModeParams};
 
-use super::compact::{ContextCall, encode_reply};
+use super::compact::{ContextCall, TAG_BATCH_CALL, encode_replies, encode_reply};
 use super::protocol::{
     Call, FrameError, OLDEST_PROTOCOL, Outcome, PROTOCOL_VERSION, Request, WireMode, WorkerMessage,
     encode, is_json, read_body,
@@ -207,6 +207,16 @@ fn answer_requests(modes: &HashMap<String, Arc<dyn HostMode>>) -> Result<(), Wor
                 id: request.id,
                 outcome,
             })?;
+        } else if body.first() == Some(&TAG_BATCH_CALL) {
+            // A batch is answered whole, in one frame: one round trip for all its entries. One
+            // that cannot be read ends the worker, as a single request below does.
+            let batch = held.decode_batch(&body).map_err(FrameError::from)?;
+            let outcomes: Vec<Outcome> = batch
+                .ctxs
+                .into_iter()
+                .map(|ctx| dispatch(modes, &batch.mode, Asked::Context(batch.call, ctx)))
+                .collect();
+            send_frame(&encode_replies(batch.id, &outcomes)?)?;
         } else {
             // A request that cannot be read leaves the slots in doubt: the worker ends, and
             // the host starts a new one with nothing held.

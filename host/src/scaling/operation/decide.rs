@@ -15,7 +15,10 @@ use crate::scaling::metrics::{EvaluatedScalingMetric, ScalingMetric, VertexEvalu
 use crate::scaling::options::{EXCLUDED_PERIODS_KEY, SCALING_ENABLED_KEY};
 use crate::scaling::outcome::{CycleOutcome, CycleStage, VertexDecision};
 use crate::scaling::state::{JobScalingState, ScalingSummary};
-use crate::scaling::target::{ParallelismChange, Reason, ScalerContext, compute_scale_target};
+use crate::scaling::target::{
+    ParallelismChange, PendingTarget, Reason, ScalerContext, align_targets, finish_scale_target,
+    prepare_scale_target,
+};
 use crate::scaling::topology::{Topology, VertexInfo};
 
 /// Decides the cycle's scaling operation on an evaluated, fully collected window.
@@ -37,13 +40,9 @@ pub(crate) fn decide_operation(
     // some vertex is outside its band, since most cycles of a steady job end within bounds.
     let mut changes: Vec<(&VertexInfo, u32)> = Vec::new();
     let mut any_outside = false;
-    for vertex in &topology.vertices {
-        let Some(metrics) = evaluation.vertices.get_mut(vertex.id) else {
-            continue;
-        };
-        let (decision, change) =
-            decide_vertex(ctx, vertex, metrics, cycle_excluded, state, outcome);
-        outcome.vertices.push(decision);
+    for (vertex, change) in
+        decide_vertices(ctx, topology, evaluation, cycle_excluded, state, outcome)
+    {
         if let Some((new, outside)) = change {
             any_outside |= outside;
             changes.push((vertex, new));
@@ -90,19 +89,76 @@ pub(crate) fn decide_operation(
     CycleStage::Scaled
 }
 
-/// One vertex's decision, and the parallelism it asks for with whether it is outside its band
-/// when it asks for a change. Excluded vertices (`vertex.exclude.ids`, finished, no finite busy time) keep their
+/// Every evaluated vertex's decision, in the graph's order, into `outcome`; returns each vertex
+/// with the parallelism it asks for and whether it is outside its band, when it asks for a
+/// change.
+///
+/// Each vertex is first computed up to its alignment, then one call aligns the job's vertices
+/// together (for a plugin in a worker process, one round trip per job and cycle instead of one
+/// per vertex), then each vertex completes with its answer. A vertex's alignment reads nothing
+/// another vertex's completion writes, so the decisions are those of one vertex after the other.
+fn decide_vertices<'t>(
+    ctx: &ScalerContext<'_>,
+    topology: &'t Topology<'t>,
+    evaluation: &mut Evaluation,
+    cycle_excluded: &BTreeSet<String>,
+    state: &mut JobScalingState,
+    outcome: &mut CycleOutcome,
+) -> Vec<(&'t VertexInfo<'t>, Option<(u32, bool)>)> {
+    let mut prepared: Vec<(&VertexInfo, Option<PendingTarget>)> = Vec::new();
+    for vertex in &topology.vertices {
+        let Some(metrics) = evaluation.vertices.get(vertex.id) else {
+            continue;
+        };
+        let pending = (!excluded(ctx, vertex, cycle_excluded)).then(|| {
+            prepare_scale_target(ctx, vertex, metrics, state.scaling_history.of(vertex.id))
+        });
+        prepared.push((vertex, pending));
+    }
+    align_targets(ctx, prepared.iter_mut().filter_map(|(_, p)| p.as_mut()));
+    let mut decided = Vec::with_capacity(prepared.len());
+    for (vertex, pending) in prepared {
+        let Some(metrics) = evaluation.vertices.get_mut(vertex.id) else {
+            continue;
+        };
+        let (decision, change) = decide_vertex(
+            ctx,
+            vertex,
+            metrics,
+            cycle_excluded,
+            pending,
+            state,
+            outcome,
+        );
+        outcome.vertices.push(decision);
+        decided.push((vertex, change));
+    }
+    decided
+}
+
+/// Whether the vertex keeps its parallelism whatever its metrics say (`vertex.exclude.ids`,
+/// finished, no finite busy time in this cycle).
+fn excluded(
+    ctx: &ScalerContext<'_>,
+    vertex: &VertexInfo,
+    cycle_excluded: &BTreeSet<String>,
+) -> bool {
+    ctx.opts.vertex_exclude_ids.iter().any(|e| e == vertex.id) || cycle_excluded.contains(vertex.id)
+}
+
+/// One vertex's decision, completed from its `pending` target (`None` for an excluded vertex),
+/// and the parallelism it asks for with whether it is outside its band when it asks for a
+/// change. Excluded vertices (`vertex.exclude.ids`, finished, no finite busy time) keep their
 /// parallelism.
 fn decide_vertex(
     ctx: &ScalerContext<'_>,
     vertex: &VertexInfo,
     metrics: &mut VertexEvaluation,
     cycle_excluded: &BTreeSet<String>,
+    pending: Option<PendingTarget>,
     state: &mut JobScalingState,
     outcome: &mut CycleOutcome,
 ) -> (VertexDecision, Option<(u32, bool)>) {
-    let excluded = ctx.opts.vertex_exclude_ids.iter().any(|e| e == vertex.id)
-        || cycle_excluded.contains(vertex.id);
     let mut decision = VertexDecision {
         vertex: vertex.id.to_string(),
         name: vertex.name.to_string(),
@@ -112,11 +168,11 @@ fn decide_vertex(
         proposed: None,
         mode: None,
         outside_band: false,
-        excluded,
+        excluded: pending.is_none(),
         reason: Reason::default(),
         explanation: Explanation::default(),
     };
-    if excluded {
+    let Some(pending) = pending else {
         decision.reason = Reason::text(if vertex.finished {
             "finished; not scaled"
         } else if cycle_excluded.contains(vertex.id) {
@@ -125,13 +181,14 @@ fn decide_vertex(
             "listed in vertex.exclude.ids; not scaled"
         });
         return (decision, None);
-    }
-    let result = compute_scale_target(
+    };
+    let result = finish_scale_target(
         ctx,
         vertex,
         metrics,
         state.scaling_history.of(vertex.id),
         &mut state.delayed_scale_down,
+        pending,
     );
     decision.target = result.target;
     decision.aligned = result.aligned;

@@ -1,5 +1,5 @@
 //! The target parallelism of each vertex: scale factor, observed scalability, limits, the call to
-//! the job's aligner, and the ineffective-scale-up and delayed-scale-down rules.
+//! the job's aligner (one for all the vertices of a job), and the ineffective-scale-up and delayed-scale-down rules.
 
 mod ineffective;
 mod reason;
@@ -10,4 +10,6 @@ mod vertex;
 pub(crate) use reason::Reason;
 pub(crate) use scaled::scaled_target;
 pub(crate) use vertex::ParallelismChange;
-pub(crate) use vertex::{ScalerContext, compute_scale_target};
+pub(crate) use vertex::{
+    PendingTarget, ScalerContext, align_targets, finish_scale_target, prepare_scale_target,
+};

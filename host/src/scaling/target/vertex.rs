@@ -119,8 +119,9 @@ impl VertexOutcome {
     }
 }
 
-/// `computeScaleTargetParallelism` (docs/decision-pipeline.md#target-parallelism). Writes `EXPECTED_PROCESSING_RATE` into
-/// `metrics` when the parallelism changes.
+/// `computeScaleTargetParallelism` (docs/decision-pipeline.md#target-parallelism) for one
+/// vertex alone: [`prepare_scale_target`], then [`finish_scale_target`], which aligns it.
+#[cfg(test)]
 pub(crate) fn compute_scale_target(
     ctx: &ScalerContext<'_>,
     vertex: &VertexInfo,
@@ -128,11 +129,50 @@ pub(crate) fn compute_scale_target(
     history: Option<&BTreeMap<i64, ScalingSummary>>,
     delayed: &mut DelayedScaleDown,
 ) -> VertexOutcome {
+    let pending = prepare_scale_target(ctx, vertex, metrics, history);
+    finish_scale_target(ctx, vertex, metrics, history, delayed, pending)
+}
+
+/// A vertex's decision computed up to its alignment.
+///
+/// The cycle computes every vertex of a job this far, aligns all of them in one call to the
+/// job's aligner ([`align_targets`]: for a plugin in a worker process, one round trip per job
+/// instead of one per vertex), then completes each ([`finish_scale_target`]). Nothing up to
+/// here reads what another vertex's completion writes (its own metrics and pending
+/// scale-downs), so the decisions are those of computing the vertices one after the other.
+pub(crate) struct PendingTarget(Pending);
+
+enum Pending {
+    /// No decision is possible (unknown rates): the outcome is final.
+    Decided(VertexOutcome),
+    /// A clamped target, waiting for its alignment.
+    Target {
+        tpr: f64,
+        target: u32,
+        note: ScaleNote,
+        /// What to ask the job's aligner, when the target differs from the current
+        /// parallelism and it was not asked yet.
+        request: Option<AlignmentRequest>,
+        /// What it answered.
+        aligned: Option<AlignOutcome>,
+    },
+}
+
+/// The first half of `computeScaleTargetParallelism` (docs/decision-pipeline.md#target-parallelism):
+/// scale factor, limits and the clamped target, with the alignment request it needs.
+pub(crate) fn prepare_scale_target(
+    ctx: &ScalerContext<'_>,
+    vertex: &VertexInfo,
+    metrics: &VertexEvaluation,
+    history: Option<&BTreeMap<i64, ScalingSummary>>,
+) -> PendingTarget {
     let opts = ctx.opts;
     let cur = vertex.parallelism;
     let tpr = evaluated_or_nan(metrics, ScalingMetric::TrueProcessingRate).average;
     if tpr.is_nan() {
-        return VertexOutcome::no_change("true processing rate is unknown (NaN)");
+        return PendingTarget(Pending::Decided(VertexOutcome::no_change(
+            "true processing rate is unknown (NaN)",
+        )));
     }
     let capacity = capacity(
         metrics,
@@ -142,20 +182,81 @@ pub(crate) fn compute_scale_target(
         opts,
     );
     if capacity.is_nan() {
-        return VertexOutcome::no_change(
+        return PendingTarget(Pending::Decided(VertexOutcome::no_change(
             "target capacity is unknown (NaN target or catch-up rate)",
-        );
+        )));
     }
     let factor = ScaleFactor::of(opts, capacity, tpr, history);
     let (lower, upper) = limits(cur, opts);
     let scaled = scaled_target(factor.value, cur, vertex.max_parallelism, lower, upper);
-    let scale_note = factor.describe(cur, &scaled, lower);
+    let request = (scaled.target != cur)
+        .then(|| alignment_request(ctx, vertex, metrics, scaled.target, lower, upper));
+    PendingTarget(Pending::Target {
+        tpr,
+        target: scaled.target,
+        note: factor.describe(cur, &scaled, lower),
+        request,
+        aligned: None,
+    })
+}
 
-    let mut out = VertexOutcome::target(scaled.target);
-    let new = if scaled.target == cur {
-        cur
-    } else {
-        out.aligned_by(align(ctx, vertex, metrics, scaled.target, lower, upper))
+/// Aligns the pending targets of one job with one call to its aligner
+/// ([`Aligner::align_all`]); nothing is called when no target moves.
+pub(crate) fn align_targets<'p>(
+    ctx: &ScalerContext<'_>,
+    pending: impl IntoIterator<Item = &'p mut PendingTarget>,
+) {
+    let mut answers: Vec<&mut Option<AlignOutcome>> = Vec::new();
+    let mut requests = Vec::new();
+    for target in pending {
+        let PendingTarget(Pending::Target {
+            request, aligned, ..
+        }) = target
+        else {
+            continue;
+        };
+        if let Some(request) = request.take() {
+            requests.push(request);
+            answers.push(aligned);
+        }
+    }
+    if requests.is_empty() {
+        return;
+    }
+    for (answer, outcome) in answers.into_iter().zip(ctx.aligner.align_all(requests)) {
+        *answer = Some(outcome);
+    }
+}
+
+/// The second half of `computeScaleTargetParallelism`: the aligned value (aligning now if
+/// [`align_targets`] did not), then the ineffective-scale-up and delayed-scale-down rules.
+/// Writes `EXPECTED_PROCESSING_RATE` into `metrics` when the parallelism changes.
+pub(crate) fn finish_scale_target(
+    ctx: &ScalerContext<'_>,
+    vertex: &VertexInfo,
+    metrics: &mut VertexEvaluation,
+    history: Option<&BTreeMap<i64, ScalingSummary>>,
+    delayed: &mut DelayedScaleDown,
+    pending: PendingTarget,
+) -> VertexOutcome {
+    let (tpr, target, scale_note, request, aligned) = match pending.0 {
+        Pending::Decided(out) => return out,
+        Pending::Target {
+            tpr,
+            target,
+            note,
+            request,
+            aligned,
+        } => (tpr, target, note, request, aligned),
+    };
+    let cur = vertex.parallelism;
+    let mut out = VertexOutcome::target(target);
+    let new = match (aligned, request) {
+        (Some(aligned), _) => out.aligned_by(aligned),
+        (None, Some(request)) => out.aligned_by(ctx.aligner.align(request)),
+        // Nothing to align (the target is the current parallelism), or an aligner that left
+        // a request of its batch unanswered: the target stands.
+        (None, None) => target,
     };
     out.aligned = Some(new);
     if new == 0 || new == cur {
@@ -369,15 +470,15 @@ fn scale_down(
     }
 }
 
-/// Describes the vertex's decision to the job's aligner (docs/alignment.md#context) and returns its answer.
-fn align(
+/// Describes the vertex's decision to the job's aligner (docs/alignment.md#context).
+fn alignment_request(
     ctx: &ScalerContext<'_>,
     vertex: &VertexInfo,
     metrics: &VertexEvaluation,
     target: u32,
     lower: i64,
     upper: i64,
-) -> AlignOutcome {
+) -> AlignmentRequest {
     let to_u32 = |x: i64| u32::try_from(x.max(0)).unwrap_or(u32::MAX);
     // Copies of the identity, the metrics and the graph only for aligners that read them.
     let details = ctx.aligner.reads_details();
@@ -388,7 +489,7 @@ fn align(
             String::new()
         }
     };
-    ctx.aligner.align(AlignmentRequest {
+    AlignmentRequest {
         job: text(ctx.job),
         vertex_id: text(vertex.id),
         vertex_name: text(vertex.name),
@@ -422,7 +523,7 @@ fn align(
         } else {
             Vec::new()
         },
-    })
+    }
 }
 
 #[cfg(test)]
@@ -762,5 +863,106 @@ mod tests {
         let mut m = metrics(1000.0, 4900.0, &f.opts);
         let out = compute_scale_target(&f.ctx(&BalancedAligner, 0), &source, &mut m, None, &mut d);
         assert_eq!((out.target, out.aligned), (Some(7), Some(7)));
+    }
+
+    /// BALANCED, counting the requests it gets through each of its two entry points.
+    #[derive(Default)]
+    struct Counting {
+        one: std::cell::Cell<usize>,
+        batches: std::cell::RefCell<Vec<usize>>,
+    }
+
+    impl Aligner for Counting {
+        fn align(&self, request: AlignmentRequest) -> AlignOutcome {
+            self.one.set(self.one.get() + 1);
+            BalancedAligner.align(request)
+        }
+        fn align_all(&self, requests: Vec<AlignmentRequest>) -> Vec<AlignOutcome> {
+            self.batches.borrow_mut().push(requests.len());
+            requests
+                .into_iter()
+                .map(|r| BalancedAligner.align(r))
+                .collect()
+        }
+    }
+
+    #[test]
+    fn a_job_is_aligned_in_one_call_with_the_decisions_of_one_vertex_after_the_other() {
+        let f = Fixture::new(AutoscalerOptions {
+            scale_down_interval: Duration::from_secs(60),
+            ..AutoscalerOptions::default()
+        });
+        // 10 -> 7 (aligned to 8, a delayed scale-down), 1 -> 7 (aligned to 8), 10 -> 10
+        // (nothing to align), an unknown rate (no decision).
+        let mut vertices = [
+            vertex(10, 128),
+            vertex(1, 128),
+            vertex(10, 128),
+            vertex(4, 128),
+        ];
+        for (v, id) in vertices.iter_mut().zip(["a", "b", "c", "d"]) {
+            v.id = id;
+        }
+        let rates = [
+            (1000.0, 490.0),
+            (1000.0, 4900.0),
+            (1000.0, 700.0),
+            (f64::NAN, 1.0),
+        ];
+        let mut batched_metrics: Vec<VertexEvaluation> = rates
+            .iter()
+            .map(|&(tpr, rate)| metrics(tpr, rate, &f.opts))
+            .collect();
+        let mut single_metrics = batched_metrics.clone();
+
+        let counting = Counting::default();
+        let ctx = f.ctx(&counting, 0);
+        let mut pending: Vec<PendingTarget> = vertices
+            .iter()
+            .zip(&batched_metrics)
+            .map(|(v, m)| prepare_scale_target(&ctx, v, m, None))
+            .collect();
+        align_targets(&ctx, pending.iter_mut());
+        assert_eq!(
+            *counting.batches.borrow(),
+            vec![2],
+            "one call, two requests"
+        );
+        let mut delayed = DelayedScaleDown::default();
+        let batched: Vec<VertexOutcome> = vertices
+            .iter()
+            .zip(batched_metrics.iter_mut())
+            .zip(pending)
+            .map(|((v, m), p)| finish_scale_target(&ctx, v, m, None, &mut delayed, p))
+            .collect();
+        assert_eq!(counting.one.get(), 0, "nothing aligned vertex by vertex");
+
+        let mut single_delayed = DelayedScaleDown::default();
+        let single: Vec<VertexOutcome> = vertices
+            .iter()
+            .zip(single_metrics.iter_mut())
+            .map(|(v, m)| {
+                compute_scale_target(&f.ctx(&BalancedAligner, 0), v, m, None, &mut single_delayed)
+            })
+            .collect();
+        assert_eq!(batched, single);
+        assert_eq!(
+            batched.iter().map(|o| o.aligned).collect::<Vec<_>>(),
+            vec![Some(8), Some(8), Some(10), None]
+        );
+        assert_eq!(delayed, single_delayed);
+        assert_eq!(
+            format!("{batched_metrics:?}"),
+            format!("{single_metrics:?}"),
+            "the same metrics written"
+        );
+
+        // A job whose targets all stay put calls nothing.
+        let counting = Counting::default();
+        let ctx = f.ctx(&counting, 0);
+        let steady = metrics(1000.0, 700.0, &f.opts);
+        let mut pending = [prepare_scale_target(&ctx, &vertex(10, 128), &steady, None)];
+        align_targets(&ctx, pending.iter_mut());
+        assert!(counting.batches.borrow().is_empty());
     }
 }
