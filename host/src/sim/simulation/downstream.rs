@@ -9,30 +9,39 @@ use crate::sim::routing::{Route, apportion};
 impl Simulation {
     /// How many input records each subtask may take given the free space downstream: a pooled
     /// allowance shared by all subtasks (all-to-all edges, returned) and a per-subtask one
-    /// (pointwise edges, written to `per`).
-    pub(super) fn output_allowance(&self, v: usize, per: &mut Vec<f64>) -> f64 {
+    /// (pointwise edges, written to `per`). The flag says whether there is a pointwise edge:
+    /// without one, `per` is left as it was, as every subtask's allowance would be infinite.
+    pub(super) fn output_allowance(&self, v: usize, per: &mut Vec<f64>) -> (f64, bool) {
         let vertex = &self.vertices[v];
         let p = vertex.subtasks.len();
         let selectivity = self.spec.vertices[v].selectivity;
         let mut pooled = f64::INFINITY;
-        per.clear();
-        per.resize(p, f64::INFINITY);
         if selectivity <= 0.0 {
-            return pooled;
+            return (pooled, false);
+        }
+        let pointwise = vertex
+            .outputs
+            .iter()
+            .any(|&e| matches!(self.edges[e].route, Route::Pointwise(_)));
+        if pointwise {
+            per.clear();
+            per.resize(p, f64::INFINITY);
         }
         for &e in &vertex.outputs {
             let edge = &self.edges[e];
             let down = &self.vertices[edge.to];
             let buffer = self.spec.vertices[edge.to].buffer;
+            let slot = edge.slot;
             // One record of headroom: apportioning can round a share up by one.
             let free = |j: usize| {
-                to_f64(buffer.saturating_sub(down.subtasks[j].queues[edge.slot].records() + 1))
+                to_f64(buffer.saturating_sub(down.subtasks[j].queues[slot].records() + 1))
             };
             match &edge.route {
                 Route::Shared(w) => {
-                    for (j, wj) in w.iter().enumerate() {
+                    for (wj, s) in w.iter().zip(&down.subtasks) {
                         if *wj > 0.0 {
-                            pooled = pooled.min(free(j) / wj);
+                            let free = to_f64(buffer.saturating_sub(s.queues[slot].records() + 1));
+                            pooled = pooled.min(free / wj);
                         }
                     }
                 }
@@ -56,8 +65,10 @@ impl Simulation {
                 }
             }
         }
-        per.iter_mut().for_each(|x| *x /= selectivity);
-        pooled / selectivity
+        if pointwise {
+            per.iter_mut().for_each(|x| *x /= selectivity);
+        }
+        (pooled / selectivity, pointwise)
     }
 
     /// Pushes `sc.regular` (records emitted per subtask) into every output edge's queues.
