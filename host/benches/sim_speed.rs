@@ -1,12 +1,17 @@
 //! How fast the simulator runs: simulated vertex-ticks per wall second, and days of simulated
 //! time per wall second for a 10-vertex job (1 s ticks).
+//!
+//! `SIM_SPEED_PROFILE=<ticks>` runs that many ticks of the 10-vertex job (no timeline) and
+//! nothing else, for instruction counts that do not depend on machine noise:
+//! `SIM_SPEED_PROFILE=86400 valgrind --tool=callgrind --toggle-collect='*advance_to*' <bench
+//! binary>` counts one simulated day.
 
 #![warn(missing_docs, unreachable_pub)]
 
 use std::fmt::Write as _;
 use std::time::Instant;
 
-use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use criterion::{Criterion, Throughput, criterion_group};
 use flowscale::sim::Simulation;
 
 const VERTICES: usize = 10;
@@ -112,5 +117,25 @@ fn bench(c: &mut Criterion) {
     group.finish();
 }
 
+/// A fixed workload for instruction counting (no timing loop, no statistics): `ticks` ticks of
+/// the 10-vertex job without a timeline.
+fn profile(ticks: &str) {
+    let ticks: i64 = ticks
+        .parse()
+        .expect("SIM_SPEED_PROFILE is a number of ticks");
+    let mut s = Simulation::from_toml_str(&ten_vertex_job()).expect("the bench job is valid");
+    s.record_timeline(false);
+    s.advance_to(ticks * 1000);
+    std::hint::black_box(&s);
+}
+
 criterion_group!(benches, bench);
-criterion_main!(benches);
+
+fn main() {
+    if let Ok(ticks) = std::env::var("SIM_SPEED_PROFILE") {
+        profile(&ticks);
+        return;
+    }
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}

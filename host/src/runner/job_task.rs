@@ -34,7 +34,7 @@ use super::lease::JobLease;
 use super::live::{Follower, LiveEntry};
 use super::pace::{self, STOP_POLL};
 use super::report::CycleReport;
-use super::scheduler::{BoxedTask, Lane, Next, Task};
+use super::scheduler::{BoxedTask, Lane, Next, Task, TaskTime};
 
 /// Why a job's run has no result when one of its steps panicked.
 pub(super) const PANICKED: &str = "the job's control loop panicked; the other jobs went on";
@@ -278,6 +278,7 @@ impl<'env> Start<'_, 'env> {
             kind,
             summarise,
             clock: ClockState::Unstarted,
+            time: TaskTime::new(),
             first_events: Vec::new(),
             steps: 0,
             failed: 0,
@@ -359,6 +360,9 @@ pub(super) struct JobTask<'env, E: Engine> {
     kind: Kind,
     summarise: Summarise<E>,
     clock: ClockState,
+    /// On a virtual clock, the instant of the cycle the job is in: a report that the cycle is
+    /// stuck is stamped with it, in the job's own time like its other events.
+    time: Arc<TaskTime>,
     /// Events for the next step (what restoring the state found, a reload's notes).
     first_events: Vec<Event>,
     steps: usize,
@@ -394,6 +398,12 @@ impl<'env, E: Engine> Task<'env> for JobTask<'env, E> {
 
     fn label(&self) -> &str {
         &self.name
+    }
+
+    /// Only a virtual clock sets it: a job on the wall clock lives in the watchdog's own
+    /// time.
+    fn time(&self) -> Option<&Arc<TaskTime>> {
+        Some(&self.time)
     }
 
     fn panicked(&mut self) {
@@ -503,6 +513,7 @@ impl<E: Engine> JobTask<'_, E> {
             } else if Instant::now() >= slice_end {
                 break Some(Next::At(Instant::now()));
             }
+            self.time.set(now);
             let events = self.take_events();
             if let Some(mut report) = self.runner.step(now, events) {
                 report.virtual_clock = true;

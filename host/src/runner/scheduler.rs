@@ -15,15 +15,15 @@
 //!   by the engine's own per-cluster limit.
 //!
 //! A watchdog looks at every compute worker: one that has been inside a single call into an
-//! in-process plugin for longer than the call deadline is reported stuck (once per call) and
-//! replaced by a substitute worker, so the other jobs go on; nothing can interrupt the call
-//! itself. The worker leaves the pool when the call returns. Substitutes are bounded: a fleet
+//! in-process plugin for longer than the call deadline is reported stuck (once per call, at the
+//! instant the task's own clock stands at: see [`TaskTime`]) and replaced by a substitute
+//! worker, so the other jobs go on; nothing can interrupt the call itself. The worker leaves the pool when the call returns. Substitutes are bounded: a fleet
 //! whose plugin hangs in every job does not grow threads without end.
 
 use std::cmp::Ordering as CmpOrdering;
 use std::collections::BinaryHeap;
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::Scope;
 use std::time::{Duration, Instant};
@@ -69,6 +69,12 @@ pub(super) trait Task<'env>: Send {
     /// Names the task in a stuck report.
     fn label(&self) -> &str;
 
+    /// Where the task publishes the instant of the step it is in, when it runs on a clock of
+    /// its own; `None`: the wall clock.
+    fn time(&self) -> Option<&Arc<TaskTime>> {
+        None
+    }
+
     /// Delivers the task's result after one of its steps panicked; the task is dropped next.
     fn panicked(&mut self);
 }
@@ -87,8 +93,49 @@ pub(super) struct PoolConfig {
     pub(super) max_substitutes: usize,
 }
 
-/// Told about a worker stuck in a plugin call: the task's label and how long the call has run.
-pub(super) type StuckHook<'env> = &'env (dyn Fn(&str, Duration) + Sync);
+/// The instant of the step a task is in, on the task's own clock, readable by the watchdog
+/// while a worker runs the task.
+///
+/// A job on a virtual clock (a simulation, a recording) lives in its own time: its events are
+/// stamped with it, so a report that its step is stuck must be too, or its event stream would
+/// mix clocks. The task sets the time of each cycle before it runs the cycle.
+#[derive(Debug)]
+pub(super) struct TaskTime(AtomicI64);
+
+impl TaskTime {
+    /// No instant published yet.
+    const UNSET: i64 = i64::MIN;
+
+    pub(super) fn new() -> Arc<TaskTime> {
+        Arc::new(TaskTime(AtomicI64::new(TaskTime::UNSET)))
+    }
+
+    /// The task is now in the step at `at_ms` of its clock.
+    pub(super) fn set(&self, at_ms: i64) {
+        self.0.store(at_ms, Ordering::Relaxed);
+    }
+
+    /// The instant last published, if any.
+    pub(super) fn get(&self) -> Option<i64> {
+        let at_ms = self.0.load(Ordering::Relaxed);
+        (at_ms != TaskTime::UNSET).then_some(at_ms)
+    }
+}
+
+/// A worker stuck in a plugin call, as the watchdog reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Stuck<'a> {
+    /// The label of the task it runs.
+    pub(super) label: &'a str,
+    /// The instant of the stuck step on the task's own clock; `None` for a task on the wall
+    /// clock.
+    pub(super) at_ms: Option<i64>,
+    /// How long the call has run.
+    pub(super) running: Duration,
+}
+
+/// Told about a worker stuck in a plugin call.
+pub(super) type StuckHook<'env> = &'env (dyn Fn(&Stuck<'_>) + Sync);
 
 /// A queued task and when it is due; ordered earliest first (then first queued first).
 struct Queued<'env> {
@@ -183,8 +230,8 @@ struct WorkerSlot {
     clock: Arc<CallClock>,
     /// Replaced by a substitute: the worker leaves the pool once its step returns.
     lost: AtomicBool,
-    /// The label of the task it runs.
-    label: Mutex<String>,
+    /// The task it runs: its label and where it publishes its time.
+    task: Mutex<(String, Option<Arc<TaskTime>>)>,
 }
 
 /// What the workers share.
@@ -379,7 +426,7 @@ fn spawn_compute<'scope, 'env>(
     let slot = Arc::new(WorkerSlot {
         clock: Arc::new(CallClock::default()),
         lost: AtomicBool::new(false),
-        label: Mutex::new(String::new()),
+        task: Mutex::new((String::new(), None)),
     });
     shared
         .slots
@@ -421,7 +468,8 @@ fn serve<'scope, 'env>(
             return;
         };
         if let Some(slot) = slot {
-            *slot.label.lock().unwrap_or_else(PoisonError::into_inner) = task.label().to_string();
+            *slot.task.lock().unwrap_or_else(PoisonError::into_inner) =
+                (task.label().to_string(), task.time().cloned());
         }
         let mut spawned = Vec::new();
         let next = std::panic::catch_unwind(AssertUnwindSafe(|| task.step(&mut spawned)));
@@ -514,12 +562,16 @@ fn watchdog<'scope, 'env>(scope: &'scope Scope<'scope, 'env>, shared: &Arc<Share
             if running < deadline {
                 continue;
             }
-            let label = slot
-                .label
+            let (label, time) = slot
+                .task
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .clone();
-            stuck(&label, running);
+            stuck(&Stuck {
+                label: &label,
+                at_ms: time.and_then(|t| t.get()),
+                running,
+            });
             let bounded =
                 shared.substitutes.load(Ordering::Acquire) < shared.config.max_substitutes;
             slot.clock.reported();

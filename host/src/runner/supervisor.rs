@@ -17,7 +17,10 @@
 //! one per core), and up to `[host] max-requests-per-cluster` request threads per cluster
 //! (at most [`MAX_NETWORK_THREADS`]) for the steps that wait on a Flink cluster. In
 //! `in-process` plugin isolation, a worker inside one plugin call for longer than `[host]
-//! plugin-call-timeout` is reported with a `JobStuck` event and replaced.
+//! plugin-call-timeout` is reported with a `JobStuck` event and replaced. The event is stamped
+//! with the job's own clock: for a simulated or replayed job, the simulated instant of the
+//! stuck cycle (in order with the job's other events); for a job on the wall clock, the wall
+//! clock.
 //!
 //! [`JobRunner::reconfigure`]: super::JobRunner::reconfigure
 
@@ -35,7 +38,7 @@ use super::fleet::{JobRun, RunOptions, wall_ms};
 use super::job_task::{EntryOutcome, Env, OpenEntry};
 use super::live::LiveEntry;
 use super::report::CycleReport;
-use super::scheduler::{PoolConfig, Scheduler};
+use super::scheduler::{PoolConfig, Scheduler, Stuck};
 
 /// How often a serving supervisor reaps ended entries and asks its source for a new plan.
 const POLL: Duration = Duration::from_millis(200);
@@ -74,7 +77,7 @@ pub(crate) fn run_fleet_reloading(
     let host = &plan.fleet.host;
     let limits = ClusterLimits::new(host.max_requests_per_cluster);
     let config = pool_config(&plan);
-    let stuck = |job: &str, running: Duration| sink(&stuck_report(job, running));
+    let stuck = |stuck: &Stuck<'_>| sink(&stuck_report(stuck));
     std::thread::scope(|scope| {
         let pool = Scheduler::start(scope, config, options.stop, Some(&stuck));
         let env = Env {
@@ -120,8 +123,11 @@ fn pool_config(plan: &FleetPlan) -> PoolConfig {
     }
 }
 
-/// The `JobStuck` report of a job whose step has been inside one plugin call for `running`.
-fn stuck_report(job: &str, running: Duration) -> CycleReport {
+/// The `JobStuck` report of a job whose step has been inside one plugin call for too long, at
+/// the instant of the stuck step on the job's clock (the wall clock when it has none of its
+/// own).
+fn stuck_report(stuck: &Stuck<'_>) -> CycleReport {
+    let job = stuck.label;
     let event = Event::new(
         EventReason::JobStuck,
         Severity::Warning,
@@ -130,11 +136,13 @@ fn stuck_report(job: &str, running: Duration) -> CycleReport {
              plugin-call-timeout`): the job is stuck until it does and the other jobs go on \
              without it; nothing can interrupt the call, `plugin-isolation = \"process\"` would \
              have ended it",
-            running.as_millis()
+            stuck.running.as_millis()
         ),
     )
     .job(job);
-    let mut report = CycleReport::new(job, wall_ms());
+    let mut report = CycleReport::new(job, stuck.at_ms.unwrap_or_else(wall_ms));
+    // On a virtual clock, a readable log orders it by time among the job's other steps.
+    report.virtual_clock = stuck.at_ms.is_some();
     report.events.push(event);
     report
 }
@@ -683,6 +691,98 @@ mod tests {
         let runs = run_fleet(&plan, &options, &|_| {});
         assert_eq!(runs[0].interrupted, None);
         assert_eq!(runs[0].steps, 61, "0 to 60 min, both ends included");
+    }
+
+    /// A custom mode whose first `align` is a plugin call that runs past the deadline.
+    struct SlowOnce(AtomicBool);
+
+    impl crate::alignment::HostMode for SlowOnce {
+        fn is_applicable(
+            &self,
+            _: &flowscale_sdk::AlignmentContext,
+        ) -> Result<bool, flowscale_sdk::ModeError> {
+            Ok(true)
+        }
+        fn align(
+            &self,
+            ctx: &flowscale_sdk::AlignmentContext,
+        ) -> Result<u32, flowscale_sdk::ModeError> {
+            if !self.0.swap(true, Ordering::AcqRel) {
+                let _call = crate::plugins::plugin_call();
+                std::thread::sleep(Duration::from_millis(500));
+            }
+            Ok(ctx.target_parallelism())
+        }
+        fn validate(&self, _: &flowscale_sdk::ModeParams) -> Result<(), flowscale_sdk::ModeError> {
+            Ok(())
+        }
+    }
+
+    /// Offers [`SlowOnce`] as the mode `slow-once`.
+    struct SlowCatalog(crate::alignment::CustomMode);
+
+    impl crate::alignment::ModeCatalog for SlowCatalog {
+        fn find(&self, id: &str) -> Option<crate::alignment::CustomMode> {
+            (id == self.0.id).then(|| self.0.clone())
+        }
+        fn ids(&self) -> Vec<String> {
+            vec![self.0.id.clone()]
+        }
+    }
+
+    /// A simulated job stuck in an in-process plugin call is reported at the simulated instant
+    /// of the stuck cycle, among its other steps, not at the wall clock's time.
+    #[test]
+    fn a_stuck_simulated_job_is_reported_in_its_simulated_time() {
+        let job =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/jobs/keyed-step-spike.toml");
+        let text = format!(
+            "[host]\ninterval = \"1min\"\nplugin-call-timeout = \"100ms\"\n\
+             [defaults]\n\"metrics.window\" = \"3 min\"\n\"stabilization.interval\" = \"1 min\"\n\
+             [[jobs]]\nname = \"sim\"\njob = {:?}\n[jobs.config]\n\
+             \"scaling.alignment.mode\" = \"slow\"\n\
+             \"scaling.alignment.mode.slow.class\" = \"slow-once\"\n",
+            job.display().to_string()
+        );
+        let catalog = SlowCatalog(crate::alignment::CustomMode {
+            id: "slow-once".into(),
+            description: String::new(),
+            origin: crate::alignment::ModeOrigin::Linked,
+            mode: Arc::new(SlowOnce(AtomicBool::new(false))),
+        });
+        let fleet = parse_fleet(Path::new("fleet.toml"), &text).expect("a valid fleet");
+        let plan = plan_fleet(fleet, &catalog).expect("a valid plan");
+        let stop = AtomicBool::new(false);
+        let store: Mutex<Box<dyn StateStore + Send>> =
+            Mutex::new(Box::new(InMemoryStateStore::new()));
+        let simulated_ms = 3_600_000;
+        let options = paced(Duration::from_secs(3600), None, &stop, &store);
+        // (at, stuck, on a virtual clock) of every report, in the order they came.
+        let reports: Mutex<Vec<(i64, bool, bool)>> = Mutex::new(Vec::new());
+        let runs = run_fleet(&plan, &options, &|report| {
+            let stuck = report
+                .events
+                .iter()
+                .any(|e| e.reason == EventReason::JobStuck);
+            let seen = (report.at_ms, stuck, report.virtual_clock);
+            reports.lock().expect("reports").push(seen);
+        });
+        assert_eq!(runs[0].error, None);
+        let reports = reports.into_inner().expect("reports");
+        let stuck: Vec<usize> = (0..reports.len()).filter(|&i| reports[i].1).collect();
+        assert_eq!(stuck.len(), 1, "one stuck call, one report: {reports:?}");
+        let (at_ms, _, virtual_clock) = reports[stuck[0]];
+        // A cycle of the simulated hour (one a minute), not the wall clock's time.
+        assert!((0..=simulated_ms).contains(&at_ms), "stamped {at_ms}");
+        assert_eq!(at_ms % 60_000, 0, "stamped {at_ms}");
+        assert!(virtual_clock);
+        // In order with the job's other steps; the stuck cycle reports when its call returns,
+        // at the same instant.
+        assert!(
+            reports.windows(2).all(|w| w[0].0 <= w[1].0),
+            "out of order: {reports:?}"
+        );
+        assert_eq!(reports.get(stuck[0] + 1).map(|r| r.0), Some(at_ms));
     }
 
     /// The options of a simulated run of `simulated` time at `pace` (as fast as possible when

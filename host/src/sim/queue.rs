@@ -29,29 +29,41 @@ pub(crate) struct Popped {
 }
 
 /// A FIFO channel.
+///
+/// Almost every channel holds records only, and adjacent batches merge, so such a channel is
+/// one number: `items` stays empty and `records` is its content. Only once a marker or an
+/// end-of-input is in the channel does `items` hold the whole content as tokens, until the
+/// channel is down to records again. A tick pops and pushes every channel of the job, so the
+/// common case costs no token queue at all.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Queue {
+    /// Empty: the channel is `records` records. Otherwise: the channel's tokens, in order.
     items: VecDeque<Token>,
     records: u64,
 }
 
 impl Queue {
     /// Records waiting in the queue.
+    #[inline]
     pub(crate) fn records(&self) -> u64 {
         self.records
     }
 
     /// True when nothing at all (records, markers, end) is waiting.
     pub(crate) fn is_empty(&self) -> bool {
-        self.items.is_empty()
+        self.items.is_empty() && self.records == 0
     }
 
     /// Appends `n` records (merged into a trailing batch).
+    #[inline]
     pub(crate) fn push_records(&mut self, n: u64) {
         if n == 0 {
             return;
         }
         self.records += n;
+        if self.items.is_empty() {
+            return;
+        }
         if let Some(Token::Records(last)) = self.items.back_mut() {
             *last += n;
         } else {
@@ -61,17 +73,40 @@ impl Queue {
 
     /// Appends a marker.
     pub(crate) fn push_marker(&mut self) {
-        self.items.push_back(Token::Marker);
+        self.push_token(Token::Marker);
     }
 
     /// Appends end-of-input.
     pub(crate) fn push_end(&mut self) {
-        self.items.push_back(Token::End);
+        self.push_token(Token::End);
+    }
+
+    /// Appends a marker or an end, switching a records-only channel to tokens.
+    fn push_token(&mut self, token: Token) {
+        if self.items.is_empty() && self.records > 0 {
+            self.items.push_back(Token::Records(self.records));
+        }
+        self.items.push_back(token);
     }
 
     /// Takes up to `n` records in order, passing markers between them, and then any markers and
     /// end-of-input that are at the front (they cost nothing to process).
+    #[inline]
     pub(crate) fn pop(&mut self, n: u64) -> Popped {
+        if self.items.is_empty() {
+            let take = self.records.min(n);
+            self.records -= take;
+            return Popped {
+                records: take,
+                markers: 0,
+                end: false,
+            };
+        }
+        self.pop_tokens(n)
+    }
+
+    /// [`Queue::pop`] of a channel that holds markers or an end.
+    fn pop_tokens(&mut self, n: u64) -> Popped {
         let mut popped = Popped::default();
         let mut budget = n;
         while let Some(front) = self.items.front_mut() {
@@ -100,12 +135,23 @@ impl Queue {
             }
         }
         self.records -= popped.records;
+        // Down to records only (one batch at most, as batches merge): back to a number.
+        if self.items.len() == 1 && matches!(self.items.front(), Some(Token::Records(_))) {
+            self.items.clear();
+        }
         popped
     }
 
     /// Drains the whole queue into a list of tokens, oldest first.
     pub(crate) fn drain(&mut self) -> Vec<Token> {
-        self.records = 0;
+        let records = std::mem::take(&mut self.records);
+        if self.items.is_empty() {
+            return if records > 0 {
+                vec![Token::Records(records)]
+            } else {
+                Vec::new()
+            };
+        }
         self.items.drain(..).collect()
     }
 
@@ -178,6 +224,40 @@ mod tests {
         let p = q.pop(5);
         assert_eq!((p.records, p.end), (1, true));
         assert_eq!(q.records(), 0);
+    }
+
+    #[test]
+    fn a_channel_goes_from_records_to_tokens_and_back_without_losing_order() {
+        let mut q = Queue::default();
+        q.push_records(5);
+        assert_eq!(q.pop(2).records, 2);
+        q.push_marker();
+        q.push_records(4);
+        assert_eq!(q.records(), 7);
+        // The 3 records before the marker, the marker, then 1 of the 4 after it.
+        assert_eq!(
+            q.pop(4),
+            Popped {
+                records: 4,
+                markers: 1,
+                end: false
+            }
+        );
+        // Records only again: they merge with what comes next.
+        q.push_records(2);
+        assert_eq!(q.drain(), vec![Token::Records(5)]);
+        assert!(q.is_empty());
+        q.push_end();
+        assert!(!q.is_empty());
+        assert_eq!(
+            q.pop(0),
+            Popped {
+                records: 0,
+                markers: 0,
+                end: true
+            }
+        );
+        assert!(q.is_empty());
     }
 
     #[test]

@@ -107,37 +107,42 @@ fn pointwise(upstream: u32, downstream: usize) -> Vec<Vec<(usize, f64)>> {
 /// exact share. `offset` rotates where rounding starts, so a trickle of single records does not
 /// always land on the same subtask.
 pub(crate) fn apportion(total: u64, weights: &[f64], offset: usize, out: &mut [u64]) {
-    out.iter_mut().for_each(|x| *x = 0);
     let n = weights.len();
     let sum: f64 = weights.iter().sum();
     if n == 0 || total == 0 || sum <= 0.0 {
+        out.fill(0);
         return;
+    }
+    if out.len() > n {
+        out[n..].fill(0);
     }
     let scale = total as f64 / sum;
     let mut cumulative = 0.0;
     let mut assigned = 0u64;
-    // `(offset + k) % n`, by wrapping instead of dividing for every element.
-    let mut idx = offset % n;
-    for k in 0..n {
-        if k > 0 {
-            idx += 1;
-            if idx == n {
-                idx = 0;
-            }
-        }
-        cumulative += weights[idx];
+    let mut part = |w: f64, out: &mut u64| {
+        cumulative += w;
         // Rounding by adding one half and truncating: the value is non-negative, and this
-        // avoids a libm call in the hottest loop of the simulator.
-        let target = if k + 1 == n {
-            total
-        } else {
-            // Signed conversion: one instruction; the value is below `total` + 1 < 2^63.
-            ((cumulative * scale + 0.5) as i64 as u64).min(total)
-        };
-        let part = target.saturating_sub(assigned);
-        out[idx] = part;
-        assigned += part;
+        // avoids a libm call in the hottest loop of the simulator. Signed conversion: the value
+        // is below `total` + 1 < 2^63.
+        let target = ((cumulative * scale + 0.5) as i64 as u64).min(total);
+        *out = target.saturating_sub(assigned);
+        assigned += *out;
+    };
+    // Elements `start, start + 1, ..., n - 1, 0, ..., start - 1`, as two runs of the slices
+    // (no index arithmetic or bounds check per element); the last one takes what is left.
+    let start = offset % n;
+    let last = if start == 0 { n - 1 } else { start - 1 };
+    let (first_run, second_run) = if start == 0 {
+        (0..n - 1, 0..0)
+    } else {
+        (start..n, 0..start - 1)
+    };
+    for run in [first_run, second_run] {
+        for (w, o) in weights[run.clone()].iter().zip(&mut out[run]) {
+            part(*w, o);
+        }
     }
+    out[last] = total.saturating_sub(assigned);
 }
 
 #[cfg(test)]

@@ -368,14 +368,7 @@ job = "{keyed}"
         let Ok(value) = serde_json::from_str::<Value>(&line) else {
             continue;
         };
-        // A `JobStuck` report is stamped on the wall clock, not a step of the job: it says
-        // nothing about how far the job's simulated time got.
-        let wall_clock = value["data"]["events"]
-            .as_array()
-            .is_some_and(|events| events.iter().any(|e| e["reason"] == "JobStuck"));
-        if wall_clock {
-            continue;
-        }
+        // Every report, a `JobStuck` one too, is stamped with the job's simulated time.
         let at = value["data"]["at_ms"].as_i64().unwrap_or(0);
         match value["data"]["job"].as_str() {
             Some("healthy") => healthy_at = at,
@@ -461,28 +454,28 @@ job = "{keyed}"
     let mut lines = std::io::BufRead::lines(std::io::BufReader::new(stdout));
     let (mut healthy_at, mut stuck_at) = (0, 0);
     let mut stuck_events = Vec::new();
+    // The stuck job's reports, the `JobStuck` one included, come in simulated-time order.
+    let mut in_order = true;
     for line in lines.by_ref().map_while(Result::ok) {
         let Ok(value) = serde_json::from_str::<Value>(&line) else {
             continue;
         };
         let data = &value["data"];
         let at = data["at_ms"].as_i64().unwrap_or(0);
-        let stuck: Vec<&Value> = data["events"]
+        let stuck = data["events"]
             .as_array()
             .into_iter()
             .flatten()
-            .filter(|e| e["reason"] == "JobStuck")
-            .collect();
-        if !stuck.is_empty() {
-            // Reported on the wall clock, not a step of the job.
-            for event in stuck {
-                stuck_events.push((data["job"].clone(), event["message"].clone()));
-            }
-            continue;
+            .filter(|e| e["reason"] == "JobStuck");
+        for event in stuck {
+            stuck_events.push((data["job"].clone(), event["message"].clone(), at));
         }
         match data["job"].as_str() {
             Some("healthy") => healthy_at = healthy_at.max(at),
-            Some("stuck") => stuck_at = stuck_at.max(at),
+            Some("stuck") => {
+                in_order &= at >= stuck_at;
+                stuck_at = stuck_at.max(at);
+            }
             _ => {}
         }
         // Ten simulated minutes are one wall second at this pace: the healthy job is well
@@ -495,6 +488,10 @@ job = "{keyed}"
     assert_eq!(stuck_events[0].0, "stuck");
     let message = stuck_events[0].1.as_str().unwrap_or_default();
     assert!(message.contains("plugin-call-timeout"), "{message}");
+    // Stamped with the simulated instant of the stuck cycle: the job's last report (its call
+    // sleeps for a wall minute), after its other steps, and behind the healthy job.
+    assert!(in_order, "the stuck job's reports are out of order");
+    assert_eq!(stuck_events[0].2, stuck_at, "{stuck_events:?}");
     assert!(
         healthy_at - stuck_at > 600_000,
         "the healthy job did not go on (healthy at {healthy_at} ms, stuck at {stuck_at} ms)"

@@ -25,6 +25,8 @@ struct Ticker<'a> {
     done: usize,
     every: Duration,
     body: &'a (dyn Fn(&str, usize) + Sync),
+    /// Where `body` publishes the task's time, if it does.
+    time: Option<Arc<TaskTime>>,
 }
 
 impl<'a> Task<'a> for Ticker<'a> {
@@ -43,6 +45,9 @@ impl<'a> Task<'a> for Ticker<'a> {
     fn label(&self) -> &str {
         &self.name
     }
+    fn time(&self) -> Option<&Arc<TaskTime>> {
+        self.time.as_ref()
+    }
     fn panicked(&mut self) {}
 }
 
@@ -59,6 +64,7 @@ fn ticker<'a>(
         done: 0,
         every,
         body,
+        time: None,
     })
 }
 
@@ -161,6 +167,7 @@ fn a_blocked_network_step_does_not_delay_the_computing_tasks() {
             done: 0,
             every: Duration::ZERO,
             body: &block,
+            time: None,
         }));
         pool.submit(ticker("fast", 20, Duration::from_millis(10), &tick));
         pool.wait_idle();
@@ -174,9 +181,12 @@ fn a_blocked_network_step_does_not_delay_the_computing_tasks() {
 #[test]
 fn a_worker_stuck_in_a_plugin_call_is_reported_and_replaced() {
     let stop = AtomicBool::new(false);
-    let stuck: Mutex<Vec<(String, Duration)>> = Mutex::new(Vec::new());
-    let report = |label: &str, running: Duration| {
-        stuck.lock().unwrap().push((label.to_string(), running));
+    let stuck: Mutex<Vec<(String, Option<i64>, Duration)>> = Mutex::new(Vec::new());
+    let report = |s: &Stuck<'_>| {
+        stuck
+            .lock()
+            .unwrap()
+            .push((s.label.to_string(), s.at_ms, s.running));
     };
     let ticks_during_hang = AtomicUsize::new(0);
     let hanging = AtomicBool::new(false);
@@ -211,7 +221,8 @@ fn a_worker_stuck_in_a_plugin_call_is_reported_and_replaced() {
     let stuck = stuck.into_inner().unwrap();
     assert_eq!(stuck.len(), 1, "reported once per call: {stuck:?}");
     assert_eq!(stuck[0].0, "hang");
-    assert!(stuck[0].1 >= Duration::from_millis(100), "{stuck:?}");
+    assert_eq!(stuck[0].1, None, "a task without a clock of its own");
+    assert!(stuck[0].2 >= Duration::from_millis(100), "{stuck:?}");
     // Without a substitute the ticker would not run at all while the only worker hangs; with
     // one it runs from about 100 ms on, every 10 ms, for the remaining ~700 ms.
     let during = ticks_during_hang.into_inner();
@@ -220,11 +231,56 @@ fn a_worker_stuck_in_a_plugin_call_is_reported_and_replaced() {
     assert_eq!(peak, 3);
 }
 
+/// A task on a clock of its own is reported stuck at the instant of the step it is in, not at
+/// one it published before.
+#[test]
+fn a_stuck_report_carries_the_time_the_task_published() {
+    let stop = AtomicBool::new(false);
+    let stuck: Mutex<Vec<(String, Option<i64>)>> = Mutex::new(Vec::new());
+    let report = |s: &Stuck<'_>| {
+        stuck.lock().unwrap().push((s.label.to_string(), s.at_ms));
+    };
+    let time = TaskTime::new();
+    let published = Arc::clone(&time);
+    // Steps at 0, 60 000 and 120 000 ms of its clock; the second one hangs in a plugin call.
+    let step = |_: &str, n: usize| {
+        let at_ms = i64::try_from(n).unwrap() * 60_000;
+        published.set(at_ms);
+        if n == 1 {
+            let _call = plugin_call();
+            std::thread::sleep(Duration::from_millis(300));
+        }
+    };
+    std::thread::scope(|scope| {
+        let pool = Scheduler::start(
+            scope,
+            PoolConfig {
+                stuck_after: Some(Duration::from_millis(100)),
+                ..config(1)
+            },
+            &stop,
+            Some(&report),
+        );
+        pool.submit(Box::new(Ticker {
+            name: "own-clock".to_string(),
+            lane: Lane::Compute,
+            steps: 3,
+            done: 0,
+            every: Duration::ZERO,
+            body: &step,
+            time: Some(time),
+        }));
+        pool.wait_idle();
+    });
+    let stuck = stuck.into_inner().unwrap();
+    assert_eq!(stuck, [("own-clock".to_string(), Some(60_000))]);
+}
+
 #[test]
 fn the_substitutes_are_bounded() {
     let stop = AtomicBool::new(false);
     let reported = AtomicUsize::new(0);
-    let report = |_: &str, _: Duration| {
+    let report = |_: &Stuck<'_>| {
         reported.fetch_add(1, Ordering::Relaxed);
     };
     let hang = |_: &str, _: usize| {
@@ -278,6 +334,7 @@ fn thousands_of_tasks_run_on_the_configured_threads() {
                 done: 0,
                 every: Duration::from_millis(1),
                 body: &wait,
+                time: None,
             }));
         }
         pool.wait_idle();

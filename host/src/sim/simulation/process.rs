@@ -47,42 +47,43 @@ impl Simulation {
             self.vertices[v].idle_finished();
             return;
         }
-        let pooled = self.output_allowance(v, &mut sc.per);
+        let (pooled, pointwise) = self.output_allowance(v, &mut sc.per);
         let vertex = &mut self.vertices[v];
-        let active = vertex
-            .subtasks
-            .iter()
-            .filter(|s| !s.partitions.is_empty())
-            .count()
-            .max(1);
         let budget = TickBudget {
             cap_tick: capacity * tick_s,
-            limit: vertex.rate_limit.map(|l| l * tick_s / active as f64),
+            limit: vertex
+                .rate_limit
+                .map(|l| l * tick_s / active_readers(vertex) as f64),
             selectivity,
             tick_s,
             is_source,
         };
 
+        // `extend` from the slices' iterators: one capacity check per vertex, not per subtask.
         sc.demand.clear();
-        for s in &vertex.subtasks {
-            sc.demand.push(s.demand(&vertex.partitions, budget));
-        }
-        sc.grant_demands(pooled, offset);
+        let partitions = &vertex.partitions;
+        sc.demand.extend(
+            vertex
+                .subtasks
+                .iter_mut()
+                .map(|s| s.demand(partitions, budget)),
+        );
+        sc.grant_demands(pooled, pointwise, offset);
 
         // Take the granted records and account for the time they cost.
         sc.out.clear();
         let mut processed = 0u64;
-        for i in 0..vertex.subtasks.len() {
-            let g = sc.grant[i];
-            let s = &mut vertex.subtasks[i];
+        let (partitions, weights, take) = (&mut vertex.partitions, &mut sc.weights, &mut sc.take);
+        let granted = vertex.subtasks.iter_mut().zip(&sc.grant).zip(&sc.demand);
+        sc.out.extend(granted.map(|((s, &g), &d)| {
             if is_source {
-                s.read_partitions(&mut vertex.partitions, g, offset, sc);
+                s.read_partitions(partitions, g, offset, weights, take);
             } else {
-                s.pop_queues(g, offset, sc);
+                s.pop_queues(g, offset, weights, take);
             }
-            sc.out.push(s.account(g, sc.demand[i], budget));
             processed += g;
-        }
+            s.account(g, d, budget)
+        }));
         vertex.state_bytes += processed as f64 * spec.state_bytes_per_record;
         vertex.total_in += processed;
         let emitted: u64 = sc.out.iter().sum();
@@ -92,6 +93,17 @@ impl Simulation {
         self.emit_records(v, sc);
         self.after_processing(v);
     }
+}
+
+/// The subtasks of a source that read at least one partition (at least 1): a rate limit is
+/// split over them.
+fn active_readers(vertex: &VertexState) -> usize {
+    vertex
+        .subtasks
+        .iter()
+        .filter(|s| !s.partitions.is_empty())
+        .count()
+        .max(1)
 }
 
 impl VertexState {
@@ -113,11 +125,14 @@ impl VertexState {
         offset: usize,
         sc: &mut Scratch,
     ) {
-        sc.regular.clear();
-        sc.regular.extend_from_slice(&sc.out);
         if self.feedback_out.is_empty() || emitted == 0 {
+            // All of it goes downstream: the output becomes `regular` as it is, without a copy
+            // (`out` is rebuilt by the next vertex).
+            std::mem::swap(&mut sc.regular, &mut sc.out);
             return;
         }
+        sc.regular.clear();
+        sc.regular.extend_from_slice(&sc.out);
         let p = sc.out.len();
         let fraction: f64 = self.feedback_out.iter().map(|f| f.2).sum::<f64>().min(1.0);
         let exact = emitted as f64 * fraction + self.feedback_carry;
@@ -143,9 +158,10 @@ impl VertexState {
 impl Scratch {
     /// Turns `demand` into `grant`: when the demands exceed the `pooled` allowance of the
     /// all-to-all edges they share it in proportion, and each is then capped by its own
-    /// pointwise allowance (`per`).
+    /// pointwise allowance (`per`, only when there is a `pointwise` edge: otherwise it is
+    /// infinite and caps nothing).
     #[inline]
-    fn grant_demands(&mut self, pooled: f64, offset: usize) {
+    fn grant_demands(&mut self, pooled: f64, pointwise: bool, offset: usize) {
         let total: u64 = self.demand.iter().sum();
         self.grant.clear();
         self.grant.extend_from_slice(&self.demand);
@@ -153,28 +169,35 @@ impl Scratch {
             self.weights.clear();
             self.weights.extend(self.demand.iter().map(|&d| d as f64));
             apportion(pooled as u64, &self.weights, offset, &mut self.grant);
+            for (g, &d) in self.grant.iter_mut().zip(&self.demand) {
+                *g = (*g).min(d);
+            }
         }
-        for i in 0..self.grant.len() {
-            // `floor_u64`, not `as u64`: the unsigned conversion is a branchy sequence, and an
-            // infinite allowance ends up under the demand either way.
-            self.grant[i] = self.grant[i]
-                .min(self.demand[i])
-                .min(floor_u64(self.per[i]));
+        if pointwise {
+            for (g, &per) in self.grant.iter_mut().zip(&self.per) {
+                // `floor_u64`, not `as u64`: the unsigned conversion is a branchy sequence,
+                // and an infinite allowance ends up under the demand either way.
+                *g = (*g).min(floor_u64(per));
+            }
         }
     }
 }
 
 impl Subtask {
     /// What this subtask could take: its input (the pending records of its partitions, for a
-    /// source), bounded by its capacity and, for a source, its share of the rate limit.
+    /// source), bounded by its capacity and, for a source, its share of the rate limit. Notes
+    /// its capacity in whole records for [`Subtask::account`].
     #[inline(always)]
-    fn demand(&self, partitions: &[Partition], budget: TickBudget) -> u64 {
+    fn demand(&mut self, partitions: &[Partition], budget: TickBudget) -> u64 {
         let available: u64 = if budget.is_source {
             self.partitions.iter().map(|&k| partitions[k].pending).sum()
+        } else if let [queue] = self.queues.as_slice() {
+            queue.records()
         } else {
             self.queues.iter().map(Queue::records).sum()
         };
-        let mut d = available.min(floor_u64(budget.cap_tick + self.capacity_carry));
+        self.capacity_floor = floor_u64(budget.cap_tick + self.capacity_carry);
+        let mut d = available.min(self.capacity_floor);
         if let (true, Some(l)) = (budget.is_source, budget.limit) {
             d = d.min(floor_u64(l + self.limit_carry));
         }
@@ -189,20 +212,21 @@ impl Subtask {
         partitions: &mut [Partition],
         granted: u64,
         offset: usize,
-        sc: &mut Scratch,
+        weights: &mut Vec<f64>,
+        take: &mut Vec<u64>,
     ) {
         if self.partitions.len() == 1 {
             partitions[self.partitions[0]].pending -= granted;
         } else if granted > 0 {
-            sc.weights.clear();
-            sc.weights.extend(
+            weights.clear();
+            weights.extend(
                 self.partitions
                     .iter()
                     .map(|&k| partitions[k].pending as f64),
             );
-            sc.take.resize(sc.weights.len(), 0);
-            apportion(granted, &sc.weights, offset, &mut sc.take);
-            for (k, t) in self.partitions.iter().zip(&sc.take) {
+            take.resize(weights.len(), 0);
+            apportion(granted, weights, offset, take);
+            for (k, t) in self.partitions.iter().zip(take.iter()) {
                 let p = &mut partitions[*k].pending;
                 *p = p.saturating_sub(*t);
             }
@@ -212,18 +236,27 @@ impl Subtask {
     /// Takes `granted` records from the input queues, in proportion to what each holds, and
     /// notes the markers and ends passed on the way.
     #[inline(always)]
-    fn pop_queues(&mut self, granted: u64, offset: usize, sc: &mut Scratch) {
-        if self.queues.len() == 1 {
-            let popped = self.queues[0].pop(granted);
-            self.markers[0] += popped.markers;
-            self.ended[0] |= popped.end;
+    fn pop_queues(
+        &mut self,
+        granted: u64,
+        offset: usize,
+        weights: &mut Vec<f64>,
+        take: &mut Vec<u64>,
+    ) {
+        if let ([queue], [markers], [ended]) = (
+            self.queues.as_mut_slice(),
+            self.markers.as_mut_slice(),
+            self.ended.as_mut_slice(),
+        ) {
+            let popped = queue.pop(granted);
+            *markers += popped.markers;
+            *ended |= popped.end;
         } else {
-            sc.weights.clear();
-            sc.weights
-                .extend(self.queues.iter().map(|q| q.records() as f64));
-            sc.take.resize(sc.weights.len(), 0);
-            apportion(granted, &sc.weights, offset, &mut sc.take);
-            for (slot, t) in sc.take.iter().enumerate() {
+            weights.clear();
+            weights.extend(self.queues.iter().map(|q| q.records() as f64));
+            take.resize(weights.len(), 0);
+            apportion(granted, weights, offset, take);
+            for (slot, t) in take.iter().enumerate() {
                 let popped = self.queues[slot].pop(*t);
                 self.markers[slot] += popped.markers;
                 self.ended[slot] |= popped.end;
@@ -238,7 +271,7 @@ impl Subtask {
     fn account(&mut self, granted: u64, demand: u64, budget: TickBudget) -> u64 {
         let gf = to_f64(granted);
         let capacity = budget.cap_tick + self.capacity_carry;
-        self.capacity_carry = if granted == floor_u64(capacity) {
+        self.capacity_carry = if granted == self.capacity_floor {
             capacity - gf
         } else {
             0.0
@@ -251,9 +284,17 @@ impl Subtask {
                 0.0
             };
         }
-        let exact = gf * budget.selectivity + self.out_carry;
-        let o = floor_u64(exact);
-        self.out_carry = exact - to_f64(o);
+        let o = if budget.selectivity == 1.0 && self.out_carry == 0.0 {
+            // What the general case computes when nothing is fractional: `granted` records out
+            // (a count is exact as a float), nothing carried.
+            self.out_carry = 0.0;
+            granted
+        } else {
+            let exact = gf * budget.selectivity + self.out_carry;
+            let o = floor_u64(exact);
+            self.out_carry = exact - to_f64(o);
+            o
+        };
         let busy = if budget.cap_tick > 0.0 {
             (gf / budget.cap_tick * 1000.0).min(1000.0)
         } else {

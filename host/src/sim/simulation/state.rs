@@ -39,6 +39,9 @@ pub(crate) struct Subtask {
     /// Partitions this source subtask reads.
     pub(crate) partitions: Vec<usize>,
     pub(super) capacity_carry: f64,
+    /// `capacity_carry` plus a tick's capacity, in whole records: noted in the tick's demand,
+    /// read when the tick is booked.
+    pub(super) capacity_floor: u64,
     pub(super) limit_carry: f64,
     pub(super) out_carry: f64,
     /// Last tick, in ms per second of that tick.
