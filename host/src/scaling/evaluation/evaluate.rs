@@ -40,7 +40,7 @@ pub(crate) fn is_processing_backlog(
     let all: Vec<Series<'_>> = topology
         .vertices
         .iter()
-        .map(|v| series(history, v.id))
+        .map(|v| series(history, &v.id))
         .collect();
     backlog_in(history, topology, &all, opts)
 }
@@ -74,7 +74,7 @@ pub(crate) fn evaluate(
     let all: Vec<Series<'_>> = topology
         .vertices
         .iter()
-        .map(|v| series(history, v.id))
+        .map(|v| series(history, &v.id))
         .collect();
     let backlog = backlog_in(history, topology, &all, opts);
     let mut evaluated: Vec<VertexEvaluation> = Vec::with_capacity(topology.vertices.len());

@@ -197,7 +197,7 @@ pub(crate) fn compute_sample(
             sample.excluded.insert(vertex.id.to_string());
             (FlinkMetrics::finished(), Default::default())
         } else {
-            let vm = obs.metrics.get(vertex.id);
+            let vm = obs.metrics.get(&*vertex.id);
             let fm = FlinkMetrics::select(vm, vertex.is_source());
             fm.require(vertex)?;
             (fm, vm.map(|m| m.io).unwrap_or_default())
@@ -245,7 +245,7 @@ fn vertex_sample(
             let observed = fm.observed_tpr(rate, lag, opts, || {
                 average(
                     history,
-                    vertex.id,
+                    &vertex.id,
                     ScalingMetric::ObservedTpr,
                     opts.observed_tpr_min_observations,
                 )

@@ -38,7 +38,7 @@ pub(crate) fn decide_operation(
     let mut changes: Vec<(&VertexInfo, u32)> = Vec::new();
     let mut any_outside = false;
     for vertex in &topology.vertices {
-        let Some(metrics) = evaluation.vertices.get_mut(vertex.id) else {
+        let Some(metrics) = evaluation.vertices.get_mut(&*vertex.id) else {
             continue;
         };
         let (decision, change) =
@@ -58,7 +58,7 @@ pub(crate) fn decide_operation(
     let summaries: BTreeMap<String, ScalingSummary> = changes
         .into_iter()
         .filter_map(|(vertex, new)| {
-            let metrics = evaluation.vertices.get(vertex.id)?.clone();
+            let metrics = evaluation.vertices.get(&*vertex.id)?.clone();
             let summary = ScalingSummary {
                 current_parallelism: vertex.parallelism,
                 new_parallelism: new,
@@ -101,8 +101,12 @@ fn decide_vertex(
     state: &mut JobScalingState,
     outcome: &mut CycleOutcome,
 ) -> (VertexDecision, Option<(u32, bool)>) {
-    let excluded = ctx.opts.vertex_exclude_ids.iter().any(|e| e == vertex.id)
-        || cycle_excluded.contains(vertex.id);
+    let excluded = ctx
+        .opts
+        .vertex_exclude_ids
+        .iter()
+        .any(|e| **e == *vertex.id)
+        || cycle_excluded.contains(&*vertex.id);
     let mut decision = VertexDecision {
         vertex: vertex.id.to_string(),
         name: vertex.name.to_string(),
@@ -119,7 +123,7 @@ fn decide_vertex(
     if excluded {
         decision.reason = Reason::text(if vertex.finished {
             "finished; not scaled"
-        } else if cycle_excluded.contains(vertex.id) {
+        } else if cycle_excluded.contains(&*vertex.id) {
             "no finite busy time; not scaled in this cycle"
         } else {
             "listed in vertex.exclude.ids; not scaled"
@@ -130,7 +134,7 @@ fn decide_vertex(
         ctx,
         vertex,
         metrics,
-        state.scaling_history.of(vertex.id),
+        state.scaling_history.of(&vertex.id),
         &mut state.delayed_scale_down,
     );
     decision.target = result.target;
@@ -179,10 +183,10 @@ fn apply(
     let overrides: BTreeMap<String, u32> = topology
         .vertices
         .iter()
-        .filter(|v| evaluation.vertices.contains_key(v.id))
+        .filter(|v| evaluation.vertices.contains_key(&*v.id))
         .map(|v| {
             let p = summaries
-                .get(v.id)
+                .get(&*v.id)
                 .map_or(v.parallelism, |s| s.new_parallelism);
             (v.id.to_string(), p)
         })
