@@ -81,10 +81,12 @@ impl Topology {
     }
 }
 
-/// The vertex ids of one topology, each with its index: one allocation per id for as long as
-/// the graph does not change.
+/// The vertex ids of one topology in its order, each with its index: one allocation per id
+/// for as long as the graph does not change. The samples collected on a graph share its ids
+/// (`Arc`), so that finding a vertex in a sample of the same graph is an index, not a search.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct VertexIds {
+    ids: Vec<Arc<str>>,
     positions: HashMap<Arc<str>, usize, BuildHasherDefault<IdHasher>>,
 }
 
@@ -92,8 +94,8 @@ impl VertexIds {
     /// The ids in this order, each listed once.
     pub(crate) fn new(ids: Vec<Arc<str>>) -> VertexIds {
         let mut positions = HashMap::with_capacity_and_hasher(ids.len(), Default::default());
-        positions.extend(ids.into_iter().enumerate().map(|(i, id)| (id, i)));
-        VertexIds { positions }
+        positions.extend(ids.iter().enumerate().map(|(i, id)| (Arc::clone(id), i)));
+        VertexIds { ids, positions }
     }
 
     /// The index of vertex `id`.
@@ -104,6 +106,11 @@ impl VertexIds {
     /// True when `id` is one of the vertices.
     pub(crate) fn contains_key(&self, id: &str) -> bool {
         self.positions.contains_key(id)
+    }
+
+    /// The ids, by index.
+    pub(crate) fn ids(&self) -> &[Arc<str>] {
+        &self.ids
     }
 }
 
