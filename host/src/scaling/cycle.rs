@@ -158,7 +158,7 @@ fn decide(
     let mut outcome = CycleOutcome::new(CycleStage::WindowNotFull);
     outcome.restart_time = Some(ctx.restart_time);
     outcome.backlog = evaluation.backlog;
-    for metrics in evaluation.vertices.values_mut() {
+    for metrics in evaluation.vertices.values.iter_mut() {
         if let Some(p) = metrics.get(&ScalingMetric::Parallelism).copied() {
             metrics.insert(ScalingMetric::RecommendedParallelism, p);
         }
@@ -173,11 +173,11 @@ fn decide(
             &mut outcome,
         );
     } else {
-        for metrics in evaluation.vertices.values_mut() {
+        for metrics in evaluation.vertices.values.iter_mut() {
             metrics.remove(&ScalingMetric::RecommendedParallelism);
         }
     }
-    outcome.evaluated = evaluation.vertices;
+    outcome.evaluated = evaluation.vertices.into_map();
     outcome.global = evaluation.global;
     outcome
 }

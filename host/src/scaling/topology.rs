@@ -87,6 +87,8 @@ impl Topology {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct VertexIds {
     ids: Vec<Arc<str>>,
+    /// The indices in the order of their ids.
+    in_id_order: Vec<usize>,
     positions: HashMap<Arc<str>, usize, BuildHasherDefault<IdHasher>>,
 }
 
@@ -95,7 +97,13 @@ impl VertexIds {
     pub(crate) fn new(ids: Vec<Arc<str>>) -> VertexIds {
         let mut positions = HashMap::with_capacity_and_hasher(ids.len(), Default::default());
         positions.extend(ids.iter().enumerate().map(|(i, id)| (Arc::clone(id), i)));
-        VertexIds { ids, positions }
+        let mut in_id_order: Vec<usize> = (0..ids.len()).collect();
+        in_id_order.sort_unstable_by(|&a, &b| ids[a].cmp(&ids[b]));
+        VertexIds {
+            ids,
+            in_id_order,
+            positions,
+        }
     }
 
     /// The index of vertex `id`.
@@ -111,6 +119,11 @@ impl VertexIds {
     /// The ids, by index.
     pub(crate) fn ids(&self) -> &[Arc<str>] {
         &self.ids
+    }
+
+    /// The indices in the order of their ids (for maps keyed by id, built without sorting).
+    pub(crate) fn in_id_order(&self) -> &[usize] {
+        &self.in_id_order
     }
 }
 
@@ -453,6 +466,7 @@ mod tests {
         );
         assert_eq!(t.vertices[2].outputs, vec![3]);
         assert_eq!(t.index.get("c"), Some(&2));
+        assert_eq!(t.index.in_id_order(), &[1, 0, 2, 3]);
         assert!(!t.index.contains_key("e"));
     }
 

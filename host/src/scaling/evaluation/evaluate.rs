@@ -3,9 +3,8 @@
 //! processing-rate thresholds.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
-
-use serde::Serialize;
 
 use super::capacity::capacity;
 use super::global::evaluate_global;
@@ -16,17 +15,58 @@ use crate::scaling::metrics::{
     series_of, series_rate,
 };
 use crate::scaling::options::{AutoscalerOptions, whole_seconds};
-use crate::scaling::topology::{Topology, VertexInfo};
+use crate::scaling::topology::{Topology, VertexIds, VertexInfo};
 
 /// The result of evaluating one job's window.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default)]
 pub(crate) struct Evaluation {
-    /// Per vertex id.
-    pub(crate) vertices: BTreeMap<String, VertexEvaluation>,
+    /// Per vertex, in the topology's order.
+    pub(crate) vertices: EvaluatedVertices,
     /// Job-wide (GC pressure, heap usage, slots).
     pub(crate) global: BTreeMap<ScalingMetric, EvaluatedScalingMetric>,
     /// True when some source processes a backlog (docs/decision-pipeline.md#backlog).
     pub(crate) backlog: bool,
+}
+
+/// The evaluated metrics of every vertex of a topology, by index: the decision reads and
+/// writes them by index; the outcome reports them by id.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct EvaluatedVertices {
+    ids: Arc<VertexIds>,
+    /// The metrics of the topology's vertex `i` at place `i`.
+    pub(crate) values: Vec<VertexEvaluation>,
+}
+
+impl EvaluatedVertices {
+    /// The metrics of vertex `id`.
+    pub(crate) fn get(&self, id: &str) -> Option<&VertexEvaluation> {
+        self.values.get(*self.ids.get(id)?)
+    }
+
+    /// By vertex id, built in id order.
+    pub(crate) fn into_map(self) -> BTreeMap<String, VertexEvaluation> {
+        let mut values: Vec<Option<VertexEvaluation>> = self.values.into_iter().map(Some).collect();
+        self.ids
+            .in_id_order()
+            .iter()
+            .filter_map(|&i| Some((self.ids.ids()[i].to_string(), values.get_mut(i)?.take()?)))
+            .collect()
+    }
+}
+
+impl std::ops::Index<&str> for EvaluatedVertices {
+    type Output = VertexEvaluation;
+
+    /// The metrics of a vertex that must be present.
+    ///
+    /// # Panics
+    /// When the vertex is absent, as indexing a `BTreeMap` does.
+    fn index(&self, id: &str) -> &VertexEvaluation {
+        match self.get(id) {
+            Some(metrics) => metrics,
+            None => panic!("vertex {id} was not evaluated"),
+        }
+    }
 }
 
 /// True when some source's lag, in seconds of its input rate, exceeds
@@ -88,14 +128,11 @@ pub(crate) fn evaluate(
         insert_thresholds(&mut m, backlog, restart_time, opts);
         evaluated.push(m);
     }
-    let vertices = topology
-        .vertices
-        .iter()
-        .zip(evaluated)
-        .map(|(v, m)| (v.id.to_string(), m))
-        .collect();
     Ok(Evaluation {
-        vertices,
+        vertices: EvaluatedVertices {
+            ids: Arc::clone(&topology.index),
+            values: evaluated,
+        },
         global: evaluate_global(history),
         backlog,
     })

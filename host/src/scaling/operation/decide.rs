@@ -35,10 +35,10 @@ pub(crate) fn decide_operation(
 
     // The changing vertices with their new parallelism; their summaries are only built when
     // some vertex is outside its band, since most cycles of a steady job end within bounds.
-    let mut changes: Vec<(&VertexInfo, u32)> = Vec::new();
+    let mut changes: Vec<(usize, &VertexInfo, u32)> = Vec::new();
     let mut any_outside = false;
-    for vertex in &topology.vertices {
-        let Some(metrics) = evaluation.vertices.get_mut(&*vertex.id) else {
+    for (index, vertex) in topology.vertices.iter().enumerate() {
+        let Some(metrics) = evaluation.vertices.values.get_mut(index) else {
             continue;
         };
         let (decision, change) =
@@ -46,7 +46,7 @@ pub(crate) fn decide_operation(
         outcome.vertices.push(decision);
         if let Some((new, outside)) = change {
             any_outside |= outside;
-            changes.push((vertex, new));
+            changes.push((index, vertex, new));
         }
     }
     if !any_outside {
@@ -57,8 +57,8 @@ pub(crate) fn decide_operation(
     // their own.
     let summaries: BTreeMap<String, ScalingSummary> = changes
         .into_iter()
-        .filter_map(|(vertex, new)| {
-            let metrics = evaluation.vertices.get(&*vertex.id)?.clone();
+        .filter_map(|(index, vertex, new)| {
+            let metrics = evaluation.vertices.values.get(index)?.clone();
             let summary = ScalingSummary {
                 current_parallelism: vertex.parallelism,
                 new_parallelism: new,
@@ -69,7 +69,8 @@ pub(crate) fn decide_operation(
         .collect();
 
     for (vertex, summary) in &summaries {
-        if let Some(m) = evaluation.vertices.get_mut(vertex) {
+        let index = topology.index.get(vertex).copied();
+        if let Some(m) = index.and_then(|i| evaluation.vertices.values.get_mut(i)) {
             m.insert(
                 ScalingMetric::RecommendedParallelism,
                 EvaluatedScalingMetric::of(f64::from(summary.new_parallelism)),
@@ -183,7 +184,7 @@ fn apply(
     let overrides: BTreeMap<String, u32> = topology
         .vertices
         .iter()
-        .filter(|v| evaluation.vertices.contains_key(&*v.id))
+        .filter(|v| evaluation.vertices.get(&v.id).is_some())
         .map(|v| {
             let p = summaries
                 .get(&*v.id)
