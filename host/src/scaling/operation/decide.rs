@@ -36,6 +36,7 @@ pub(crate) fn decide_operation(
     // The changing vertices with their new parallelism; their summaries are only built when
     // some vertex is outside its band, since most cycles of a steady job end within bounds.
     let mut changes: Vec<(usize, &VertexInfo, u32)> = Vec::new();
+    outcome.vertices.reserve_exact(topology.vertices.len());
     let mut any_outside = false;
     for (index, vertex) in topology.vertices.iter().enumerate() {
         let Some(metrics) = evaluation.vertices.values.get_mut(index) else {
