@@ -43,14 +43,16 @@ impl EvaluatedVertices {
         self.values.get(*self.ids.get(id)?)
     }
 
-    /// By vertex id, built in id order.
-    pub(crate) fn into_map(self) -> BTreeMap<String, VertexEvaluation> {
-        let mut values: Vec<Option<VertexEvaluation>> = self.values.into_iter().map(Some).collect();
-        self.ids
-            .in_id_order()
-            .iter()
-            .filter_map(|&i| Some((self.ids.ids()[i].to_string(), values.get_mut(i)?.take()?)))
-            .collect()
+    /// By vertex id. Inserted in id order, which appends to the map's last leaf: collecting
+    /// would first move every vertex's metrics into a vector and then into the nodes.
+    pub(crate) fn into_map(mut self) -> BTreeMap<String, VertexEvaluation> {
+        let mut map = BTreeMap::new();
+        for &i in self.ids.in_id_order() {
+            if let (Some(id), Some(metrics)) = (self.ids.ids().get(i), self.values.get_mut(i)) {
+                map.insert(id.to_string(), std::mem::take(metrics));
+            }
+        }
+        map
     }
 }
 
