@@ -1,6 +1,9 @@
 //! One scaling cycle of one job: collect → evaluate → execute (see docs/decision-pipeline.md#cycle-order).
 
 use std::cell::OnceCell;
+use std::sync::Arc;
+
+use flowscale_sdk::JobTopology;
 
 use crate::alignment::Aligner;
 use crate::engine::{JobObservation, JobStatus};
@@ -56,54 +59,92 @@ pub fn run_cycle(
     if observation.status != JobStatus::Running {
         return CycleOutcome::new(CycleStage::NotRunning);
     }
-    let topology = match Topology::from_observation(observation) {
-        Ok(t) => t,
-        Err(e) => return CycleOutcome::fail(job, e),
-    };
-    state.scaling_history.trim(now_ms, opts);
-    state.scaling_history.retain_vertices(&topology);
-
-    let collection = match collect(
-        &mut state.metric_history,
-        observation,
-        &topology,
-        opts,
-        now_ms,
-    ) {
-        Ok(c) => c,
-        Err(e) => return CycleOutcome::fail(job, e),
-    };
-    if collection.restarted {
-        tracing::info!(job, "job (re)started: metric history cleared");
-    }
-    state.scaling_tracking.trim(now_ms, opts);
-    state.scaling_tracking.record_restart_if_completed(
-        observation.running_since_ms,
-        &topology,
-        &state.scaling_history,
-    );
-    let samples = state.metric_history.len();
-    if samples < 2 {
-        return CycleOutcome::new(CycleStage::CollectingMetrics { samples });
-    }
-    let restart_time = state.scaling_tracking.restart_time(opts);
-
-    let evaluation = match evaluate(&state.metric_history, &topology, opts, restart_time) {
-        Ok(e) => e,
-        Err(e) => return CycleOutcome::fail(job, e),
-    };
-    let sdk_topology = OnceCell::new();
-    let ctx = ScalerContext {
+    let cycle = Cycle {
         job,
         opts,
-        aligner,
-        topology: &sdk_topology,
-        graph: &topology,
-        observed: &observation.metrics,
-        restart_time,
+        observation,
         now_ms,
+        aligner,
     };
-    decide(&ctx, evaluation, &collection, state)
+    // The kept graph is taken out of the state for the cycle, which changes the rest of it.
+    let mut graph = std::mem::take(&mut state.graph);
+    let outcome = match graph.current(observation) {
+        Ok((topology, sdk_topology)) => cycle.run(topology, sdk_topology, state),
+        Err(e) => CycleOutcome::fail(job, e),
+    };
+    state.graph = graph;
+    outcome
+}
+
+/// The inputs of one cycle.
+struct Cycle<'a> {
+    job: &'a str,
+    opts: &'a AutoscalerOptions,
+    observation: &'a JobObservation,
+    now_ms: i64,
+    aligner: &'a dyn Aligner,
+}
+
+impl Cycle<'_> {
+    /// The cycle on the observation's `topology` (`sdk_topology`: its SDK view, built on first
+    /// use and kept with it).
+    fn run(
+        &self,
+        topology: &Topology,
+        sdk_topology: &OnceCell<Arc<JobTopology>>,
+        state: &mut JobScalingState,
+    ) -> CycleOutcome {
+        let Cycle {
+            job,
+            opts,
+            observation,
+            now_ms,
+            aligner,
+        } = *self;
+        state.scaling_history.trim(now_ms, opts);
+        state.scaling_history.retain_vertices(topology);
+
+        let collection = match collect(
+            &mut state.metric_history,
+            observation,
+            topology,
+            opts,
+            now_ms,
+        ) {
+            Ok(c) => c,
+            Err(e) => return CycleOutcome::fail(job, e),
+        };
+        if collection.restarted {
+            tracing::info!(job, "job (re)started: metric history cleared");
+        }
+        state.scaling_tracking.trim(now_ms, opts);
+        state.scaling_tracking.record_restart_if_completed(
+            observation.running_since_ms,
+            topology,
+            &state.scaling_history,
+        );
+        let samples = state.metric_history.len();
+        if samples < 2 {
+            return CycleOutcome::new(CycleStage::CollectingMetrics { samples });
+        }
+        let restart_time = state.scaling_tracking.restart_time(opts);
+
+        let evaluation = match evaluate(&state.metric_history, topology, opts, restart_time) {
+            Ok(e) => e,
+            Err(e) => return CycleOutcome::fail(job, e),
+        };
+        let ctx = ScalerContext {
+            job,
+            opts,
+            aligner,
+            topology: sdk_topology,
+            graph: topology,
+            observed: &observation.metrics,
+            restart_time,
+            now_ms,
+        };
+        decide(&ctx, evaluation, &collection, state)
+    }
 }
 
 /// What a cycle reports on an evaluated window: the decided operation once the window is fully
@@ -117,7 +158,7 @@ fn decide(
     let mut outcome = CycleOutcome::new(CycleStage::WindowNotFull);
     outcome.restart_time = Some(ctx.restart_time);
     outcome.backlog = evaluation.backlog;
-    for metrics in evaluation.vertices.values_mut() {
+    for metrics in evaluation.vertices.values.iter_mut() {
         if let Some(p) = metrics.get(&ScalingMetric::Parallelism).copied() {
             metrics.insert(ScalingMetric::RecommendedParallelism, p);
         }
@@ -132,11 +173,11 @@ fn decide(
             &mut outcome,
         );
     } else {
-        for metrics in evaluation.vertices.values_mut() {
+        for metrics in evaluation.vertices.values.iter_mut() {
             metrics.remove(&ScalingMetric::RecommendedParallelism);
         }
     }
-    outcome.evaluated = evaluation.vertices;
+    outcome.evaluated = evaluation.vertices.into_map();
     outcome.global = evaluation.global;
     outcome
 }
@@ -499,6 +540,32 @@ mod tests {
             state.scaling_tracking.restart_time(&opts),
             Duration::from_secs(3)
         );
+    }
+
+    #[test]
+    fn the_next_cycle_sees_a_changed_graph() {
+        // The job keeps its graph between cycles; a rescaled or renamed vertex must still be
+        // seen by the very next cycle.
+        let (opts, jobs) = band_job(740.0);
+        let mut state = JobScalingState::default();
+        run_cycle("j", &opts, &jobs[0].obs, 0, &TargetAligner, &mut state);
+        let mut changed = jobs[1].clone();
+        changed.obs.vertices[2].parallelism = 12;
+        changed.obs.vertices[1].name = "renamed".into();
+        let out = run_cycle("j", &opts, &changed.obs, 10_000, &TargetAligner, &mut state);
+        let by_id = |id: &str| out.vertices.iter().find(|v| v.vertex == id).unwrap();
+        assert_eq!(by_id("sink").current, 12);
+        assert_eq!(by_id("mid").name, "renamed");
+        assert_eq!(
+            metric(&out, "sink", ScalingMetric::Parallelism).current,
+            12.0
+        );
+        // And the same observation on a fresh state decides the same.
+        let mut fresh = JobScalingState::default();
+        run_cycle("j", &opts, &jobs[0].obs, 0, &TargetAligner, &mut fresh);
+        let again = run_cycle("j", &opts, &changed.obs, 10_000, &TargetAligner, &mut fresh);
+        // NaN halves make PartialEq useless on outcomes; compare what they print.
+        assert_eq!(format!("{out:?}"), format!("{again:?}"));
     }
 
     #[test]

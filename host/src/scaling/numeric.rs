@@ -187,10 +187,10 @@ fn half_up_by_arithmetic(a: f64, scale: usize) -> Option<f64> {
     };
     let y = a * factor;
     // `a` is finite; beyond 2^52 the fractional part is not representable.
-    if y >= 4_503_599_627_370_496.0 {
+    if y >= TWO_POW_52 {
         return None;
     }
-    let floor = y.floor();
+    let floor = floor_below_2_52(y);
     let frac = y - floor;
     let margin = y * 1e-9;
     let k = if frac - 0.5 > margin {
@@ -211,8 +211,30 @@ fn already_rounded(x: f64, scale: usize) -> bool {
         3 => 1000.0,
         _ => return false,
     };
-    let scaled = (x * factor).round();
+    let scaled = nearest_integer(x * factor);
     scaled.abs() < 9_007_199_254_740_992.0 && scaled / factor == x
+}
+
+/// 2^52: from here on every double is an integer.
+const TWO_POW_52: f64 = 4_503_599_627_370_496.0;
+
+/// An integer nearest to `y` (ties to even), without the library call `f64::round` compiles to
+/// on a baseline x86-64 target: adding and subtracting 2^52 rounds a smaller magnitude to an
+/// integer in hardware. [`already_rounded`] may take any nearest integer: on a tie, `y / factor`
+/// is half a unit of the last decimal away from both neighbours, which below 2^52 is more than
+/// the spacing of doubles there.
+fn nearest_integer(y: f64) -> f64 {
+    let a = y.abs();
+    if a >= TWO_POW_52 || a.is_nan() {
+        return y;
+    }
+    ((a + TWO_POW_52) - TWO_POW_52).copysign(y)
+}
+
+/// `y.floor()` for `0 <= y < 2^52`, without the library call.
+fn floor_below_2_52(y: f64) -> f64 {
+    let nearest = (y + TWO_POW_52) - TWO_POW_52;
+    if nearest > y { nearest - 1.0 } else { nearest }
 }
 
 /// A small text buffer on the stack for formatting numbers without allocating.
@@ -397,6 +419,29 @@ mod tests {
             assert_eq!(fast.to_bits(), slow.to_bits(), "{x}");
             x += 0.000_37;
         }
+    }
+
+    #[test]
+    fn integer_rounding_without_the_library_calls() {
+        let mut y = 0.0;
+        while y < 2_000.0 {
+            assert_eq!(floor_below_2_52(y), y.floor(), "{y}");
+            // Away from ties, nearest_integer is round().
+            if (y - y.floor() - 0.5).abs() > 1e-9 {
+                assert_eq!(nearest_integer(y), y.round(), "{y}");
+                assert_eq!(nearest_integer(-y), (-y).round(), "{y}");
+            }
+            y += 0.037;
+        }
+        assert_eq!(nearest_integer(2.5), 2.0);
+        assert_eq!(nearest_integer(3.5), 4.0);
+        assert_eq!(nearest_integer(-0.4), -0.0);
+        assert_eq!(nearest_integer(1e300), 1e300);
+        assert!(nearest_integer(f64::NAN).is_nan());
+        assert_eq!(nearest_integer(f64::INFINITY), f64::INFINITY);
+        let below = f64::from_bits(TWO_POW_52.to_bits() - 1);
+        assert_eq!(floor_below_2_52(below), below.floor());
+        assert_eq!(floor_below_2_52(0.999_999_999_999_999_9), 0.0);
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! The job graph of one observation, in topological order, with inputs and outputs per vertex.
 
+use std::cell::OnceCell;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::Arc;
 
 use flowscale_sdk::ShipStrategy;
 
@@ -11,9 +13,11 @@ use super::error::CycleError;
 
 /// A vertex with its edges, as the pipeline walks it.
 #[derive(Debug, Clone)]
-pub(crate) struct VertexInfo<'a> {
-    pub(crate) id: &'a str,
-    pub(crate) name: &'a str,
+pub(crate) struct VertexInfo {
+    /// The engine's id, shared with [`VertexIds`] (and through it with the samples collected
+    /// on this graph).
+    pub(crate) id: Arc<str>,
+    pub(crate) name: String,
     pub(crate) parallelism: u32,
     pub(crate) max_parallelism: u32,
     pub(crate) source_partitions: u32,
@@ -24,7 +28,7 @@ pub(crate) struct VertexInfo<'a> {
     pub(crate) outputs: Vec<usize>,
 }
 
-impl VertexInfo<'_> {
+impl VertexInfo {
     pub(crate) fn is_source(&self) -> bool {
         self.inputs.is_empty()
     }
@@ -32,49 +36,20 @@ impl VertexInfo<'_> {
 
 /// Vertices in topological order (Kahn's algorithm by levels; inside a level the observation's
 /// order is kept, which makes the order deterministic).
+///
+/// A topology owns its data, so that a job keeps it between cycles ([`GraphCache`]) and
+/// rebuilds it only when the observed graph changes.
 #[derive(Debug, Clone)]
-pub(crate) struct Topology<'a> {
-    pub(crate) vertices: Vec<VertexInfo<'a>>,
-    pub(crate) index: IdMap<'a>,
+pub(crate) struct Topology {
+    pub(crate) vertices: Vec<VertexInfo>,
+    /// The vertex ids in topological order, with their indices.
+    pub(crate) index: Arc<VertexIds>,
 }
 
-impl<'a> Topology<'a> {
-    pub(crate) fn from_observation(obs: &'a JobObservation) -> Result<Topology<'a>, CycleError> {
-        if obs.vertices.is_empty() {
-            return Err(CycleError::NotReady(
-                "No nodes found in the plan, job is not ready yet".into(),
-            ));
-        }
-        let position = positions(obs)?;
-        let edges = Edges::of(obs, &position)?;
-        let order = topological_order(&edges)?;
-        let mut new_index = vec![0usize; order.len()];
-        for (new, &old) in order.iter().enumerate() {
-            new_index[old] = new;
-        }
-        let vertices = order
-            .iter()
-            .map(|&old| {
-                let v = &obs.vertices[old];
-                VertexInfo {
-                    id: v.id.as_str(),
-                    name: v.name.as_str(),
-                    parallelism: v.parallelism,
-                    max_parallelism: v.max_parallelism,
-                    source_partitions: v.source_partitions,
-                    finished: v.finished,
-                    inputs: edges
-                        .inputs(old)
-                        .iter()
-                        .map(|&(u, s)| (new_index[u], s))
-                        .collect(),
-                    outputs: edges.outputs(old).iter().map(|&o| new_index[o]).collect(),
-                }
-            })
-            .collect::<Vec<_>>();
-        let mut index = IdMap::with_capacity_and_hasher(vertices.len(), Default::default());
-        index.extend(vertices.iter().enumerate().map(|(i, v)| (v.id, i)));
-        Ok(Topology { vertices, index })
+impl Topology {
+    #[cfg(test)]
+    pub(crate) fn from_observation(obs: &JobObservation) -> Result<Topology, CycleError> {
+        Ok(build(obs)?.0)
     }
 
     /// The SDK's view of the graph, for alignment contexts.
@@ -85,7 +60,7 @@ impl<'a> Topology<'a> {
                 .iter()
                 .map(|v| flowscale_sdk::TopologyVertex {
                     id: v.id.to_string(),
-                    name: v.name.to_string(),
+                    name: v.name.clone(),
                     parallelism: v.parallelism,
                     max_parallelism: v.max_parallelism,
                     source_partitions: v.source_partitions,
@@ -106,9 +81,191 @@ impl<'a> Topology<'a> {
     }
 }
 
+/// The vertex ids of one topology in its order, each with its index: one allocation per id
+/// for as long as the graph does not change. The samples collected on a graph share its ids
+/// (`Arc`), so that finding a vertex in a sample of the same graph is an index, not a search.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct VertexIds {
+    ids: Vec<Arc<str>>,
+    /// The indices in the order of their ids.
+    in_id_order: Vec<usize>,
+    positions: HashMap<Arc<str>, usize, BuildHasherDefault<IdHasher>>,
+}
+
+impl VertexIds {
+    /// The ids in this order, each listed once.
+    pub(crate) fn new(ids: Vec<Arc<str>>) -> VertexIds {
+        let mut positions = HashMap::with_capacity_and_hasher(ids.len(), Default::default());
+        positions.extend(ids.iter().enumerate().map(|(i, id)| (Arc::clone(id), i)));
+        let mut in_id_order: Vec<usize> = (0..ids.len()).collect();
+        in_id_order.sort_unstable_by(|&a, &b| ids[a].cmp(&ids[b]));
+        VertexIds {
+            ids,
+            in_id_order,
+            positions,
+        }
+    }
+
+    /// The index of vertex `id`.
+    pub(crate) fn get(&self, id: &str) -> Option<&usize> {
+        self.positions.get(id)
+    }
+
+    /// True when `id` is one of the vertices.
+    pub(crate) fn contains_key(&self, id: &str) -> bool {
+        self.positions.contains_key(id)
+    }
+
+    /// The ids, by index.
+    pub(crate) fn ids(&self) -> &[Arc<str>] {
+        &self.ids
+    }
+
+    /// The indices in the order of their ids (for maps keyed by id, built without sorting).
+    pub(crate) fn in_id_order(&self) -> &[usize] {
+        &self.in_id_order
+    }
+}
+
+/// A job's topology kept between cycles, with what tells whether an observation still has the
+/// same graph. Not part of the persisted state: it is rebuilt from the first observation after a
+/// restore.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct GraphCache {
+    current: Option<CachedGraph>,
+}
+
+#[derive(Debug, Clone)]
+struct CachedGraph {
+    topology: Topology,
+    /// Each observed vertex's index in the topology, by its position in the observation.
+    by_position: Vec<usize>,
+    /// Each observed edge as topology indices with its ship strategy as observed.
+    edges: Vec<(usize, usize, String)>,
+    /// The SDK's view of the graph, built on first use.
+    sdk: OnceCell<Arc<flowscale_sdk::JobTopology>>,
+}
+
+impl PartialEq for GraphCache {
+    /// Always equal: a cache holds nothing that is not in the observation, so it never makes
+    /// two states differ.
+    fn eq(&self, _: &GraphCache) -> bool {
+        true
+    }
+}
+
+impl GraphCache {
+    /// The kept topology with its SDK view (built on first use): the kept one when `obs`
+    /// describes the same graph (vertices in the same order with the same ids, names,
+    /// parallelisms and flags; the same edges in the same order), else a new one, which is kept.
+    pub(crate) fn current(
+        &mut self,
+        obs: &JobObservation,
+    ) -> Result<(&Topology, &OnceCell<Arc<flowscale_sdk::JobTopology>>), CycleError> {
+        let graph = match self.current.take() {
+            Some(kept) if kept.describes(obs) => kept,
+            _ => CachedGraph::of(obs)?,
+        };
+        let graph = self.current.insert(graph);
+        Ok((&graph.topology, &graph.sdk))
+    }
+
+    /// True when no topology is kept.
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.current.is_none()
+    }
+}
+
+impl CachedGraph {
+    fn of(obs: &JobObservation) -> Result<CachedGraph, CycleError> {
+        let (topology, by_position) = build(obs)?;
+        // `build` resolved every edge's endpoints.
+        let at = |id: &str| topology.index.get(id).copied().unwrap_or(usize::MAX);
+        let edges = obs
+            .edges
+            .iter()
+            .map(|e| (at(&e.from), at(&e.to), e.ship_strategy.clone()))
+            .collect();
+        Ok(CachedGraph {
+            topology,
+            by_position,
+            edges,
+            sdk: OnceCell::new(),
+        })
+    }
+
+    /// True when `obs` describes exactly the graph this topology was built from.
+    fn describes(&self, obs: &JobObservation) -> bool {
+        let vertices = &self.topology.vertices;
+        if obs.vertices.len() != self.by_position.len() || obs.edges.len() != self.edges.len() {
+            return false;
+        }
+        let same_vertices = obs.vertices.iter().zip(&self.by_position).all(|(o, &i)| {
+            let v = &vertices[i];
+            *v.id == *o.id
+                && v.name == o.name
+                && v.parallelism == o.parallelism
+                && v.max_parallelism == o.max_parallelism
+                && v.source_partitions == o.source_partitions
+                && v.finished == o.finished
+        });
+        same_vertices
+            && obs
+                .edges
+                .iter()
+                .zip(&self.edges)
+                .all(|(e, (from, to, strategy))| {
+                    let is = |at: usize, id: &str| vertices.get(at).is_some_and(|v| *v.id == *id);
+                    is(*from, &e.from) && is(*to, &e.to) && *strategy == e.ship_strategy
+                })
+    }
+}
+
+/// The topology of an observation, with each observed vertex's index in it (by position in the
+/// observation).
+fn build(obs: &JobObservation) -> Result<(Topology, Vec<usize>), CycleError> {
+    if obs.vertices.is_empty() {
+        return Err(CycleError::NotReady(
+            "No nodes found in the plan, job is not ready yet".into(),
+        ));
+    }
+    let position = positions(obs)?;
+    let edges = Edges::of(obs, &position)?;
+    let order = topological_order(&edges)?;
+    let mut new_index = vec![0usize; order.len()];
+    for (new, &old) in order.iter().enumerate() {
+        new_index[old] = new;
+    }
+    let vertices = order
+        .iter()
+        .map(|&old| {
+            let v = &obs.vertices[old];
+            VertexInfo {
+                id: Arc::from(v.id.as_str()),
+                name: v.name.clone(),
+                parallelism: v.parallelism,
+                max_parallelism: v.max_parallelism,
+                source_partitions: v.source_partitions,
+                finished: v.finished,
+                inputs: edges
+                    .inputs(old)
+                    .iter()
+                    .map(|&(u, s)| (new_index[u], s))
+                    .collect(),
+                outputs: edges.outputs(old).iter().map(|&o| new_index[o]).collect(),
+            }
+        })
+        .collect::<Vec<_>>();
+    let index = Arc::new(VertexIds::new(
+        vertices.iter().map(|v| Arc::clone(&v.id)).collect(),
+    ));
+    Ok((Topology { vertices, index }, new_index))
+}
+
 /// Vertex ids to indices. Ids are engine-assigned (Flink: 32 hex digits), not adversarial, so a
 /// multiply-rotate hash does instead of SipHash, which was most of building a topology.
-pub(crate) type IdMap<'a> = HashMap<&'a str, usize, BuildHasherDefault<IdHasher>>;
+type IdMap<'a> = HashMap<&'a str, usize, BuildHasherDefault<IdHasher>>;
 
 /// A word-at-a-time multiply-rotate hasher (the Fx hash) for vertex ids.
 #[derive(Default, Clone, Copy)]
@@ -255,4 +412,170 @@ fn topological_order(edges: &Edges) -> Result<Vec<usize>, CycleError> {
         ));
     }
     Ok(order)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scaling::testing::Job;
+
+    /// a -> c <- b, c -> d.
+    fn job() -> Job {
+        Job::new()
+            .vertex("d", 2, 128)
+            .vertex("c", 3, 128)
+            .vertex("b", 1, 128)
+            .vertex("a", 1, 128)
+            .edge("a", "c", "HASH")
+            .edge("b", "c", "REBALANCE")
+            .edge("c", "d", "FORWARD")
+    }
+
+    fn ids(t: &Topology) -> Vec<&str> {
+        t.vertices.iter().map(|v| &*v.id).collect()
+    }
+
+    /// What a topology says about the graph, for comparing a kept one with a fresh one.
+    fn shape(t: &Topology) -> String {
+        t.vertices
+            .iter()
+            .map(|v| {
+                format!(
+                    "{} {} {} {} {} {} {:?} {:?}\n",
+                    v.id,
+                    v.name,
+                    v.parallelism,
+                    v.max_parallelism,
+                    v.source_partitions,
+                    v.finished,
+                    v.inputs,
+                    v.outputs
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn orders_by_levels_keeping_the_observed_order_inside_a_level() {
+        let t = Topology::from_observation(&job().obs).unwrap();
+        // Level 0: b and a in observation order (b listed before a); then c; then d.
+        assert_eq!(ids(&t), vec!["b", "a", "c", "d"]);
+        assert_eq!(
+            t.vertices[2].inputs,
+            vec![(1, ShipStrategy::Hash), (0, ShipStrategy::Rebalance)]
+        );
+        assert_eq!(t.vertices[2].outputs, vec![3]);
+        assert_eq!(t.index.get("c"), Some(&2));
+        assert_eq!(t.index.in_id_order(), &[1, 0, 2, 3]);
+        assert!(!t.index.contains_key("e"));
+    }
+
+    #[test]
+    fn an_unchanged_graph_keeps_its_topology() {
+        let mut cache = GraphCache::default();
+        let mut obs = job().obs;
+        let first = {
+            let (t, sdk) = cache.current(&obs).unwrap();
+            sdk.get_or_init(|| Arc::new(t.to_sdk()));
+            Arc::clone(&t.index)
+        };
+        // The metrics and the status move every cycle; the graph does not.
+        obs.running_since_ms += 10_000;
+        obs.metrics.clear();
+        let (t, sdk) = cache.current(&obs).unwrap();
+        assert!(Arc::ptr_eq(&first, &t.index), "rebuilt an unchanged graph");
+        assert!(sdk.get().is_some(), "the SDK view was dropped");
+    }
+
+    /// A change to an observation, named.
+    type Change = (&'static str, fn(&mut JobObservation));
+
+    #[test]
+    fn a_changed_graph_is_rebuilt() {
+        let changes: Vec<Change> = vec![
+            ("parallelism", |o| o.vertices[1].parallelism = 4),
+            ("max parallelism", |o| o.vertices[0].max_parallelism = 256),
+            ("source partitions", |o| o.vertices[3].source_partitions = 8),
+            ("finished", |o| o.vertices[0].finished = true),
+            ("name", |o| o.vertices[2].name = "renamed".into()),
+            ("vertex order", |o| o.vertices.swap(2, 3)),
+            ("vertex id", |o| {
+                o.vertices[0].id = "e".into();
+                o.edges[2].to = "e".into();
+            }),
+            ("ship strategy", |o| {
+                o.edges[0].ship_strategy = "REBALANCE".into()
+            }),
+            ("ship strategy spelling", |o| {
+                o.edges[0].ship_strategy = "hash".into()
+            }),
+            ("edge order", |o| o.edges.swap(0, 1)),
+            ("edge endpoint", |o| o.edges[1].from = "a".into()),
+            ("removed edge", |o| {
+                o.edges.pop();
+            }),
+            ("removed vertex", |o| {
+                o.vertices.remove(0);
+                o.edges.pop();
+            }),
+        ];
+        for (what, change) in changes {
+            let mut cache = GraphCache::default();
+            let before = job().obs;
+            let kept = Arc::clone(&cache.current(&before).unwrap().0.index);
+            let mut after = before.clone();
+            change(&mut after);
+            let fresh = Topology::from_observation(&after).unwrap();
+            let (t, sdk) = cache.current(&after).unwrap();
+            assert!(
+                !Arc::ptr_eq(&kept, &t.index),
+                "{what}: kept a stale topology"
+            );
+            assert!(sdk.get().is_none(), "{what}: kept a stale SDK view");
+            assert_eq!(shape(t), shape(&fresh), "{what}");
+            // And back: the first graph is rebuilt again, not mixed up with the second.
+            let (t, _) = cache.current(&before).unwrap();
+            assert_eq!(
+                shape(t),
+                shape(&Topology::from_observation(&before).unwrap()),
+                "{what}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_invalid_graph_is_an_error_and_keeps_nothing() {
+        let mut cache = GraphCache::default();
+        let good = job().obs;
+        cache.current(&good).unwrap();
+        let mut cyclic = good.clone();
+        cyclic.edges.push(crate::engine::ObservedEdge {
+            from: "d".into(),
+            to: "a".into(),
+            ship_strategy: "HASH".into(),
+        });
+        assert!(matches!(
+            cache.current(&cyclic),
+            Err(CycleError::InvalidObservation(_))
+        ));
+        assert!(cache.is_empty());
+        let mut empty = good.clone();
+        empty.vertices.clear();
+        empty.edges.clear();
+        assert!(matches!(
+            cache.current(&empty),
+            Err(CycleError::NotReady(_))
+        ));
+        assert_eq!(
+            ids(cache.current(&good).unwrap().0),
+            vec!["b", "a", "c", "d"]
+        );
+    }
+
+    #[test]
+    fn caches_never_make_states_differ() {
+        let mut kept = GraphCache::default();
+        kept.current(&job().obs).unwrap();
+        assert_eq!(kept, GraphCache::default());
+    }
 }

@@ -3,30 +3,72 @@
 //! processing-rate thresholds.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
-
-use serde::Serialize;
 
 use super::capacity::capacity;
 use super::global::evaluate_global;
 use super::rates::{DataRates, Processing, downstream_rates, source_rates};
 use crate::scaling::error::CycleError;
 use crate::scaling::metrics::{
-    EvaluatedScalingMetric, MetricHistory, ScalingMetric, Series, VertexEvaluation, series,
-    series_latest, series_rate,
+    EvaluatedScalingMetric, MetricHistory, ScalingMetric, Series, VertexEvaluation, series_latest,
+    series_of, series_rate,
 };
 use crate::scaling::options::{AutoscalerOptions, whole_seconds};
-use crate::scaling::topology::{Topology, VertexInfo};
+use crate::scaling::topology::{Topology, VertexIds, VertexInfo};
 
 /// The result of evaluating one job's window.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default)]
 pub(crate) struct Evaluation {
-    /// Per vertex id.
-    pub(crate) vertices: BTreeMap<String, VertexEvaluation>,
+    /// Per vertex, in the topology's order.
+    pub(crate) vertices: EvaluatedVertices,
     /// Job-wide (GC pressure, heap usage, slots).
     pub(crate) global: BTreeMap<ScalingMetric, EvaluatedScalingMetric>,
     /// True when some source processes a backlog (docs/decision-pipeline.md#backlog).
     pub(crate) backlog: bool,
+}
+
+/// The evaluated metrics of every vertex of a topology, by index: the decision reads and
+/// writes them by index; the outcome reports them by id.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct EvaluatedVertices {
+    ids: Arc<VertexIds>,
+    /// The metrics of the topology's vertex `i` at place `i`.
+    pub(crate) values: Vec<VertexEvaluation>,
+}
+
+impl EvaluatedVertices {
+    /// The metrics of vertex `id`.
+    pub(crate) fn get(&self, id: &str) -> Option<&VertexEvaluation> {
+        self.values.get(*self.ids.get(id)?)
+    }
+
+    /// By vertex id. Inserted in id order, which appends to the map's last leaf: collecting
+    /// would first move every vertex's metrics into a vector and then into the nodes.
+    pub(crate) fn into_map(mut self) -> BTreeMap<String, VertexEvaluation> {
+        let mut map = BTreeMap::new();
+        for &i in self.ids.in_id_order() {
+            if let (Some(id), Some(metrics)) = (self.ids.ids().get(i), self.values.get_mut(i)) {
+                map.insert(id.to_string(), std::mem::take(metrics));
+            }
+        }
+        map
+    }
+}
+
+impl std::ops::Index<&str> for EvaluatedVertices {
+    type Output = VertexEvaluation;
+
+    /// The metrics of a vertex that must be present.
+    ///
+    /// # Panics
+    /// When the vertex is absent, as indexing a `BTreeMap` does.
+    fn index(&self, id: &str) -> &VertexEvaluation {
+        match self.get(id) {
+            Some(metrics) => metrics,
+            None => panic!("vertex {id} was not evaluated"),
+        }
+    }
 }
 
 /// True when some source's lag, in seconds of its input rate, exceeds
@@ -37,10 +79,8 @@ pub(crate) fn is_processing_backlog(
     topology: &Topology,
     opts: &AutoscalerOptions,
 ) -> bool {
-    let all: Vec<Series<'_>> = topology
-        .vertices
-        .iter()
-        .map(|v| series(history, v.id))
+    let all: Vec<Series<'_>> = (0..topology.vertices.len())
+        .map(|index| series_of(history, topology, index))
         .collect();
     backlog_in(history, topology, &all, opts)
 }
@@ -71,10 +111,8 @@ pub(crate) fn evaluate(
     opts: &AutoscalerOptions,
     restart_time: Duration,
 ) -> Result<Evaluation, CycleError> {
-    let all: Vec<Series<'_>> = topology
-        .vertices
-        .iter()
-        .map(|v| series(history, v.id))
+    let all: Vec<Series<'_>> = (0..topology.vertices.len())
+        .map(|index| series_of(history, topology, index))
         .collect();
     let backlog = backlog_in(history, topology, &all, opts);
     let mut evaluated: Vec<VertexEvaluation> = Vec::with_capacity(topology.vertices.len());
@@ -92,14 +130,11 @@ pub(crate) fn evaluate(
         insert_thresholds(&mut m, backlog, restart_time, opts);
         evaluated.push(m);
     }
-    let vertices = topology
-        .vertices
-        .iter()
-        .zip(evaluated)
-        .map(|(v, m)| (v.id.to_string(), m))
-        .collect();
     Ok(Evaluation {
-        vertices,
+        vertices: EvaluatedVertices {
+            ids: Arc::clone(&topology.index),
+            values: evaluated,
+        },
         global: evaluate_global(history),
         backlog,
     })

@@ -16,6 +16,7 @@ pub use names::ScalingMetric;
 #[cfg(test)]
 pub(crate) use samples::compute_sample;
 pub(crate) use statistics::{
-    Series, average_of, series, series_average, series_average_or_rate, series_latest, series_rate,
+    Series, average_of, series_average, series_average_or_rate, series_latest, series_of,
+    series_rate,
 };
 pub(crate) use window::MetricHistory;

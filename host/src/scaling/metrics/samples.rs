@@ -7,11 +7,12 @@
 //! because the Flink autoscaler's collector never requests it.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use super::metric_map::MetricMap;
 use super::names::ScalingMetric;
-use super::statistics::average;
-use super::window::{CollectedMetrics, MetricHistory};
+use super::statistics::{series_average, series_of};
+use super::window::{CollectedMetrics, MetricHistory, VertexSamples};
 use crate::engine::{AggregatedMetric, IoMetrics, JobObservation, VertexMetrics};
 use crate::scaling::error::CycleError;
 use crate::scaling::numeric::{java_max, round_metric};
@@ -192,12 +193,13 @@ pub(crate) fn compute_sample(
     history: &MetricHistory,
 ) -> Result<Sample, CycleError> {
     let mut sample = Sample::default();
-    for vertex in &topology.vertices {
+    let mut values = Vec::with_capacity(topology.vertices.len());
+    for (index, vertex) in topology.vertices.iter().enumerate() {
         let (fm, io) = if vertex.finished {
             sample.excluded.insert(vertex.id.to_string());
             (FlinkMetrics::finished(), Default::default())
         } else {
-            let vm = obs.metrics.get(vertex.id);
+            let vm = obs.metrics.get(&*vertex.id);
             let fm = FlinkMetrics::select(vm, vertex.is_source());
             fm.require(vertex)?;
             (fm, vm.map(|m| m.io).unwrap_or_default())
@@ -207,12 +209,21 @@ pub(crate) fn compute_sample(
             tracing::warn!(vertex = %vertex.id, "no finite busyTimeMsPerSecond; the vertex is not scaled in this cycle");
             sample.excluded.insert(vertex.id.to_string());
         }
-        let mut out = vertex_sample(vertex, &fm, io, load, opts, history);
+        // The window average of the observed true processing rate, when a source needs it.
+        let observed_tpr_average = || {
+            series_average(
+                &series_of(history, topology, index),
+                ScalingMetric::ObservedTpr,
+                opts.observed_tpr_min_observations,
+            )
+        };
+        let mut out = vertex_sample(vertex, &fm, io, load, opts, observed_tpr_average);
         for value in out.values_mut() {
             *value = round_metric(*value);
         }
-        sample.metrics.vertices.insert(vertex.id.to_string(), out);
+        values.push(out);
     }
+    sample.metrics.vertices = VertexSamples::new(Arc::clone(&topology.index), values);
     sample.metrics.global = global_metrics(&obs.global);
     Ok(sample)
 }
@@ -224,7 +235,7 @@ fn vertex_sample(
     io: IoMetrics,
     load: Option<f64>,
     opts: &AutoscalerOptions,
-    history: &MetricHistory,
+    observed_tpr_average: impl FnOnce() -> f64,
 ) -> MetricMap<f64> {
     let source = vertex.is_source();
     let mut out = MetricMap::new();
@@ -242,14 +253,7 @@ fn vertex_sample(
     if source {
         if let Some(rate_metric) = fm.source_in_per_sec {
             let rate = rate_metric.sum.unwrap_or(f64::NAN);
-            let observed = fm.observed_tpr(rate, lag, opts, || {
-                average(
-                    history,
-                    vertex.id,
-                    ScalingMetric::ObservedTpr,
-                    opts.observed_tpr_min_observations,
-                )
-            });
+            let observed = fm.observed_tpr(rate, lag, opts, observed_tpr_average);
             out.insert(ScalingMetric::ObservedTpr, observed);
         }
     } else if let Some(m) = fm.in_per_sec {
@@ -417,8 +421,7 @@ mod tests {
         for (at, v) in [(1, 300.0), (2, 500.0)] {
             let mut m = CollectedMetrics::default();
             m.vertices
-                .entry("src".into())
-                .or_default()
+                .entry_or_default("src")
                 .insert(ScalingMetric::ObservedTpr, v);
             h.samples.insert(at, m);
         }

@@ -3,7 +3,8 @@
 
 use super::metric_map::MetricMap;
 use super::names::ScalingMetric;
-use super::window::MetricHistory;
+use super::window::{CollectedMetrics, MetricHistory};
+use crate::scaling::topology::Topology;
 
 /// One sample of a vertex.
 #[derive(Clone, Copy)]
@@ -18,21 +19,39 @@ impl Row<'_> {
     }
 }
 
-/// The samples of one vertex in time order, found once (a search by vertex id per sample) and
-/// shared by every rate and average of the vertex.
+/// The samples of one vertex in time order, found once and shared by every rate and average
+/// of the vertex.
 pub(crate) struct Series<'a> {
     rows: Vec<Row<'a>>,
 }
 
+/// The series of vertex `id`, found by its id in every sample.
+#[cfg(test)]
 pub(crate) fn series<'a>(history: &'a MetricHistory, vertex: &str) -> Series<'a> {
-    let rows = history
-        .samples
-        .iter()
-        .filter_map(|(&at, sample)| {
-            let metrics = sample.vertices.get(vertex)?;
-            Some(Row { at, metrics })
-        })
-        .collect();
+    rows(history, |sample| sample.vertices.get(vertex))
+}
+
+/// The series of vertex `index` of `topology`: an index into the samples collected on the same
+/// graph, a search by id in the others.
+pub(crate) fn series_of<'a>(
+    history: &'a MetricHistory,
+    topology: &Topology,
+    index: usize,
+) -> Series<'a> {
+    let ids = &topology.index;
+    let id = &*topology.vertices[index].id;
+    rows(history, |sample| sample.vertices.of(ids, index, id))
+}
+
+fn rows<'a>(
+    history: &'a MetricHistory,
+    find: impl Fn(&'a CollectedMetrics) -> Option<&'a MetricMap<f64>>,
+) -> Series<'a> {
+    let mut rows = Vec::with_capacity(history.samples.len());
+    rows.extend(history.samples.iter().filter_map(|(&at, sample)| {
+        let metrics = find(sample)?;
+        Some(Row { at, metrics })
+    }));
     Series { rows }
 }
 
@@ -67,6 +86,7 @@ pub(crate) fn series_rate(series: &Series<'_>, metric: ScalingMetric) -> f64 {
 
 /// Mean of the finite values of a metric over the window. No finite value: +∞ if an infinite
 /// one was seen, else NaN; fewer than `min_observations` finite values: NaN.
+#[cfg(test)]
 pub(crate) fn average(
     history: &MetricHistory,
     vertex: &str,
@@ -153,13 +173,12 @@ pub(crate) fn series_latest(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scaling::metrics::window::CollectedMetrics;
 
     fn history(points: &[(i64, Option<f64>)], metric: ScalingMetric) -> MetricHistory {
         let mut h = MetricHistory::default();
         for &(at, v) in points {
             let mut m = CollectedMetrics::default();
-            let vm = m.vertices.entry("v".into()).or_default();
+            let vm = m.vertices.entry_or_default("v");
             if let Some(v) = v {
                 vm.insert(metric, v);
             }

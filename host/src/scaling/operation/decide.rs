@@ -38,14 +38,15 @@ pub(crate) fn decide_operation(
 
     // The changing vertices with their new parallelism; their summaries are only built when
     // some vertex is outside its band, since most cycles of a steady job end within bounds.
-    let mut changes: Vec<(&VertexInfo, u32)> = Vec::new();
+    let mut changes: Vec<(usize, &VertexInfo, u32)> = Vec::new();
+    outcome.vertices.reserve_exact(topology.vertices.len());
     let mut any_outside = false;
-    for (vertex, change) in
+    for (index, vertex, change) in
         decide_vertices(ctx, topology, evaluation, cycle_excluded, state, outcome)
     {
         if let Some((new, outside)) = change {
             any_outside |= outside;
-            changes.push((vertex, new));
+            changes.push((index, vertex, new));
         }
     }
     if !any_outside {
@@ -56,8 +57,8 @@ pub(crate) fn decide_operation(
     // their own.
     let summaries: BTreeMap<String, ScalingSummary> = changes
         .into_iter()
-        .filter_map(|(vertex, new)| {
-            let metrics = evaluation.vertices.get(vertex.id)?.clone();
+        .filter_map(|(index, vertex, new)| {
+            let metrics = evaluation.vertices.values.get(index)?.clone();
             let summary = ScalingSummary {
                 current_parallelism: vertex.parallelism,
                 new_parallelism: new,
@@ -68,7 +69,8 @@ pub(crate) fn decide_operation(
         .collect();
 
     for (vertex, summary) in &summaries {
-        if let Some(m) = evaluation.vertices.get_mut(vertex) {
+        let index = topology.index.get(vertex).copied();
+        if let Some(m) = index.and_then(|i| evaluation.vertices.values.get_mut(i)) {
             m.insert(
                 ScalingMetric::RecommendedParallelism,
                 EvaluatedScalingMetric::of(f64::from(summary.new_parallelism)),
@@ -89,6 +91,10 @@ pub(crate) fn decide_operation(
     CycleStage::Scaled
 }
 
+/// A decided vertex: its index in the graph, the vertex, and the parallelism it asks for with
+/// whether it is outside its band, when it asks for a change.
+type DecidedVertex<'t> = (usize, &'t VertexInfo, Option<(u32, bool)>);
+
 /// Every evaluated vertex's decision, in the graph's order, into `outcome`; returns each vertex
 /// with the parallelism it asks for and whether it is outside its band, when it asks for a
 /// change.
@@ -99,26 +105,27 @@ pub(crate) fn decide_operation(
 /// another vertex's completion writes, so the decisions are those of one vertex after the other.
 fn decide_vertices<'t>(
     ctx: &ScalerContext<'_>,
-    topology: &'t Topology<'t>,
+    topology: &'t Topology,
     evaluation: &mut Evaluation,
     cycle_excluded: &BTreeSet<String>,
     state: &mut JobScalingState,
     outcome: &mut CycleOutcome,
-) -> Vec<(&'t VertexInfo<'t>, Option<(u32, bool)>)> {
-    let mut prepared: Vec<(&VertexInfo, Option<PendingTarget>)> = Vec::new();
-    for vertex in &topology.vertices {
-        let Some(metrics) = evaluation.vertices.get(vertex.id) else {
+) -> Vec<DecidedVertex<'t>> {
+    let mut prepared: Vec<(usize, &VertexInfo, Option<PendingTarget>)> =
+        Vec::with_capacity(topology.vertices.len());
+    for (index, vertex) in topology.vertices.iter().enumerate() {
+        let Some(metrics) = evaluation.vertices.values.get(index) else {
             continue;
         };
         let pending = (!excluded(ctx, vertex, cycle_excluded)).then(|| {
-            prepare_scale_target(ctx, vertex, metrics, state.scaling_history.of(vertex.id))
+            prepare_scale_target(ctx, vertex, metrics, state.scaling_history.of(&vertex.id))
         });
-        prepared.push((vertex, pending));
+        prepared.push((index, vertex, pending));
     }
-    align_targets(ctx, prepared.iter_mut().filter_map(|(_, p)| p.as_mut()));
+    align_targets(ctx, prepared.iter_mut().filter_map(|(_, _, p)| p.as_mut()));
     let mut decided = Vec::with_capacity(prepared.len());
-    for (vertex, pending) in prepared {
-        let Some(metrics) = evaluation.vertices.get_mut(vertex.id) else {
+    for (index, vertex, pending) in prepared {
+        let Some(metrics) = evaluation.vertices.values.get_mut(index) else {
             continue;
         };
         let (decision, change) = decide_vertex(
@@ -131,7 +138,7 @@ fn decide_vertices<'t>(
             outcome,
         );
         outcome.vertices.push(decision);
-        decided.push((vertex, change));
+        decided.push((index, vertex, change));
     }
     decided
 }
@@ -143,7 +150,11 @@ fn excluded(
     vertex: &VertexInfo,
     cycle_excluded: &BTreeSet<String>,
 ) -> bool {
-    ctx.opts.vertex_exclude_ids.iter().any(|e| e == vertex.id) || cycle_excluded.contains(vertex.id)
+    ctx.opts
+        .vertex_exclude_ids
+        .iter()
+        .any(|e| **e == *vertex.id)
+        || cycle_excluded.contains(&*vertex.id)
 }
 
 /// One vertex's decision, completed from its `pending` target (`None` for an excluded vertex),
@@ -175,7 +186,7 @@ fn decide_vertex(
     let Some(pending) = pending else {
         decision.reason = Reason::text(if vertex.finished {
             "finished; not scaled"
-        } else if cycle_excluded.contains(vertex.id) {
+        } else if cycle_excluded.contains(&*vertex.id) {
             "no finite busy time; not scaled in this cycle"
         } else {
             "listed in vertex.exclude.ids; not scaled"
@@ -186,7 +197,7 @@ fn decide_vertex(
         ctx,
         vertex,
         metrics,
-        state.scaling_history.of(vertex.id),
+        state.scaling_history.of(&vertex.id),
         &mut state.delayed_scale_down,
         pending,
     );
@@ -236,10 +247,10 @@ fn apply(
     let overrides: BTreeMap<String, u32> = topology
         .vertices
         .iter()
-        .filter(|v| evaluation.vertices.contains_key(v.id))
+        .filter(|v| evaluation.vertices.get(&v.id).is_some())
         .map(|v| {
             let p = summaries
-                .get(v.id)
+                .get(&*v.id)
                 .map_or(v.parallelism, |s| s.new_parallelism);
             (v.id.to_string(), p)
         })

@@ -40,16 +40,16 @@ impl DelayedScaleDown {
     /// decreasing.
     pub(crate) fn trigger(&mut self, vertex: &str, now_ms: i64, parallelism: u32, outside: bool) {
         // A vertex asks again and again while its scale-down is delayed: its id is copied
-        // only the first time.
-        if !self.vertices.contains_key(vertex) {
-            let first = VertexDelayedScaleDown {
-                first_trigger_time: now_ms,
-                recommendations: Vec::new(),
-            };
-            self.vertices.insert(vertex.to_string(), first);
-        }
-        let Some(entry) = self.vertices.get_mut(vertex) else {
-            return;
+        // only the first time, and a repeated request searches the map once.
+        let entry = match self.vertices.get_mut(vertex) {
+            Some(entry) => entry,
+            None => self
+                .vertices
+                .entry(vertex.to_string())
+                .or_insert(VertexDelayedScaleDown {
+                    first_trigger_time: now_ms,
+                    recommendations: Vec::new(),
+                }),
         };
         while entry
             .recommendations

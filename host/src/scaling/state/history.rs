@@ -34,7 +34,13 @@ impl ScalingHistory {
         let min_ts = now_ms.saturating_sub(millis(opts.history_max_age));
         let max_count = usize::try_from(opts.history_max_count.max(0)).unwrap_or(usize::MAX);
         for entries in self.vertices.values_mut() {
-            *entries = entries.split_off(&min_ts);
+            // Drops from the front: usually nothing, and without the new map `split_off` builds.
+            while entries
+                .first_key_value()
+                .is_some_and(|(&at, _)| at < min_ts)
+            {
+                entries.pop_first();
+            }
             while entries.len() > max_count {
                 entries.pop_first();
             }
@@ -89,7 +95,13 @@ impl ScalingTracking {
         };
         let newest = newest.clone();
         let min_ts = now_ms.saturating_sub(millis(opts.history_max_age));
-        self.records = self.records.split_off(&min_ts);
+        while self
+            .records
+            .first_key_value()
+            .is_some_and(|(&at, _)| at < min_ts)
+        {
+            self.records.pop_first();
+        }
         let max_count = usize::try_from(opts.history_max_count.max(0)).unwrap_or(usize::MAX);
         while self.records.len() > max_count {
             self.records.pop_first();

@@ -8,6 +8,7 @@ use serde_json::Value;
 use super::delayed_scale_down::DelayedScaleDown;
 use super::history::{ScalingHistory, ScalingSummary, ScalingTracking};
 use crate::scaling::metrics::MetricHistory;
+use crate::scaling::topology::GraphCache;
 
 /// Section name of the metric history.
 pub(crate) const SECTION_METRIC_HISTORY: &str = "metric-history";
@@ -47,6 +48,11 @@ pub struct JobScalingState {
     /// restart times and history entries describe what actually ran.
     #[serde(default)]
     pub(crate) pending_summaries: BTreeMap<String, ScalingSummary>,
+    /// The job's graph as of the last cycle, kept so that an unchanged graph is not rebuilt
+    /// every cycle. Not persisted (rebuilt from the next observation), and never makes two
+    /// states differ.
+    #[serde(skip)]
+    pub(crate) graph: GraphCache,
 }
 
 impl JobScalingState {
@@ -103,6 +109,7 @@ impl JobScalingState {
             delayed_scale_down: section(get(SECTION_DELAYED_SCALE_DOWN))?,
             parallelism_overrides: section(get(SECTION_PARALLELISM_OVERRIDES))?,
             pending_summaries: section(get(SECTION_PENDING_SUMMARIES))?,
+            graph: GraphCache::default(),
         })
     }
 }

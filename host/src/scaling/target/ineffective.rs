@@ -38,7 +38,7 @@ pub(crate) fn ineffective_scale_up(
     Some(
         Event::new(EventReason::IneffectiveScaling, Severity::Normal, message)
             .job(job)
-            .vertex(vertex.id)
+            .vertex(&*vertex.id)
             .key(format!(
                 "ineffective{}{}",
                 vertex.id,

@@ -66,7 +66,7 @@ pub(crate) struct ScalerContext<'a> {
     /// steady job align nothing); empty for aligners that do not read it.
     pub(crate) topology: &'a OnceCell<Arc<JobTopology>>,
     /// The graph the SDK view is built from.
-    pub(crate) graph: &'a Topology<'a>,
+    pub(crate) graph: &'a Topology,
     /// The observation's metrics by vertex id: alignment reads the per-subtask load there.
     pub(crate) observed: &'a BTreeMap<String, VertexMetrics>,
     pub(crate) restart_time: Duration,
@@ -260,7 +260,7 @@ pub(crate) fn finish_scale_target(
     };
     out.aligned = Some(new);
     if new == 0 || new == cur {
-        delayed.clear_vertex(vertex.id);
+        delayed.clear_vertex(&vertex.id);
         let step = if new == 0 {
             Step::AlignedZero
         } else {
@@ -280,7 +280,7 @@ pub(crate) fn finish_scale_target(
         band: band.describe(tpr),
     };
     if new > cur {
-        delayed.clear_vertex(vertex.id);
+        delayed.clear_vertex(&vertex.id);
         scale_up(ctx, vertex, history, tpr, new, note, out)
     } else {
         scale_down(ctx, vertex, delayed, new, note, out)
@@ -454,9 +454,9 @@ fn scale_down(
     if interval <= 0 {
         return out.change(new, outside, note.then(Step::ScaleDown(new)));
     }
-    delayed.trigger(vertex.id, ctx.now_ms, new, outside);
+    delayed.trigger(&vertex.id, ctx.now_ms, new, outside);
     let window_start = ctx.now_ms.saturating_sub(interval);
-    match delayed.max_in_window(vertex.id, window_start) {
+    match delayed.max_in_window(&vertex.id, window_start) {
         None => out.keep(note.then(Step::Delayed(new))),
         Some(max) if max.parallelism == cur => out.keep(note.then(Step::DelayedAtCurrent)),
         Some(max) => {
@@ -491,8 +491,8 @@ fn alignment_request(
     };
     AlignmentRequest {
         job: text(ctx.job),
-        vertex_id: text(vertex.id),
-        vertex_name: text(vertex.name),
+        vertex_id: text(&vertex.id),
+        vertex_name: text(&vertex.name),
         current: vertex.parallelism,
         target,
         max_parallelism: vertex.max_parallelism,
@@ -517,7 +517,7 @@ fn alignment_request(
         })),
         subtask_loads: if details {
             ctx.observed
-                .get(vertex.id)
+                .get(&*vertex.id)
                 .map(|m| m.subtask_loads(vertex.parallelism))
                 .unwrap_or_default()
         } else {
@@ -532,10 +532,10 @@ mod tests {
     use crate::scaling::testing::{BalancedAligner, TargetAligner};
     use flowscale_sdk::ShipStrategy;
 
-    fn vertex(p: u32, max_p: u32) -> VertexInfo<'static> {
+    fn vertex(p: u32, max_p: u32) -> VertexInfo {
         VertexInfo {
-            id: "v",
-            name: "v",
+            id: "v".into(),
+            name: "v".into(),
             parallelism: p,
             max_parallelism: max_p,
             source_partitions: 0,
@@ -576,7 +576,7 @@ mod tests {
     struct Fixture {
         opts: AutoscalerOptions,
         topology: OnceCell<Arc<JobTopology>>,
-        graph: Topology<'static>,
+        graph: Topology,
         observed: BTreeMap<String, VertexMetrics>,
     }
 
@@ -901,7 +901,7 @@ mod tests {
             vertex(4, 128),
         ];
         for (v, id) in vertices.iter_mut().zip(["a", "b", "c", "d"]) {
-            v.id = id;
+            v.id = id.into();
         }
         let rates = [
             (1000.0, 490.0),
