@@ -17,6 +17,8 @@ use std::sync::Arc;
 
 use abi_stable::StableAbi;
 
+use super::generation::GraphGeneration;
+
 use crate::context::{
     AlignmentContext, EvaluatedMetric, JobTopology, SubtaskLoad, TopologyEdge, TopologyVertex,
 };
@@ -210,6 +212,8 @@ pub struct ContextVTable {
     subtask_load_count: unsafe extern "C" fn(Data) -> usize,
     /// SDK 0.1.1: the load of subtask `i`.
     subtask_load: unsafe extern "C" fn(Data, usize) -> FfiSubtaskLoad,
+    /// SDK 0.1.2: the generation of the job graph (see [`GraphGeneration`]); 0 when unknown.
+    topology_generation: unsafe extern "C" fn(Data) -> u64,
     // Fields added in later SDK releases go here, each read behind `has`.
 }
 
@@ -352,6 +356,10 @@ unsafe extern "C" fn param(d: Data, i: usize) -> FfiParam {
     }
 }
 
+unsafe extern "C" fn topology_generation(d: Data) -> u64 {
+    GraphGeneration::of(&ctx(d).topology)
+}
+
 unsafe extern "C" fn subtask_load_count(d: Data) -> usize {
     ctx(d).subtask_loads().map_or(0, <[SubtaskLoad]>::len)
 }
@@ -382,6 +390,7 @@ static HOST_VTABLE: ContextVTable = ContextVTable {
     param,
     subtask_load_count,
     subtask_load,
+    topology_generation,
 };
 
 /// Plugin side: copies a lent context into an owned [`AlignmentContext`] for the mode.
@@ -583,43 +592,78 @@ unsafe fn refresh(ctx: &mut AlignmentContext, r: ContextRef<'_>) {
 }
 
 thread_local! {
-    /// The job graph of the last context this thread rebuilt. The host aligns the vertices of a
-    /// job one after the other with the same graph, so most calls find it here and copy nothing.
-    static LAST_TOPOLOGY: std::cell::RefCell<Option<Arc<JobTopology>>> =
+    /// The job graph of the last context this thread rebuilt, and the host's generation of it
+    /// (0: not known). The host aligns the vertices of a job one after the other with the same
+    /// graph, so most calls find it here and copy nothing.
+    static LAST_TOPOLOGY: std::cell::RefCell<Option<(u64, Arc<JobTopology>)>> =
         const { std::cell::RefCell::new(None) };
 }
 
-/// The lent job graph as an owned, shared [`JobTopology`]: the cached one when it is equal,
-/// else a fresh copy (which becomes the cached one).
+/// The host's generation of the lent job graph: equal generations are equal graphs (see
+/// `generation.rs`). 0 from a host older than SDK 0.1.2, which cannot tell.
+///
+/// # Safety
+/// As for [`rebuild`].
+unsafe fn lent_generation(vt: &ContextVTable, d: *const c_void) -> u64 {
+    let known = vt.has(
+        offset_of!(ContextVTable, topology_generation),
+        size_of::<unsafe extern "C" fn(Data) -> u64>(),
+    );
+    // SAFETY: the caller guarantees the table and the data are live; the accessor lies within
+    // the host's table.
+    if known {
+        unsafe { (vt.topology_generation)(d) }
+    } else {
+        0
+    }
+}
+
+/// True when the lent job graph equals `cached`, compared field by field.
+///
+/// # Safety
+/// As for [`rebuild`].
+unsafe fn lent_graph_is(vt: &ContextVTable, d: *const c_void, cached: &JobTopology) -> bool {
+    // SAFETY: the caller guarantees the table and the data are live.
+    unsafe {
+        cached.vertices.len() == (vt.vertex_count)(d)
+            && cached.edges.len() == (vt.edge_count)(d)
+            && cached.vertices.iter().enumerate().all(|(i, c)| {
+                let v = (vt.vertex)(d, i);
+                v.parallelism == c.parallelism
+                    && v.max_parallelism == c.max_parallelism
+                    && v.source_partitions == c.source_partitions
+                    && v.id.is(&c.id)
+                    && v.name.is(&c.name)
+            })
+            && cached.edges.iter().enumerate().all(|(i, c)| {
+                let e = (vt.edge)(d, i);
+                e.ship.to_ship() == c.ship_strategy && e.from.is(&c.from) && e.to.is(&c.to)
+            })
+    }
+}
+
+/// The lent job graph as an owned, shared [`JobTopology`]: the cached one when the host says
+/// it is the same graph (equal generations) or when it compares equal, else a fresh copy
+/// (which becomes the cached one).
 ///
 /// # Safety
 /// As for [`rebuild`].
 unsafe fn shared_topology(vt: &ContextVTable, d: *const c_void) -> Arc<JobTopology> {
     // SAFETY: the caller guarantees the table and the data are live.
     unsafe {
-        let vertex_count = (vt.vertex_count)(d);
-        let edge_count = (vt.edge_count)(d);
-        let same_as = |cached: &JobTopology| {
-            cached.vertices.len() == vertex_count
-                && cached.edges.len() == edge_count
-                && cached.vertices.iter().enumerate().all(|(i, c)| {
-                    let v = (vt.vertex)(d, i);
-                    v.parallelism == c.parallelism
-                        && v.max_parallelism == c.max_parallelism
-                        && v.source_partitions == c.source_partitions
-                        && v.id.is(&c.id)
-                        && v.name.is(&c.name)
-                })
-                && cached.edges.iter().enumerate().all(|(i, c)| {
-                    let e = (vt.edge)(d, i);
-                    e.ship.to_ship() == c.ship_strategy && e.from.is(&c.from) && e.to.is(&c.to)
-                })
-        };
+        let generation = lent_generation(vt, d);
         let cached = LAST_TOPOLOGY.with(|last| last.borrow().clone());
-        if let Some(cached) = cached.filter(|c| same_as(c)) {
-            return cached;
+        if let Some((kept, graph)) = cached {
+            if generation != 0 && kept == generation {
+                return graph;
+            }
+            if lent_graph_is(vt, d, &graph) {
+                LAST_TOPOLOGY
+                    .with(|last| *last.borrow_mut() = Some((generation, Arc::clone(&graph))));
+                return graph;
+            }
         }
-        let vertices = (0..vertex_count)
+        let vertices = (0..(vt.vertex_count)(d))
             .map(|i| {
                 let v = (vt.vertex)(d, i);
                 TopologyVertex {
@@ -631,7 +675,7 @@ unsafe fn shared_topology(vt: &ContextVTable, d: *const c_void) -> Arc<JobTopolo
                 }
             })
             .collect();
-        let edges = (0..edge_count)
+        let edges = (0..(vt.edge_count)(d))
             .map(|i| {
                 let e = (vt.edge)(d, i);
                 TopologyEdge {
@@ -642,7 +686,7 @@ unsafe fn shared_topology(vt: &ContextVTable, d: *const c_void) -> Arc<JobTopolo
             })
             .collect();
         let fresh = Arc::new(JobTopology { vertices, edges });
-        LAST_TOPOLOGY.with(|last| *last.borrow_mut() = Some(Arc::clone(&fresh)));
+        LAST_TOPOLOGY.with(|last| *last.borrow_mut() = Some((generation, Arc::clone(&fresh))));
         fresh
     }
 }
@@ -847,7 +891,8 @@ mod tests {
         assert_eq!(offset_of!(ContextVTable, param), 15 * word);
         assert_eq!(offset_of!(ContextVTable, subtask_load_count), 16 * word);
         assert_eq!(offset_of!(ContextVTable, subtask_load), 17 * word);
-        assert_eq!(size_of::<ContextVTable>(), 18 * word);
+        assert_eq!(offset_of!(ContextVTable, topology_generation), 18 * word);
+        assert_eq!(size_of::<ContextVTable>(), 19 * word);
     }
 
     #[test]
@@ -989,5 +1034,120 @@ mod tests {
                 "{what}: the cached graph was reused for a different one"
             );
         }
+    }
+
+    thread_local! {
+        /// How often the counting table below was asked for a vertex or an edge.
+        static GRAPH_READS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    }
+    unsafe extern "C" fn counted_vertex(d: Data, i: usize) -> FfiVertex {
+        GRAPH_READS.with(|n| n.set(n.get() + 1));
+        unsafe { vertex(d, i) }
+    }
+    unsafe extern "C" fn counted_edge(d: Data, i: usize) -> FfiEdge {
+        GRAPH_READS.with(|n| n.set(n.get() + 1));
+        unsafe { edge(d, i) }
+    }
+    /// The host's table, counting the graph's reads.
+    static COUNTING: std::sync::LazyLock<ContextVTable> =
+        std::sync::LazyLock::new(|| ContextVTable {
+            vertex: counted_vertex,
+            edge: counted_edge,
+            ..HOST_VTABLE
+        });
+
+    /// `ctx` lent through `table`, then brought up to date as the plugin side does; returns the
+    /// plugin's graph and how many vertices and edges it read through the table.
+    fn lend(ctx: &AlignmentContext, table: &'static ContextVTable) -> (Arc<JobTopology>, usize) {
+        let lent = ContextRef {
+            data: (ctx as *const AlignmentContext).cast(),
+            vtable: table,
+            _borrow: PhantomData,
+        };
+        let before = GRAPH_READS.with(std::cell::Cell::get);
+        // SAFETY: `ctx` outlives the call.
+        let graph = unsafe { with_lent(lent, |c| Arc::clone(&c.topology)) };
+        (graph, GRAPH_READS.with(std::cell::Cell::get) - before)
+    }
+
+    fn on(graph: &Arc<JobTopology>) -> AlignmentContext {
+        AlignmentContext::builder(4, 6, 128)
+            .shared_topology(Arc::clone(graph))
+            .build()
+    }
+
+    #[test]
+    fn the_same_shared_graph_is_reused_without_reading_it() {
+        let graph = Arc::new(base_graph());
+        let (first, _) = lend(&on(&graph), &COUNTING);
+        assert_eq!(*first, base_graph());
+        // Another vertex of the same job: same shared graph, same generation.
+        let (second, reads) = lend(&on(&graph), &COUNTING);
+        assert!(Arc::ptr_eq(&first, &second), "the kept copy is reused");
+        assert_eq!(
+            reads, 0,
+            "the graph was read although its generation was the same"
+        );
+    }
+
+    #[test]
+    fn a_new_graph_gets_a_new_generation_and_is_compared_or_copied() {
+        let graph = Arc::new(base_graph());
+        let (first, _) = lend(&on(&graph), &COUNTING);
+        // The next cycle's graph: equal, but another allocation. Compared once, then kept.
+        let next_cycle = Arc::new(base_graph());
+        let (second, reads) = lend(&on(&next_cycle), &COUNTING);
+        assert!(
+            reads > 0,
+            "a new graph was taken for the kept one without comparing"
+        );
+        assert!(
+            Arc::ptr_eq(&first, &second),
+            "an equal graph reuses the kept copy"
+        );
+        let (_, reads) = lend(&on(&next_cycle), &COUNTING);
+        assert_eq!(
+            reads, 0,
+            "the compared graph's generation was not remembered"
+        );
+        // A rescaled graph: a new generation, and a copy of what was lent.
+        let mut rescaled = base_graph();
+        rescaled.vertices[1].parallelism = 6;
+        let (third, _) = lend(&on(&Arc::new(rescaled.clone())), &COUNTING);
+        assert_eq!(*third, rescaled);
+        assert!(!Arc::ptr_eq(&first, &third));
+    }
+
+    /// A host older than 0.1.2 has no generation: the plugin compares every time, and never
+    /// calls past the end of the table.
+    #[test]
+    fn a_table_without_generations_falls_back_to_comparing() {
+        // Past the end of an old table: a generation that would claim every graph is the same.
+        unsafe extern "C" fn past_the_end_generation(_: Data) -> u64 {
+            7
+        }
+        static OLD: std::sync::LazyLock<ContextVTable> =
+            std::sync::LazyLock::new(|| ContextVTable {
+                size: offset_of!(ContextVTable, topology_generation),
+                topology_generation: past_the_end_generation,
+                vertex: counted_vertex,
+                edge: counted_edge,
+                ..HOST_VTABLE
+            });
+        let graph = Arc::new(base_graph());
+        let (first, _) = lend(&on(&graph), &OLD);
+        let (second, reads) = lend(&on(&graph), &OLD);
+        assert!(
+            Arc::ptr_eq(&first, &second),
+            "an equal graph reuses the kept copy"
+        );
+        assert!(reads > 0, "without generations the graph must be compared");
+        let mut other = base_graph();
+        other.edges[0].ship_strategy = ShipStrategy::Hash;
+        let (third, _) = lend(&on(&Arc::new(other.clone())), &OLD);
+        assert_eq!(
+            *third, other,
+            "the old table's graph was taken for the kept one"
+        );
     }
 }
