@@ -3,7 +3,7 @@
 
 use std::cell::OnceCell;
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use flowscale_sdk::JobTopology;
@@ -400,10 +400,7 @@ fn align(
         upper_limit: to_u32(upper),
         input_ship_strategies: vertex.inputs.iter().map(|&(_, s)| s).collect(),
         metrics: if details {
-            metrics
-                .iter()
-                .map(|(k, v)| (k.as_str().to_string(), v.to_sdk()))
-                .collect()
+            metrics_by_name(metrics)
         } else {
             Vec::new()
         },
@@ -423,6 +420,23 @@ fn align(
             Vec::new()
         },
     })
+}
+
+/// The vertex's metrics by name, the order a context keeps them in (so building one sorts
+/// nothing), in a list of the right size.
+fn metrics_by_name(metrics: &VertexEvaluation) -> Vec<(String, flowscale_sdk::EvaluatedMetric)> {
+    static BY_NAME: LazyLock<Vec<ScalingMetric>> = LazyLock::new(|| {
+        let mut all = ScalingMetric::ALL.to_vec();
+        all.sort_by_key(ScalingMetric::as_str);
+        all
+    });
+    let mut named = Vec::with_capacity(metrics.iter().count());
+    named.extend(
+        BY_NAME
+            .iter()
+            .filter_map(|k| metrics.get(k).map(|v| (k.as_str().to_string(), v.to_sdk()))),
+    );
+    named
 }
 
 #[cfg(test)]
@@ -762,5 +776,28 @@ mod tests {
         let mut m = metrics(1000.0, 4900.0, &f.opts);
         let out = compute_scale_target(&f.ctx(&BalancedAligner, 0), &source, &mut m, None, &mut d);
         assert_eq!((out.target, out.aligned), (Some(7), Some(7)));
+    }
+
+    #[test]
+    fn a_request_lists_the_metrics_by_name_once_each() {
+        let mut m = VertexEvaluation::new();
+        // Inserted in the metrics' own order, which is not the names' order.
+        m.insert(ScalingMetric::Load, EvaluatedScalingMetric::avg(0.5));
+        m.insert(ScalingMetric::Lag, EvaluatedScalingMetric::avg(3.0));
+        m.insert(
+            ScalingMetric::TrueProcessingRate,
+            EvaluatedScalingMetric::avg(9.0),
+        );
+        m.insert(
+            ScalingMetric::CatchUpDataRate,
+            EvaluatedScalingMetric::avg(1.0),
+        );
+        let named = metrics_by_name(&m);
+        let names: Vec<&str> = named.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(
+            names,
+            ["CATCH_UP_DATA_RATE", "LAG", "LOAD", "TRUE_PROCESSING_RATE"]
+        );
+        assert_eq!(named[1].1.average, 3.0);
     }
 }
