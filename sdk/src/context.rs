@@ -194,6 +194,11 @@ impl AlignmentContext {
     pub fn metrics(&self) -> &[(String, EvaluatedMetric)] {
         &self.metrics
     }
+    /// Takes the context apart for its metric list, so that whoever built it can reuse the
+    /// list and its strings for the next context instead of allocating them again.
+    pub fn into_metrics(self) -> Vec<(String, EvaluatedMetric)> {
+        self.metrics
+    }
     /// One evaluated metric by name (e.g. `TRUE_PROCESSING_RATE`).
     pub fn metric(&self, name: &str) -> Option<EvaluatedMetric> {
         self.metrics

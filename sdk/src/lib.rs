@@ -78,7 +78,9 @@
 //!   answers `align` after `is_applicable` on one context from the copy it made for the gate.
 //!   Plugins built against 0.1.0 or 0.1.1 never call the new accessors and load unchanged;
 //!   plugins built against 0.1.2 in an older host find the table too short, get no numbers and
-//!   compare as before. [`ModeParams`] is shared inside (cloning it copies no strings).
+//!   compare as before. [`ModeParams`] is shared inside (cloning it copies no strings), and
+//!   [`AlignmentContext::into_metrics`] gives a context's metric list back to whoever built it,
+//!   for the next context's names.
 //!
 //! The manifest ([`abi::PluginManifest`]) has its own format number behind a fixed magic, so a
 //! host can always tell "not a plugin" from "a plugin of another format".

@@ -12,7 +12,7 @@ use super::ineffective::ineffective_scale_up;
 use super::reason::{BandNote, Reason, ScaleNote, Step};
 use super::scalability::observed_scalability_coefficient;
 use super::scaled::{ScaledTarget, scaled_target};
-use crate::alignment::{AlignOutcome, Aligner, AlignmentRequest, Explanation};
+use crate::alignment::{AlignOutcome, Aligner, AlignmentRequest, Explanation, metric_list};
 use crate::engine::VertexMetrics;
 use crate::events::Event;
 use crate::scaling::evaluation::capacity;
@@ -423,20 +423,18 @@ fn align(
 }
 
 /// The vertex's metrics by name, the order a context keeps them in (so building one sorts
-/// nothing), in a list of the right size.
+/// nothing), in the buffers of the previous context where it can.
 fn metrics_by_name(metrics: &VertexEvaluation) -> Vec<(String, flowscale_sdk::EvaluatedMetric)> {
     static BY_NAME: LazyLock<Vec<ScalingMetric>> = LazyLock::new(|| {
         let mut all = ScalingMetric::ALL.to_vec();
         all.sort_by_key(ScalingMetric::as_str);
         all
     });
-    let mut named = Vec::with_capacity(metrics.iter().count());
-    named.extend(
+    metric_list(
         BY_NAME
             .iter()
-            .filter_map(|k| metrics.get(k).map(|v| (k.as_str().to_string(), v.to_sdk()))),
-    );
-    named
+            .filter_map(|k| Some((k.as_str(), metrics.get(k)?.to_sdk()))),
+    )
 }
 
 #[cfg(test)]
