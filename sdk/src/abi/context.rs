@@ -650,9 +650,10 @@ unsafe fn refresh(ctx: &mut AlignmentContext, r: ContextRef<'_>) {
 }
 
 /// How many jobs' graphs one thread keeps (see [`shared_topology`]): a host aligns the jobs of
-/// a fleet in turn, so a single kept graph would be another job's at nearly every first call.
-/// Past this many jobs the thread starts over (the graphs are copies, a few kilobytes each).
-const KEPT_GRAPHS: usize = 1024;
+/// a fleet in turn, so a single kept graph would be another job's at nearly every first call,
+/// and so would any bound below the fleet's size. Past this many jobs the thread starts over
+/// (the graphs are copies, a few kilobytes each); a `process` worker keeps as many jobs.
+const KEPT_GRAPHS: usize = 16_384;
 
 thread_local! {
     /// The job graph of the last context this thread rebuilt for each job, and the host's
