@@ -1,6 +1,8 @@
 //! The immutable inputs of one alignment decision.
 
+use std::fmt;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::params::ModeParams;
 use crate::ship::ShipStrategy;
@@ -68,7 +70,7 @@ pub struct SubtaskLoad {
 /// It is built by the host once per vertex per decision and never changes afterwards. Fields are
 /// reached through accessors only, so that the context can grow in later SDK versions without
 /// breaking modes written against this one.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct AlignmentContext {
     // Crate-visible so that the plugin side of the boundary can bring a kept context up to
     // date in place (`abi::context::with_lent`); everyone else goes through the accessors.
@@ -86,6 +88,39 @@ pub struct AlignmentContext {
     pub(crate) topology: Arc<JobTopology>,
     pub(crate) params: ModeParams,
     pub(crate) subtask_loads: Option<Vec<SubtaskLoad>>,
+    /// Names this context among those built in this process (see [`next_serial`]); 0 for one
+    /// brought up to date in place, which has no name. Not part of what a mode sees.
+    pub(crate) serial: u64,
+}
+
+/// A number for a newly built context: one process-wide counter that never repeats, so that
+/// equal serials mean the same (immutable) context and its clones (SDK 0.1.2: the plugin side
+/// then skips bringing its copy up to date for the second call on one vertex).
+fn next_serial() -> u64 {
+    static LAST: AtomicU64 = AtomicU64::new(0);
+    LAST.fetch_add(1, Ordering::Relaxed) + 1
+}
+
+/// Every field a mode can read; the serial is the boundary's business.
+impl fmt::Debug for AlignmentContext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AlignmentContext")
+            .field("job_name", &self.job_name)
+            .field("vertex_id", &self.vertex_id)
+            .field("vertex_name", &self.vertex_name)
+            .field("current", &self.current)
+            .field("target", &self.target)
+            .field("source_partitions", &self.source_partitions)
+            .field("max_parallelism", &self.max_parallelism)
+            .field("lower_limit", &self.lower_limit)
+            .field("upper_limit", &self.upper_limit)
+            .field("input_ship_strategies", &self.input_ship_strategies)
+            .field("metrics", &self.metrics)
+            .field("topology", &self.topology)
+            .field("params", &self.params)
+            .field("subtask_loads", &self.subtask_loads)
+            .finish()
+    }
 }
 
 impl AlignmentContext {
@@ -110,6 +145,7 @@ impl AlignmentContext {
                 topology: Arc::default(),
                 params: ModeParams::default(),
                 subtask_loads: None,
+                serial: 0,
             },
         }
     }
@@ -157,6 +193,11 @@ impl AlignmentContext {
     /// The evaluated metrics of the vertex, sorted by name.
     pub fn metrics(&self) -> &[(String, EvaluatedMetric)] {
         &self.metrics
+    }
+    /// Takes the context apart for its metric list, so that whoever built it can reuse the
+    /// list and its strings for the next context instead of allocating them again.
+    pub fn into_metrics(self) -> Vec<(String, EvaluatedMetric)> {
+        self.metrics
     }
     /// One evaluated metric by name (e.g. `TRUE_PROCESSING_RATE`).
     pub fn metric(&self, name: &str) -> Option<EvaluatedMetric> {
@@ -213,6 +254,10 @@ impl AlignmentContext {
 
 /// Sorts metrics by name and keeps the first of equal names.
 pub(crate) fn sort_metrics(metrics: &mut Vec<(String, EvaluatedMetric)>) {
+    // The host hands them over sorted and distinct: one pass says so.
+    if metrics.is_sorted_by(|a, b| a.0 < b.0) {
+        return;
+    }
     metrics.sort_by(|a, b| a.0.cmp(&b.0));
     metrics.dedup_by(|a, b| a.0 == b.0);
 }
@@ -282,7 +327,10 @@ impl AlignmentContextBuilder {
     }
     /// Freezes the context.
     pub fn build(self) -> AlignmentContext {
-        self.ctx
+        AlignmentContext {
+            serial: next_serial(),
+            ..self.ctx
+        }
     }
 }
 
@@ -332,5 +380,33 @@ mod tests {
         assert_eq!(ctx.metric("LOAD").map(|m| m.average), Some(0.4));
         assert_eq!(ctx.metric("LAG").map(|m| m.current), Some(3.0));
         assert!(ctx.metric("NOPE").is_none());
+    }
+
+    #[test]
+    fn metrics_are_sorted_and_deduplicated_whatever_their_order() {
+        let m = |name: &str, x: f64| {
+            (
+                name.to_string(),
+                EvaluatedMetric {
+                    current: x,
+                    average: x,
+                },
+            )
+        };
+        // Sorted and distinct: kept as is.
+        let ctx = AlignmentContext::builder(1, 2, 8)
+            .metrics(vec![m("A", 1.0), m("B", 2.0)])
+            .build();
+        assert_eq!(ctx.metrics(), &[m("A", 1.0), m("B", 2.0)]);
+        // Sorted with a duplicate: the first of equal names stays.
+        let ctx = AlignmentContext::builder(1, 2, 8)
+            .metrics(vec![m("A", 1.0), m("A", 5.0), m("B", 2.0)])
+            .build();
+        assert_eq!(ctx.metrics(), &[m("A", 1.0), m("B", 2.0)]);
+        // Unsorted.
+        let ctx = AlignmentContext::builder(1, 2, 8)
+            .metrics(vec![m("C", 3.0), m("A", 1.0), m("B", 2.0)])
+            .build();
+        assert_eq!(ctx.metrics(), &[m("A", 1.0), m("B", 2.0), m("C", 3.0)]);
     }
 }

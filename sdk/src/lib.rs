@@ -66,6 +66,21 @@
 //!   against 0.1.0 load unchanged into a 0.1.1 host and give the same answers (they never see
 //!   the new accessor); plugins built against 0.1.1 load into a 0.1.0 host and read `None`
 //!   there, as they do whenever the engine reports no per-subtask load. Nothing else changed.
+//! * **0.1.2**: nothing a mode sees changes; the accessor table gains two accessors at its end
+//!   that name what is lent, so that the plugin side copies less. `topology_generation`: a
+//!   number the host gives each distinct shared job graph it lends, the same number for the
+//!   same graph again, never the same number for two graphs (one process-wide counter; the
+//!   host holds the graph it numbered last, so its address cannot be reused meanwhile).
+//!   `context_serial`: the same for the context itself (a number given when it is built; the
+//!   context never changes afterwards). The plugin side keeps a copy of each job's graph and
+//!   reuses it without reading the lent one when the generations are equal (it compares
+//!   field by field, once, when they are not: the host builds a fresh graph each cycle), and
+//!   answers `align` after `is_applicable` on one context from the copy it made for the gate.
+//!   Plugins built against 0.1.0 or 0.1.1 never call the new accessors and load unchanged;
+//!   plugins built against 0.1.2 in an older host find the table too short, get no numbers and
+//!   compare as before. [`ModeParams`] is shared inside (cloning it copies no strings), and
+//!   [`AlignmentContext::into_metrics`] gives a context's metric list back to whoever built it,
+//!   for the next context's names.
 //!
 //! The manifest ([`abi::PluginManifest`]) has its own format number behind a fixed magic, so a
 //! host can always tell "not a plugin" from "a plugin of another format".

@@ -4,16 +4,20 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Arc;
 
 /// The canonical prefix of every mode parameter.
 pub const MODE_KEY: &str = "scaling.alignment.mode";
 
 /// The parameters of the selected mode: every `scaling.alignment.mode.<name>.<rest>` key as
 /// `<rest> -> value` (so `.class` appears as `class`), and nothing else.
+///
+/// Immutable once built, and shared: the host hands the same parameters to every vertex of a
+/// job, so a clone costs two reference counts, not a copy of every string.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ModeParams {
-    mode_name: String,
-    entries: BTreeMap<String, String>,
+    mode_name: Arc<str>,
+    entries: Arc<BTreeMap<String, String>>,
 }
 
 /// A parameter that is missing or does not parse; the message names the full key.
@@ -46,8 +50,8 @@ impl ModeParams {
     /// Parameters of mode `mode_name`, keyed by the stripped rest of each key.
     pub fn new(mode_name: impl Into<String>, entries: BTreeMap<String, String>) -> ModeParams {
         ModeParams {
-            mode_name: mode_name.into(),
-            entries,
+            mode_name: Arc::from(mode_name.into()),
+            entries: Arc::new(entries),
         }
     }
 

@@ -12,7 +12,7 @@ use super::explanation::{Explanation, Line};
 use super::guard::{Panicked, contain, refuse_answer};
 use super::inputs::{Inputs, narrow};
 use super::outcome::{AlignOutcome, Aligner};
-use super::request::AlignmentRequest;
+use super::request::{AlignmentRequest, recycle};
 use super::resolve::{Resolved, Selection, mode_params, resolve};
 use crate::config::{ConfigLookup, KeyError};
 use crate::events::{Event, EventReason, Severity};
@@ -301,7 +301,10 @@ fn call_mode(
 
 impl Aligner for JobAlignment {
     fn align(&self, request: AlignmentRequest) -> AlignOutcome {
-        self.decide(&request.into_context(self.resolved.params.clone()))
+        let ctx = request.into_context(self.resolved.params.clone());
+        let outcome = self.decide(&ctx);
+        recycle(ctx);
+        outcome
     }
 
     /// A custom mode gets the job's vertices together (one round trip to a plugin worker

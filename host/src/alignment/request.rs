@@ -1,5 +1,6 @@
 //! What a caller tells alignment about one vertex's decision, in plain terms.
 
+use std::cell::RefCell;
 use std::sync::Arc;
 
 use flowscale_sdk::{
@@ -42,6 +43,50 @@ pub struct AlignmentRequest {
     pub subtask_loads: Vec<SubtaskLoad>,
 }
 
+thread_local! {
+    /// The metric list of the last context this thread decided on, names and all, for the next
+    /// request to fill in place (see [`metric_list`]).
+    static SPARE_METRICS: RefCell<Vec<(String, EvaluatedMetric)>> =
+        const { RefCell::new(Vec::new()) };
+}
+
+/// A request's metric list holding `metrics` (name and value, in that order), built in the
+/// buffers of the last context this thread decided on (see [`recycle`]): a cycle aligns vertex
+/// after vertex with the same metric names, so a name is usually already in place and nothing
+/// is allocated.
+pub(crate) fn metric_list<'a>(
+    metrics: impl Iterator<Item = (&'a str, EvaluatedMetric)>,
+) -> Vec<(String, EvaluatedMetric)> {
+    let mut list = SPARE_METRICS.with(|spare| std::mem::take(&mut *spare.borrow_mut()));
+    let mut filled = 0;
+    for (name, value) in metrics {
+        match list.get_mut(filled) {
+            Some((kept, kept_value)) => {
+                if kept != name {
+                    kept.clear();
+                    kept.push_str(name);
+                }
+                *kept_value = value;
+            }
+            None => list.push((name.to_string(), value)),
+        }
+        filled += 1;
+    }
+    list.truncate(filled);
+    list
+}
+
+/// Gives the buffers of a context that was decided on back for the next request's metrics.
+pub(crate) fn recycle(ctx: AlignmentContext) {
+    let metrics = ctx.into_metrics();
+    SPARE_METRICS.with(|spare| {
+        let mut spare = spare.borrow_mut();
+        if metrics.len() >= spare.len() {
+            *spare = metrics;
+        }
+    });
+}
+
 impl AlignmentRequest {
     /// A request for a vertex scaling from `current` to `target` over `max_parallelism` key
     /// groups, with the limits `[1, u32::MAX]` and everything else empty.
@@ -75,5 +120,54 @@ impl AlignmentRequest {
             .params(params)
             .subtask_loads(self.subtask_loads)
             .build()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn value(x: f64) -> EvaluatedMetric {
+        EvaluatedMetric {
+            current: x,
+            average: x,
+        }
+    }
+
+    #[test]
+    fn a_metric_list_reuses_the_names_of_the_last_context() {
+        let first = metric_list([("LAG", value(1.0)), ("LOAD", value(0.5))].into_iter());
+        let lag_buffer = first[0].0.as_ptr();
+        let mut request = AlignmentRequest::new(2, 3, 8);
+        request.metrics = first;
+        recycle(request.into_context(ModeParams::default()));
+        // The same names again: the same buffers, the new values.
+        let second = metric_list([("LAG", value(2.0)), ("LOAD", value(0.7))].into_iter());
+        assert_eq!(second[0].0.as_ptr(), lag_buffer);
+        assert_eq!(
+            second,
+            vec![
+                ("LAG".to_string(), value(2.0)),
+                ("LOAD".to_string(), value(0.7))
+            ]
+        );
+    }
+
+    #[test]
+    fn a_metric_list_holds_exactly_what_it_was_given() {
+        let mut request = AlignmentRequest::new(2, 3, 8);
+        request.metrics =
+            metric_list([("A", value(1.0)), ("B", value(2.0)), ("C", value(3.0))].into_iter());
+        recycle(request.into_context(ModeParams::default()));
+        // Fewer, and other names, than the spare holds.
+        let list = metric_list([("B", value(5.0)), ("D", value(6.0))].into_iter());
+        assert_eq!(
+            list,
+            vec![("B".to_string(), value(5.0)), ("D".to_string(), value(6.0))]
+        );
+        // More than the spare holds (nothing was recycled since).
+        let list = metric_list([("A", value(1.0)), ("B", value(2.0))].into_iter());
+        assert_eq!(list.len(), 2);
+        assert!(metric_list(std::iter::empty()).is_empty());
     }
 }

@@ -9,13 +9,22 @@
 //! therefore: append a field to [`ContextVTable`] (never reorder, never change a field, never
 //! change one of the `Ffi*` records below), fill it in `HOST_VTABLE`, read it in
 //! [`rebuild`] behind [`ContextVTable::has`] with a default for older hosts.
+//!
+//! Two accessors (SDK 0.1.2) name what is lent rather than describe it: the job graph's
+//! generation and the context's serial. Equal numbers mean equal contents, which the host
+//! guarantees (see `generation.rs` and `AlignmentContext`'s serial), so the plugin side can keep
+//! its copies instead of reading and comparing the lent ones on every call. 0 means "not
+//! known", and is what an older host's table (too short to have them) reads as.
 
+use std::collections::HashMap;
 use std::ffi::c_void;
 use std::marker::PhantomData;
 use std::mem::{offset_of, size_of};
 use std::sync::Arc;
 
 use abi_stable::StableAbi;
+
+use super::generation::GraphGeneration;
 
 use crate::context::{
     AlignmentContext, EvaluatedMetric, JobTopology, SubtaskLoad, TopologyEdge, TopologyVertex,
@@ -48,7 +57,7 @@ impl FfiStr {
         }
         // SAFETY: the host built this from a live `&str` for the duration of the call.
         let bytes = unsafe { std::slice::from_raw_parts(self.ptr, self.len) };
-        String::from_utf8_lossy(bytes).into_owned()
+        text_of(bytes).into_owned()
     }
 
     /// True when the text equals `text`, without copying it.
@@ -62,6 +71,15 @@ impl FfiStr {
         // SAFETY: as in `to_owned_string`.
         let bytes = unsafe { std::slice::from_raw_parts(self.ptr, self.len) };
         bytes == text.as_bytes()
+    }
+}
+
+/// `bytes` as text: borrowed when valid UTF-8 (always, from a host that lends `&str`s; the
+/// plain check is much cheaper than the lossy decoder's), else decoded lossily.
+fn text_of(bytes: &[u8]) -> std::borrow::Cow<'_, str> {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => std::borrow::Cow::Borrowed(text),
+        Err(_) => String::from_utf8_lossy(bytes),
     }
 }
 
@@ -210,6 +228,11 @@ pub struct ContextVTable {
     subtask_load_count: unsafe extern "C" fn(Data) -> usize,
     /// SDK 0.1.1: the load of subtask `i`.
     subtask_load: unsafe extern "C" fn(Data, usize) -> FfiSubtaskLoad,
+    /// SDK 0.1.2: the generation of the job graph (see [`GraphGeneration`]); 0 when unknown.
+    topology_generation: unsafe extern "C" fn(Data) -> u64,
+    /// SDK 0.1.2: the serial of the context itself: equal serials are the same context (the
+    /// host asks `is_applicable`, then `align`, of one context); 0 when unknown.
+    context_serial: unsafe extern "C" fn(Data) -> u64,
     // Fields added in later SDK releases go here, each read behind `has`.
 }
 
@@ -352,6 +375,14 @@ unsafe extern "C" fn param(d: Data, i: usize) -> FfiParam {
     }
 }
 
+unsafe extern "C" fn topology_generation(d: Data) -> u64 {
+    GraphGeneration::of(&ctx(d).topology)
+}
+
+unsafe extern "C" fn context_serial(d: Data) -> u64 {
+    ctx(d).serial
+}
+
 unsafe extern "C" fn subtask_load_count(d: Data) -> usize {
     ctx(d).subtask_loads().map_or(0, <[SubtaskLoad]>::len)
 }
@@ -382,6 +413,8 @@ static HOST_VTABLE: ContextVTable = ContextVTable {
     param,
     subtask_load_count,
     subtask_load,
+    topology_generation,
+    context_serial,
 };
 
 /// Plugin side: copies a lent context into an owned [`AlignmentContext`] for the mode.
@@ -412,7 +445,8 @@ pub unsafe fn rebuild(r: ContextRef<'_>) -> AlignmentContext {
                 )
             })
             .collect();
-        let topology = shared_topology(vt, d);
+        let job = (vt.job_name)(d).to_owned_string();
+        let topology = shared_topology(vt, d, &job);
         let params = (0..(vt.param_count)(d))
             .map(|i| {
                 let p = (vt.param)(d, i);
@@ -432,7 +466,7 @@ pub unsafe fn rebuild(r: ContextRef<'_>) -> AlignmentContext {
         };
         AlignmentContext::builder(n.current, n.target, n.max_parallelism)
             .identity(
-                (vt.job_name)(d).to_owned_string(),
+                job,
                 (vt.vertex_id)(d).to_owned_string(),
                 (vt.vertex_name)(d).to_owned_string(),
             )
@@ -448,9 +482,31 @@ pub unsafe fn rebuild(r: ContextRef<'_>) -> AlignmentContext {
 }
 
 thread_local! {
-    /// The context of the last call this thread served (see [`with_lent`]).
-    static LAST_CONTEXT: std::cell::RefCell<Option<AlignmentContext>> =
+    /// The context of the last call this thread served (see [`with_lent`]), and the host's
+    /// serial of the context it was lent as (0: not known).
+    static LAST_CONTEXT: std::cell::RefCell<Option<(u64, AlignmentContext)>> =
         const { std::cell::RefCell::new(None) };
+}
+
+/// The host's serial of the lent context: equal serials are the same context. 0 from a host
+/// older than SDK 0.1.2, which cannot tell.
+///
+/// # Safety
+/// As for [`rebuild`].
+unsafe fn lent_serial(r: ContextRef<'_>) -> u64 {
+    // SAFETY: the caller guarantees the table and the data are live.
+    unsafe {
+        let vt = &*r.vtable;
+        let known = vt.has(
+            offset_of!(ContextVTable, context_serial),
+            size_of::<unsafe extern "C" fn(Data) -> u64>(),
+        );
+        if known {
+            (vt.context_serial)(r.data)
+        } else {
+            0
+        }
+    }
 }
 
 /// Plugin side: runs `f` on the lent context as an owned [`AlignmentContext`], equal to what
@@ -458,18 +514,22 @@ thread_local! {
 ///
 /// The host asks `is_applicable` and then `align` of the same context, and the vertices of a job
 /// one after the other: instead of copying every string twice per vertex, the context of this
-/// thread's previous call is kept and brought up to date in place. What did not change is
-/// compared, not copied (the job, the mode parameters, the graph); a string that changed reuses
-/// its buffer. So the second call of a vertex allocates nothing, and the first one next to
-/// nothing.
+/// thread's previous call is kept. When the host says the lent context is the one the kept
+/// copy was made from (equal serials, SDK 0.1.2), it is used as is; otherwise it is brought up
+/// to date in place. What did not change is compared, not copied (the job, the mode
+/// parameters, the graph); a string that changed reuses its buffer. So the second call of a
+/// vertex reads nothing but the serial, and the first one copies next to nothing.
 ///
 /// # Safety
 /// As for [`rebuild`].
 pub unsafe fn with_lent<R>(r: ContextRef<'_>, f: impl FnOnce(&AlignmentContext) -> R) -> R {
+    // SAFETY: per the contract.
+    let serial = unsafe { lent_serial(r) };
     // Taken out for the call: a panic in `f` only loses the kept context.
     let kept = LAST_CONTEXT.with(|last| last.borrow_mut().take());
     let ctx = match kept {
-        Some(mut ctx) => {
+        Some((kept_serial, ctx)) if serial != 0 && kept_serial == serial => ctx,
+        Some((_, mut ctx)) => {
             // SAFETY: per the contract.
             unsafe { refresh(&mut ctx, r) };
             ctx
@@ -478,7 +538,7 @@ pub unsafe fn with_lent<R>(r: ContextRef<'_>, f: impl FnOnce(&AlignmentContext) 
         None => unsafe { rebuild(r) },
     };
     let result = f(&ctx);
-    LAST_CONTEXT.with(|last| *last.borrow_mut() = Some(ctx));
+    LAST_CONTEXT.with(|last| *last.borrow_mut() = Some((serial, ctx)));
     result
 }
 
@@ -486,17 +546,19 @@ pub unsafe fn with_lent<R>(r: ContextRef<'_>, f: impl FnOnce(&AlignmentContext) 
 ///
 /// # Safety
 /// `from` must point at `len` readable bytes.
-unsafe fn assign(text: &mut String, from: FfiStr) {
+/// Returns whether it changed.
+unsafe fn assign(text: &mut String, from: FfiStr) -> bool {
     // SAFETY: per the contract.
     unsafe {
         if from.is(text) {
-            return;
+            return false;
         }
         text.clear();
         if !from.ptr.is_null() && from.len > 0 {
             let bytes = std::slice::from_raw_parts(from.ptr, from.len);
-            text.push_str(&String::from_utf8_lossy(bytes));
+            text.push_str(&text_of(bytes));
         }
+        true
     }
 }
 
@@ -509,6 +571,8 @@ unsafe fn refresh(ctx: &mut AlignmentContext, r: ContextRef<'_>) {
     unsafe {
         let vt = &*r.vtable;
         let d = r.data;
+        // Changed in place, it is no longer the context its serial named.
+        ctx.serial = 0;
         let n = (vt.numbers)(d);
         ctx.current = n.current;
         ctx.target = n.target;
@@ -516,14 +580,17 @@ unsafe fn refresh(ctx: &mut AlignmentContext, r: ContextRef<'_>) {
         ctx.max_parallelism = n.max_parallelism;
         ctx.lower_limit = n.lower_limit;
         ctx.upper_limit = n.upper_limit;
-        assign(&mut ctx.job_name, (vt.job_name)(d));
-        assign(&mut ctx.vertex_id, (vt.vertex_id)(d));
-        assign(&mut ctx.vertex_name, (vt.vertex_name)(d));
+        let _ = assign(&mut ctx.job_name, (vt.job_name)(d));
+        let _ = assign(&mut ctx.vertex_id, (vt.vertex_id)(d));
+        let _ = assign(&mut ctx.vertex_name, (vt.vertex_name)(d));
         ctx.input_ship_strategies.clear();
         ctx.input_ship_strategies
             .extend((0..(vt.ship_count)(d)).map(|i| (vt.ship)(d, i).to_ship()));
 
         let metric_count = (vt.metric_count)(d);
+        // The kept names are sorted and distinct: lent the same names at the same places (or
+        // fewer of them), they still are.
+        let mut same_names = metric_count <= ctx.metrics.len();
         ctx.metrics.truncate(metric_count);
         for i in 0..metric_count {
             let m = (vt.metric)(d, i);
@@ -533,18 +600,18 @@ unsafe fn refresh(ctx: &mut AlignmentContext, r: ContextRef<'_>) {
             };
             match ctx.metrics.get_mut(i) {
                 Some((name, kept)) => {
-                    assign(name, m.name);
+                    same_names &= !assign(name, m.name);
                     *kept = value;
                 }
                 None => ctx.metrics.push((m.name.to_owned_string(), value)),
             }
         }
         // The host lends sorted, distinct names; anything else is sorted as the builder does.
-        if !ctx.metrics.windows(2).all(|w| w[0].0 < w[1].0) {
+        if !same_names {
             crate::context::sort_metrics(&mut ctx.metrics);
         }
 
-        ctx.topology = shared_topology(vt, d);
+        ctx.topology = shared_topology(vt, d, &ctx.job_name);
 
         let param_count = (vt.param_count)(d);
         let same_params = (vt.mode_name)(d).is(ctx.params.mode_name())
@@ -582,44 +649,122 @@ unsafe fn refresh(ctx: &mut AlignmentContext, r: ContextRef<'_>) {
     }
 }
 
+/// How many jobs' graphs one thread keeps (see [`shared_topology`]): a host aligns the jobs of
+/// a fleet in turn, so a single kept graph would be another job's at nearly every first call,
+/// and so would any bound below the fleet's size. Past this many jobs the thread starts over
+/// (the graphs are copies, a few kilobytes each); a `process` worker keeps as many jobs.
+const KEPT_GRAPHS: usize = 16_384;
+
 thread_local! {
-    /// The job graph of the last context this thread rebuilt. The host aligns the vertices of a
-    /// job one after the other with the same graph, so most calls find it here and copy nothing.
-    static LAST_TOPOLOGY: std::cell::RefCell<Option<Arc<JobTopology>>> =
+    /// The job graph of the last context this thread rebuilt for each job, and the host's
+    /// generation of it (0: not known). The host aligns the vertices of a job one after the
+    /// other with the same graph, and the next cycle with an equal one, so most calls find it
+    /// here and copy nothing.
+    static KEPT: std::cell::RefCell<HashMap<String, (u64, Arc<JobTopology>)>> =
+        std::cell::RefCell::new(HashMap::new());
+    /// The graph this thread handed out last and its generation (never 0): the next vertex of
+    /// the same job finds it here without looking the job up.
+    static LAST_GRAPH: std::cell::RefCell<Option<(u64, Arc<JobTopology>)>> =
         const { std::cell::RefCell::new(None) };
 }
 
-/// The lent job graph as an owned, shared [`JobTopology`]: the cached one when it is equal,
-/// else a fresh copy (which becomes the cached one).
+/// The host's generation of the lent job graph: equal generations are equal graphs (see
+/// `generation.rs`). 0 from a host older than SDK 0.1.2, which cannot tell.
 ///
 /// # Safety
 /// As for [`rebuild`].
-unsafe fn shared_topology(vt: &ContextVTable, d: *const c_void) -> Arc<JobTopology> {
+unsafe fn lent_generation(vt: &ContextVTable, d: *const c_void) -> u64 {
+    let known = vt.has(
+        offset_of!(ContextVTable, topology_generation),
+        size_of::<unsafe extern "C" fn(Data) -> u64>(),
+    );
+    // SAFETY: the caller guarantees the table and the data are live; the accessor lies within
+    // the host's table.
+    if known {
+        unsafe { (vt.topology_generation)(d) }
+    } else {
+        0
+    }
+}
+
+/// True when the lent job graph equals `cached`, compared field by field.
+///
+/// # Safety
+/// As for [`rebuild`].
+unsafe fn lent_graph_is(vt: &ContextVTable, d: *const c_void, cached: &JobTopology) -> bool {
     // SAFETY: the caller guarantees the table and the data are live.
     unsafe {
-        let vertex_count = (vt.vertex_count)(d);
-        let edge_count = (vt.edge_count)(d);
-        let same_as = |cached: &JobTopology| {
-            cached.vertices.len() == vertex_count
-                && cached.edges.len() == edge_count
-                && cached.vertices.iter().enumerate().all(|(i, c)| {
-                    let v = (vt.vertex)(d, i);
-                    v.parallelism == c.parallelism
-                        && v.max_parallelism == c.max_parallelism
-                        && v.source_partitions == c.source_partitions
-                        && v.id.is(&c.id)
-                        && v.name.is(&c.name)
-                })
-                && cached.edges.iter().enumerate().all(|(i, c)| {
-                    let e = (vt.edge)(d, i);
-                    e.ship.to_ship() == c.ship_strategy && e.from.is(&c.from) && e.to.is(&c.to)
-                })
-        };
-        let cached = LAST_TOPOLOGY.with(|last| last.borrow().clone());
-        if let Some(cached) = cached.filter(|c| same_as(c)) {
-            return cached;
+        cached.vertices.len() == (vt.vertex_count)(d)
+            && cached.edges.len() == (vt.edge_count)(d)
+            && cached.vertices.iter().enumerate().all(|(i, c)| {
+                let v = (vt.vertex)(d, i);
+                v.parallelism == c.parallelism
+                    && v.max_parallelism == c.max_parallelism
+                    && v.source_partitions == c.source_partitions
+                    && v.id.is(&c.id)
+                    && v.name.is(&c.name)
+            })
+            && cached.edges.iter().enumerate().all(|(i, c)| {
+                let e = (vt.edge)(d, i);
+                e.ship.to_ship() == c.ship_strategy && e.from.is(&c.from) && e.to.is(&c.to)
+            })
+    }
+}
+
+/// The lent job graph of job `job` as an owned, shared [`JobTopology`]: the one kept for the
+/// job when the host says it is the same graph (equal generations) or when it compares equal,
+/// else a fresh copy (which is kept for the job from then on).
+///
+/// # Safety
+/// As for [`rebuild`].
+unsafe fn shared_topology(vt: &ContextVTable, d: *const c_void, job: &str) -> Arc<JobTopology> {
+    // SAFETY: the caller guarantees the table and the data are live.
+    unsafe {
+        let generation = lent_generation(vt, d);
+        if generation != 0 {
+            let last = LAST_GRAPH.with(|last| match &*last.borrow() {
+                Some((kept, graph)) if *kept == generation => Some(Arc::clone(graph)),
+                _ => None,
+            });
+            if let Some(graph) = last {
+                return graph;
+            }
         }
-        let vertices = (0..vertex_count)
+        let graph = job_graph(vt, d, job, generation);
+        if generation != 0 {
+            LAST_GRAPH.with(|last| *last.borrow_mut() = Some((generation, Arc::clone(&graph))));
+        }
+        graph
+    }
+}
+
+/// [`shared_topology`] past the last graph: the one kept for `job`, or a copy.
+///
+/// # Safety
+/// As for [`rebuild`].
+unsafe fn job_graph(
+    vt: &ContextVTable,
+    d: *const c_void,
+    job: &str,
+    generation: u64,
+) -> Arc<JobTopology> {
+    // SAFETY: the caller guarantees the table and the data are live.
+    unsafe {
+        let kept = KEPT.with(|kept| kept.borrow().get(job).cloned());
+        if let Some((kept_generation, graph)) = kept {
+            if generation != 0 && kept_generation == generation {
+                return graph;
+            }
+            if lent_graph_is(vt, d, &graph) {
+                KEPT.with(|kept| {
+                    if let Some(entry) = kept.borrow_mut().get_mut(job) {
+                        entry.0 = generation;
+                    }
+                });
+                return graph;
+            }
+        }
+        let vertices = (0..(vt.vertex_count)(d))
             .map(|i| {
                 let v = (vt.vertex)(d, i);
                 TopologyVertex {
@@ -631,7 +776,7 @@ unsafe fn shared_topology(vt: &ContextVTable, d: *const c_void) -> Arc<JobTopolo
                 }
             })
             .collect();
-        let edges = (0..edge_count)
+        let edges = (0..(vt.edge_count)(d))
             .map(|i| {
                 let e = (vt.edge)(d, i);
                 TopologyEdge {
@@ -642,7 +787,18 @@ unsafe fn shared_topology(vt: &ContextVTable, d: *const c_void) -> Arc<JobTopolo
             })
             .collect();
         let fresh = Arc::new(JobTopology { vertices, edges });
-        LAST_TOPOLOGY.with(|last| *last.borrow_mut() = Some(Arc::clone(&fresh)));
+        KEPT.with(|kept| {
+            let mut kept = kept.borrow_mut();
+            let entry = (generation, Arc::clone(&fresh));
+            if let Some(slot) = kept.get_mut(job) {
+                *slot = entry;
+            } else {
+                if kept.len() >= KEPT_GRAPHS {
+                    kept.clear();
+                }
+                kept.insert(job.to_owned(), entry);
+            }
+        });
         fresh
     }
 }
@@ -847,7 +1003,9 @@ mod tests {
         assert_eq!(offset_of!(ContextVTable, param), 15 * word);
         assert_eq!(offset_of!(ContextVTable, subtask_load_count), 16 * word);
         assert_eq!(offset_of!(ContextVTable, subtask_load), 17 * word);
-        assert_eq!(size_of::<ContextVTable>(), 18 * word);
+        assert_eq!(offset_of!(ContextVTable, topology_generation), 18 * word);
+        assert_eq!(offset_of!(ContextVTable, context_serial), 19 * word);
+        assert_eq!(size_of::<ContextVTable>(), 20 * word);
     }
 
     #[test]
@@ -989,5 +1147,251 @@ mod tests {
                 "{what}: the cached graph was reused for a different one"
             );
         }
+    }
+
+    thread_local! {
+        /// How often the counting table below was asked for a vertex or an edge.
+        static GRAPH_READS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    }
+    unsafe extern "C" fn counted_vertex(d: Data, i: usize) -> FfiVertex {
+        GRAPH_READS.with(|n| n.set(n.get() + 1));
+        unsafe { vertex(d, i) }
+    }
+    unsafe extern "C" fn counted_edge(d: Data, i: usize) -> FfiEdge {
+        GRAPH_READS.with(|n| n.set(n.get() + 1));
+        unsafe { edge(d, i) }
+    }
+    /// The host's table, counting the graph's reads.
+    static COUNTING: std::sync::LazyLock<ContextVTable> =
+        std::sync::LazyLock::new(|| ContextVTable {
+            vertex: counted_vertex,
+            edge: counted_edge,
+            ..HOST_VTABLE
+        });
+
+    /// `ctx` lent through `table`, then brought up to date as the plugin side does; returns the
+    /// plugin's graph and how many vertices and edges it read through the table.
+    fn lend(ctx: &AlignmentContext, table: &'static ContextVTable) -> (Arc<JobTopology>, usize) {
+        let lent = ContextRef {
+            data: (ctx as *const AlignmentContext).cast(),
+            vtable: table,
+            _borrow: PhantomData,
+        };
+        let before = GRAPH_READS.with(std::cell::Cell::get);
+        // SAFETY: `ctx` outlives the call.
+        let graph = unsafe { with_lent(lent, |c| Arc::clone(&c.topology)) };
+        (graph, GRAPH_READS.with(std::cell::Cell::get) - before)
+    }
+
+    fn on(graph: &Arc<JobTopology>) -> AlignmentContext {
+        AlignmentContext::builder(4, 6, 128)
+            .shared_topology(Arc::clone(graph))
+            .build()
+    }
+
+    #[test]
+    fn the_same_shared_graph_is_reused_without_reading_it() {
+        let graph = Arc::new(base_graph());
+        let (first, _) = lend(&on(&graph), &COUNTING);
+        assert_eq!(*first, base_graph());
+        // Another vertex of the same job: same shared graph, same generation.
+        let (second, reads) = lend(&on(&graph), &COUNTING);
+        assert!(Arc::ptr_eq(&first, &second), "the kept copy is reused");
+        assert_eq!(
+            reads, 0,
+            "the graph was read although its generation was the same"
+        );
+    }
+
+    #[test]
+    fn a_new_graph_gets_a_new_generation_and_is_compared_or_copied() {
+        let graph = Arc::new(base_graph());
+        let (first, _) = lend(&on(&graph), &COUNTING);
+        // The next cycle's graph: equal, but another allocation. Compared once, then kept.
+        let next_cycle = Arc::new(base_graph());
+        let (second, reads) = lend(&on(&next_cycle), &COUNTING);
+        assert!(
+            reads > 0,
+            "a new graph was taken for the kept one without comparing"
+        );
+        assert!(
+            Arc::ptr_eq(&first, &second),
+            "an equal graph reuses the kept copy"
+        );
+        let (_, reads) = lend(&on(&next_cycle), &COUNTING);
+        assert_eq!(
+            reads, 0,
+            "the compared graph's generation was not remembered"
+        );
+        // A rescaled graph: a new generation, and a copy of what was lent.
+        let mut rescaled = base_graph();
+        rescaled.vertices[1].parallelism = 6;
+        let (third, _) = lend(&on(&Arc::new(rescaled.clone())), &COUNTING);
+        assert_eq!(*third, rescaled);
+        assert!(!Arc::ptr_eq(&first, &third));
+    }
+
+    /// A host older than 0.1.2 has no generation: the plugin compares every time, and never
+    /// calls past the end of the table.
+    #[test]
+    fn a_table_without_generations_falls_back_to_comparing() {
+        // Past the end of an old table: a generation that would claim every graph is the same.
+        unsafe extern "C" fn past_the_end_generation(_: Data) -> u64 {
+            7
+        }
+        // And a serial that would claim every context is the same.
+        unsafe extern "C" fn past_the_end_serial(_: Data) -> u64 {
+            9
+        }
+        static OLD: std::sync::LazyLock<ContextVTable> =
+            std::sync::LazyLock::new(|| ContextVTable {
+                size: offset_of!(ContextVTable, topology_generation),
+                topology_generation: past_the_end_generation,
+                context_serial: past_the_end_serial,
+                vertex: counted_vertex,
+                edge: counted_edge,
+                ..HOST_VTABLE
+            });
+        let graph = Arc::new(base_graph());
+        let (first, _) = lend(&on(&graph), &OLD);
+        let (second, reads) = lend(&on(&graph), &OLD);
+        assert!(
+            Arc::ptr_eq(&first, &second),
+            "an equal graph reuses the kept copy"
+        );
+        assert!(reads > 0, "without generations the graph must be compared");
+        let mut other = base_graph();
+        other.edges[0].ship_strategy = ShipStrategy::Hash;
+        let (third, _) = lend(&on(&Arc::new(other.clone())), &OLD);
+        assert_eq!(
+            *third, other,
+            "the old table's graph was taken for the kept one"
+        );
+    }
+
+    fn of_job(job: &str, graph: &Arc<JobTopology>) -> AlignmentContext {
+        AlignmentContext::builder(4, 6, 128)
+            .identity(job, "b", "router")
+            .shared_topology(Arc::clone(graph))
+            .build()
+    }
+
+    /// A host aligns the jobs of a fleet in turn: each job's graph is kept for the job, so the
+    /// next job's graph does not push it out.
+    #[test]
+    fn each_job_keeps_its_graph_while_other_jobs_are_aligned() {
+        let mut other = base_graph();
+        other.vertices[0].id = "z".into();
+        let (a, b) = (Arc::new(base_graph()), Arc::new(other.clone()));
+        let (first_a, _) = lend(&of_job("job-a", &a), &COUNTING);
+        let (first_b, _) = lend(&of_job("job-b", &b), &COUNTING);
+        assert_eq!(*first_b, other);
+        // The next cycle: both graphs new but equal, compared once each and reused.
+        let (a2, b2) = (Arc::new(base_graph()), Arc::new(other.clone()));
+        let (again_a, _) = lend(&of_job("job-a", &a2), &COUNTING);
+        let (again_b, _) = lend(&of_job("job-b", &b2), &COUNTING);
+        assert!(
+            Arc::ptr_eq(&first_a, &again_a),
+            "job-a's graph was not kept"
+        );
+        assert!(
+            Arc::ptr_eq(&first_b, &again_b),
+            "job-b's graph was not kept"
+        );
+        // Another job lent job-a's graph gets it compared, not taken on the job's word.
+        let (c, _) = lend(&of_job("job-c", &b2), &COUNTING);
+        assert_eq!(*c, other);
+    }
+
+    /// Past [`KEPT_GRAPHS`] jobs the thread starts over; every graph still reads as lent.
+    #[test]
+    fn more_jobs_than_are_kept_still_read_their_own_graphs() {
+        let graph_of = |i: usize| {
+            let mut g = base_graph();
+            g.vertices[0].parallelism = 1 + (i % 7) as u32;
+            g
+        };
+        for round in 0..2 {
+            for i in (0..=KEPT_GRAPHS).step_by(1 + round) {
+                let g = graph_of(i);
+                let (read, _) = lend(
+                    &of_job(&format!("job-{i}"), &Arc::new(g.clone())),
+                    &COUNTING,
+                );
+                assert_eq!(*read, g, "job {i}, round {round}");
+            }
+        }
+    }
+
+    thread_local! {
+        /// How often the counting table below was asked for a context's numbers.
+        static NUMBER_READS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    }
+    unsafe extern "C" fn counted_numbers(d: Data) -> FfiNumbers {
+        NUMBER_READS.with(|n| n.set(n.get() + 1));
+        unsafe { numbers(d) }
+    }
+
+    /// How many times lending `ctx` through a table that counts read its numbers, and what the
+    /// plugin saw.
+    fn lend_counting_numbers(ctx: &AlignmentContext) -> (usize, String) {
+        static TABLE: std::sync::LazyLock<ContextVTable> =
+            std::sync::LazyLock::new(|| ContextVTable {
+                numbers: counted_numbers,
+                ..HOST_VTABLE
+            });
+        let lent = ContextRef {
+            data: (ctx as *const AlignmentContext).cast(),
+            vtable: &*TABLE,
+            _borrow: PhantomData,
+        };
+        let before = NUMBER_READS.with(std::cell::Cell::get);
+        // SAFETY: `ctx` outlives the call.
+        let seen = unsafe { with_lent(lent, |c| format!("{c:?}")) };
+        (NUMBER_READS.with(std::cell::Cell::get) - before, seen)
+    }
+
+    #[test]
+    fn the_same_context_lent_again_is_used_as_kept() {
+        let ctx = full_context(2);
+        let (reads, seen) = lend_counting_numbers(&ctx);
+        assert_eq!(reads, 1);
+        assert_eq!(seen, format!("{ctx:?}"));
+        // `align` after `is_applicable`: the same context, nothing read again.
+        let (reads, seen) = lend_counting_numbers(&ctx);
+        assert_eq!(reads, 0, "the same context was read again");
+        assert_eq!(seen, format!("{ctx:?}"));
+        // A clone is the same context.
+        let (reads, _) = lend_counting_numbers(&ctx.clone());
+        assert_eq!(reads, 0);
+    }
+
+    #[test]
+    fn another_context_is_read_even_when_it_looks_the_same() {
+        let (a, b) = (full_context(2), full_context(2));
+        lend_counting_numbers(&a);
+        let (reads, _) = lend_counting_numbers(&b);
+        assert_eq!(reads, 1, "a new context was taken for the kept one");
+        // Different contents, one after the other: each seen as lent.
+        for variant in [3, 0, 5] {
+            let ctx = full_context(variant);
+            let (reads, seen) = lend_counting_numbers(&ctx);
+            assert_eq!(reads, 1);
+            assert_eq!(seen, format!("{ctx:?}"), "variant {variant}");
+        }
+    }
+
+    #[test]
+    fn serials_are_distinct_per_build_and_shared_by_clones() {
+        let builder = AlignmentContext::builder(1, 2, 8);
+        let (a, b) = (builder.clone().build(), builder.build());
+        assert_ne!(a.serial, 0);
+        assert_ne!(a.serial, b.serial);
+        assert_eq!(a.clone().serial, a.serial);
+        // A copy brought up to date in place no longer claims the serial it was built with.
+        let mut kept = a.clone();
+        // SAFETY: `b` outlives the call.
+        unsafe { refresh(&mut kept, ContextRef::new(&b)) };
+        assert_eq!(kept.serial, 0);
     }
 }

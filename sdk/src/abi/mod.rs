@@ -15,6 +15,7 @@
 //!    that the context can grow without orphaning built plugins (see [`context`]).
 
 pub mod context;
+mod generation;
 pub mod guest;
 mod manifest;
 mod root;

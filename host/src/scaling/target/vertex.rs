@@ -3,7 +3,7 @@
 
 use std::cell::OnceCell;
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use flowscale_sdk::JobTopology;
@@ -12,7 +12,7 @@ use super::ineffective::ineffective_scale_up;
 use super::reason::{BandNote, Reason, ScaleNote, Step};
 use super::scalability::observed_scalability_coefficient;
 use super::scaled::{ScaledTarget, scaled_target};
-use crate::alignment::{AlignOutcome, Aligner, AlignmentRequest, Explanation};
+use crate::alignment::{AlignOutcome, Aligner, AlignmentRequest, Explanation, metric_list};
 use crate::engine::VertexMetrics;
 use crate::events::Event;
 use crate::scaling::evaluation::capacity;
@@ -501,10 +501,7 @@ fn alignment_request(
         upper_limit: to_u32(upper),
         input_ship_strategies: vertex.inputs.iter().map(|&(_, s)| s).collect(),
         metrics: if details {
-            metrics
-                .iter()
-                .map(|(k, v)| (k.as_str().to_string(), v.to_sdk()))
-                .collect()
+            metrics_by_name(metrics)
         } else {
             Vec::new()
         },
@@ -524,6 +521,21 @@ fn alignment_request(
             Vec::new()
         },
     }
+}
+
+/// The vertex's metrics by name, the order a context keeps them in (so building one sorts
+/// nothing), in the buffers of the previous context where it can.
+fn metrics_by_name(metrics: &VertexEvaluation) -> Vec<(String, flowscale_sdk::EvaluatedMetric)> {
+    static BY_NAME: LazyLock<Vec<ScalingMetric>> = LazyLock::new(|| {
+        let mut all = ScalingMetric::ALL.to_vec();
+        all.sort_by_key(ScalingMetric::as_str);
+        all
+    });
+    metric_list(
+        BY_NAME
+            .iter()
+            .filter_map(|k| Some((k.as_str(), metrics.get(k)?.to_sdk()))),
+    )
 }
 
 #[cfg(test)]
@@ -964,5 +976,28 @@ mod tests {
         let mut pending = [prepare_scale_target(&ctx, &vertex(10, 128), &steady, None)];
         align_targets(&ctx, pending.iter_mut());
         assert!(counting.batches.borrow().is_empty());
+    }
+
+    #[test]
+    fn a_request_lists_the_metrics_by_name_once_each() {
+        let mut m = VertexEvaluation::new();
+        // Inserted in the metrics' own order, which is not the names' order.
+        m.insert(ScalingMetric::Load, EvaluatedScalingMetric::avg(0.5));
+        m.insert(ScalingMetric::Lag, EvaluatedScalingMetric::avg(3.0));
+        m.insert(
+            ScalingMetric::TrueProcessingRate,
+            EvaluatedScalingMetric::avg(9.0),
+        );
+        m.insert(
+            ScalingMetric::CatchUpDataRate,
+            EvaluatedScalingMetric::avg(1.0),
+        );
+        let named = metrics_by_name(&m);
+        let names: Vec<&str> = named.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(
+            names,
+            ["CATCH_UP_DATA_RATE", "LAG", "LOAD", "TRUE_PROCESSING_RATE"]
+        );
+        assert_eq!(named[1].1.average, 3.0);
     }
 }
