@@ -317,7 +317,9 @@ impl Aligner for JobAlignment {
             .into_iter()
             .map(|r| r.into_context(self.resolved.params.clone()))
             .collect();
-        self.align_custom_all(&ctxs, name, mode)
+        let outcomes = self.align_custom_all(&ctxs, name, mode);
+        ctxs.into_iter().for_each(recycle);
+        outcomes
     }
 
     /// The built-in modes decide from the numbers (and ship strategies) alone and emit no

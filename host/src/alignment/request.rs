@@ -43,21 +43,29 @@ pub struct AlignmentRequest {
     pub subtask_loads: Vec<SubtaskLoad>,
 }
 
+/// How many spare metric lists a thread keeps: more than the aligned vertices of one job's
+/// cycle (whose requests are all built before any of them is aligned), so that every job
+/// finds the lists the previous one gave back; bounded, so that one huge job cannot make the
+/// spares grow without end.
+const SPARE_LISTS: usize = 256;
+
 thread_local! {
-    /// The metric list of the last context this thread decided on, names and all, for the next
-    /// request to fill in place (see [`metric_list`]).
-    static SPARE_METRICS: RefCell<Vec<(String, EvaluatedMetric)>> =
+    /// The metric lists of contexts this thread decided on, names and all, for the next
+    /// requests to fill in place (see [`metric_list`]).
+    static SPARE_METRICS: RefCell<Vec<Vec<(String, EvaluatedMetric)>>> =
         const { RefCell::new(Vec::new()) };
 }
 
 /// A request's metric list holding `metrics` (name and value, in that order), built in the
-/// buffers of the last context this thread decided on (see [`recycle`]): a cycle aligns vertex
-/// after vertex with the same metric names, so a name is usually already in place and nothing
-/// is allocated.
+/// buffers of a context this thread decided on (see [`recycle`]): a cycle aligns vertices
+/// with the same metric names job after job, so a name is usually already in place and
+/// nothing is allocated.
 pub(crate) fn metric_list<'a>(
     metrics: impl Iterator<Item = (&'a str, EvaluatedMetric)>,
 ) -> Vec<(String, EvaluatedMetric)> {
-    let mut list = SPARE_METRICS.with(|spare| std::mem::take(&mut *spare.borrow_mut()));
+    let mut list = SPARE_METRICS
+        .with(|spare| spare.borrow_mut().pop())
+        .unwrap_or_default();
     let mut filled = 0;
     for (name, value) in metrics {
         match list.get_mut(filled) {
@@ -76,13 +84,16 @@ pub(crate) fn metric_list<'a>(
     list
 }
 
-/// Gives the buffers of a context that was decided on back for the next request's metrics.
+/// Gives the buffers of a context that was decided on back for the next requests' metrics.
 pub(crate) fn recycle(ctx: AlignmentContext) {
     let metrics = ctx.into_metrics();
+    if metrics.capacity() == 0 {
+        return;
+    }
     SPARE_METRICS.with(|spare| {
         let mut spare = spare.borrow_mut();
-        if metrics.len() >= spare.len() {
-            *spare = metrics;
+        if spare.len() < SPARE_LISTS {
+            spare.push(metrics);
         }
     });
 }
@@ -154,6 +165,37 @@ mod tests {
     }
 
     #[test]
+    fn the_lists_of_a_whole_batch_come_back_for_the_next_one() {
+        // A job's requests are all built before any is aligned: each takes a list of its own.
+        let batch = |x: f64| -> Vec<Vec<(String, EvaluatedMetric)>> {
+            (0..3)
+                .map(|_| metric_list([("LAG", value(x)), ("LOAD", value(x))].into_iter()))
+                .collect()
+        };
+        let first = batch(1.0);
+        let mut buffers: Vec<*const u8> = first.iter().map(|l| l[1].0.as_ptr()).collect();
+        let distinct = {
+            let mut b = buffers.clone();
+            b.sort_unstable();
+            b.dedup();
+            b.len()
+        };
+        assert_eq!(distinct, 3, "three requests, three lists");
+        for list in first {
+            let mut request = AlignmentRequest::new(2, 3, 8);
+            request.metrics = list;
+            recycle(request.into_context(ModeParams::default()));
+        }
+        // The next job's three requests fill the same three lists.
+        let second = batch(2.0);
+        let mut reused: Vec<*const u8> = second.iter().map(|l| l[1].0.as_ptr()).collect();
+        buffers.sort_unstable();
+        reused.sort_unstable();
+        assert_eq!(reused, buffers);
+        assert!(second.iter().all(|l| l[0].1 == value(2.0)));
+    }
+
+    #[test]
     fn a_metric_list_holds_exactly_what_it_was_given() {
         let mut request = AlignmentRequest::new(2, 3, 8);
         request.metrics =
@@ -165,7 +207,7 @@ mod tests {
             list,
             vec![("B".to_string(), value(5.0)), ("D".to_string(), value(6.0))]
         );
-        // More than the spare holds (nothing was recycled since).
+        // No spare left (nothing was recycled since).
         let list = metric_list([("A", value(1.0)), ("B", value(2.0))].into_iter());
         assert_eq!(list.len(), 2);
         assert!(metric_list(std::iter::empty()).is_empty());
