@@ -49,7 +49,7 @@ impl EvaluatedVertices {
         let mut map = BTreeMap::new();
         for &i in self.ids.in_id_order() {
             if let (Some(id), Some(metrics)) = (self.ids.ids().get(i), self.values.get_mut(i)) {
-                map.insert(id.to_string(), std::mem::take(metrics));
+                map.insert(String::from(&**id), std::mem::take(metrics));
             }
         }
         map

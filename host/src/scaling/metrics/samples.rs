@@ -104,7 +104,7 @@ impl FlinkMetrics {
     fn require(&self, vertex: &VertexInfo) -> Result<(), CycleError> {
         let missing = |metric: &'static str| CycleError::MetricNotFound {
             metric,
-            vertex: vertex.id.to_string(),
+            vertex: String::from(&*vertex.id),
         };
         if self.busy_time.is_none() {
             return Err(missing("BUSY_TIME_PER_SEC"));
@@ -196,7 +196,7 @@ pub(crate) fn compute_sample(
     let mut values = Vec::with_capacity(topology.vertices.len());
     for (index, vertex) in topology.vertices.iter().enumerate() {
         let (fm, io) = if vertex.finished {
-            sample.excluded.insert(vertex.id.to_string());
+            sample.excluded.insert(String::from(&*vertex.id));
             (FlinkMetrics::finished(), Default::default())
         } else {
             let vm = obs.metrics.get(&*vertex.id);
@@ -207,7 +207,7 @@ pub(crate) fn compute_sample(
         let load = fm.load(opts);
         if load.is_none() {
             tracing::warn!(vertex = %vertex.id, "no finite busyTimeMsPerSecond; the vertex is not scaled in this cycle");
-            sample.excluded.insert(vertex.id.to_string());
+            sample.excluded.insert(String::from(&*vertex.id));
         }
         // The window average of the observed true processing rate, when a source needs it.
         let observed_tpr_average = || {

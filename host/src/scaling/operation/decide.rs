@@ -64,7 +64,7 @@ pub(crate) fn decide_operation(
                 new_parallelism: new,
                 metrics,
             };
-            Some((vertex.id.to_string(), summary))
+            Some((String::from(&*vertex.id), summary))
         })
         .collect();
 
@@ -171,8 +171,8 @@ fn decide_vertex(
     outcome: &mut CycleOutcome,
 ) -> (VertexDecision, Option<(u32, bool)>) {
     let mut decision = VertexDecision {
-        vertex: vertex.id.to_string(),
-        name: vertex.name.to_string(),
+        vertex: String::from(&*vertex.id),
+        name: vertex.name.clone(),
         current: vertex.parallelism,
         target: None,
         aligned: None,
@@ -252,7 +252,7 @@ fn apply(
             let p = summaries
                 .get(&*v.id)
                 .map_or(v.parallelism, |s| s.new_parallelism);
-            (v.id.to_string(), p)
+            (String::from(&*v.id), p)
         })
         .collect();
     state.parallelism_overrides = overrides.clone();
