@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use super::metric_map::MetricMap;
 use super::names::ScalingMetric;
-use super::statistics::{series_average, series_of};
+use super::statistics::vertex_average;
 use super::window::{CollectedMetrics, MetricHistory, VertexSamples};
 use crate::engine::{AggregatedMetric, IoMetrics, JobObservation, VertexMetrics};
 use crate::scaling::error::CycleError;
@@ -211,8 +211,10 @@ pub(crate) fn compute_sample(
         }
         // The window average of the observed true processing rate, when a source needs it.
         let observed_tpr_average = || {
-            series_average(
-                &series_of(history, topology, index),
+            vertex_average(
+                history,
+                topology,
+                index,
                 ScalingMetric::ObservedTpr,
                 opts.observed_tpr_min_observations,
             )
