@@ -124,7 +124,8 @@ fn decide_vertices<'t>(
     }
     align_targets(ctx, prepared.iter_mut().filter_map(|(_, _, p)| p.as_mut()));
     let mut decided = Vec::with_capacity(prepared.len());
-    for (index, vertex, pending) in prepared {
+    for (index, vertex, pending) in prepared.iter_mut() {
+        let (index, vertex) = (*index, *vertex);
         let Some(metrics) = evaluation.vertices.values.get_mut(index) else {
             continue;
         };
@@ -133,7 +134,7 @@ fn decide_vertices<'t>(
             vertex,
             metrics,
             cycle_excluded,
-            pending,
+            pending.as_mut(),
             state,
             outcome,
         );
@@ -166,7 +167,7 @@ fn decide_vertex(
     vertex: &VertexInfo,
     metrics: &mut VertexEvaluation,
     cycle_excluded: &BTreeSet<String>,
-    pending: Option<PendingTarget>,
+    pending: Option<&mut PendingTarget>,
     state: &mut JobScalingState,
     outcome: &mut CycleOutcome,
 ) -> (VertexDecision, Option<(u32, bool)>) {
