@@ -219,28 +219,33 @@ pub(crate) fn compute_sample(
                 opts.observed_tpr_min_observations,
             )
         };
-        let mut out = vertex_sample(vertex, &fm, io, load, opts, observed_tpr_average);
-        for value in out.values_mut() {
-            *value = round_metric(*value);
+        // Written in place: a vertex's map is a few hundred bytes, and returning then pushing
+        // it copied it twice.
+        values.push(MetricMap::new());
+        if let Some(out) = values.last_mut() {
+            vertex_sample(out, vertex, &fm, io, load, opts, observed_tpr_average);
+            for value in out.values_mut() {
+                *value = round_metric(*value);
+            }
         }
-        values.push(out);
     }
     sample.metrics.vertices = VertexSamples::new(Arc::clone(&topology.index), values);
     sample.metrics.global = global_metrics(&obs.global);
     Ok(sample)
 }
 
-/// The unrounded metrics of one vertex; `load` is None without a finite busy time.
+/// The unrounded metrics of one vertex, written into the empty map `out`; `load` is None
+/// without a finite busy time.
 fn vertex_sample(
+    out: &mut MetricMap<f64>,
     vertex: &VertexInfo,
     fm: &FlinkMetrics,
     io: IoMetrics,
     load: Option<f64>,
     opts: &AutoscalerOptions,
     observed_tpr_average: impl FnOnce() -> f64,
-) -> MetricMap<f64> {
+) {
     let source = vertex.is_source();
-    let mut out = MetricMap::new();
     let lag = fm.pending_records.and_then(|p| p.sum).unwrap_or(0.0);
     if source {
         out.insert(ScalingMetric::Lag, lag);
@@ -264,7 +269,6 @@ fn vertex_sample(
             m.sum.unwrap_or(f64::NAN),
         );
     }
-    out
 }
 
 /// Job-wide metrics (docs/decision-pipeline.md#sample), from the observation's global map (TaskManager

@@ -129,7 +129,7 @@ fn decide_vertices<'t>(
         let Some(metrics) = evaluation.vertices.values.get_mut(index) else {
             continue;
         };
-        let (decision, change) = decide_vertex(
+        let change = decide_vertex(
             ctx,
             vertex,
             metrics,
@@ -138,7 +138,6 @@ fn decide_vertices<'t>(
             state,
             outcome,
         );
-        outcome.vertices.push(decision);
         decided.push((index, vertex, change));
     }
     decided
@@ -158,9 +157,9 @@ fn excluded(
         || cycle_excluded.contains(&*vertex.id)
 }
 
-/// One vertex's decision, completed from its `pending` target (`None` for an excluded vertex),
-/// and the parallelism it asks for with whether it is outside its band when it asks for a
-/// change. Excluded vertices (`vertex.exclude.ids`, finished, no finite busy time) keep their
+/// One vertex's decision, completed from its `pending` target (`None` for an excluded vertex)
+/// and appended to the outcome's decisions (built in place there rather than moved out); returns
+/// the parallelism it asks for with whether it is outside its band when it asks for a change. Excluded vertices (`vertex.exclude.ids`, finished, no finite busy time) keep their
 /// parallelism.
 fn decide_vertex(
     ctx: &ScalerContext<'_>,
@@ -170,7 +169,7 @@ fn decide_vertex(
     pending: Option<&mut PendingTarget>,
     state: &mut JobScalingState,
     outcome: &mut CycleOutcome,
-) -> (VertexDecision, Option<(u32, bool)>) {
+) -> Option<(u32, bool)> {
     let mut decision = VertexDecision {
         vertex: String::from(&*vertex.id),
         name: vertex.name.clone(),
@@ -192,7 +191,8 @@ fn decide_vertex(
         } else {
             "listed in vertex.exclude.ids; not scaled"
         });
-        return (decision, None);
+        outcome.vertices.push(decision);
+        return None;
     };
     let result = finish_scale_target(
         ctx,
@@ -210,10 +210,12 @@ fn decide_vertex(
     decision.explanation = result.explanation;
     outcome.events.extend(result.events);
     let ParallelismChange::Change { new, outside } = result.change else {
-        return (decision, None);
+        outcome.vertices.push(decision);
+        return None;
     };
     decision.proposed = Some(new);
-    (decision, Some((new, outside)))
+    outcome.vertices.push(decision);
+    Some((new, outside))
 }
 
 /// Why a decided operation is not executed, in the Flink autoscaler's words: advisor mode
