@@ -11,8 +11,8 @@ use super::global::evaluate_global;
 use super::rates::{DataRates, Processing, downstream_rates, source_rates};
 use crate::scaling::error::CycleError;
 use crate::scaling::metrics::{
-    EvaluatedScalingMetric, MetricHistory, ScalingMetric, Series, VertexEvaluation, series_latest,
-    series_of, series_rate,
+    EvaluatedScalingMetric, MetricHistory, ScalingMetric, Series, VertexEvaluation, WindowSeries,
+    series_latest, series_rate,
 };
 use crate::scaling::options::{AutoscalerOptions, whole_seconds};
 use crate::scaling::topology::{Topology, VertexIds, VertexInfo};
@@ -49,7 +49,7 @@ impl EvaluatedVertices {
         let mut map = BTreeMap::new();
         for &i in self.ids.in_id_order() {
             if let (Some(id), Some(metrics)) = (self.ids.ids().get(i), self.values.get_mut(i)) {
-                map.insert(id.to_string(), std::mem::take(metrics));
+                map.insert(String::from(&**id), std::mem::take(metrics));
             }
         }
         map
@@ -79,9 +79,8 @@ pub(crate) fn is_processing_backlog(
     topology: &Topology,
     opts: &AutoscalerOptions,
 ) -> bool {
-    let all: Vec<Series<'_>> = (0..topology.vertices.len())
-        .map(|index| series_of(history, topology, index))
-        .collect();
+    let window = WindowSeries::of(history, topology);
+    let all = window.all();
     backlog_in(history, topology, &all, opts)
 }
 
@@ -111,9 +110,8 @@ pub(crate) fn evaluate(
     opts: &AutoscalerOptions,
     restart_time: Duration,
 ) -> Result<Evaluation, CycleError> {
-    let all: Vec<Series<'_>> = (0..topology.vertices.len())
-        .map(|index| series_of(history, topology, index))
-        .collect();
+    let window = WindowSeries::of(history, topology);
+    let all = window.all();
     let backlog = backlog_in(history, topology, &all, opts);
     let mut evaluated: Vec<VertexEvaluation> = Vec::with_capacity(topology.vertices.len());
     for (index, vertex) in topology.vertices.iter().enumerate() {

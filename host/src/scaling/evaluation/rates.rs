@@ -30,7 +30,7 @@ pub(crate) fn source_rates(
     let target = java_max(0.0, in_rate + series_rate(own, ScalingMetric::Lag));
     if target.is_nan() {
         return Err(CycleError::NoIngestionRate {
-            vertex: vertex.id.to_string(),
+            vertex: String::from(&*vertex.id),
         });
     }
     let catch_up_secs = whole_seconds(opts.catch_up_duration);

@@ -16,7 +16,7 @@ pub use names::ScalingMetric;
 #[cfg(test)]
 pub(crate) use samples::compute_sample;
 pub(crate) use statistics::{
-    Series, average_of, series_average, series_average_or_rate, series_latest, series_of,
+    Series, WindowSeries, average_of, series_average, series_average_or_rate, series_latest,
     series_rate,
 };
 pub(crate) use window::MetricHistory;

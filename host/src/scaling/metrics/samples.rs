@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use super::metric_map::MetricMap;
 use super::names::ScalingMetric;
-use super::statistics::{series_average, series_of};
+use super::statistics::vertex_average;
 use super::window::{CollectedMetrics, MetricHistory, VertexSamples};
 use crate::engine::{AggregatedMetric, IoMetrics, JobObservation, VertexMetrics};
 use crate::scaling::error::CycleError;
@@ -104,7 +104,7 @@ impl FlinkMetrics {
     fn require(&self, vertex: &VertexInfo) -> Result<(), CycleError> {
         let missing = |metric: &'static str| CycleError::MetricNotFound {
             metric,
-            vertex: vertex.id.to_string(),
+            vertex: String::from(&*vertex.id),
         };
         if self.busy_time.is_none() {
             return Err(missing("BUSY_TIME_PER_SEC"));
@@ -196,7 +196,7 @@ pub(crate) fn compute_sample(
     let mut values = Vec::with_capacity(topology.vertices.len());
     for (index, vertex) in topology.vertices.iter().enumerate() {
         let (fm, io) = if vertex.finished {
-            sample.excluded.insert(vertex.id.to_string());
+            sample.excluded.insert(String::from(&*vertex.id));
             (FlinkMetrics::finished(), Default::default())
         } else {
             let vm = obs.metrics.get(&*vertex.id);
@@ -207,38 +207,45 @@ pub(crate) fn compute_sample(
         let load = fm.load(opts);
         if load.is_none() {
             tracing::warn!(vertex = %vertex.id, "no finite busyTimeMsPerSecond; the vertex is not scaled in this cycle");
-            sample.excluded.insert(vertex.id.to_string());
+            sample.excluded.insert(String::from(&*vertex.id));
         }
         // The window average of the observed true processing rate, when a source needs it.
         let observed_tpr_average = || {
-            series_average(
-                &series_of(history, topology, index),
+            vertex_average(
+                history,
+                topology,
+                index,
                 ScalingMetric::ObservedTpr,
                 opts.observed_tpr_min_observations,
             )
         };
-        let mut out = vertex_sample(vertex, &fm, io, load, opts, observed_tpr_average);
-        for value in out.values_mut() {
-            *value = round_metric(*value);
+        // Written in place: a vertex's map is a few hundred bytes, and returning then pushing
+        // it copied it twice.
+        values.push(MetricMap::new());
+        if let Some(out) = values.last_mut() {
+            vertex_sample(out, vertex, &fm, io, load, opts, observed_tpr_average);
+            for value in out.values_mut() {
+                *value = round_metric(*value);
+            }
         }
-        values.push(out);
     }
     sample.metrics.vertices = VertexSamples::new(Arc::clone(&topology.index), values);
     sample.metrics.global = global_metrics(&obs.global);
     Ok(sample)
 }
 
-/// The unrounded metrics of one vertex; `load` is None without a finite busy time.
+/// The unrounded metrics of one vertex, written into the empty map `out`; `load` is None
+/// without a finite busy time.
 fn vertex_sample(
+    out: &mut MetricMap<f64>,
     vertex: &VertexInfo,
     fm: &FlinkMetrics,
     io: IoMetrics,
     load: Option<f64>,
     opts: &AutoscalerOptions,
     observed_tpr_average: impl FnOnce() -> f64,
-) -> MetricMap<f64> {
+) {
     let source = vertex.is_source();
-    let mut out = MetricMap::new();
     let lag = fm.pending_records.and_then(|p| p.sum).unwrap_or(0.0);
     if source {
         out.insert(ScalingMetric::Lag, lag);
@@ -262,7 +269,6 @@ fn vertex_sample(
             m.sum.unwrap_or(f64::NAN),
         );
     }
-    out
 }
 
 /// Job-wide metrics (docs/decision-pipeline.md#sample), from the observation's global map (TaskManager

@@ -21,51 +21,103 @@ impl Row<'_> {
 
 /// The samples of one vertex in time order, found once and shared by every rate and average
 /// of the vertex.
+#[derive(Clone, Copy)]
 pub(crate) struct Series<'a> {
-    rows: Vec<Row<'a>>,
+    rows: &'a [Row<'a>],
 }
 
-/// The series of vertex `id`, found by its id in every sample.
+/// The rows of vertex `id`, found by its id in every sample.
 #[cfg(test)]
-pub(crate) fn series<'a>(history: &'a MetricHistory, vertex: &str) -> Series<'a> {
-    rows(history, |sample| sample.vertices.get(vertex))
+fn rows_by_id<'a>(history: &'a MetricHistory, vertex: &str) -> Vec<Row<'a>> {
+    rows(history, |sample| sample.vertices.get(vertex)).collect()
 }
 
-/// The series of vertex `index` of `topology`: an index into the samples collected on the same
-/// graph, a search by id in the others.
-pub(crate) fn series_of<'a>(
-    history: &'a MetricHistory,
+/// The series of every vertex of `topology` over the window, kept in one buffer: one
+/// allocation per cycle rather than one per vertex.
+pub(crate) struct WindowSeries<'a> {
+    rows: Vec<Row<'a>>,
+    /// Where each vertex's rows end in `rows` (they start where the previous vertex's end).
+    ends: Vec<usize>,
+}
+
+impl<'a> WindowSeries<'a> {
+    /// The rows of each vertex of `topology`: an index into the samples collected on the same
+    /// graph, a search by id in the others.
+    pub(crate) fn of(history: &'a MetricHistory, topology: &Topology) -> WindowSeries<'a> {
+        let ids = &topology.index;
+        let n = topology.vertices.len();
+        let mut rows = Vec::with_capacity(history.samples.len() * n);
+        let mut ends = Vec::with_capacity(n);
+        for (index, vertex) in topology.vertices.iter().enumerate() {
+            let id = &*vertex.id;
+            rows.extend(self::rows(history, |sample| {
+                sample.vertices.of(ids, index, id)
+            }));
+            ends.push(rows.len());
+        }
+        WindowSeries { rows, ends }
+    }
+
+    /// The series of every vertex, in topological order.
+    pub(crate) fn all(&self) -> Vec<Series<'_>> {
+        let mut start = 0;
+        self.ends
+            .iter()
+            .map(|&end| {
+                let series = Series {
+                    rows: &self.rows[start..end],
+                };
+                start = end;
+                series
+            })
+            .collect()
+    }
+}
+
+/// The average of `metric` of vertex `index` of `topology` over the window (see
+/// [`series_average`]), without building the vertex's series.
+pub(crate) fn vertex_average(
+    history: &MetricHistory,
     topology: &Topology,
     index: usize,
-) -> Series<'a> {
+    metric: ScalingMetric,
+    min_observations: i64,
+) -> f64 {
     let ids = &topology.index;
     let id = &*topology.vertices[index].id;
-    rows(history, |sample| sample.vertices.of(ids, index, id))
+    average_of(
+        rows(history, |sample| sample.vertices.of(ids, index, id))
+            .filter_map(|row| row.get(metric)),
+        min_observations,
+    )
 }
 
 fn rows<'a>(
     history: &'a MetricHistory,
     find: impl Fn(&'a CollectedMetrics) -> Option<&'a MetricMap<f64>>,
-) -> Series<'a> {
-    let mut rows = Vec::with_capacity(history.samples.len());
-    rows.extend(history.samples.iter().filter_map(|(&at, sample)| {
+) -> impl Iterator<Item = Row<'a>> {
+    history.samples.iter().filter_map(move |(&at, sample)| {
         let metrics = find(sample)?;
         Some(Row { at, metrics })
-    }));
-    Series { rows }
+    })
 }
 
 /// `1000 · (last − first) / max(Δt_ms, 1)` between the first and the last sample where the
 /// metric is present and not NaN (infinities count); NaN with fewer than two such samples.
 #[cfg(test)]
 pub(crate) fn rate(history: &MetricHistory, vertex: &str, metric: ScalingMetric) -> f64 {
-    series_rate(&series(history, vertex), metric)
+    series_rate(
+        &Series {
+            rows: &rows_by_id(history, vertex),
+        },
+        metric,
+    )
 }
 
 pub(crate) fn series_rate(series: &Series<'_>, metric: ScalingMetric) -> f64 {
     let mut first: Option<(i64, f64)> = None;
     let mut last: Option<(i64, f64)> = None;
-    for row in &series.rows {
+    for row in series.rows {
         let at = row.at;
         if let Some(v) = row.get(metric) {
             if v.is_nan() {
@@ -93,7 +145,13 @@ pub(crate) fn average(
     metric: ScalingMetric,
     min_observations: i64,
 ) -> f64 {
-    series_average(&series(history, vertex), metric, min_observations)
+    series_average(
+        &Series {
+            rows: &rows_by_id(history, vertex),
+        },
+        metric,
+        min_observations,
+    )
 }
 
 pub(crate) fn series_average(
@@ -139,7 +197,13 @@ pub(crate) fn average_or_rate(
     metric: ScalingMetric,
     fallback: ScalingMetric,
 ) -> f64 {
-    series_average_or_rate(&series(history, vertex), metric, fallback)
+    series_average_or_rate(
+        &Series {
+            rows: &rows_by_id(history, vertex),
+        },
+        metric,
+        fallback,
+    )
 }
 
 pub(crate) fn series_average_or_rate(
@@ -216,11 +280,13 @@ mod tests {
     fn latest_tells_a_missing_metric_from_a_nan_one() {
         let m = ScalingMetric::Lag;
         let h = history(&[(0, Some(3.0)), (1000, Some(f64::NAN))], m);
-        let latest = series_latest(&h, &series(&h, "v"), m);
+        let rows = rows_by_id(&h, "v");
+        let latest = series_latest(&h, &Series { rows: &rows }, m);
         assert!(latest.is_some_and(f64::is_nan), "{latest:?}");
         // Missing from the newest sample: None, not the older value.
         let h = history(&[(0, Some(3.0)), (1000, None)], m);
-        assert_eq!(series_latest(&h, &series(&h, "v"), m), None);
+        let rows = rows_by_id(&h, "v");
+        assert_eq!(series_latest(&h, &Series { rows: &rows }, m), None);
         // Every metric has its own place in a row.
         let mut h = history(&[(0, Some(2.0)), (1000, Some(5.0))], m);
         for (at, s) in h.samples.iter_mut() {
@@ -228,7 +294,8 @@ mod tests {
             v.insert(ScalingMetric::MetaspaceMemoryUsed, 1.0 + *at as f64);
             v.insert(ScalingMetric::Load, f64::NAN);
         }
-        let s = series(&h, "v");
+        let rows = rows_by_id(&h, "v");
+        let s = Series { rows: &rows };
         assert_eq!(series_latest(&h, &s, m), Some(5.0));
         assert_eq!(series_rate(&s, m), 3.0);
         assert_eq!(series_rate(&s, ScalingMetric::MetaspaceMemoryUsed), 1000.0);

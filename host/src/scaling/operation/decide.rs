@@ -64,7 +64,7 @@ pub(crate) fn decide_operation(
                 new_parallelism: new,
                 metrics,
             };
-            Some((vertex.id.to_string(), summary))
+            Some((String::from(&*vertex.id), summary))
         })
         .collect();
 
@@ -124,20 +124,20 @@ fn decide_vertices<'t>(
     }
     align_targets(ctx, prepared.iter_mut().filter_map(|(_, _, p)| p.as_mut()));
     let mut decided = Vec::with_capacity(prepared.len());
-    for (index, vertex, pending) in prepared {
+    for (index, vertex, pending) in prepared.iter_mut() {
+        let (index, vertex) = (*index, *vertex);
         let Some(metrics) = evaluation.vertices.values.get_mut(index) else {
             continue;
         };
-        let (decision, change) = decide_vertex(
+        let change = decide_vertex(
             ctx,
             vertex,
             metrics,
             cycle_excluded,
-            pending,
+            pending.as_mut(),
             state,
             outcome,
         );
-        outcome.vertices.push(decision);
         decided.push((index, vertex, change));
     }
     decided
@@ -157,22 +157,22 @@ fn excluded(
         || cycle_excluded.contains(&*vertex.id)
 }
 
-/// One vertex's decision, completed from its `pending` target (`None` for an excluded vertex),
-/// and the parallelism it asks for with whether it is outside its band when it asks for a
-/// change. Excluded vertices (`vertex.exclude.ids`, finished, no finite busy time) keep their
+/// One vertex's decision, completed from its `pending` target (`None` for an excluded vertex)
+/// and appended to the outcome's decisions (built in place there rather than moved out); returns
+/// the parallelism it asks for with whether it is outside its band when it asks for a change. Excluded vertices (`vertex.exclude.ids`, finished, no finite busy time) keep their
 /// parallelism.
 fn decide_vertex(
     ctx: &ScalerContext<'_>,
     vertex: &VertexInfo,
     metrics: &mut VertexEvaluation,
     cycle_excluded: &BTreeSet<String>,
-    pending: Option<PendingTarget>,
+    pending: Option<&mut PendingTarget>,
     state: &mut JobScalingState,
     outcome: &mut CycleOutcome,
-) -> (VertexDecision, Option<(u32, bool)>) {
+) -> Option<(u32, bool)> {
     let mut decision = VertexDecision {
-        vertex: vertex.id.to_string(),
-        name: vertex.name.to_string(),
+        vertex: String::from(&*vertex.id),
+        name: vertex.name.clone(),
         current: vertex.parallelism,
         target: None,
         aligned: None,
@@ -191,7 +191,8 @@ fn decide_vertex(
         } else {
             "listed in vertex.exclude.ids; not scaled"
         });
-        return (decision, None);
+        outcome.vertices.push(decision);
+        return None;
     };
     let result = finish_scale_target(
         ctx,
@@ -209,10 +210,12 @@ fn decide_vertex(
     decision.explanation = result.explanation;
     outcome.events.extend(result.events);
     let ParallelismChange::Change { new, outside } = result.change else {
-        return (decision, None);
+        outcome.vertices.push(decision);
+        return None;
     };
     decision.proposed = Some(new);
-    (decision, Some((new, outside)))
+    outcome.vertices.push(decision);
+    Some((new, outside))
 }
 
 /// Why a decided operation is not executed, in the Flink autoscaler's words: advisor mode
@@ -252,7 +255,7 @@ fn apply(
             let p = summaries
                 .get(&*v.id)
                 .map_or(v.parallelism, |s| s.new_parallelism);
-            (v.id.to_string(), p)
+            (String::from(&*v.id), p)
         })
         .collect();
     state.parallelism_overrides = overrides.clone();

@@ -129,8 +129,8 @@ pub(crate) fn compute_scale_target(
     history: Option<&BTreeMap<i64, ScalingSummary>>,
     delayed: &mut DelayedScaleDown,
 ) -> VertexOutcome {
-    let pending = prepare_scale_target(ctx, vertex, metrics, history);
-    finish_scale_target(ctx, vertex, metrics, history, delayed, pending)
+    let mut pending = prepare_scale_target(ctx, vertex, metrics, history);
+    finish_scale_target(ctx, vertex, metrics, history, delayed, &mut pending)
 }
 
 /// A vertex's decision computed up to its alignment.
@@ -237,17 +237,19 @@ pub(crate) fn finish_scale_target(
     metrics: &mut VertexEvaluation,
     history: Option<&BTreeMap<i64, ScalingSummary>>,
     delayed: &mut DelayedScaleDown,
-    pending: PendingTarget,
+    pending: &mut PendingTarget,
 ) -> VertexOutcome {
-    let (tpr, target, scale_note, request, aligned) = match pending.0 {
-        Pending::Decided(out) => return out,
+    // Taken by reference and spent here: the pending target is a few hundred bytes, and
+    // moving it into every call copied it each time.
+    let (tpr, target, scale_note, request, aligned) = match &mut pending.0 {
+        Pending::Decided(out) => return std::mem::replace(out, VertexOutcome::no_change("")),
         Pending::Target {
             tpr,
             target,
             note,
             request,
             aligned,
-        } => (tpr, target, note, request, aligned),
+        } => (*tpr, *target, *note, request.take(), aligned.take()),
     };
     let cur = vertex.parallelism;
     let mut out = VertexOutcome::target(target);
@@ -944,7 +946,7 @@ mod tests {
         let batched: Vec<VertexOutcome> = vertices
             .iter()
             .zip(batched_metrics.iter_mut())
-            .zip(pending)
+            .zip(pending.iter_mut())
             .map(|((v, m), p)| finish_scale_target(&ctx, v, m, None, &mut delayed, p))
             .collect();
         assert_eq!(counting.one.get(), 0, "nothing aligned vertex by vertex");
