@@ -109,7 +109,8 @@ impl CycleOutcome {
         }
     }
 
-    /// The outcome of a cycle whose job could not be observed.
+    /// The outcome of a cycle whose job could not be observed (the replay of a recorded job).
+    #[cfg(any(test, feature = "test-support"))]
     pub(crate) fn not_observed() -> CycleOutcome {
         CycleOutcome::new(CycleStage::NotReady("the job could not be observed".into()))
     }
