@@ -7,7 +7,8 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::error::CycleError;
-use super::metrics::{EvaluatedScalingMetric, ScalingMetric, VertexEvaluation};
+use super::evaluation::EvaluatedVertices;
+use super::metrics::{EvaluatedScalingMetric, ScalingMetric};
 use super::state::ScalingSummary;
 use super::target::Reason;
 use crate::alignment::Explanation;
@@ -82,7 +83,7 @@ pub struct CycleOutcome {
     /// Events of the cycle.
     pub events: Vec<Event>,
     /// Evaluated metrics per vertex id, for reporting (empty before evaluation).
-    pub evaluated: BTreeMap<String, VertexEvaluation>,
+    pub evaluated: EvaluatedVertices,
     /// Evaluated global metrics.
     pub(crate) global: BTreeMap<ScalingMetric, EvaluatedScalingMetric>,
     /// Some source is processing a backlog.
@@ -101,7 +102,7 @@ impl CycleOutcome {
             decision: None,
             vertices: Vec::new(),
             events: Vec::new(),
-            evaluated: BTreeMap::new(),
+            evaluated: EvaluatedVertices::default(),
             global: BTreeMap::new(),
             backlog: false,
             restart_time: None,
