@@ -487,7 +487,7 @@ fn dedupe_key(event: &Event) -> Dedupe {
 /// the job was asked to carry in this cycle.
 fn source_load(
     observation: &JobObservation,
-    evaluated: &BTreeMap<String, crate::scaling::VertexEvaluation>,
+    evaluated: &crate::scaling::EvaluatedVertices,
 ) -> Option<f64> {
     let mut total = 0.0;
     let mut any = false;

@@ -177,7 +177,7 @@ fn decide(
             metrics.remove(&ScalingMetric::RecommendedParallelism);
         }
     }
-    outcome.evaluated = evaluation.vertices.into_map();
+    outcome.evaluated = evaluation.vertices;
     outcome.global = evaluation.global;
     outcome
 }

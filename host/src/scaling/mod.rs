@@ -36,8 +36,8 @@ mod topology;
 
 pub(crate) use cycle::Autoscaler;
 pub use cycle::run_cycle;
+pub use evaluation::EvaluatedVertices;
 pub use metrics::ScalingMetric;
-pub(crate) use metrics::VertexEvaluation;
 pub(crate) use operation::REPORT_HEADER_ENABLED;
 pub use options::AutoscalerOptions;
 pub use outcome::{CycleOutcome, CycleStage, VertexDecision};

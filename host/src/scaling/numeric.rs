@@ -81,6 +81,10 @@ pub(crate) fn push_java_format_fixed(out: &mut String, x: f64, scale: usize) {
     if x.is_sign_negative() && x != 0.0 {
         out.push('-');
     }
+    if let Some(k) = half_up_scaled(x.abs(), scale) {
+        push_scaled_integer(out, k, scale);
+        return;
+    }
     let mut plain = StackText::new();
     if write!(plain, "{}", x.abs()).is_ok() {
         let mut rounded = StackText::new();
@@ -94,6 +98,30 @@ pub(crate) fn push_java_format_fixed(out: &mut String, x: f64, scale: usize) {
             round_half_up_digit,
         ));
     }
+}
+
+/// Appends the decimal `k / 10^scale` with exactly `scale` fraction digits, for an integral
+/// `0 <= k < 2^52`: the digits [`rounded_digits_into`] gives for a value that rounds to it,
+/// without formatting the value's shortest representation first.
+fn push_scaled_integer(out: &mut String, k: f64, scale: usize) {
+    // Integral and below 2^52, so the conversion is exact.
+    let mut k = k as u64;
+    // 2^52 has 16 digits; one more place for the point.
+    let mut digits = [0u8; 24];
+    let mut at = digits.len();
+    let mut written = 0;
+    while k > 0 || written <= scale {
+        if written == scale && scale > 0 {
+            at -= 1;
+            digits[at] = b'.';
+        }
+        at -= 1;
+        digits[at] = b'0' + (k % 10) as u8;
+        k /= 10;
+        written += 1;
+    }
+    // Only ASCII digits and a point were written.
+    out.push_str(std::str::from_utf8(&digits[at..]).unwrap_or(""));
 }
 
 /// Java's `Double.toString(x)`: shortest digits; plain notation with at least one fraction digit
@@ -151,6 +179,16 @@ fn round_decimal(x: f64, scale: usize, mode: DecimalRounding) -> f64 {
             return if negative { -magnitude } else { magnitude };
         }
     }
+    round_decimal_by_digits(x, scale, mode)
+}
+
+/// [`round_decimal`] on the digits of the shortest representation: CEILING, and HALF_UP of
+/// values too large for the arithmetic. Kept out of line, so that the common paths do not pay
+/// for its buffers.
+#[cold]
+#[inline(never)]
+fn round_decimal_by_digits(x: f64, scale: usize, mode: DecimalRounding) -> f64 {
+    let negative = x < 0.0;
     let up: fn(&[u8]) -> bool = match (mode, negative) {
         (DecimalRounding::HalfUp, _) => round_half_up_digit,
         // CEILING rounds the magnitude up for positive values and truncates negative ones.
@@ -170,21 +208,28 @@ fn round_decimal(x: f64, scale: usize, mode: DecimalRounding) -> f64 {
     if negative { -magnitude } else { magnitude }
 }
 
-/// HALF_UP of the shortest representation of `a >= 0` to `scale` decimals without its digits,
-/// when the scaled value is clearly on one side of a half; None when it is too close to tell
-/// (the decimal path decides those) or too large.
+/// HALF_UP of the shortest representation of `a >= 0` to `scale` decimals without its digits;
+/// None when `a` is too large.
 ///
 /// `y = a · 10^scale` is within a few ulps of the scaled shortest representation (that
 /// representation is within half an ulp of `a`, and `10^scale` < 2^10), so a fractional part
 /// more than `1e-9 · y` away from one half rounds the same way for both. Near an integer both
 /// round to that integer. The result `k / 10^scale` is the correctly rounded quotient of two
 /// exact doubles, which is the double that parsing the decimal `k / 10^scale` gives.
+///
+/// Near a half (a parallelism-scaled rate such as `588.235 / 4 · 3` lands on one exactly), the
+/// half `h = (floor(y) + 0.5) / 10^scale` decides: below `2^40` a double's rounding interval is
+/// far narrower than `10^-(scale+1)`, so it holds at most one decimal of `scale + 1` digits and
+/// none of `scale` (those are [`already_rounded`]). When `a` is the double `h` parses to, its
+/// shortest representation is `h` itself, which rounds up; otherwise `h` is outside `a`'s
+/// interval and the shortest representation is on the same side of `h` as `a`.
 fn half_up_by_arithmetic(a: f64, scale: usize) -> Option<f64> {
-    let factor = match scale {
-        2 => 100.0,
-        3 => 1000.0,
-        _ => return None,
-    };
+    Some(half_up_scaled(a, scale)? / scale_factor(scale)?)
+}
+
+/// The integer `k` of [`half_up_by_arithmetic`]'s result `k / 10^scale`.
+fn half_up_scaled(a: f64, scale: usize) -> Option<f64> {
+    let factor = scale_factor(scale)?;
     let y = a * factor;
     // `a` is finite; beyond 2^52 the fractional part is not representable.
     if y >= TWO_POW_52 {
@@ -193,14 +238,27 @@ fn half_up_by_arithmetic(a: f64, scale: usize) -> Option<f64> {
     let floor = floor_below_2_52(y);
     let frac = y - floor;
     let margin = y * 1e-9;
-    let k = if frac - 0.5 > margin {
-        floor + 1.0
+    if frac - 0.5 > margin {
+        Some(floor + 1.0)
     } else if 0.5 - frac > margin {
-        floor
+        Some(floor)
+    } else if y < TWO_POW_40 {
+        // `2 · floor + 1` and `2 · factor` are exact: the quotient is the double nearest to
+        // the decimal half.
+        let half = (2.0 * floor + 1.0) / (2.0 * factor);
+        Some(if a >= half { floor + 1.0 } else { floor })
     } else {
-        return None;
-    };
-    Some(k / factor)
+        None
+    }
+}
+
+/// `10^scale` for the scales the fast paths handle.
+fn scale_factor(scale: usize) -> Option<f64> {
+    match scale {
+        2 => Some(100.0),
+        3 => Some(1000.0),
+        _ => None,
+    }
 }
 
 /// True when the decimal `k / 10^scale` nearest to `x` is exactly `x`: then the shortest
@@ -217,6 +275,9 @@ fn already_rounded(x: f64, scale: usize) -> bool {
 
 /// 2^52: from here on every double is an integer.
 const TWO_POW_52: f64 = 4_503_599_627_370_496.0;
+
+/// 2^40: below it a double's spacing is at most 2^-12, far finer than the fourth decimal.
+const TWO_POW_40: f64 = 1_099_511_627_776.0;
 
 /// An integer nearest to `y` (ties to even), without the library call `f64::round` compiles to
 /// on a baseline x86-64 target: adding and subtracting 2^52 rounds a smaller magnitude to an
@@ -516,6 +577,39 @@ mod tests {
             if let Some(fast) = half_up_by_arithmetic(x, 3) {
                 proptest::prop_assert_eq!(fast.to_bits(), slow_round(x, 3, round_half_up_digit).to_bits(), "{}", x);
             }
+        }
+
+        #[test]
+        fn halves_are_decided_by_arithmetic(
+            k in 0i64..1_000_000_000_000i64,
+            ulps in -64i64..64,
+            scale in 2usize..4,
+        ) {
+            // Below 2^40 scaled, the arithmetic path decides every value near a half itself.
+            let factor = if scale == 2 { 100.0 } else { 1000.0 };
+            let half = (k as f64 + 0.5) / factor;
+            let x = f64::from_bits((half.to_bits() as i64 + ulps) as u64);
+            let slow = slow_round(x, scale, round_half_up_digit);
+            let fast = half_up_by_arithmetic(x, scale);
+            proptest::prop_assert!(fast.is_some(), "{}", x);
+            proptest::prop_assert_eq!(fast.map(f64::to_bits), Some(slow.to_bits()), "{}", x);
+            let digits = rounded_digits(&format!("{x}"), scale, round_half_up_digit);
+            proptest::prop_assert_eq!(java_format_fixed(x, scale), digits);
+        }
+
+        #[test]
+        fn rates_of_a_rescaled_vertex_round_as_their_digits(
+            tpr in 0i64..100_000_000i64,
+            current in 1u32..64,
+            new in 1u32..64,
+        ) {
+            // EXPECTED_PROCESSING_RATE: a rounded rate over the current parallelism times the
+            // new one, often exactly a half.
+            let x = tpr as f64 / 1000.0 / f64::from(current) * f64::from(new);
+            let slow = slow_round(x, 3, round_half_up_digit);
+            proptest::prop_assert_eq!(round_metric(x).to_bits(), if slow == 0.0 { x } else { slow }.to_bits(), "{}", x);
+            let digits = rounded_digits(&format!("{x}"), 2, round_half_up_digit);
+            proptest::prop_assert_eq!(java_format_fixed(x, 2), digits);
         }
 
         #[test]

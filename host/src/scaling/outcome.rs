@@ -2,12 +2,14 @@
 //! with its reasons.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Serialize, Serializer};
 
 use super::error::CycleError;
-use super::metrics::{EvaluatedScalingMetric, ScalingMetric, VertexEvaluation};
+use super::evaluation::EvaluatedVertices;
+use super::metrics::{EvaluatedScalingMetric, ScalingMetric};
 use super::state::ScalingSummary;
 use super::target::Reason;
 use crate::alignment::Explanation;
@@ -82,7 +84,7 @@ pub struct CycleOutcome {
     /// Events of the cycle.
     pub events: Vec<Event>,
     /// Evaluated metrics per vertex id, for reporting (empty before evaluation).
-    pub evaluated: BTreeMap<String, VertexEvaluation>,
+    pub evaluated: EvaluatedVertices,
     /// Evaluated global metrics.
     pub(crate) global: BTreeMap<ScalingMetric, EvaluatedScalingMetric>,
     /// Some source is processing a backlog.
@@ -90,8 +92,18 @@ pub struct CycleOutcome {
     /// The restart time used by this cycle's capacity computations.
     pub(crate) restart_time: Option<Duration>,
     /// The per-vertex summaries of the decided operation (recorded in the scaling history at
-    /// the cycle's instant); empty unless the stage is `Scaled`.
-    pub(crate) summaries: BTreeMap<String, ScalingSummary>,
+    /// the cycle's instant); empty unless the stage is `Scaled`. Keyed by the topology's
+    /// shared ids.
+    #[serde(serialize_with = "serialize_by_id")]
+    pub(crate) summaries: BTreeMap<Arc<str>, ScalingSummary>,
+}
+
+/// A map keyed by shared ids, serialized as the same map keyed by `String` is.
+fn serialize_by_id<S: Serializer, V: Serialize>(
+    map: &BTreeMap<Arc<str>, V>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    serializer.collect_map(map.iter().map(|(id, value)| (&**id, value)))
 }
 
 impl CycleOutcome {
@@ -101,7 +113,7 @@ impl CycleOutcome {
             decision: None,
             vertices: Vec::new(),
             events: Vec::new(),
-            evaluated: BTreeMap::new(),
+            evaluated: EvaluatedVertices::default(),
             global: BTreeMap::new(),
             backlog: false,
             restart_time: None,

@@ -9,13 +9,14 @@ use std::time::Duration;
 use super::capacity::capacity;
 use super::global::evaluate_global;
 use super::rates::{DataRates, Processing, downstream_rates, source_rates};
+use super::vertices::EvaluatedVertices;
 use crate::scaling::error::CycleError;
 use crate::scaling::metrics::{
     EvaluatedScalingMetric, MetricHistory, ScalingMetric, Series, VertexEvaluation, WindowSeries,
     series_latest, series_rate,
 };
 use crate::scaling::options::{AutoscalerOptions, whole_seconds};
-use crate::scaling::topology::{Topology, VertexIds, VertexInfo};
+use crate::scaling::topology::{Topology, VertexInfo};
 
 /// The result of evaluating one job's window.
 #[derive(Debug, Clone, Default)]
@@ -26,49 +27,6 @@ pub(crate) struct Evaluation {
     pub(crate) global: BTreeMap<ScalingMetric, EvaluatedScalingMetric>,
     /// True when some source processes a backlog (docs/decision-pipeline.md#backlog).
     pub(crate) backlog: bool,
-}
-
-/// The evaluated metrics of every vertex of a topology, by index: the decision reads and
-/// writes them by index; the outcome reports them by id.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct EvaluatedVertices {
-    ids: Arc<VertexIds>,
-    /// The metrics of the topology's vertex `i` at place `i`.
-    pub(crate) values: Vec<VertexEvaluation>,
-}
-
-impl EvaluatedVertices {
-    /// The metrics of vertex `id`.
-    pub(crate) fn get(&self, id: &str) -> Option<&VertexEvaluation> {
-        self.values.get(*self.ids.get(id)?)
-    }
-
-    /// By vertex id. Inserted in id order, which appends to the map's last leaf: collecting
-    /// would first move every vertex's metrics into a vector and then into the nodes.
-    pub(crate) fn into_map(mut self) -> BTreeMap<String, VertexEvaluation> {
-        let mut map = BTreeMap::new();
-        for &i in self.ids.in_id_order() {
-            if let (Some(id), Some(metrics)) = (self.ids.ids().get(i), self.values.get_mut(i)) {
-                map.insert(String::from(&**id), std::mem::take(metrics));
-            }
-        }
-        map
-    }
-}
-
-impl std::ops::Index<&str> for EvaluatedVertices {
-    type Output = VertexEvaluation;
-
-    /// The metrics of a vertex that must be present.
-    ///
-    /// # Panics
-    /// When the vertex is absent, as indexing a `BTreeMap` does.
-    fn index(&self, id: &str) -> &VertexEvaluation {
-        match self.get(id) {
-            Some(metrics) => metrics,
-            None => panic!("vertex {id} was not evaluated"),
-        }
-    }
 }
 
 /// True when some source's lag, in seconds of its input rate, exceeds
@@ -129,10 +87,7 @@ pub(crate) fn evaluate(
         evaluated.push(m);
     }
     Ok(Evaluation {
-        vertices: EvaluatedVertices {
-            ids: Arc::clone(&topology.index),
-            values: evaluated,
-        },
+        vertices: EvaluatedVertices::new(Arc::clone(&topology.index), evaluated),
         global: evaluate_global(history),
         backlog,
     })

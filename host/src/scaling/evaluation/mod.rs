@@ -6,7 +6,9 @@ mod evaluate;
 mod flow;
 mod global;
 mod rates;
+mod vertices;
 
 pub(crate) use capacity::capacity;
 pub(crate) use evaluate::Evaluation;
 pub(crate) use evaluate::evaluate;
+pub use vertices::EvaluatedVertices;

@@ -6,6 +6,7 @@
 //! [`crate::scaling::CycleOutcome::decision`].
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use super::memory::memory_pressure;
 use super::report::{REPORT_HEADER_DISABLED, REPORT_HEADER_ENABLED, scaling_report};
@@ -38,7 +39,7 @@ pub(crate) fn decide_operation(
 
     // The changing vertices with their new parallelism; their summaries are only built when
     // some vertex is outside its band, since most cycles of a steady job end within bounds.
-    let mut changes: Vec<(usize, &VertexInfo, u32)> = Vec::new();
+    let mut changes: Vec<(usize, &VertexInfo, u32)> = Vec::with_capacity(topology.vertices.len());
     outcome.vertices.reserve_exact(topology.vertices.len());
     let mut any_outside = false;
     for (index, vertex, change) in
@@ -54,8 +55,8 @@ pub(crate) fn decide_operation(
         return CycleStage::WithinBounds;
     }
     // Each vertex's metrics are as its own decision left them: later vertices only write
-    // their own.
-    let summaries: BTreeMap<String, ScalingSummary> = changes
+    // their own. Keyed by the topology's shared ids: nothing is copied but the metrics.
+    let summaries: BTreeMap<Arc<str>, ScalingSummary> = changes
         .into_iter()
         .filter_map(|(index, vertex, new)| {
             let metrics = evaluation.vertices.values.get(index)?.clone();
@@ -64,7 +65,7 @@ pub(crate) fn decide_operation(
                 new_parallelism: new,
                 metrics,
             };
-            Some((String::from(&*vertex.id), summary))
+            Some((Arc::clone(&vertex.id), summary))
         })
         .collect();
 
@@ -241,25 +242,67 @@ fn apply(
     now_ms: i64,
     topology: &Topology,
     evaluation: &Evaluation,
-    summaries: BTreeMap<String, ScalingSummary>,
+    summaries: BTreeMap<Arc<str>, ScalingSummary>,
     state: &mut JobScalingState,
     outcome: &mut CycleOutcome,
 ) {
     state.scaling_history.add(now_ms, &summaries);
     state.scaling_tracking.add(now_ms);
-    let overrides: BTreeMap<String, u32> = topology
-        .vertices
-        .iter()
-        .filter(|v| evaluation.vertices.get(&v.id).is_some())
-        .map(|v| {
-            let p = summaries
-                .get(&*v.id)
-                .map_or(v.parallelism, |s| s.new_parallelism);
-            (String::from(&*v.id), p)
-        })
-        .collect();
-    state.parallelism_overrides = overrides.clone();
+    // In id order, as the map keeps them.
+    let decided = topology.index.in_id_order().iter().filter_map(|&i| {
+        let v = topology.vertices.get(i)?;
+        evaluation.vertices.values.get(i)?;
+        let p = summaries
+            .get(&*v.id)
+            .map_or(v.parallelism, |s| s.new_parallelism);
+        Some((&*v.id, p))
+    });
+    overwrite_overrides(&mut state.parallelism_overrides, decided);
     state.delayed_scale_down.clear_all();
-    outcome.decision = Some(overrides);
+    outcome.decision = Some(state.parallelism_overrides.clone());
     outcome.summaries = summaries;
+}
+
+/// Replaces `overrides` by `decided` (in id order). A job keeps its vertices from one operation
+/// to the next, so the map usually has exactly these ids already: then only the parallelisms
+/// are written, without copying an id or rebuilding the map.
+fn overwrite_overrides<'a>(
+    overrides: &mut BTreeMap<String, u32>,
+    decided: impl Iterator<Item = (&'a str, u32)> + Clone,
+) {
+    let same_ids = overrides.len() == decided.clone().count()
+        && overrides
+            .keys()
+            .zip(decided.clone())
+            .all(|(kept, (id, _))| kept == id);
+    if same_ids {
+        for (kept, (_, p)) in overrides.values_mut().zip(decided) {
+            *kept = p;
+        }
+    } else {
+        *overrides = decided.map(|(id, p)| (id.to_string(), p)).collect();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map(entries: &[(&str, u32)]) -> BTreeMap<String, u32> {
+        entries.iter().map(|&(id, p)| (id.to_string(), p)).collect()
+    }
+
+    #[test]
+    fn overrides_are_overwritten_in_place_or_rebuilt() {
+        let mut overrides = map(&[("a", 1), ("b", 2)]);
+        overwrite_overrides(&mut overrides, [("a", 3), ("b", 4)].into_iter());
+        assert_eq!(overrides, map(&[("a", 3), ("b", 4)]));
+        // Other ids, fewer ids, more ids: the map is the decided one.
+        overwrite_overrides(&mut overrides, [("a", 5), ("c", 6)].into_iter());
+        assert_eq!(overrides, map(&[("a", 5), ("c", 6)]));
+        overwrite_overrides(&mut overrides, [("a", 7)].into_iter());
+        assert_eq!(overrides, map(&[("a", 7)]));
+        overwrite_overrides(&mut overrides, [("a", 8), ("d", 9)].into_iter());
+        assert_eq!(overrides, map(&[("a", 8), ("d", 9)]));
+    }
 }

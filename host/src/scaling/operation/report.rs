@@ -1,6 +1,7 @@
 //! The scaling report: the event that lists every vertex of a decided operation with its
 //! parallelism, processing capacity and target data rate.
 
+use std::borrow::Borrow;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
@@ -15,10 +16,10 @@ pub(crate) const REPORT_HEADER_ENABLED: &str = "Scaling execution enabled, begin
 pub(crate) const REPORT_HEADER_DISABLED: &str = "Scaling execution disabled by config ";
 
 /// The Flink autoscaler's scaling report: the header followed by one entry per vertex (no separator).
-pub(crate) fn scaling_report(
+pub(crate) fn scaling_report<K: Borrow<str>>(
     job: &str,
     header: &str,
-    summaries: &BTreeMap<String, ScalingSummary>,
+    summaries: &BTreeMap<K, ScalingSummary>,
 ) -> Event {
     // One buffer for the whole message; each entry reads
     // "{ Vertex ID v | Parallelism c -> n | Processing capacity a -> b | Target data rate r}".
@@ -26,6 +27,7 @@ pub(crate) fn scaling_report(
     message.push_str(header);
     let get = |s: &ScalingSummary, m: ScalingMetric| evaluated_or_nan(&s.metrics, m);
     for (vertex, s) in summaries {
+        let vertex: &str = vertex.borrow();
         // Writing to a String cannot fail.
         let _ = write!(
             message,

@@ -1,5 +1,6 @@
 //! Scaling history, scaling tracking and the restart time (docs/decision-pipeline.md#scaling-history).
 
+use std::borrow::Borrow;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -61,13 +62,24 @@ impl ScalingHistory {
         self.vertices.get(vertex)
     }
 
-    /// Records the summaries of one executed operation.
-    pub(crate) fn add(&mut self, now_ms: i64, summaries: &BTreeMap<String, ScalingSummary>) {
+    /// Records the summaries of one executed operation (by vertex id). A vertex scaled before
+    /// keeps its entry: its id is copied only the first time.
+    pub(crate) fn add<K: Borrow<str>>(
+        &mut self,
+        now_ms: i64,
+        summaries: &BTreeMap<K, ScalingSummary>,
+    ) {
         for (v, s) in summaries {
-            self.vertices
-                .entry(v.clone())
-                .or_default()
-                .insert(now_ms, s.clone());
+            let v: &str = v.borrow();
+            match self.vertices.get_mut(v) {
+                Some(entries) => {
+                    entries.insert(now_ms, s.clone());
+                }
+                None => {
+                    self.vertices
+                        .insert(v.to_string(), BTreeMap::from([(now_ms, s.clone())]));
+                }
+            }
         }
     }
 }

@@ -1,6 +1,7 @@
 //! Everything the pipeline keeps per job between cycles, in serde-serializable sections.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -121,10 +122,14 @@ impl JobScalingState {
     pub(crate) fn defer_decision(
         &mut self,
         before: (ScalingHistory, ScalingTracking),
-        summaries: BTreeMap<String, ScalingSummary>,
+        summaries: BTreeMap<Arc<str>, ScalingSummary>,
     ) {
         (self.scaling_history, self.scaling_tracking) = before;
-        self.pending_summaries.extend(summaries);
+        self.pending_summaries.extend(
+            summaries
+                .into_iter()
+                .map(|(vertex, summary)| (String::from(&*vertex), summary)),
+        );
     }
 
     /// Records an executed operation at `now_ms`: the pending summaries of its vertices
@@ -134,12 +139,12 @@ impl JobScalingState {
         &mut self,
         now_ms: i64,
         operation: &BTreeMap<String, u32>,
-        recorded_now: &BTreeMap<String, ScalingSummary>,
+        recorded_now: &BTreeMap<Arc<str>, ScalingSummary>,
     ) {
         let pending = std::mem::take(&mut self.pending_summaries);
         let executed: BTreeMap<String, ScalingSummary> = operation
             .iter()
-            .filter(|(vertex, _)| !recorded_now.contains_key(*vertex))
+            .filter(|(vertex, _)| !recorded_now.contains_key(vertex.as_str()))
             .filter_map(|(vertex, &parallelism)| {
                 pending.get(vertex).map(|summary| {
                     let mut summary = summary.clone();
