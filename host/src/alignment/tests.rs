@@ -428,7 +428,7 @@ fn custom_mode_by_class_gets_prefix_stripped_parameters() {
     let j = JobAlignment::resolve("job", &cfg, &catalog).expect("resolves");
     // The caller describes the vertex; alignment adds the parameters on the way to the mode.
     let out = j.align(AlignmentRequest {
-        input_ship_strategies: vec![ShipStrategy::Hash],
+        input_ship_strategies: [ShipStrategy::Hash].into(),
         upper_limit: 200,
         ..AlignmentRequest::new(10, 16, 128)
     });
@@ -985,7 +985,7 @@ fn any_request() -> impl Strategy<Value = AlignmentRequest> {
             request.source_partitions = s;
             request.lower_limit = lower;
             request.upper_limit = upper;
-            request.input_ship_strategies = ships;
+            request.input_ship_strategies = ships.into();
             request
         })
 }

@@ -501,7 +501,7 @@ fn alignment_request(
         source_partitions: vertex.source_partitions,
         lower_limit: to_u32(lower),
         upper_limit: to_u32(upper),
-        input_ship_strategies: vertex.inputs.iter().map(|&(_, s)| s).collect(),
+        input_ship_strategies: Arc::clone(&vertex.input_strategies),
         metrics: if details {
             metrics_by_name(metrics)
         } else {
@@ -555,6 +555,7 @@ mod tests {
             source_partitions: 0,
             finished: false,
             inputs: vec![(0, ShipStrategy::Hash)],
+            input_strategies: Arc::from([ShipStrategy::Hash]),
             outputs: vec![],
         }
     }
@@ -855,6 +856,7 @@ mod tests {
         let f = Fixture::new(no_delay());
         let mut v = vertex(1, 720);
         v.inputs = vec![(0, ShipStrategy::Rebalance)];
+        v.input_strategies = Arc::from([ShipStrategy::Rebalance]);
         let mut d = DelayedScaleDown::default();
         // capacity 700 / 0.7 = 1000, TPR 300 -> factor 3.333.
         let mut m = metrics(300.0, 700.0, &f.opts);
@@ -874,6 +876,7 @@ mod tests {
         assert_eq!((out.target, out.aligned), (Some(7), Some(8)));
         let mut source = vertex(1, 128);
         source.inputs.clear();
+        source.input_strategies = Arc::default();
         let mut m = metrics(1000.0, 4900.0, &f.opts);
         let out = compute_scale_target(&f.ctx(&BalancedAligner, 0), &source, &mut m, None, &mut d);
         assert_eq!((out.target, out.aligned), (Some(7), Some(7)));
