@@ -206,8 +206,12 @@ pub(crate) fn align_targets<'p>(
     ctx: &ScalerContext<'_>,
     pending: impl IntoIterator<Item = &'p mut PendingTarget>,
 ) {
-    let mut answers: Vec<&mut Option<AlignOutcome>> = Vec::new();
-    let mut requests = Vec::new();
+    // Room for every pending target at once: a request is a few hundred bytes, and growing
+    // the list one doubling at a time copied the requests of a job several times over.
+    let pending = pending.into_iter();
+    let room = pending.size_hint().1.unwrap_or(0);
+    let mut answers: Vec<&mut Option<AlignOutcome>> = Vec::with_capacity(room);
+    let mut requests = Vec::with_capacity(room);
     for target in pending {
         let PendingTarget(Pending::Target {
             request, aligned, ..
