@@ -58,7 +58,7 @@ fn bench(c: &mut Criterion) {
         // it, and the mode.
         let request = AlignmentRequest {
             upper_limit: n,
-            input_ship_strategies: vec![ShipStrategy::Hash],
+            input_ship_strategies: [ShipStrategy::Hash].into(),
             ..AlignmentRequest::new(current, target, n)
         };
         group.bench_function(BenchmarkId::new("align_vertex", &id), |b| {

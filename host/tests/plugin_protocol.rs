@@ -177,7 +177,7 @@ fn request(name: &str, current: u32, target: u32, ships: Vec<ShipStrategy>) -> A
     r.vertex_id = format!("orders-{name}");
     r.vertex_name = name.into();
     r.upper_limit = 200;
-    r.input_ship_strategies = ships;
+    r.input_ship_strategies = ships.into();
     r.metrics = vec![(
         "LOAD".to_string(),
         EvaluatedMetric {

@@ -1,8 +1,8 @@
 //! The immutable inputs of one alignment decision.
 
 use std::fmt;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use crate::params::ModeParams;
 use crate::ship::ShipStrategy;
@@ -93,6 +93,13 @@ pub struct AlignmentContext {
     pub(crate) serial: u64,
 }
 
+/// The empty job graph a context starts with until the builder is given the job's: one for
+/// the process, so that starting a context allocates nothing that the builder then drops.
+fn empty_topology() -> Arc<JobTopology> {
+    static EMPTY: OnceLock<Arc<JobTopology>> = OnceLock::new();
+    Arc::clone(EMPTY.get_or_init(Arc::default))
+}
+
 /// A number for a newly built context: one process-wide counter that never repeats, so that
 /// equal serials mean the same (immutable) context and its clones (SDK 0.1.2: the plugin side
 /// then skips bringing its copy up to date for the second call on one vertex).
@@ -142,7 +149,7 @@ impl AlignmentContext {
                 upper_limit: u32::MAX,
                 input_ship_strategies: Vec::new(),
                 metrics: Vec::new(),
-                topology: Arc::default(),
+                topology: empty_topology(),
                 params: ModeParams::default(),
                 subtask_loads: None,
                 serial: 0,

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// The canonical prefix of every mode parameter.
 pub const MODE_KEY: &str = "scaling.alignment.mode";
@@ -14,7 +14,7 @@ pub const MODE_KEY: &str = "scaling.alignment.mode";
 ///
 /// Immutable once built, and shared: the host hands the same parameters to every vertex of a
 /// job, so a clone costs two reference counts, not a copy of every string.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ModeParams {
     mode_name: Arc<str>,
     entries: Arc<BTreeMap<String, String>>,
@@ -45,6 +45,20 @@ impl fmt::Display for ParamError {
 }
 
 impl std::error::Error for ParamError {}
+
+/// No parameters under no mode name: shared, so that the empty parameters every context starts
+/// with (until the host sets the mode's) cost two reference counts, not two allocations.
+impl Default for ModeParams {
+    fn default() -> ModeParams {
+        static EMPTY: OnceLock<ModeParams> = OnceLock::new();
+        EMPTY
+            .get_or_init(|| ModeParams {
+                mode_name: Arc::from(""),
+                entries: Arc::default(),
+            })
+            .clone()
+    }
+}
 
 impl ModeParams {
     /// Parameters of mode `mode_name`, keyed by the stripped rest of each key.

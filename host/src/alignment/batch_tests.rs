@@ -109,7 +109,7 @@ fn request(name: &str, current: u32, target: u32) -> AlignmentRequest {
     r.vertex_id = format!("id-{name}");
     r.vertex_name = name.into();
     r.upper_limit = 200;
-    r.input_ship_strategies = vec![ShipStrategy::Hash];
+    r.input_ship_strategies = [ShipStrategy::Hash].into();
     r
 }
 

@@ -1,7 +1,8 @@
 //! The numbers every mode works from, derived once from an [`AlignmentContext`].
 
-use flowscale_sdk::AlignmentContext;
+use flowscale_sdk::{AlignmentContext, ShipStrategy};
 
+use super::request::AlignmentRequest;
 use crate::events::{Event, EventReason, Severity};
 
 /// `c`, `t`, `N`, `K`, limits and the cap, widened to `u64` so no search step can overflow.
@@ -40,6 +41,28 @@ impl Inputs {
         }
     }
 
+    /// The inputs of the context `request` turns into, read from the request itself: the
+    /// built-in modes decide from these numbers alone, without a context being built. Each
+    /// derived quantity follows the context's accessor of the same meaning
+    /// (`partitions_or_key_groups`, `alignment_cap`, `is_scale_up`).
+    pub(crate) fn of_request(request: &AlignmentRequest) -> Inputs {
+        let n = if request.source_partitions > 0 {
+            request.source_partitions
+        } else {
+            request.max_parallelism
+        };
+        Inputs {
+            c: u64::from(request.current),
+            t: u64::from(request.target),
+            n: u64::from(n),
+            k: u64::from(request.max_parallelism),
+            lower: u64::from(request.lower_limit),
+            upper: u64::from(request.upper_limit),
+            cap: u64::from(n.min(request.max_parallelism).min(request.upper_limit)),
+            up: request.target > request.current,
+        }
+    }
+
     /// The target bounded by the cap: what the never-blocking modes keep when nothing is found.
     pub(crate) fn capped_target(&self) -> u64 {
         self.t.min(self.cap)
@@ -68,6 +91,12 @@ impl Inputs {
             self.cap
         )
     }
+}
+
+/// The built-in modes' gate for a request, as the context's `default_applicable` answers it: a
+/// source that reports partitions, or a vertex with a HASH (`keyBy`) input.
+pub(super) fn default_applicable(request: &AlignmentRequest) -> bool {
+    request.source_partitions > 0 || request.input_ship_strategies.contains(&ShipStrategy::Hash)
 }
 
 /// Narrows a value that is bounded by a `u32` input back to `u32`.

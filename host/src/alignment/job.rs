@@ -10,7 +10,7 @@ use super::custom::{CustomMode, GatedAnswer, gate_then_align};
 use super::decision::Decision;
 use super::explanation::{Explanation, Line};
 use super::guard::{Panicked, contain, refuse_answer};
-use super::inputs::{Inputs, narrow};
+use super::inputs::{Inputs, default_applicable, narrow};
 use super::outcome::{AlignOutcome, Aligner};
 use super::request::{AlignmentRequest, recycle};
 use super::resolve::{Resolved, Selection, mode_params, resolve};
@@ -301,6 +301,16 @@ fn call_mode(
 
 impl Aligner for JobAlignment {
     fn align(&self, request: AlignmentRequest) -> AlignOutcome {
+        if let Selection::BuiltIn(builtin) = &self.resolved.selection {
+            // BALANCED, EVENLY_SPREAD and OFF read the request's numbers and ship strategies
+            // alone: they decide from the request, and no context is built for them.
+            return self.decide_with(
+                Inputs::of_request(&request),
+                request.source_partitions,
+                default_applicable(&request),
+                |inputs| builtin.decide(inputs),
+            );
+        }
         let ctx = request.into_context(self.resolved.params.clone());
         let outcome = self.decide(&ctx);
         recycle(ctx);
@@ -332,11 +342,33 @@ impl Aligner for JobAlignment {
 impl JobAlignment {
     /// Aligns one vertex whose context carries this job's mode parameters.
     pub(super) fn decide(&self, ctx: &AlignmentContext) -> AlignOutcome {
-        if let Selection::Custom { name, mode } = &self.resolved.selection {
+        let selection = &self.resolved.selection;
+        if let Selection::Custom { name, mode } = selection {
             return self.align_custom(ctx, name, mode);
         }
-        let inputs = Inputs::of(ctx);
-        let applicable = ctx.default_applicable();
+        self.decide_with(
+            Inputs::of(ctx),
+            ctx.source_partitions(),
+            ctx.default_applicable(),
+            |inputs| match selection {
+                Selection::BuiltIn(builtin) => builtin.decide(inputs),
+                Selection::Advanced(spec) => spec.decide(ctx, inputs),
+                Selection::Legacy(legacy) => legacy.decide(ctx, inputs),
+                Selection::Custom { .. } => unreachable!("handled above"),
+            },
+        )
+    }
+
+    /// The decision of a built-in, legacy or ADVANCED mode (`mode`) on a vertex with these
+    /// `inputs`, after the checks they share (nothing to align, not applicable), with the
+    /// starting point as the explanation's first line and the job on every event.
+    fn decide_with(
+        &self,
+        inputs: Inputs,
+        source_partitions: u32,
+        applicable: bool,
+        mode: impl FnOnce(&Inputs) -> Decision,
+    ) -> AlignOutcome {
         if inputs.t == inputs.c {
             return self.outcome(
                 Decision::quiet(
@@ -355,15 +387,10 @@ impl JobAlignment {
                 false,
             );
         }
-        let mut decision = match &self.resolved.selection {
-            Selection::BuiltIn(builtin) => builtin.decide(&inputs),
-            Selection::Advanced(spec) => spec.decide(ctx, &inputs),
-            Selection::Legacy(legacy) => legacy.decide(ctx, &inputs),
-            Selection::Custom { .. } => unreachable!("handled above"),
-        };
+        let mut decision = mode(&inputs);
         decision.explanation.insert_first(Line::Inputs {
             inputs,
-            source_partitions: ctx.source_partitions(),
+            source_partitions,
         });
         for event in &mut decision.events {
             if event.job.is_none() && !self.job.is_empty() {

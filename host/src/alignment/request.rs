@@ -32,8 +32,9 @@ pub struct AlignmentRequest {
     pub lower_limit: u32,
     /// The upper parallelism limit.
     pub upper_limit: u32,
-    /// The ship strategies of the vertex's input edges.
-    pub input_ship_strategies: Vec<ShipStrategy>,
+    /// The ship strategies of the vertex's input edges: shared, so that the requests of every
+    /// cycle hand over the strategies the job's graph keeps instead of a copy each.
+    pub input_ship_strategies: Arc<[ShipStrategy]>,
     /// The vertex's evaluated metrics, by name.
     pub metrics: Vec<(String, EvaluatedMetric)>,
     /// The job graph; the requests of one cycle share one graph instead of a copy each.
@@ -112,7 +113,7 @@ impl AlignmentRequest {
             source_partitions: 0,
             lower_limit: 1,
             upper_limit: u32::MAX,
-            input_ship_strategies: Vec::new(),
+            input_ship_strategies: Arc::default(),
             metrics: Vec::new(),
             topology: Arc::default(),
             subtask_loads: Vec::new(),
@@ -125,7 +126,7 @@ impl AlignmentRequest {
             .identity(self.job, self.vertex_id, self.vertex_name)
             .source_partitions(self.source_partitions)
             .limits(self.lower_limit, self.upper_limit)
-            .input_ship_strategies(self.input_ship_strategies)
+            .input_ship_strategies(self.input_ship_strategies.to_vec())
             .metrics(self.metrics)
             .shared_topology(self.topology)
             .params(params)

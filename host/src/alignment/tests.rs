@@ -8,6 +8,7 @@ use flowscale_sdk::{AlignmentContext, AlignmentMode, ModeError, ShipStrategy};
 use proptest::prelude::*;
 
 use super::catalog::StaticCatalog;
+use super::inputs::{Inputs, default_applicable};
 use super::resolve::LEGACY_KEY;
 use super::search::Rule;
 use super::*;
@@ -427,7 +428,7 @@ fn custom_mode_by_class_gets_prefix_stripped_parameters() {
     let j = JobAlignment::resolve("job", &cfg, &catalog).expect("resolves");
     // The caller describes the vertex; alignment adds the parameters on the way to the mode.
     let out = j.align(AlignmentRequest {
-        input_ship_strategies: vec![ShipStrategy::Hash],
+        input_ship_strategies: [ShipStrategy::Hash].into(),
         upper_limit: 200,
         ..AlignmentRequest::new(10, 16, 128)
     });
@@ -953,4 +954,58 @@ fn an_unavailable_custom_mode_aligns_with_balanced_and_says_so() {
 /// BALANCED's answer for 16 -> 24 over 128 key groups (the first worked example).
 fn mode_balanced_26() -> u32 {
     mode("BALANCED").decide(&keyed(16, 24, 128)).parallelism
+}
+
+fn any_ship_strategy() -> impl Strategy<Value = ShipStrategy> {
+    prop_oneof![
+        Just(ShipStrategy::Hash),
+        Just(ShipStrategy::Rebalance),
+        Just(ShipStrategy::Forward),
+        (0u32..=64).prop_map(|buckets| ShipStrategy::Custom { buckets }),
+    ]
+}
+
+/// A request with any numbers (clamped to the pipeline's limits or not) and any inputs.
+fn any_request() -> impl Strategy<Value = AlignmentRequest> {
+    (
+        (
+            0u32..=400,
+            0u32..=400,
+            prop_oneof![1u32..=1000, Just(32768u32)],
+        ),
+        (prop_oneof![Just(0u32), 1u32..=500], 0u32..=8),
+        prop_oneof![Just(u32::MAX), 0u32..=600],
+        proptest::collection::vec(any_ship_strategy(), 0..4),
+    )
+        .prop_map(|((c, t, k), (s, lower), upper, ships)| {
+            let mut request = AlignmentRequest::new(c, t, k);
+            request.job = "job".to_string();
+            request.vertex_id = "v1".to_string();
+            request.vertex_name = "vertex one".to_string();
+            request.source_partitions = s;
+            request.lower_limit = lower;
+            request.upper_limit = upper;
+            request.input_ship_strategies = ships.into();
+            request
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    /// The built-in modes decide from the request itself: the same outcome, explanation and
+    /// all, as from the context the request turns into.
+    #[test]
+    fn builtins_decide_from_the_request_as_from_its_context(request in any_request()) {
+        for name in ["BALANCED", "EVENLY_SPREAD", "OFF"] {
+            let job = mode(name);
+            let ctx = request.clone().into_context(flowscale_sdk::ModeParams::default());
+            prop_assert_eq!(Inputs::of_request(&request), Inputs::of(&ctx));
+            prop_assert_eq!(default_applicable(&request), ctx.default_applicable());
+            let from_context = job.decide(&ctx);
+            let from_request = job.align(request.clone());
+            prop_assert_eq!(&from_request, &from_context, "{}", name);
+            prop_assert_eq!(from_request.explanation.lines(), from_context.explanation.lines());
+        }
+    }
 }

@@ -24,6 +24,9 @@ pub(crate) struct VertexInfo {
     pub(crate) finished: bool,
     /// Upstream vertex indices (into [`Topology::vertices`]) with the edge's ship strategy.
     pub(crate) inputs: Vec<(usize, ShipStrategy)>,
+    /// The ship strategies of `inputs`, in their order, shared with the alignment requests
+    /// of every cycle on this graph (built once with the graph, not once per request).
+    pub(crate) input_strategies: Arc<[ShipStrategy]>,
     /// Downstream vertex indices.
     pub(crate) outputs: Vec<usize>,
 }
@@ -253,6 +256,7 @@ fn build(obs: &JobObservation) -> Result<(Topology, Vec<usize>), CycleError> {
                     .iter()
                     .map(|&(u, s)| (new_index[u], s))
                     .collect(),
+                input_strategies: edges.inputs(old).iter().map(|&(_, s)| s).collect(),
                 outputs: edges.outputs(old).iter().map(|&o| new_index[o]).collect(),
             }
         })

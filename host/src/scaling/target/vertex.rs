@@ -63,7 +63,7 @@ pub(crate) struct ScalerContext<'a> {
     pub(crate) opts: &'a AutoscalerOptions,
     pub(crate) aligner: &'a dyn Aligner,
     /// The job graph as alignment contexts carry it, built on first use (most cycles of a
-    /// steady job align nothing); empty for aligners that do not read it.
+    /// steady job align nothing) by an aligner that reads it.
     pub(crate) topology: &'a OnceCell<Arc<JobTopology>>,
     /// The graph the SDK view is built from.
     pub(crate) graph: &'a Topology,
@@ -206,8 +206,12 @@ pub(crate) fn align_targets<'p>(
     ctx: &ScalerContext<'_>,
     pending: impl IntoIterator<Item = &'p mut PendingTarget>,
 ) {
-    let mut answers: Vec<&mut Option<AlignOutcome>> = Vec::new();
-    let mut requests = Vec::new();
+    // Room for every pending target at once: a request is a few hundred bytes, and growing
+    // the list one doubling at a time copied the requests of a job several times over.
+    let pending = pending.into_iter();
+    let room = pending.size_hint().1.unwrap_or(0);
+    let mut answers: Vec<&mut Option<AlignOutcome>> = Vec::with_capacity(room);
+    let mut requests = Vec::with_capacity(room);
     for target in pending {
         let PendingTarget(Pending::Target {
             request, aligned, ..
@@ -472,6 +476,9 @@ fn scale_down(
     }
 }
 
+/// The graph the requests to an aligner that does not read it carry: one for the process.
+static NO_TOPOLOGY: LazyLock<Arc<JobTopology>> = LazyLock::new(Arc::default);
+
 /// Describes the vertex's decision to the job's aligner (docs/alignment.md#context).
 fn alignment_request(
     ctx: &ScalerContext<'_>,
@@ -501,19 +508,19 @@ fn alignment_request(
         source_partitions: vertex.source_partitions,
         lower_limit: to_u32(lower),
         upper_limit: to_u32(upper),
-        input_ship_strategies: vertex.inputs.iter().map(|&(_, s)| s).collect(),
+        input_ship_strategies: Arc::clone(&vertex.input_strategies),
         metrics: if details {
             metrics_by_name(metrics)
         } else {
             Vec::new()
         },
-        topology: Arc::clone(ctx.topology.get_or_init(|| {
-            Arc::new(if details {
-                ctx.graph.to_sdk()
-            } else {
-                JobTopology::default()
-            })
-        })),
+        topology: if details {
+            Arc::clone(ctx.topology.get_or_init(|| Arc::new(ctx.graph.to_sdk())))
+        } else {
+            // Not kept with the graph: a mode that reads the graph, configured for the job
+            // later while the graph stays the same, must find the graph and not this stand-in.
+            Arc::clone(&NO_TOPOLOGY)
+        },
         subtask_loads: if details {
             ctx.observed
                 .get(&*vertex.id)
@@ -543,7 +550,10 @@ fn metrics_by_name(metrics: &VertexEvaluation) -> Vec<(String, flowscale_sdk::Ev
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::alignment::{JobAlignment, NoCustomModes};
+    use crate::config::config_map;
     use crate::scaling::testing::{BalancedAligner, TargetAligner};
+    use crate::scaling::topology::VertexIds;
     use flowscale_sdk::ShipStrategy;
 
     fn vertex(p: u32, max_p: u32) -> VertexInfo {
@@ -555,6 +565,7 @@ mod tests {
             source_partitions: 0,
             finished: false,
             inputs: vec![(0, ShipStrategy::Hash)],
+            input_strategies: Arc::from([ShipStrategy::Hash]),
             outputs: vec![],
         }
     }
@@ -855,6 +866,7 @@ mod tests {
         let f = Fixture::new(no_delay());
         let mut v = vertex(1, 720);
         v.inputs = vec![(0, ShipStrategy::Rebalance)];
+        v.input_strategies = Arc::from([ShipStrategy::Rebalance]);
         let mut d = DelayedScaleDown::default();
         // capacity 700 / 0.7 = 1000, TPR 300 -> factor 3.333.
         let mut m = metrics(300.0, 700.0, &f.opts);
@@ -874,6 +886,7 @@ mod tests {
         assert_eq!((out.target, out.aligned), (Some(7), Some(8)));
         let mut source = vertex(1, 128);
         source.inputs.clear();
+        source.input_strategies = Arc::default();
         let mut m = metrics(1000.0, 4900.0, &f.opts);
         let out = compute_scale_target(&f.ctx(&BalancedAligner, 0), &source, &mut m, None, &mut d);
         assert_eq!((out.target, out.aligned), (Some(7), Some(7)));
@@ -978,6 +991,39 @@ mod tests {
         let mut pending = [prepare_scale_target(&ctx, &vertex(10, 128), &steady, None)];
         align_targets(&ctx, pending.iter_mut());
         assert!(counting.batches.borrow().is_empty());
+    }
+
+    /// Records how many vertices the graph of each request it gets has.
+    #[derive(Default)]
+    struct GraphReader(std::cell::RefCell<Vec<usize>>);
+
+    impl Aligner for GraphReader {
+        fn align(&self, request: AlignmentRequest) -> AlignOutcome {
+            self.0.borrow_mut().push(request.topology.vertices.len());
+            TargetAligner.align(request)
+        }
+    }
+
+    #[test]
+    fn a_mode_that_reads_the_graph_finds_it_after_one_that_does_not() {
+        let mut f = Fixture::new(no_delay());
+        let v = vertex(1, 128);
+        f.graph = Topology {
+            vertices: vec![v.clone()],
+            index: Arc::new(VertexIds::new(vec![Arc::clone(&v.id)])),
+        };
+        // BALANCED does not read the graph; a mode configured later for the same graph does.
+        let balanced = JobAlignment::resolve("j", &config_map(&[]), &NoCustomModes)
+            .expect("BALANCED resolves");
+        let reader = GraphReader::default();
+        let mut d = DelayedScaleDown::default();
+        for aligner in [&balanced as &dyn Aligner, &reader] {
+            // 1 -> 7: aligned.
+            let mut m = metrics(1000.0, 4900.0, &f.opts);
+            let out = compute_scale_target(&f.ctx(aligner, 0), &v, &mut m, None, &mut d);
+            assert_eq!(out.target, Some(7));
+        }
+        assert_eq!(*reader.0.borrow(), vec![1]);
     }
 
     #[test]

@@ -89,7 +89,7 @@ mod tests {
 
     #[test]
     fn balanced_rule() {
-        let hash = vec![ShipStrategy::Hash];
+        let hash: std::sync::Arc<[ShipStrategy]> = [ShipStrategy::Hash].into();
         // 7 -> 8 with 128 key groups (the Flink autoscaler's testAdjustByMaxParallelism sink).
         let keyed = AlignmentRequest {
             input_ship_strategies: hash.clone(),
