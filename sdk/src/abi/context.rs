@@ -14,7 +14,9 @@
 //! generation and the context's serial. Equal numbers mean equal contents, which the host
 //! guarantees (see `generation.rs` and `AlignmentContext`'s serial), so the plugin side can keep
 //! its copies instead of reading and comparing the lent ones on every call. 0 means "not
-//! known", and is what an older host's table (too short to have them) reads as.
+//! known", and is what an older host's table (too short to have them) reads as. A graph keeps
+//! its generation for as long as the host keeps it, across decision cycles: a host that keeps
+//! each job's graph while it does not change has none of them read again.
 
 use std::collections::HashMap;
 use std::ffi::c_void;
@@ -1274,6 +1276,32 @@ mod tests {
             .identity(job, "b", "router")
             .shared_topology(Arc::clone(graph))
             .build()
+    }
+
+    /// The host keeps each job's graph from one decision cycle to the next while it does not
+    /// change: lent again after the other jobs', each is reused without being read.
+    #[test]
+    fn graphs_the_host_keeps_are_not_read_again_in_later_cycles() {
+        let mut other = base_graph();
+        other.vertices[0].id = "z".into();
+        let (a, b) = (Arc::new(base_graph()), Arc::new(other));
+        let (first_a, _) = lend(&of_job("job-a", &a), &COUNTING);
+        let (first_b, _) = lend(&of_job("job-b", &b), &COUNTING);
+        for cycle in 0..3 {
+            let (again_a, reads_a) = lend(&of_job("job-a", &a), &COUNTING);
+            let (again_b, reads_b) = lend(&of_job("job-b", &b), &COUNTING);
+            assert_eq!(
+                (reads_a, reads_b),
+                (0, 0),
+                "cycle {cycle}: a kept graph was read"
+            );
+            assert!(Arc::ptr_eq(&first_a, &again_a) && Arc::ptr_eq(&first_b, &again_b));
+        }
+        // A job whose graph changed gets its new graph.
+        let mut rescaled = base_graph();
+        rescaled.vertices[1].parallelism = 6;
+        let (new_a, _) = lend(&of_job("job-a", &Arc::new(rescaled.clone())), &COUNTING);
+        assert_eq!(*new_a, rescaled);
     }
 
     /// A host aligns the jobs of a fleet in turn: each job's graph is kept for the job, so the
