@@ -527,21 +527,29 @@ unsafe fn lent_serial(r: ContextRef<'_>) -> u64 {
 pub unsafe fn with_lent<R>(r: ContextRef<'_>, f: impl FnOnce(&AlignmentContext) -> R) -> R {
     // SAFETY: per the contract.
     let serial = unsafe { lent_serial(r) };
-    // Taken out for the call: a panic in `f` only loses the kept context.
-    let kept = LAST_CONTEXT.with(|last| last.borrow_mut().take());
-    let ctx = match kept {
-        Some((kept_serial, ctx)) if serial != 0 && kept_serial == serial => ctx,
-        Some((_, mut ctx)) => {
+    LAST_CONTEXT.with(|last| {
+        // Used in place, not moved out and back: the context is a few hundred bytes. `f` only
+        // reads it, so a panic in `f` leaves it whole; one while bringing it up to date leaves
+        // it named by no serial (0), so the next call brings it up to date again.
+        let Ok(mut last) = last.try_borrow_mut() else {
+            // A call from inside a call (no host makes one): served without the kept context.
             // SAFETY: per the contract.
-            unsafe { refresh(&mut ctx, r) };
-            ctx
-        }
-        // SAFETY: per the contract.
-        None => unsafe { rebuild(r) },
-    };
-    let result = f(&ctx);
-    LAST_CONTEXT.with(|last| *last.borrow_mut() = Some((serial, ctx)));
-    result
+            return f(&unsafe { rebuild(r) });
+        };
+        let ctx = match &mut *last {
+            Some((kept_serial, ctx)) if serial != 0 && *kept_serial == serial => ctx,
+            Some((kept_serial, ctx)) => {
+                *kept_serial = 0;
+                // SAFETY: per the contract.
+                unsafe { refresh(ctx, r) };
+                *kept_serial = serial;
+                ctx
+            }
+            // SAFETY: per the contract.
+            None => &mut last.insert((serial, unsafe { rebuild(r) })).1,
+        };
+        f(ctx)
+    })
 }
 
 /// Sets `text` to the lent `from` unless it already holds it, reusing its buffer.
