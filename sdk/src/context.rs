@@ -4,6 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::bytes::before;
 use crate::params::ModeParams;
 use crate::ship::ShipStrategy;
 
@@ -253,7 +254,7 @@ impl AlignmentContext {
 /// Sorts metrics by name and keeps the first of equal names.
 pub(crate) fn sort_metrics(metrics: &mut Vec<(String, EvaluatedMetric)>) {
     // The host hands them over sorted and distinct: one pass says so.
-    if metrics.is_sorted_by(|a, b| a.0 < b.0) {
+    if metrics.is_sorted_by(|a, b| before(a.0.as_bytes(), b.0.as_bytes())) {
         return;
     }
     metrics.sort_by(|a, b| a.0.cmp(&b.0));

@@ -107,6 +107,7 @@
 #![warn(unreachable_pub)]
 
 pub mod abi;
+mod bytes;
 mod context;
 mod mode;
 mod params;
