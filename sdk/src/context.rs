@@ -4,6 +4,7 @@ use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
+use crate::bytes::before;
 use crate::params::ModeParams;
 use crate::ship::ShipStrategy;
 
@@ -93,8 +94,8 @@ pub struct AlignmentContext {
     pub(crate) serial: u64,
 }
 
-/// The empty job graph a context starts with until the builder is given the job's: one for
-/// the process, so that starting a context allocates nothing that the builder then drops.
+/// The job graph of a context built without one: one empty graph for the process, so that
+/// such a context allocates none of its own.
 fn empty_topology() -> Arc<JobTopology> {
     static EMPTY: OnceLock<Arc<JobTopology>> = OnceLock::new();
     Arc::clone(EMPTY.get_or_init(Arc::default))
@@ -135,25 +136,23 @@ impl AlignmentContext {
     ///
     /// `max_parallelism` is the vertex's number of key groups. Limits default to
     /// `[1, u32::MAX]`; everything else to empty.
+    #[inline]
     pub fn builder(current: u32, target: u32, max_parallelism: u32) -> AlignmentContextBuilder {
         AlignmentContextBuilder {
-            ctx: AlignmentContext {
-                job_name: String::new(),
-                vertex_id: String::new(),
-                vertex_name: String::new(),
-                current,
-                target,
-                source_partitions: 0,
-                max_parallelism,
-                lower_limit: 1,
-                upper_limit: u32::MAX,
-                input_ship_strategies: Vec::new(),
-                metrics: Vec::new(),
-                topology: empty_topology(),
-                params: ModeParams::default(),
-                subtask_loads: None,
-                serial: 0,
-            },
+            job_name: String::new(),
+            vertex_id: String::new(),
+            vertex_name: String::new(),
+            current,
+            target,
+            source_partitions: 0,
+            max_parallelism,
+            lower_limit: 1,
+            upper_limit: u32::MAX,
+            input_ship_strategies: Vec::new(),
+            metrics: Vec::new(),
+            topology: None,
+            params: None,
+            subtask_loads: None,
         }
     }
 
@@ -262,7 +261,7 @@ impl AlignmentContext {
 /// Sorts metrics by name and keeps the first of equal names.
 pub(crate) fn sort_metrics(metrics: &mut Vec<(String, EvaluatedMetric)>) {
     // The host hands them over sorted and distinct: one pass says so.
-    if metrics.is_sorted_by(|a, b| a.0 < b.0) {
+    if metrics.is_sorted_by(|a, b| before(a.0.as_bytes(), b.0.as_bytes())) {
         return;
     }
     metrics.sort_by(|a, b| a.0.cmp(&b.0));
@@ -270,73 +269,115 @@ pub(crate) fn sort_metrics(metrics: &mut Vec<(String, EvaluatedMetric)>) {
 }
 
 /// Builds an [`AlignmentContext`]; used by the host and by tests of modes.
+///
+/// The host builds one per aligned vertex per decision: the steps are inlined into the caller
+/// (no copy of the whole builder per step), and a graph or parameters the caller never sets
+/// are only made, empty, when the context is built (a host that sets both allocates neither).
 #[derive(Debug, Clone)]
 pub struct AlignmentContextBuilder {
-    ctx: AlignmentContext,
+    job_name: String,
+    vertex_id: String,
+    vertex_name: String,
+    current: u32,
+    target: u32,
+    source_partitions: u32,
+    max_parallelism: u32,
+    lower_limit: u32,
+    upper_limit: u32,
+    input_ship_strategies: Vec<ShipStrategy>,
+    metrics: Vec<(String, EvaluatedMetric)>,
+    topology: Option<Arc<JobTopology>>,
+    params: Option<ModeParams>,
+    subtask_loads: Option<Vec<SubtaskLoad>>,
 }
 
 impl AlignmentContextBuilder {
     /// Job, vertex id and vertex name.
+    #[inline]
     pub fn identity(
         mut self,
         job: impl Into<String>,
         vertex_id: impl Into<String>,
         vertex_name: impl Into<String>,
     ) -> Self {
-        self.ctx.job_name = job.into();
-        self.ctx.vertex_id = vertex_id.into();
-        self.ctx.vertex_name = vertex_name.into();
+        self.job_name = job.into();
+        self.vertex_id = vertex_id.into();
+        self.vertex_name = vertex_name.into();
         self
     }
     /// Partition count of a source (0: not a source, or unknown).
+    #[inline]
     pub fn source_partitions(mut self, partitions: u32) -> Self {
-        self.ctx.source_partitions = partitions;
+        self.source_partitions = partitions;
         self
     }
     /// Lower and upper parallelism limits.
+    #[inline]
     pub fn limits(mut self, lower: u32, upper: u32) -> Self {
-        self.ctx.lower_limit = lower;
-        self.ctx.upper_limit = upper;
+        self.lower_limit = lower;
+        self.upper_limit = upper;
         self
     }
     /// Input ship strategies.
+    #[inline]
     pub fn input_ship_strategies(mut self, strategies: Vec<ShipStrategy>) -> Self {
-        self.ctx.input_ship_strategies = strategies;
+        self.input_ship_strategies = strategies;
         self
     }
     /// Evaluated metrics of the vertex (sorted by name here).
+    #[inline]
     pub fn metrics(mut self, mut metrics: Vec<(String, EvaluatedMetric)>) -> Self {
         sort_metrics(&mut metrics);
-        self.ctx.metrics = metrics;
+        self.metrics = metrics;
         self
     }
     /// The job graph.
+    #[inline]
     pub fn topology(mut self, topology: JobTopology) -> Self {
-        self.ctx.topology = Arc::new(topology);
+        self.topology = Some(Arc::new(topology));
         self
     }
-    /// The job graph, shared with the other vertices' contexts of the same decision (the host
-    /// builds one graph per job and cycle instead of one copy per vertex).
+    /// The job graph, shared with the other vertices' contexts of the same job: the host keeps
+    /// one graph per job for as long as the job's graph does not change, instead of a copy per
+    /// vertex (and the plugin side recognises it from one decision to the next, see
+    /// [`crate::abi::context`]).
+    #[inline]
     pub fn shared_topology(mut self, topology: Arc<JobTopology>) -> Self {
-        self.ctx.topology = topology;
+        self.topology = Some(topology);
         self
     }
     /// The selected mode's prefix-stripped parameters.
+    #[inline]
     pub fn params(mut self, params: ModeParams) -> Self {
-        self.ctx.params = params;
+        self.params = Some(params);
         self
     }
     /// The per-subtask load of the vertex at the current parallelism, subtask `i` at index `i`.
     /// An empty list means "not known" and reads back as `None`.
+    #[inline]
     pub fn subtask_loads(mut self, loads: Vec<SubtaskLoad>) -> Self {
-        self.ctx.subtask_loads = (!loads.is_empty()).then_some(loads);
+        self.subtask_loads = (!loads.is_empty()).then_some(loads);
         self
     }
     /// Freezes the context.
+    #[inline]
     pub fn build(self) -> AlignmentContext {
         AlignmentContext {
+            job_name: self.job_name,
+            vertex_id: self.vertex_id,
+            vertex_name: self.vertex_name,
+            current: self.current,
+            target: self.target,
+            source_partitions: self.source_partitions,
+            max_parallelism: self.max_parallelism,
+            lower_limit: self.lower_limit,
+            upper_limit: self.upper_limit,
+            input_ship_strategies: self.input_ship_strategies,
+            metrics: self.metrics,
+            topology: self.topology.unwrap_or_else(empty_topology),
+            params: self.params.unwrap_or_default(),
+            subtask_loads: self.subtask_loads,
             serial: next_serial(),
-            ..self.ctx
         }
     }
 }

@@ -69,12 +69,13 @@
 //! * **0.1.2**: nothing a mode sees changes; the accessor table gains two accessors at its end
 //!   that name what is lent, so that the plugin side copies less. `topology_generation`: a
 //!   number the host gives each distinct shared job graph it lends, the same number for the
-//!   same graph again, never the same number for two graphs (one process-wide counter; the
-//!   host holds the graph it numbered last, so its address cannot be reused meanwhile).
-//!   `context_serial`: the same for the context itself (a number given when it is built; the
-//!   context never changes afterwards). The plugin side keeps a copy of each job's graph and
-//!   reuses it without reading the lent one when the generations are equal (it compares
-//!   field by field, once, when they are not: the host builds a fresh graph each cycle), and
+//!   same graph again for as long as it lives, never the same number for two graphs (one
+//!   process-wide counter; the host holds a weak reference to each graph it numbered, so its
+//!   address cannot be reused meanwhile). `context_serial`: the same for the context itself
+//!   (a number given when it is built; the context never changes afterwards). The plugin side
+//!   keeps a copy of each job's graph and reuses it without reading the lent one when the
+//!   generations are equal (it compares field by field, once, when they are not: a graph the
+//!   host built anew, which it does when a job's graph changes or the job is new), and
 //!   answers `align` after `is_applicable` on one context from the copy it made for the gate.
 //!   Plugins built against 0.1.0 or 0.1.1 never call the new accessors and load unchanged;
 //!   plugins built against 0.1.2 in an older host find the table too short, get no numbers and
@@ -106,6 +107,7 @@
 #![warn(unreachable_pub)]
 
 pub mod abi;
+mod bytes;
 mod context;
 mod mode;
 mod params;

@@ -14,7 +14,9 @@
 //! generation and the context's serial. Equal numbers mean equal contents, which the host
 //! guarantees (see `generation.rs` and `AlignmentContext`'s serial), so the plugin side can keep
 //! its copies instead of reading and comparing the lent ones on every call. 0 means "not
-//! known", and is what an older host's table (too short to have them) reads as.
+//! known", and is what an older host's table (too short to have them) reads as. A graph keeps
+//! its generation for as long as the host keeps it, across decision cycles: a host that keeps
+//! each job's graph while it does not change has none of them read again.
 
 use std::collections::HashMap;
 use std::ffi::c_void;
@@ -525,21 +527,29 @@ unsafe fn lent_serial(r: ContextRef<'_>) -> u64 {
 pub unsafe fn with_lent<R>(r: ContextRef<'_>, f: impl FnOnce(&AlignmentContext) -> R) -> R {
     // SAFETY: per the contract.
     let serial = unsafe { lent_serial(r) };
-    // Taken out for the call: a panic in `f` only loses the kept context.
-    let kept = LAST_CONTEXT.with(|last| last.borrow_mut().take());
-    let ctx = match kept {
-        Some((kept_serial, ctx)) if serial != 0 && kept_serial == serial => ctx,
-        Some((_, mut ctx)) => {
+    LAST_CONTEXT.with(|last| {
+        // Used in place, not moved out and back: the context is a few hundred bytes. `f` only
+        // reads it, so a panic in `f` leaves it whole; one while bringing it up to date leaves
+        // it named by no serial (0), so the next call brings it up to date again.
+        let Ok(mut last) = last.try_borrow_mut() else {
+            // A call from inside a call (no host makes one): served without the kept context.
             // SAFETY: per the contract.
-            unsafe { refresh(&mut ctx, r) };
-            ctx
-        }
-        // SAFETY: per the contract.
-        None => unsafe { rebuild(r) },
-    };
-    let result = f(&ctx);
-    LAST_CONTEXT.with(|last| *last.borrow_mut() = Some((serial, ctx)));
-    result
+            return f(&unsafe { rebuild(r) });
+        };
+        let ctx = match &mut *last {
+            Some((kept_serial, ctx)) if serial != 0 && *kept_serial == serial => ctx,
+            Some((kept_serial, ctx)) => {
+                *kept_serial = 0;
+                // SAFETY: per the contract.
+                unsafe { refresh(ctx, r) };
+                *kept_serial = serial;
+                ctx
+            }
+            // SAFETY: per the contract.
+            None => &mut last.insert((serial, unsafe { rebuild(r) })).1,
+        };
+        f(ctx)
+    })
 }
 
 /// Sets `text` to the lent `from` unless it already holds it, reusing its buffer.
@@ -1274,6 +1284,32 @@ mod tests {
             .identity(job, "b", "router")
             .shared_topology(Arc::clone(graph))
             .build()
+    }
+
+    /// The host keeps each job's graph from one decision cycle to the next while it does not
+    /// change: lent again after the other jobs', each is reused without being read.
+    #[test]
+    fn graphs_the_host_keeps_are_not_read_again_in_later_cycles() {
+        let mut other = base_graph();
+        other.vertices[0].id = "z".into();
+        let (a, b) = (Arc::new(base_graph()), Arc::new(other));
+        let (first_a, _) = lend(&of_job("job-a", &a), &COUNTING);
+        let (first_b, _) = lend(&of_job("job-b", &b), &COUNTING);
+        for cycle in 0..3 {
+            let (again_a, reads_a) = lend(&of_job("job-a", &a), &COUNTING);
+            let (again_b, reads_b) = lend(&of_job("job-b", &b), &COUNTING);
+            assert_eq!(
+                (reads_a, reads_b),
+                (0, 0),
+                "cycle {cycle}: a kept graph was read"
+            );
+            assert!(Arc::ptr_eq(&first_a, &again_a) && Arc::ptr_eq(&first_b, &again_b));
+        }
+        // A job whose graph changed gets its new graph.
+        let mut rescaled = base_graph();
+        rescaled.vertices[1].parallelism = 6;
+        let (new_a, _) = lend(&of_job("job-a", &Arc::new(rescaled.clone())), &COUNTING);
+        assert_eq!(*new_a, rescaled);
     }
 
     /// A host aligns the jobs of a fleet in turn: each job's graph is kept for the job, so the
