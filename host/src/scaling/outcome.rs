@@ -12,6 +12,7 @@ use super::evaluation::EvaluatedVertices;
 use super::metrics::{EvaluatedScalingMetric, ScalingMetric};
 use super::state::ScalingSummary;
 use super::target::Reason;
+use super::topology::VertexInfo;
 use crate::alignment::Explanation;
 use crate::events::{Event, EventReason, Severity};
 
@@ -68,6 +69,25 @@ pub struct VertexDecision {
     pub reason: Reason,
     /// The alignment's explanation (rendered when read).
     pub explanation: Explanation,
+}
+
+impl VertexDecision {
+    /// The record of `vertex` before its decision: nothing decided yet, excluded or not.
+    pub(crate) fn blank(vertex: &VertexInfo, excluded: bool) -> VertexDecision {
+        VertexDecision {
+            vertex: String::from(&*vertex.id),
+            name: vertex.name.clone(),
+            current: vertex.parallelism,
+            target: None,
+            aligned: None,
+            proposed: None,
+            mode: None,
+            outside_band: false,
+            excluded,
+            reason: Reason::default(),
+            explanation: Explanation::default(),
+        }
+    }
 }
 
 /// The result of one cycle.

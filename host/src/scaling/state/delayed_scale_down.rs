@@ -26,6 +26,43 @@ pub struct VertexDelayedScaleDown {
     pub(crate) recommendations: Vec<RecommendedParallelism>,
 }
 
+impl VertexDelayedScaleDown {
+    /// Records a recommendation; drops earlier ones that are not higher, so the list stays
+    /// decreasing.
+    fn record(&mut self, now_ms: i64, parallelism: u32, outside: bool) {
+        while self
+            .recommendations
+            .last()
+            .is_some_and(|r| r.parallelism <= parallelism)
+        {
+            self.recommendations.pop();
+        }
+        self.recommendations.push(RecommendedParallelism {
+            trigger_time: now_ms,
+            parallelism,
+            outside_utilization_bound: outside,
+        });
+    }
+
+    /// The maximum recommendation of the window `[window_start, now]`, or None while the
+    /// vertex has not been asking for a whole interval, with whether recommendations older
+    /// than the window were dropped.
+    fn max_in_window(&mut self, window_start: i64) -> (Option<RecommendedParallelism>, bool) {
+        if window_start < self.first_trigger_time {
+            return (None, false);
+        }
+        let stale = self
+            .recommendations
+            .iter()
+            .take_while(|r| r.trigger_time < window_start)
+            .count();
+        if stale > 0 {
+            self.recommendations.drain(..stale);
+        }
+        (self.recommendations.first().copied(), stale > 0)
+    }
+}
+
 /// Pending scale-downs per vertex id. Persisted per job (only when `is_updated()`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DelayedScaleDown {
@@ -38,9 +75,41 @@ pub struct DelayedScaleDown {
 impl DelayedScaleDown {
     /// Records a recommendation; drops earlier ones that are not higher, so the list stays
     /// decreasing.
+    #[cfg(test)]
     pub(crate) fn trigger(&mut self, vertex: &str, now_ms: i64, parallelism: u32, outside: bool) {
+        // No window starts before every recommendation: nothing is dropped.
+        self.trigger_in_window(vertex, now_ms, parallelism, outside, i64::MIN);
+    }
+
+    /// The maximum recommendation of the window `[window_start, now]`, or None while the
+    /// vertex has not been asking for a whole interval. Drops recommendations older than the
+    /// window.
+    #[cfg(test)]
+    pub(crate) fn max_in_window(
+        &mut self,
+        vertex: &str,
+        window_start: i64,
+    ) -> Option<RecommendedParallelism> {
+        let entry = self.vertices.get_mut(vertex)?;
+        let (max, dropped) = entry.max_in_window(window_start);
+        self.updated |= dropped;
+        max
+    }
+
+    /// Records a recommendation (see [`VertexDelayedScaleDown::record`]), then returns the
+    /// maximum of the window `[window_start, now]` (see
+    /// [`VertexDelayedScaleDown::max_in_window`]): what a delayed scale-down asks every cycle,
+    /// with one search of the map.
+    pub(crate) fn trigger_in_window(
+        &mut self,
+        vertex: &str,
+        now_ms: i64,
+        parallelism: u32,
+        outside: bool,
+        window_start: i64,
+    ) -> Option<RecommendedParallelism> {
         // A vertex asks again and again while its scale-down is delayed: its id is copied
-        // only the first time, and a repeated request searches the map once.
+        // only the first time.
         let entry = match self.vertices.get_mut(vertex) {
             Some(entry) => entry,
             None => self
@@ -51,43 +120,10 @@ impl DelayedScaleDown {
                     recommendations: Vec::new(),
                 }),
         };
-        while entry
-            .recommendations
-            .last()
-            .is_some_and(|r| r.parallelism <= parallelism)
-        {
-            entry.recommendations.pop();
-        }
-        entry.recommendations.push(RecommendedParallelism {
-            trigger_time: now_ms,
-            parallelism,
-            outside_utilization_bound: outside,
-        });
+        entry.record(now_ms, parallelism, outside);
+        let (max, _) = entry.max_in_window(window_start);
         self.updated = true;
-    }
-
-    /// The maximum recommendation of the window `[window_start, now]`, or None while the
-    /// vertex has not been asking for a whole interval. Drops recommendations older than the
-    /// window.
-    pub(crate) fn max_in_window(
-        &mut self,
-        vertex: &str,
-        window_start: i64,
-    ) -> Option<RecommendedParallelism> {
-        let entry = self.vertices.get_mut(vertex)?;
-        if window_start < entry.first_trigger_time {
-            return None;
-        }
-        let stale = entry
-            .recommendations
-            .iter()
-            .take_while(|r| r.trigger_time < window_start)
-            .count();
-        if stale > 0 {
-            entry.recommendations.drain(..stale);
-            self.updated = true;
-        }
-        entry.recommendations.first().copied()
+        max
     }
 
     /// Forgets a vertex (its target equals the current parallelism, or it scales up).
