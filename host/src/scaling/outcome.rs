@@ -45,10 +45,12 @@ pub enum CycleStage {
 /// What happened to one vertex when the cycle decided its operation.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct VertexDecision {
-    /// Vertex id (the observation's).
-    pub vertex: String,
-    /// Vertex name.
-    pub name: String,
+    /// Vertex id (the observation's), shared with the job's graph.
+    #[serde(serialize_with = "serialize_str")]
+    pub vertex: Arc<str>,
+    /// Vertex name, shared with the job's graph.
+    #[serde(serialize_with = "serialize_str")]
+    pub name: Arc<str>,
     /// Current parallelism.
     pub current: u32,
     /// Target after scale factor, rounding and limits, before alignment (None: no decision
@@ -75,8 +77,8 @@ impl VertexDecision {
     /// The record of `vertex` before its decision: nothing decided yet, excluded or not.
     pub(crate) fn blank(vertex: &VertexInfo, excluded: bool) -> VertexDecision {
         VertexDecision {
-            vertex: String::from(&*vertex.id),
-            name: vertex.name.clone(),
+            vertex: Arc::clone(&vertex.id),
+            name: Arc::clone(&vertex.name),
             current: vertex.parallelism,
             target: None,
             aligned: None,
@@ -116,6 +118,11 @@ pub struct CycleOutcome {
     /// shared ids.
     #[serde(serialize_with = "serialize_by_id")]
     pub(crate) summaries: BTreeMap<Arc<str>, ScalingSummary>,
+}
+
+/// A shared string, serialized as a `String` is.
+fn serialize_str<S: Serializer>(text: &Arc<str>, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str(text)
 }
 
 /// A map keyed by shared ids, serialized as the same map keyed by `String` is.
