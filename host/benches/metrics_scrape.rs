@@ -29,8 +29,8 @@ fn report(job: usize, step: i64) -> CycleReport {
     r.elapsed = Duration::from_micros(250);
     r.vertices = (0..VERTICES)
         .map(|v| VertexDecision {
-            vertex: format!("{v:032x}"),
-            name: format!("operator-{v}"),
+            vertex: format!("{v:032x}").into(),
+            name: format!("operator-{v}").into(),
             current: 8,
             target: Some(12),
             aligned: Some(16),

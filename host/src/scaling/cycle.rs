@@ -338,7 +338,7 @@ mod tests {
         run_cycle("j", &opts, &jobs[0].obs, 0, &TargetAligner, &mut state);
         let out = run_cycle("j", &opts, &jobs[1].obs, 10_000, &TargetAligner, &mut state);
         assert_eq!(out.stage, CycleStage::Scaled);
-        let by_id = |id: &str| out.vertices.iter().find(|v| v.vertex == id).unwrap();
+        let by_id = |id: &str| out.vertices.iter().find(|v| *v.vertex == *id).unwrap();
         assert_eq!(by_id("source").proposed, Some(12));
         assert!(!by_id("source").outside_band);
         assert_eq!(by_id("sink").proposed, Some(15));
@@ -553,9 +553,9 @@ mod tests {
         changed.obs.vertices[2].parallelism = 12;
         changed.obs.vertices[1].name = "renamed".into();
         let out = run_cycle("j", &opts, &changed.obs, 10_000, &TargetAligner, &mut state);
-        let by_id = |id: &str| out.vertices.iter().find(|v| v.vertex == id).unwrap();
+        let by_id = |id: &str| out.vertices.iter().find(|v| *v.vertex == *id).unwrap();
         assert_eq!(by_id("sink").current, 12);
-        assert_eq!(by_id("mid").name, "renamed");
+        assert_eq!(&*by_id("mid").name, "renamed");
         assert_eq!(
             metric(&out, "sink", ScalingMetric::Parallelism).current,
             12.0
@@ -602,7 +602,7 @@ mod tests {
         run_cycle("j", &opts, &jobs[0].obs, 0, &TargetAligner, &mut state);
         let out = run_cycle("j", &opts, &jobs[1].obs, 10_000, &TargetAligner, &mut state);
         assert_eq!(out.stage, CycleStage::WithinBounds);
-        let sink = out.vertices.iter().find(|v| v.vertex == "sink").unwrap();
+        let sink = out.vertices.iter().find(|v| &*v.vertex == "sink").unwrap();
         assert!(sink.excluded);
         assert_eq!(sink.target, None);
 
@@ -630,7 +630,7 @@ mod tests {
         let mut state = JobScalingState::default();
         run_cycle("j", &opts, &jobs[0].obs, 0, &TargetAligner, &mut state);
         let out = run_cycle("j", &opts, &jobs[1].obs, 10_000, &TargetAligner, &mut state);
-        let sink = out.vertices.iter().find(|v| v.vertex == "sink").unwrap();
+        let sink = out.vertices.iter().find(|v| &*v.vertex == "sink").unwrap();
         assert!(sink.excluded);
         assert!(sink.reason.contains("busy time"));
         // The source alone is inside its band: nothing scales.

@@ -12,6 +12,7 @@ use super::evaluation::EvaluatedVertices;
 use super::metrics::{EvaluatedScalingMetric, ScalingMetric};
 use super::state::ScalingSummary;
 use super::target::Reason;
+use super::topology::VertexInfo;
 use crate::alignment::Explanation;
 use crate::events::{Event, EventReason, Severity};
 
@@ -44,10 +45,12 @@ pub enum CycleStage {
 /// What happened to one vertex when the cycle decided its operation.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct VertexDecision {
-    /// Vertex id (the observation's).
-    pub vertex: String,
-    /// Vertex name.
-    pub name: String,
+    /// Vertex id (the observation's), shared with the job's graph.
+    #[serde(serialize_with = "serialize_str")]
+    pub vertex: Arc<str>,
+    /// Vertex name, shared with the job's graph.
+    #[serde(serialize_with = "serialize_str")]
+    pub name: Arc<str>,
     /// Current parallelism.
     pub current: u32,
     /// Target after scale factor, rounding and limits, before alignment (None: no decision
@@ -68,6 +71,25 @@ pub struct VertexDecision {
     pub reason: Reason,
     /// The alignment's explanation (rendered when read).
     pub explanation: Explanation,
+}
+
+impl VertexDecision {
+    /// The record of `vertex` before its decision: nothing decided yet, excluded or not.
+    pub(crate) fn blank(vertex: &VertexInfo, excluded: bool) -> VertexDecision {
+        VertexDecision {
+            vertex: Arc::clone(&vertex.id),
+            name: Arc::clone(&vertex.name),
+            current: vertex.parallelism,
+            target: None,
+            aligned: None,
+            proposed: None,
+            mode: None,
+            outside_band: false,
+            excluded,
+            reason: Reason::default(),
+            explanation: Explanation::default(),
+        }
+    }
 }
 
 /// The result of one cycle.
@@ -96,6 +118,11 @@ pub struct CycleOutcome {
     /// shared ids.
     #[serde(serialize_with = "serialize_by_id")]
     pub(crate) summaries: BTreeMap<Arc<str>, ScalingSummary>,
+}
+
+/// A shared string, serialized as a `String` is.
+fn serialize_str<S: Serializer>(text: &Arc<str>, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str(text)
 }
 
 /// A map keyed by shared ids, serialized as the same map keyed by `String` is.

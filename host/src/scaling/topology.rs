@@ -17,7 +17,8 @@ pub(crate) struct VertexInfo {
     /// The engine's id, shared with [`VertexIds`] (and through it with the samples collected
     /// on this graph).
     pub(crate) id: Arc<str>,
-    pub(crate) name: String,
+    /// The engine's name, shared with every cycle's record of the vertex.
+    pub(crate) name: Arc<str>,
     pub(crate) parallelism: u32,
     pub(crate) max_parallelism: u32,
     pub(crate) source_partitions: u32,
@@ -63,7 +64,7 @@ impl Topology {
                 .iter()
                 .map(|v| flowscale_sdk::TopologyVertex {
                     id: v.id.to_string(),
-                    name: v.name.clone(),
+                    name: v.name.to_string(),
                     parallelism: v.parallelism,
                     max_parallelism: v.max_parallelism,
                     source_partitions: v.source_partitions,
@@ -207,7 +208,7 @@ impl CachedGraph {
         let same_vertices = obs.vertices.iter().zip(&self.by_position).all(|(o, &i)| {
             let v = &vertices[i];
             *v.id == *o.id
-                && v.name == o.name
+                && *v.name == *o.name
                 && v.parallelism == o.parallelism
                 && v.max_parallelism == o.max_parallelism
                 && v.source_partitions == o.source_partitions
@@ -246,7 +247,7 @@ fn build(obs: &JobObservation) -> Result<(Topology, Vec<usize>), CycleError> {
             let v = &obs.vertices[old];
             VertexInfo {
                 id: Arc::from(v.id.as_str()),
-                name: v.name.clone(),
+                name: Arc::from(v.name.as_str()),
                 parallelism: v.parallelism,
                 max_parallelism: v.max_parallelism,
                 source_partitions: v.source_partitions,

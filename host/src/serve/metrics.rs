@@ -403,14 +403,14 @@ fn record_parallelism(handles: &mut JobHandles, report: &CycleReport) {
             .all(|(i, v)| series.position(i, &v.name).is_some())
     };
     if !known(&handles.series) {
-        let names = report.vertices.iter().map(|v| v.name.as_str());
+        let names = report.vertices.iter().map(|v| &*v.name);
         handles.series = Arc::new(handles.series.with_vertices(names));
     }
     for (i, v) in report.vertices.iter().enumerate() {
         let running = report
             .operation
             .as_ref()
-            .and_then(|op| op.get(&v.vertex))
+            .and_then(|op| op.get(&*v.vertex))
             .copied()
             .unwrap_or(v.current);
         if let Some(index) = handles.series.position(i, &v.name) {
@@ -506,8 +506,8 @@ mod tests {
         report.vertices = vertices
             .iter()
             .map(|&(name, current, target)| crate::scaling::VertexDecision {
-                vertex: format!("id-{name}"),
-                name: name.to_string(),
+                vertex: format!("id-{name}").into(),
+                name: name.into(),
                 current,
                 target,
                 aligned: target,

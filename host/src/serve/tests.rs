@@ -29,8 +29,8 @@ impl Backend for FakeBackend {
 
 fn vertex(id: &str, current: u32, target: u32, aligned: u32) -> VertexDecision {
     VertexDecision {
-        vertex: id.to_string(),
-        name: format!("op {id}"),
+        vertex: id.into(),
+        name: format!("op {id}").into(),
         current,
         target: Some(target),
         aligned: Some(aligned),

@@ -340,7 +340,7 @@ fn decision_of(report: &CycleReport) -> Option<DecisionView> {
     let names: BTreeMap<&str, &str> = report
         .vertices
         .iter()
-        .map(|v| (v.vertex.as_str(), v.name.as_str()))
+        .map(|v| (&*v.vertex, &*v.name))
         .collect();
     let text = match (&report.operation, report.queued) {
         (Some(op), _) => format!(
@@ -362,8 +362,8 @@ fn decision_of(report: &CycleReport) -> Option<DecisionView> {
             .vertices
             .iter()
             .map(|v| VertexDecisionView {
-                vertex: v.vertex.clone(),
-                name: v.name.clone(),
+                vertex: v.vertex.to_string(),
+                name: v.name.to_string(),
                 current: v.current,
                 target: v.target,
                 aligned: v.aligned,
@@ -581,7 +581,7 @@ fn update_vertices(vertices: &mut Vec<VertexView>, report: &CycleReport) {
         && vertices
             .iter()
             .zip(&report.vertices)
-            .all(|(old, new)| old.vertex == new.vertex && old.name == new.name);
+            .all(|(old, new)| *old.vertex == *new.vertex && *old.name == *new.name);
     if same {
         for (old, new) in vertices.iter_mut().zip(&report.vertices) {
             old.current = new.operation_after(report.operation.as_ref());
@@ -594,8 +594,8 @@ fn update_vertices(vertices: &mut Vec<VertexView>, report: &CycleReport) {
         .vertices
         .iter()
         .map(|v| VertexView {
-            vertex: v.vertex.clone(),
-            name: v.name.clone(),
+            vertex: v.vertex.to_string(),
+            name: v.name.to_string(),
             current: v.operation_after(report.operation.as_ref()),
             target: v.target,
             aligned: v.aligned,
@@ -611,7 +611,7 @@ trait AfterOperation {
 impl AfterOperation for crate::scaling::VertexDecision {
     fn operation_after(&self, operation: Option<&BTreeMap<String, u32>>) -> u32 {
         operation
-            .and_then(|op| op.get(&self.vertex))
+            .and_then(|op| op.get(&*self.vertex))
             .copied()
             .unwrap_or(self.current)
     }

@@ -10,14 +10,13 @@ use std::sync::Arc;
 
 use super::memory::memory_pressure;
 use super::report::{REPORT_HEADER_DISABLED, REPORT_HEADER_ENABLED, scaling_report};
-use crate::alignment::Explanation;
 use crate::scaling::evaluation::Evaluation;
-use crate::scaling::metrics::{EvaluatedScalingMetric, ScalingMetric, VertexEvaluation};
+use crate::scaling::metrics::{EvaluatedScalingMetric, ScalingMetric};
 use crate::scaling::options::{EXCLUDED_PERIODS_KEY, SCALING_ENABLED_KEY};
 use crate::scaling::outcome::{CycleOutcome, CycleStage, VertexDecision};
 use crate::scaling::state::{JobScalingState, ScalingSummary};
 use crate::scaling::target::{
-    ParallelismChange, PendingTarget, Reason, ScalerContext, align_targets, finish_scale_target,
+    DecisionSink, ParallelismChange, Reason, ScalerContext, align_targets, finish_scale_target,
     prepare_scale_target,
 };
 use crate::scaling::topology::{Topology, VertexInfo};
@@ -39,17 +38,9 @@ pub(crate) fn decide_operation(
 
     // The changing vertices with their new parallelism; their summaries are only built when
     // some vertex is outside its band, since most cycles of a steady job end within bounds.
-    let mut changes: Vec<(usize, &VertexInfo, u32)> = Vec::with_capacity(topology.vertices.len());
     outcome.vertices.reserve_exact(topology.vertices.len());
-    let mut any_outside = false;
-    for (index, vertex, change) in
-        decide_vertices(ctx, topology, evaluation, cycle_excluded, state, outcome)
-    {
-        if let Some((new, outside)) = change {
-            any_outside |= outside;
-            changes.push((index, vertex, new));
-        }
-    }
+    let (changes, any_outside) =
+        decide_vertices(ctx, topology, evaluation, cycle_excluded, state, outcome);
     if !any_outside {
         // All changed vertices are within their band: nothing to do ("all within target").
         return CycleStage::WithinBounds;
@@ -57,8 +48,8 @@ pub(crate) fn decide_operation(
     // Each vertex's metrics are as its own decision left them: later vertices only write
     // their own. Keyed by the topology's shared ids: nothing is copied but the metrics.
     let summaries: BTreeMap<Arc<str>, ScalingSummary> = changes
-        .into_iter()
-        .filter_map(|(index, vertex, new)| {
+        .iter()
+        .filter_map(|&(index, vertex, new)| {
             let metrics = evaluation.vertices.values.get(index)?.clone();
             let summary = ScalingSummary {
                 current_parallelism: vertex.parallelism,
@@ -68,13 +59,12 @@ pub(crate) fn decide_operation(
             Some((Arc::clone(&vertex.id), summary))
         })
         .collect();
-
-    for (vertex, summary) in &summaries {
-        let index = topology.index.get(vertex).copied();
-        if let Some(m) = index.and_then(|i| evaluation.vertices.values.get_mut(i)) {
+    // By the graph's index, which the changes carry (a graph's ids are unique).
+    for &(index, _, new) in &changes {
+        if let Some(m) = evaluation.vertices.values.get_mut(index) {
             m.insert(
                 ScalingMetric::RecommendedParallelism,
-                EvaluatedScalingMetric::of(f64::from(summary.new_parallelism)),
+                EvaluatedScalingMetric::of(f64::from(new)),
             );
         }
     }
@@ -92,13 +82,12 @@ pub(crate) fn decide_operation(
     CycleStage::Scaled
 }
 
-/// A decided vertex: its index in the graph, the vertex, and the parallelism it asks for with
-/// whether it is outside its band, when it asks for a change.
-type DecidedVertex<'t> = (usize, &'t VertexInfo, Option<(u32, bool)>);
+/// A changing vertex: its index in the graph, the vertex, and the parallelism it asks for.
+type Change<'t> = (usize, &'t VertexInfo, u32);
 
-/// Every evaluated vertex's decision, in the graph's order, into `outcome`; returns each vertex
-/// with the parallelism it asks for and whether it is outside its band, when it asks for a
-/// change.
+/// Every evaluated vertex's decision, in the graph's order, into `outcome`; returns the
+/// vertices that ask for a change with their new parallelism, and whether any of them is
+/// outside its band.
 ///
 /// Each vertex is first computed up to its alignment, then one call aligns the job's vertices
 /// together (for a plugin in a worker process, one round trip per job and cycle instead of one
@@ -111,37 +100,63 @@ fn decide_vertices<'t>(
     cycle_excluded: &BTreeSet<String>,
     state: &mut JobScalingState,
     outcome: &mut CycleOutcome,
-) -> Vec<DecidedVertex<'t>> {
-    let mut prepared: Vec<(usize, &VertexInfo, Option<PendingTarget>)> =
-        Vec::with_capacity(topology.vertices.len());
+) -> (Vec<Change<'t>>, bool) {
+    // The history is looked up once per vertex, for both halves of its decision.
+    let JobScalingState {
+        scaling_history,
+        delayed_scale_down,
+        ..
+    } = state;
+    let mut prepared = Vec::with_capacity(topology.vertices.len());
+    let mut requests = Vec::with_capacity(topology.vertices.len());
     for (index, vertex) in topology.vertices.iter().enumerate() {
         let Some(metrics) = evaluation.vertices.values.get(index) else {
             continue;
         };
         let pending = (!excluded(ctx, vertex, cycle_excluded)).then(|| {
-            prepare_scale_target(ctx, vertex, metrics, state.scaling_history.of(&vertex.id))
+            let history = scaling_history.of(&vertex.id);
+            let pending = prepare_scale_target(ctx, vertex, metrics, history, &mut requests);
+            (pending, history)
         });
         prepared.push((index, vertex, pending));
     }
-    align_targets(ctx, prepared.iter_mut().filter_map(|(_, _, p)| p.as_mut()));
-    let mut decided = Vec::with_capacity(prepared.len());
-    for (index, vertex, pending) in prepared.iter_mut() {
-        let (index, vertex) = (*index, *vertex);
+    let mut answers = align_targets(ctx, requests);
+    let mut changes = Vec::with_capacity(prepared.len());
+    let mut any_outside = false;
+    for (index, vertex, pending) in prepared {
         let Some(metrics) = evaluation.vertices.values.get_mut(index) else {
             continue;
         };
-        let change = decide_vertex(
-            ctx,
-            vertex,
-            metrics,
-            cycle_excluded,
-            pending.as_mut(),
-            state,
-            outcome,
-        );
-        decided.push((index, vertex, change));
+        // The record is built in place in the outcome, and the decision fills it in there.
+        outcome
+            .vertices
+            .push(VertexDecision::blank(vertex, pending.is_none()));
+        let Some(decision) = outcome.vertices.last_mut() else {
+            continue;
+        };
+        let Some((pending, history)) = pending else {
+            decision.reason = Reason::text(if vertex.finished {
+                "finished; not scaled"
+            } else if cycle_excluded.contains(&*vertex.id) {
+                "no finite busy time; not scaled in this cycle"
+            } else {
+                "listed in vertex.exclude.ids; not scaled"
+            });
+            continue;
+        };
+        let aligned = if pending.asks() { answers.next() } else { None };
+        let sink = DecisionSink {
+            decision,
+            events: &mut outcome.events,
+            delayed: delayed_scale_down,
+        };
+        let change = finish_scale_target(ctx, vertex, metrics, history, pending, aligned, sink);
+        if let ParallelismChange::Change { new, outside } = change {
+            any_outside |= outside;
+            changes.push((index, vertex, new));
+        }
     }
-    decided
+    (changes, any_outside)
 }
 
 /// Whether the vertex keeps its parallelism whatever its metrics say (`vertex.exclude.ids`,
@@ -156,67 +171,6 @@ fn excluded(
         .iter()
         .any(|e| **e == *vertex.id)
         || cycle_excluded.contains(&*vertex.id)
-}
-
-/// One vertex's decision, completed from its `pending` target (`None` for an excluded vertex)
-/// and appended to the outcome's decisions (built in place there rather than moved out); returns
-/// the parallelism it asks for with whether it is outside its band when it asks for a change. Excluded vertices (`vertex.exclude.ids`, finished, no finite busy time) keep their
-/// parallelism.
-fn decide_vertex(
-    ctx: &ScalerContext<'_>,
-    vertex: &VertexInfo,
-    metrics: &mut VertexEvaluation,
-    cycle_excluded: &BTreeSet<String>,
-    pending: Option<&mut PendingTarget>,
-    state: &mut JobScalingState,
-    outcome: &mut CycleOutcome,
-) -> Option<(u32, bool)> {
-    let mut decision = VertexDecision {
-        vertex: String::from(&*vertex.id),
-        name: vertex.name.clone(),
-        current: vertex.parallelism,
-        target: None,
-        aligned: None,
-        proposed: None,
-        mode: None,
-        outside_band: false,
-        excluded: pending.is_none(),
-        reason: Reason::default(),
-        explanation: Explanation::default(),
-    };
-    let Some(pending) = pending else {
-        decision.reason = Reason::text(if vertex.finished {
-            "finished; not scaled"
-        } else if cycle_excluded.contains(&*vertex.id) {
-            "no finite busy time; not scaled in this cycle"
-        } else {
-            "listed in vertex.exclude.ids; not scaled"
-        });
-        outcome.vertices.push(decision);
-        return None;
-    };
-    let result = finish_scale_target(
-        ctx,
-        vertex,
-        metrics,
-        state.scaling_history.of(&vertex.id),
-        &mut state.delayed_scale_down,
-        pending,
-    );
-    decision.target = result.target;
-    decision.aligned = result.aligned;
-    decision.mode = result.mode;
-    decision.outside_band = result.outside;
-    decision.reason = result.reason;
-    decision.explanation = result.explanation;
-    outcome.events.extend(result.events);
-    let ParallelismChange::Change { new, outside } = result.change else {
-        outcome.vertices.push(decision);
-        return None;
-    };
-    decision.proposed = Some(new);
-    outcome.vertices.push(decision);
-    Some((new, outside))
 }
 
 /// Why a decided operation is not executed, in the Flink autoscaler's words: advisor mode

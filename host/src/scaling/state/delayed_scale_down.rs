@@ -3,6 +3,8 @@
 //! that interval.
 
 use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -26,73 +28,134 @@ pub struct VertexDelayedScaleDown {
     pub(crate) recommendations: Vec<RecommendedParallelism>,
 }
 
+impl VertexDelayedScaleDown {
+    /// Records a recommendation; drops earlier ones that are not higher, so the list stays
+    /// decreasing.
+    fn record(&mut self, now_ms: i64, parallelism: u32, outside: bool) {
+        while self
+            .recommendations
+            .last()
+            .is_some_and(|r| r.parallelism <= parallelism)
+        {
+            self.recommendations.pop();
+        }
+        self.recommendations.push(RecommendedParallelism {
+            trigger_time: now_ms,
+            parallelism,
+            outside_utilization_bound: outside,
+        });
+    }
+
+    /// The maximum recommendation of the window `[window_start, now]`, or None while the
+    /// vertex has not been asking for a whole interval, with whether recommendations older
+    /// than the window were dropped.
+    fn max_in_window(&mut self, window_start: i64) -> (Option<RecommendedParallelism>, bool) {
+        if window_start < self.first_trigger_time {
+            return (None, false);
+        }
+        let stale = self
+            .recommendations
+            .iter()
+            .take_while(|r| r.trigger_time < window_start)
+            .count();
+        if stale > 0 {
+            self.recommendations.drain(..stale);
+        }
+        (self.recommendations.first().copied(), stale > 0)
+    }
+}
+
 /// Pending scale-downs per vertex id. Persisted per job (only when `is_updated()`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+///
+/// Keyed by the graph's shared ids, and the lists of forgotten vertices are kept for the next
+/// ones: vertices start and stop asking to scale down all the time (every executed operation
+/// forgets them all), and each start copied an id and allocated a list.
+#[derive(Clone, Default, Serialize, Deserialize)]
 pub struct DelayedScaleDown {
     /// Vertex id -> pending scale-down.
-    pub vertices: BTreeMap<String, VertexDelayedScaleDown>,
+    #[serde(with = "super::by_id")]
+    pub vertices: BTreeMap<Arc<str>, VertexDelayedScaleDown>,
     #[serde(skip)]
     updated: bool,
+    /// Emptied recommendation lists, reused by the next vertices that start asking; never
+    /// makes two states differ.
+    #[serde(skip)]
+    spare: Vec<Vec<RecommendedParallelism>>,
+}
+
+impl PartialEq for DelayedScaleDown {
+    fn eq(&self, other: &DelayedScaleDown) -> bool {
+        self.vertices == other.vertices && self.updated == other.updated
+    }
+}
+
+impl Eq for DelayedScaleDown {}
+
+impl fmt::Debug for DelayedScaleDown {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DelayedScaleDown")
+            .field("vertices", &self.vertices)
+            .field("updated", &self.updated)
+            .finish()
+    }
 }
 
 impl DelayedScaleDown {
     /// Records a recommendation; drops earlier ones that are not higher, so the list stays
     /// decreasing.
+    #[cfg(test)]
     pub(crate) fn trigger(&mut self, vertex: &str, now_ms: i64, parallelism: u32, outside: bool) {
-        // A vertex asks again and again while its scale-down is delayed: its id is copied
-        // only the first time, and a repeated request searches the map once.
-        let entry = match self.vertices.get_mut(vertex) {
-            Some(entry) => entry,
-            None => self
-                .vertices
-                .entry(vertex.to_string())
-                .or_insert(VertexDelayedScaleDown {
-                    first_trigger_time: now_ms,
-                    recommendations: Vec::new(),
-                }),
-        };
-        while entry
-            .recommendations
-            .last()
-            .is_some_and(|r| r.parallelism <= parallelism)
-        {
-            entry.recommendations.pop();
-        }
-        entry.recommendations.push(RecommendedParallelism {
-            trigger_time: now_ms,
-            parallelism,
-            outside_utilization_bound: outside,
-        });
-        self.updated = true;
+        // No window starts before every recommendation: nothing is dropped.
+        self.trigger_in_window(&Arc::from(vertex), now_ms, parallelism, outside, i64::MIN);
     }
 
     /// The maximum recommendation of the window `[window_start, now]`, or None while the
     /// vertex has not been asking for a whole interval. Drops recommendations older than the
     /// window.
+    #[cfg(test)]
     pub(crate) fn max_in_window(
         &mut self,
         vertex: &str,
         window_start: i64,
     ) -> Option<RecommendedParallelism> {
         let entry = self.vertices.get_mut(vertex)?;
-        if window_start < entry.first_trigger_time {
-            return None;
-        }
-        let stale = entry
-            .recommendations
-            .iter()
-            .take_while(|r| r.trigger_time < window_start)
-            .count();
-        if stale > 0 {
-            entry.recommendations.drain(..stale);
-            self.updated = true;
-        }
-        entry.recommendations.first().copied()
+        let (max, dropped) = entry.max_in_window(window_start);
+        self.updated |= dropped;
+        max
+    }
+
+    /// Records a recommendation (see [`VertexDelayedScaleDown::record`]), then returns the
+    /// maximum of the window `[window_start, now]` (see
+    /// [`VertexDelayedScaleDown::max_in_window`]): what a delayed scale-down asks every cycle,
+    /// with one search of the map.
+    pub(crate) fn trigger_in_window(
+        &mut self,
+        vertex: &Arc<str>,
+        now_ms: i64,
+        parallelism: u32,
+        outside: bool,
+        window_start: i64,
+    ) -> Option<RecommendedParallelism> {
+        let entry = match self.vertices.get_mut(&**vertex) {
+            Some(entry) => entry,
+            None => self
+                .vertices
+                .entry(Arc::clone(vertex))
+                .or_insert(VertexDelayedScaleDown {
+                    first_trigger_time: now_ms,
+                    recommendations: self.spare.pop().unwrap_or_default(),
+                }),
+        };
+        entry.record(now_ms, parallelism, outside);
+        let (max, _) = entry.max_in_window(window_start);
+        self.updated = true;
+        max
     }
 
     /// Forgets a vertex (its target equals the current parallelism, or it scales up).
     pub(crate) fn clear_vertex(&mut self, vertex: &str) {
-        if self.vertices.remove(vertex).is_some() {
+        if let Some(entry) = self.vertices.remove(vertex) {
+            self.keep_spare(entry.recommendations);
             self.updated = true;
         }
     }
@@ -100,9 +163,17 @@ impl DelayedScaleDown {
     /// Forgets every vertex (after an executed scaling).
     pub(crate) fn clear_all(&mut self) {
         if !self.vertices.is_empty() {
-            self.vertices.clear();
+            for (_, entry) in std::mem::take(&mut self.vertices) {
+                self.keep_spare(entry.recommendations);
+            }
             self.updated = true;
         }
+    }
+
+    /// Keeps an emptied list for the next vertex that starts asking.
+    fn keep_spare(&mut self, mut recommendations: Vec<RecommendedParallelism>) {
+        recommendations.clear();
+        self.spare.push(recommendations);
     }
 
     #[cfg(test)]

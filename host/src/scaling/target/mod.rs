@@ -11,5 +11,5 @@ pub(crate) use reason::Reason;
 pub(crate) use scaled::scaled_target;
 pub(crate) use vertex::ParallelismChange;
 pub(crate) use vertex::{
-    PendingTarget, ScalerContext, align_targets, finish_scale_target, prepare_scale_target,
+    DecisionSink, ScalerContext, align_targets, finish_scale_target, prepare_scale_target,
 };

@@ -12,7 +12,7 @@ use super::ineffective::ineffective_scale_up;
 use super::reason::{BandNote, Reason, ScaleNote, Step};
 use super::scalability::observed_scalability_coefficient;
 use super::scaled::{ScaledTarget, scaled_target};
-use crate::alignment::{AlignOutcome, Aligner, AlignmentRequest, Explanation, metric_list};
+use crate::alignment::{AlignOutcome, Aligner, AlignmentRequest, metric_list};
 use crate::engine::VertexMetrics;
 use crate::events::Event;
 use crate::scaling::evaluation::capacity;
@@ -20,6 +20,7 @@ use crate::scaling::metrics::{
     EvaluatedScalingMetric, ScalingMetric, VertexEvaluation, evaluated_or_nan,
 };
 use crate::scaling::options::{AutoscalerOptions, millis};
+use crate::scaling::outcome::VertexDecision;
 use crate::scaling::state::{DelayedScaleDown, ScalingSummary};
 use crate::scaling::topology::{Topology, VertexInfo};
 
@@ -37,24 +38,17 @@ pub(crate) enum ParallelismChange {
     },
 }
 
-/// The decision for one vertex with everything a person needs to follow it.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct VertexOutcome {
-    pub(crate) change: ParallelismChange,
-    /// Clamped target before alignment (None when the metrics do not allow a decision).
-    pub(crate) target: Option<u32>,
-    /// Aligned value (equal to `target` when alignment was skipped).
-    pub(crate) aligned: Option<u32>,
-    /// The alignment mode that decided, if alignment ran.
-    pub(crate) mode: Option<String>,
-    /// Outside the utilization band.
-    pub(crate) outside: bool,
-    /// Why, in words (rendered when read).
-    pub(crate) reason: Reason,
-    /// The alignment's own explanation.
-    pub(crate) explanation: Explanation,
-    /// Events (alignment's, ineffective scaling).
-    pub(crate) events: Vec<Event>,
+/// Where one vertex's decision is written: its record in the cycle's outcome, built in place
+/// there (a record is a few hundred bytes, and building it aside and moving it into the
+/// outcome copied it several times per vertex), the cycle's events, and the job's pending
+/// scale-downs.
+pub(crate) struct DecisionSink<'o> {
+    /// The vertex's record: the decision fills in its target, alignment, band and reason.
+    pub(crate) decision: &'o mut VertexDecision,
+    /// The cycle's events (alignment's, ineffective scaling), appended in their order.
+    pub(crate) events: &'o mut Vec<Event>,
+    /// The job's pending scale-downs.
+    pub(crate) delayed: &'o mut DelayedScaleDown,
 }
 
 /// Everything the cycle shares between the vertices.
@@ -73,66 +67,6 @@ pub(crate) struct ScalerContext<'a> {
     pub(crate) now_ms: i64,
 }
 
-impl VertexOutcome {
-    /// No decision possible, for `reason`.
-    fn no_change(reason: &'static str) -> VertexOutcome {
-        VertexOutcome {
-            change: ParallelismChange::NoChange,
-            target: None,
-            aligned: None,
-            mode: None,
-            outside: false,
-            reason: Reason::text(reason),
-            explanation: Explanation::default(),
-            events: Vec::new(),
-        }
-    }
-
-    /// A clamped target, not aligned (yet) and not changing anything (yet).
-    fn target(target: u32) -> VertexOutcome {
-        VertexOutcome {
-            target: Some(target),
-            aligned: Some(target),
-            ..VertexOutcome::no_change("")
-        }
-    }
-
-    /// Keeps what alignment answered and explained; returns the aligned parallelism.
-    fn aligned_by(&mut self, aligned: AlignOutcome) -> u32 {
-        self.mode = Some(aligned.mode);
-        self.explanation = aligned.explanation;
-        self.events = aligned.events;
-        aligned.parallelism
-    }
-
-    /// Decides a change to `new`, for `reason`.
-    fn change(mut self, new: u32, outside: bool, reason: Reason) -> VertexOutcome {
-        self.change = ParallelismChange::Change { new, outside };
-        self.reason = reason;
-        self
-    }
-
-    /// Decides nothing, for `reason`.
-    fn keep(mut self, reason: Reason) -> VertexOutcome {
-        self.reason = reason;
-        self
-    }
-}
-
-/// `computeScaleTargetParallelism` (docs/decision-pipeline.md#target-parallelism) for one
-/// vertex alone: [`prepare_scale_target`], then [`finish_scale_target`], which aligns it.
-#[cfg(test)]
-pub(crate) fn compute_scale_target(
-    ctx: &ScalerContext<'_>,
-    vertex: &VertexInfo,
-    metrics: &mut VertexEvaluation,
-    history: Option<&BTreeMap<i64, ScalingSummary>>,
-    delayed: &mut DelayedScaleDown,
-) -> VertexOutcome {
-    let mut pending = prepare_scale_target(ctx, vertex, metrics, history);
-    finish_scale_target(ctx, vertex, metrics, history, delayed, &mut pending)
-}
-
 /// A vertex's decision computed up to its alignment.
 ///
 /// The cycle computes every vertex of a job this far, aligns all of them in one call to the
@@ -140,39 +74,49 @@ pub(crate) fn compute_scale_target(
 /// instead of one per vertex), then completes each ([`finish_scale_target`]). Nothing up to
 /// here reads what another vertex's completion writes (its own metrics and pending
 /// scale-downs), so the decisions are those of computing the vertices one after the other.
+///
+/// Small on purpose: the request to the aligner goes straight into the job's batch, and the
+/// answer straight into the vertex's record.
+#[derive(Debug, Clone, Copy)]
 pub(crate) struct PendingTarget(Pending);
 
+#[derive(Debug, Clone, Copy)]
 enum Pending {
-    /// No decision is possible (unknown rates): the outcome is final.
-    Decided(VertexOutcome),
+    /// No decision is possible (unknown rates), for this reason: the outcome is final.
+    Decided(&'static str),
     /// A clamped target, waiting for its alignment.
     Target {
         tpr: f64,
         target: u32,
         note: ScaleNote,
-        /// What to ask the job's aligner, when the target differs from the current
-        /// parallelism and it was not asked yet.
-        request: Option<AlignmentRequest>,
-        /// What it answered.
-        aligned: Option<AlignOutcome>,
+        /// Whether the target asked the job's aligner (it differs from the current
+        /// parallelism): its answer is the next of the batch's.
+        asks: bool,
     },
 }
 
+impl PendingTarget {
+    /// Whether the target asked the job's aligner, and so takes the next answer of the batch.
+    pub(crate) fn asks(&self) -> bool {
+        matches!(self.0, Pending::Target { asks: true, .. })
+    }
+}
+
 /// The first half of `computeScaleTargetParallelism` (docs/decision-pipeline.md#target-parallelism):
-/// scale factor, limits and the clamped target, with the alignment request it needs.
+/// scale factor, limits and the clamped target; the alignment request it needs is appended to
+/// `requests`, the job's batch.
 pub(crate) fn prepare_scale_target(
     ctx: &ScalerContext<'_>,
     vertex: &VertexInfo,
     metrics: &VertexEvaluation,
     history: Option<&BTreeMap<i64, ScalingSummary>>,
+    requests: &mut Vec<AlignmentRequest>,
 ) -> PendingTarget {
     let opts = ctx.opts;
     let cur = vertex.parallelism;
     let tpr = evaluated_or_nan(metrics, ScalingMetric::TrueProcessingRate).average;
     if tpr.is_nan() {
-        return PendingTarget(Pending::Decided(VertexOutcome::no_change(
-            "true processing rate is unknown (NaN)",
-        )));
+        return PendingTarget(Pending::Decided("true processing rate is unknown (NaN)"));
     }
     let capacity = capacity(
         metrics,
@@ -182,89 +126,87 @@ pub(crate) fn prepare_scale_target(
         opts,
     );
     if capacity.is_nan() {
-        return PendingTarget(Pending::Decided(VertexOutcome::no_change(
+        return PendingTarget(Pending::Decided(
             "target capacity is unknown (NaN target or catch-up rate)",
-        )));
+        ));
     }
     let factor = ScaleFactor::of(opts, capacity, tpr, history);
     let (lower, upper) = limits(cur, opts);
     let scaled = scaled_target(factor.value, cur, vertex.max_parallelism, lower, upper);
-    let request = (scaled.target != cur)
-        .then(|| alignment_request(ctx, vertex, metrics, scaled.target, lower, upper));
+    let asks = scaled.target != cur;
+    if asks {
+        requests.push(alignment_request(
+            ctx,
+            vertex,
+            metrics,
+            scaled.target,
+            lower,
+            upper,
+        ));
+    }
     PendingTarget(Pending::Target {
         tpr,
         target: scaled.target,
         note: factor.describe(cur, &scaled, lower),
-        request,
-        aligned: None,
+        asks,
     })
 }
 
-/// Aligns the pending targets of one job with one call to its aligner
-/// ([`Aligner::align_all`]); nothing is called when no target moves.
-pub(crate) fn align_targets<'p>(
+/// Aligns the requests of one job's pending targets with one call to its aligner
+/// ([`Aligner::align_all`]); nothing is called when no target moves. The answers come in the
+/// requests' order; an aligner may answer fewer.
+pub(crate) fn align_targets(
     ctx: &ScalerContext<'_>,
-    pending: impl IntoIterator<Item = &'p mut PendingTarget>,
-) {
-    // Room for every pending target at once: a request is a few hundred bytes, and growing
-    // the list one doubling at a time copied the requests of a job several times over.
-    let pending = pending.into_iter();
-    let room = pending.size_hint().1.unwrap_or(0);
-    let mut answers: Vec<&mut Option<AlignOutcome>> = Vec::with_capacity(room);
-    let mut requests = Vec::with_capacity(room);
-    for target in pending {
-        let PendingTarget(Pending::Target {
-            request, aligned, ..
-        }) = target
-        else {
-            continue;
-        };
-        if let Some(request) = request.take() {
-            requests.push(request);
-            answers.push(aligned);
-        }
-    }
+    requests: Vec<AlignmentRequest>,
+) -> std::vec::IntoIter<AlignOutcome> {
     if requests.is_empty() {
-        return;
+        return Vec::new().into_iter();
     }
-    for (answer, outcome) in answers.into_iter().zip(ctx.aligner.align_all(requests)) {
-        *answer = Some(outcome);
-    }
+    ctx.aligner.align_all(requests).into_iter()
 }
 
-/// The second half of `computeScaleTargetParallelism`: the aligned value (aligning now if
-/// [`align_targets`] did not), then the ineffective-scale-up and delayed-scale-down rules.
-/// Writes `EXPECTED_PROCESSING_RATE` into `metrics` when the parallelism changes.
+/// The second half of `computeScaleTargetParallelism`: the aligned value (`aligned`: the
+/// aligner's answer to the target's request, if it asked and was answered; else the target
+/// stands), then the ineffective-scale-up and delayed-scale-down rules. Writes the decision
+/// into `sink` and `EXPECTED_PROCESSING_RATE` into `metrics` when the parallelism changes.
 pub(crate) fn finish_scale_target(
     ctx: &ScalerContext<'_>,
     vertex: &VertexInfo,
     metrics: &mut VertexEvaluation,
     history: Option<&BTreeMap<i64, ScalingSummary>>,
-    delayed: &mut DelayedScaleDown,
-    pending: &mut PendingTarget,
-) -> VertexOutcome {
-    // Taken by reference and spent here: the pending target is a few hundred bytes, and
-    // moving it into every call copied it each time.
-    let (tpr, target, scale_note, request, aligned) = match &mut pending.0 {
-        Pending::Decided(out) => return std::mem::replace(out, VertexOutcome::no_change("")),
+    pending: PendingTarget,
+    aligned: Option<AlignOutcome>,
+    sink: DecisionSink<'_>,
+) -> ParallelismChange {
+    let (tpr, target, scale_note) = match pending.0 {
+        Pending::Decided(reason) => {
+            sink.decision.reason = Reason::text(reason);
+            return ParallelismChange::NoChange;
+        }
         Pending::Target {
-            tpr,
-            target,
-            note,
-            request,
-            aligned,
-        } => (*tpr, *target, *note, request.take(), aligned.take()),
+            tpr, target, note, ..
+        } => (tpr, target, note),
     };
+    let DecisionSink {
+        decision,
+        events,
+        delayed,
+    } = sink;
     let cur = vertex.parallelism;
-    let mut out = VertexOutcome::target(target);
-    let new = match (aligned, request) {
-        (Some(aligned), _) => out.aligned_by(aligned),
-        (None, Some(request)) => out.aligned_by(ctx.aligner.align(request)),
+    decision.target = Some(target);
+    let new = match aligned {
+        Some(aligned) => {
+            // Kept as the aligner answered, moved field by field into the record.
+            decision.mode = Some(aligned.mode);
+            decision.explanation = aligned.explanation;
+            events.extend(aligned.events);
+            aligned.parallelism
+        }
         // Nothing to align (the target is the current parallelism), or an aligner that left
         // a request of its batch unanswered: the target stands.
-        (None, None) => target,
+        None => target,
     };
-    out.aligned = Some(new);
+    decision.aligned = Some(new);
     if new == 0 || new == cur {
         delayed.clear_vertex(&vertex.id);
         let step = if new == 0 {
@@ -272,7 +214,8 @@ pub(crate) fn finish_scale_target(
         } else {
             Step::NoChange
         };
-        return out.keep(Reason::target(scale_note, None, step));
+        decision.reason = Reason::target(scale_note, None, step);
+        return ParallelismChange::NoChange;
     }
 
     metrics.insert(
@@ -280,17 +223,23 @@ pub(crate) fn finish_scale_target(
         EvaluatedScalingMetric::of(tpr / f64::from(cur) * f64::from(new)),
     );
     let band = Band::of(metrics, tpr);
-    out.outside = band.outside;
+    decision.outside_band = band.outside;
     let note = Note {
         scale: scale_note,
         band: band.describe(tpr),
     };
-    if new > cur {
+    let (change, step) = if new > cur {
         delayed.clear_vertex(&vertex.id);
-        scale_up(ctx, vertex, history, tpr, new, note, out)
+        scale_up(ctx, vertex, history, tpr, new, band.outside, events)
     } else {
-        scale_down(ctx, vertex, delayed, new, note, out)
+        scale_down(ctx, vertex, delayed, new, band.outside)
+    };
+    decision.reason = note.then(step);
+    if let ParallelismChange::Change { new, outside } = change {
+        decision.outside_band = outside;
+        decision.proposed = Some(new);
     }
+    change
 }
 
 /// The parallelism limits of a vertex running at `current`: `[min(current,
@@ -415,16 +364,17 @@ impl Note {
 }
 
 /// A scale-up to `new`, unless the previous scale-up was ineffective and that blocks it
-/// (docs/decision-pipeline.md#ineffective-scale-up).
+/// (docs/decision-pipeline.md#ineffective-scale-up); returns the change with the step that
+/// decided it.
 fn scale_up(
     ctx: &ScalerContext<'_>,
     vertex: &VertexInfo,
     history: Option<&BTreeMap<i64, ScalingSummary>>,
     tpr: f64,
     new: u32,
-    note: Note,
-    mut out: VertexOutcome,
-) -> VertexOutcome {
+    outside: bool,
+    events: &mut Vec<Event>,
+) -> (ParallelismChange, Step) {
     let cur = vertex.parallelism;
     let last_scaled_up = history
         .and_then(|h| h.last_key_value())
@@ -434,45 +384,49 @@ fn scale_up(
         });
     if let Some(last) = last_scaled_up {
         if let Some(event) = ineffective_scale_up(ctx.job, ctx.opts, vertex, last, tpr) {
-            out.events.push(event);
+            events.push(event);
             if ctx.opts.scaling_effectiveness_detection_enabled {
-                return out.keep(note.then(Step::Ineffective));
+                return (ParallelismChange::NoChange, Step::Ineffective);
             }
         }
     }
-    let outside = out.outside;
-    out.change(new, outside, note.then(Step::ScaleUp(new)))
+    (
+        ParallelismChange::Change { new, outside },
+        Step::ScaleUp(new),
+    )
 }
 
 /// A scale-down to `new`, delayed until it has been recommended for a whole
-/// `scale-down.interval`, then to the highest parallelism recommended within it (docs/decision-pipeline.md#delayed-scale-down).
+/// `scale-down.interval`, then to the highest parallelism recommended within it (docs/decision-pipeline.md#delayed-scale-down);
+/// returns the change with the step that decided it.
 fn scale_down(
     ctx: &ScalerContext<'_>,
     vertex: &VertexInfo,
     delayed: &mut DelayedScaleDown,
     new: u32,
-    note: Note,
-    mut out: VertexOutcome,
-) -> VertexOutcome {
+    outside: bool,
+) -> (ParallelismChange, Step) {
     let cur = vertex.parallelism;
-    let outside = out.outside;
     let interval = millis(ctx.opts.scale_down_interval);
     if interval <= 0 {
-        return out.change(new, outside, note.then(Step::ScaleDown(new)));
+        return (
+            ParallelismChange::Change { new, outside },
+            Step::ScaleDown(new),
+        );
     }
-    delayed.trigger(&vertex.id, ctx.now_ms, new, outside);
     let window_start = ctx.now_ms.saturating_sub(interval);
-    match delayed.max_in_window(&vertex.id, window_start) {
-        None => out.keep(note.then(Step::Delayed(new))),
-        Some(max) if max.parallelism == cur => out.keep(note.then(Step::DelayedAtCurrent)),
-        Some(max) => {
-            out.outside = max.outside_utilization_bound;
-            out.change(
-                max.parallelism,
-                max.outside_utilization_bound,
-                note.then(Step::DelayedMax(max.parallelism)),
-            )
+    match delayed.trigger_in_window(&vertex.id, ctx.now_ms, new, outside, window_start) {
+        None => (ParallelismChange::NoChange, Step::Delayed(new)),
+        Some(max) if max.parallelism == cur => {
+            (ParallelismChange::NoChange, Step::DelayedAtCurrent)
         }
+        Some(max) => (
+            ParallelismChange::Change {
+                new: max.parallelism,
+                outside: max.outside_utilization_bound,
+            },
+            Step::DelayedMax(max.parallelism),
+        ),
     }
 }
 
@@ -550,7 +504,7 @@ fn metrics_by_name(metrics: &VertexEvaluation) -> Vec<(String, flowscale_sdk::Ev
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::alignment::{JobAlignment, NoCustomModes};
+    use crate::alignment::{Explanation, JobAlignment, NoCustomModes};
     use crate::config::config_map;
     use crate::scaling::testing::{BalancedAligner, TargetAligner};
     use crate::scaling::topology::VertexIds;
@@ -596,6 +550,71 @@ mod tests {
             EvaluatedScalingMetric::of(down),
         );
         m
+    }
+
+    /// What one vertex's decision produced, for the assertions.
+    #[derive(Debug, Clone, PartialEq)]
+    pub(super) struct VertexOutcome {
+        change: ParallelismChange,
+        target: Option<u32>,
+        aligned: Option<u32>,
+        mode: Option<String>,
+        outside: bool,
+        reason: Reason,
+        explanation: Explanation,
+        events: Vec<Event>,
+    }
+
+    /// Completes a pending target into a blank record, as the cycle does.
+    fn finish(
+        ctx: &ScalerContext<'_>,
+        v: &VertexInfo,
+        metrics: &mut VertexEvaluation,
+        history: Option<&BTreeMap<i64, ScalingSummary>>,
+        delayed: &mut DelayedScaleDown,
+        pending: PendingTarget,
+        aligned: Option<AlignOutcome>,
+    ) -> VertexOutcome {
+        let mut decision = VertexDecision::blank(v, false);
+        let mut events = Vec::new();
+        let change = finish_scale_target(
+            ctx,
+            v,
+            metrics,
+            history,
+            pending,
+            aligned,
+            DecisionSink {
+                decision: &mut decision,
+                events: &mut events,
+                delayed,
+            },
+        );
+        VertexOutcome {
+            change,
+            target: decision.target,
+            aligned: decision.aligned,
+            mode: decision.mode,
+            outside: decision.outside_band,
+            reason: decision.reason,
+            explanation: decision.explanation,
+            events,
+        }
+    }
+
+    /// `computeScaleTargetParallelism` for one vertex alone: [`prepare_scale_target`], its
+    /// request aligned alone, then [`finish_scale_target`].
+    fn compute_scale_target(
+        ctx: &ScalerContext<'_>,
+        v: &VertexInfo,
+        metrics: &mut VertexEvaluation,
+        history: Option<&BTreeMap<i64, ScalingSummary>>,
+        delayed: &mut DelayedScaleDown,
+    ) -> VertexOutcome {
+        let mut requests = Vec::new();
+        let pending = prepare_scale_target(ctx, v, metrics, history, &mut requests);
+        let aligned = requests.pop().map(|r| ctx.aligner.align(r));
+        finish(ctx, v, metrics, history, delayed, pending, aligned)
     }
 
     struct Fixture {
@@ -944,12 +963,13 @@ mod tests {
 
         let counting = Counting::default();
         let ctx = f.ctx(&counting, 0);
-        let mut pending: Vec<PendingTarget> = vertices
+        let mut requests = Vec::new();
+        let pending: Vec<PendingTarget> = vertices
             .iter()
             .zip(&batched_metrics)
-            .map(|(v, m)| prepare_scale_target(&ctx, v, m, None))
+            .map(|(v, m)| prepare_scale_target(&ctx, v, m, None, &mut requests))
             .collect();
-        align_targets(&ctx, pending.iter_mut());
+        let mut answers = align_targets(&ctx, requests);
         assert_eq!(
             *counting.batches.borrow(),
             vec![2],
@@ -959,8 +979,11 @@ mod tests {
         let batched: Vec<VertexOutcome> = vertices
             .iter()
             .zip(batched_metrics.iter_mut())
-            .zip(pending.iter_mut())
-            .map(|((v, m), p)| finish_scale_target(&ctx, v, m, None, &mut delayed, p))
+            .zip(pending)
+            .map(|((v, m), p)| {
+                let aligned = if p.asks() { answers.next() } else { None };
+                finish(&ctx, v, m, None, &mut delayed, p, aligned)
+            })
             .collect();
         assert_eq!(counting.one.get(), 0, "nothing aligned vertex by vertex");
 
@@ -988,8 +1011,9 @@ mod tests {
         let counting = Counting::default();
         let ctx = f.ctx(&counting, 0);
         let steady = metrics(1000.0, 700.0, &f.opts);
-        let mut pending = [prepare_scale_target(&ctx, &vertex(10, 128), &steady, None)];
-        align_targets(&ctx, pending.iter_mut());
+        let mut requests = Vec::new();
+        prepare_scale_target(&ctx, &vertex(10, 128), &steady, None, &mut requests);
+        assert_eq!(align_targets(&ctx, requests).len(), 0);
         assert!(counting.batches.borrow().is_empty());
     }
 
