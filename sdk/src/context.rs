@@ -84,7 +84,7 @@ pub struct AlignmentContext {
     pub(crate) max_parallelism: u32,
     pub(crate) lower_limit: u32,
     pub(crate) upper_limit: u32,
-    pub(crate) input_ship_strategies: Vec<ShipStrategy>,
+    pub(crate) input_ship_strategies: Ships,
     pub(crate) metrics: Vec<(String, EvaluatedMetric)>,
     pub(crate) topology: Arc<JobTopology>,
     pub(crate) params: ModeParams,
@@ -92,6 +92,43 @@ pub struct AlignmentContext {
     /// Names this context among those built in this process (see [`next_serial`]); 0 for one
     /// brought up to date in place, which has no name. Not part of what a mode sees.
     pub(crate) serial: u64,
+}
+
+/// A context's input ship strategies: shared with whoever built the context (a host builds one
+/// per aligned vertex and cycle from the strategies its job graph keeps, so sharing them spares
+/// a list per context), or owned (the plugin side's kept copy, brought up to date in place).
+#[derive(Clone)]
+pub(crate) enum Ships {
+    Shared(Arc<[ShipStrategy]>),
+    Owned(Vec<ShipStrategy>),
+}
+
+/// As the list of strategies, whoever holds it.
+impl fmt::Debug for Ships {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.as_slice(), f)
+    }
+}
+
+impl Ships {
+    pub(crate) fn as_slice(&self) -> &[ShipStrategy] {
+        match self {
+            Ships::Shared(ships) => ships,
+            Ships::Owned(ships) => ships,
+        }
+    }
+
+    /// The strategies as an owned list to change in place (a shared one becomes an empty
+    /// owned list first).
+    pub(crate) fn owned_mut(&mut self) -> &mut Vec<ShipStrategy> {
+        if let Ships::Shared(_) = self {
+            *self = Ships::Owned(Vec::new());
+        }
+        match self {
+            Ships::Owned(ships) => ships,
+            Ships::Shared(_) => unreachable!("made owned just above"),
+        }
+    }
 }
 
 /// The job graph of a context built without one: one empty graph for the process, so that
@@ -148,7 +185,7 @@ impl AlignmentContext {
             max_parallelism,
             lower_limit: 1,
             upper_limit: u32::MAX,
-            input_ship_strategies: Vec::new(),
+            input_ship_strategies: Ships::Owned(Vec::new()),
             metrics: Vec::new(),
             topology: None,
             params: None,
@@ -194,7 +231,7 @@ impl AlignmentContext {
     }
     /// The ship strategies of the vertex's input edges.
     pub fn input_ship_strategies(&self) -> &[ShipStrategy] {
-        &self.input_ship_strategies
+        self.input_ship_strategies.as_slice()
     }
     /// The evaluated metrics of the vertex, sorted by name.
     pub fn metrics(&self) -> &[(String, EvaluatedMetric)] {
@@ -249,7 +286,7 @@ impl AlignmentContext {
     }
     /// True when an input of the vertex is a `keyBy` (HASH) edge.
     pub fn has_hash_input(&self) -> bool {
-        self.input_ship_strategies.contains(&ShipStrategy::Hash)
+        self.input_ship_strategies().contains(&ShipStrategy::Hash)
     }
     /// The gate the built-in modes use: a source that reports partitions, or a vertex with a HASH
     /// input.
@@ -284,7 +321,7 @@ pub struct AlignmentContextBuilder {
     max_parallelism: u32,
     lower_limit: u32,
     upper_limit: u32,
-    input_ship_strategies: Vec<ShipStrategy>,
+    input_ship_strategies: Ships,
     metrics: Vec<(String, EvaluatedMetric)>,
     topology: Option<Arc<JobTopology>>,
     params: Option<ModeParams>,
@@ -321,7 +358,15 @@ impl AlignmentContextBuilder {
     /// Input ship strategies.
     #[inline]
     pub fn input_ship_strategies(mut self, strategies: Vec<ShipStrategy>) -> Self {
-        self.input_ship_strategies = strategies;
+        self.input_ship_strategies = Ships::Owned(strategies);
+        self
+    }
+    /// Input ship strategies, shared with the vertex's other contexts: the host keeps them
+    /// with the job graph and lends every context of the vertex the same list instead of a
+    /// copy each (SDK 0.1.3).
+    #[inline]
+    pub fn shared_input_ship_strategies(mut self, strategies: Arc<[ShipStrategy]>) -> Self {
+        self.input_ship_strategies = Ships::Shared(strategies);
         self
     }
     /// Evaluated metrics of the vertex (sorted by name here).
@@ -403,6 +448,23 @@ mod tests {
         assert_eq!(src.partitions_or_key_groups(), 15);
         assert_eq!(src.alignment_cap(), 15);
         assert!(src.default_applicable());
+    }
+
+    #[test]
+    fn shared_strategies_read_as_owned_ones() {
+        let ships = [ShipStrategy::Hash, ShipStrategy::Custom { buckets: 48 }];
+        let owned = AlignmentContext::builder(2, 4, 128)
+            .input_ship_strategies(ships.to_vec())
+            .build();
+        let shared = AlignmentContext::builder(2, 4, 128)
+            .shared_input_ship_strategies(Arc::from(ships))
+            .build();
+        assert_eq!(shared.input_ship_strategies(), &ships);
+        assert!(shared.has_hash_input() && shared.default_applicable());
+        assert_eq!(format!("{shared:?}"), format!("{owned:?}"));
+        let mut kept = shared.input_ship_strategies.clone();
+        kept.owned_mut().push(ShipStrategy::Forward);
+        assert_eq!(kept.as_slice(), &[ShipStrategy::Forward]);
     }
 
     #[test]

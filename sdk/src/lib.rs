@@ -82,6 +82,9 @@
 //!   compare as before. [`ModeParams`] is shared inside (cloning it copies no strings), and
 //!   [`AlignmentContext::into_metrics`] gives a context's metric list back to whoever built it,
 //!   for the next context's names.
+//! * **0.1.3** (unreleased): nothing a mode sees or the boundary carries changes; a host can
+//!   build contexts that share the input ship strategies its job graph keeps
+//!   ([`AlignmentContextBuilder::shared_input_ship_strategies`]) instead of a list each.
 //!
 //! The manifest ([`abi::PluginManifest`]) has its own format number behind a fixed magic, so a
 //! host can always tell "not a plugin" from "a plugin of another format".

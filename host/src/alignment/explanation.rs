@@ -28,6 +28,8 @@ pub struct Explanation {
 #[derive(Debug, Clone)]
 pub(super) enum Line {
     Text(Cow<'static, str>),
+    /// A text shared by the explanations of many vertices (formatted once per job).
+    Shared(Arc<str>),
     /// The decision's starting point ([`Inputs::describe`]).
     Inputs {
         inputs: Inputs,
@@ -60,6 +62,7 @@ impl Line {
     fn render(&self) -> String {
         match self {
             Line::Text(text) => text.to_string(),
+            Line::Shared(text) => text.to_string(),
             Line::Inputs {
                 inputs,
                 source_partitions,

@@ -25,6 +25,9 @@ pub struct JobAlignment {
     /// "mode `name` (id from origin) answered ", the start of a custom mode's explanation,
     /// formatted on first use instead of for every vertex.
     answered: OnceLock<Arc<str>>,
+    /// The explanation of a vertex the custom mode declined ("does not apply"), the same for
+    /// every such vertex of the job: formatted on first use, then shared.
+    declined: OnceLock<Arc<str>>,
 }
 
 impl JobAlignment {
@@ -38,6 +41,7 @@ impl JobAlignment {
             job: job.to_string(),
             resolved,
             answered: OnceLock::new(),
+            declined: OnceLock::new(),
         })
     }
 
@@ -68,6 +72,7 @@ impl JobAlignment {
                         params: mode_params(config, "BALANCED"),
                     },
                     answered: OnceLock::new(),
+                    declined: OnceLock::new(),
                 };
                 (alignment, vec![event])
             }
@@ -136,6 +141,7 @@ impl JobAlignment {
                 params: self.resolved.params.clone(),
             },
             answered: OnceLock::new(),
+            declined: OnceLock::new(),
         };
         let mut outcome = balanced.decide(ctx);
         let event = Event::new(
@@ -223,10 +229,15 @@ impl JobAlignment {
                 return self.outcome(
                     Decision::quiet(
                         t,
-                        Explanation::text(format!(
-                            "mode `{name}` ({}) does not apply to this vertex: keeping the target",
-                            mode.id
-                        )),
+                        Explanation::of(vec![Line::Shared(Arc::clone(
+                            self.declined.get_or_init(|| {
+                                format!(
+                                    "mode `{name}` ({}) does not apply to this vertex: keeping the target",
+                                    mode.id
+                                )
+                                .into()
+                            }),
+                        ))]),
                     ),
                     false,
                 );

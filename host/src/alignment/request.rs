@@ -126,7 +126,7 @@ impl AlignmentRequest {
             .identity(self.job, self.vertex_id, self.vertex_name)
             .source_partitions(self.source_partitions)
             .limits(self.lower_limit, self.upper_limit)
-            .input_ship_strategies(self.input_ship_strategies.to_vec())
+            .shared_input_ship_strategies(self.input_ship_strategies)
             .metrics(self.metrics)
             .shared_topology(self.topology)
             .params(params)

@@ -21,6 +21,8 @@
 
 #![warn(missing_docs, unreachable_pub)]
 
+use std::cell::RefCell;
+
 use flowscale_sdk::{AlignmentContext, AlignmentMode, ModeError, ModeParams, ShipStrategy};
 
 /// The implementation id (`scaling.alignment.mode.<name>.class = "bucket-align"`).
@@ -73,6 +75,30 @@ impl Settings {
     }
 }
 
+thread_local! {
+    /// The parameters this thread parsed last, with what they parsed to. The host lends every
+    /// vertex of a job the same parameters (and the plugin side keeps its copy of them while
+    /// they do not change), so comparing them is two pointer comparisons, and `is_applicable`
+    /// then `align` of every vertex parse them once instead of twice per vertex.
+    static PARSED: RefCell<Option<(ModeParams, Result<Settings, ModeError>)>> =
+        const { RefCell::new(None) };
+}
+
+/// [`Settings::parse`] of `params`, parsed again only when they differ from the last ones.
+fn settings(params: &ModeParams) -> Result<Settings, ModeError> {
+    PARSED.with(|parsed| {
+        let mut parsed = parsed.borrow_mut();
+        match &*parsed {
+            Some((kept, settings)) if kept == params => settings.clone(),
+            _ => {
+                let settings = Settings::parse(params);
+                *parsed = Some((params.clone(), settings.clone()));
+                settings
+            }
+        }
+    })
+}
+
 /// The `bucket-align` mode.
 #[derive(Debug, Default)]
 pub struct BucketAlign;
@@ -122,11 +148,11 @@ fn search(ctx: &AlignmentContext, m: u32, cap: u32, rule: Rule) -> u32 {
 impl AlignmentMode for BucketAlign {
     fn is_applicable(&self, ctx: &AlignmentContext) -> bool {
         // Bad parameters make the mode applicable so that `align` reports them.
-        Settings::parse(ctx.params()).map_or(true, |s| basis(ctx, &s).is_some())
+        settings(ctx.params()).map_or(true, |s| basis(ctx, &s).is_some())
     }
 
     fn align(&self, ctx: &AlignmentContext) -> Result<u32, ModeError> {
-        let settings = Settings::parse(ctx.params())?;
+        let settings = settings(ctx.params())?;
         let k_upper = ctx.max_parallelism().min(ctx.upper_limit());
         match basis(ctx, &settings) {
             Some(Basis::Buckets(b)) => Ok(search(ctx, b, b.min(k_upper), settings.rule)),

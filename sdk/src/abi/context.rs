@@ -66,6 +66,7 @@ impl FfiStr {
     ///
     /// # Safety
     /// Must point at `len` readable bytes.
+    #[inline]
     unsafe fn is(self, text: &str) -> bool {
         if self.ptr.is_null() || self.len == 0 {
             return text.is_empty();
@@ -593,9 +594,9 @@ unsafe fn refresh(ctx: &mut AlignmentContext, r: ContextRef<'_>) {
         let _ = assign(&mut ctx.job_name, (vt.job_name)(d));
         let _ = assign(&mut ctx.vertex_id, (vt.vertex_id)(d));
         let _ = assign(&mut ctx.vertex_name, (vt.vertex_name)(d));
-        ctx.input_ship_strategies.clear();
-        ctx.input_ship_strategies
-            .extend((0..(vt.ship_count)(d)).map(|i| (vt.ship)(d, i).to_ship()));
+        let ships = ctx.input_ship_strategies.owned_mut();
+        ships.clear();
+        ships.extend((0..(vt.ship_count)(d)).map(|i| (vt.ship)(d, i).to_ship()));
 
         let metric_count = (vt.metric_count)(d);
         // The kept names are sorted and distinct: lent the same names at the same places (or
@@ -609,6 +610,8 @@ unsafe fn refresh(ctx: &mut AlignmentContext, r: ContextRef<'_>) {
                 average: m.average,
             };
             match ctx.metrics.get_mut(i) {
+                // The common case, checked inline: the name kept in this place is the lent one.
+                Some((name, kept)) if m.name.is(name) => *kept = value,
                 Some((name, kept)) => {
                     same_names &= !assign(name, m.name);
                     *kept = value;
@@ -906,7 +909,15 @@ mod tests {
         if variant % 2 == 0 {
             metrics.push(metric("TRUE_PROCESSING_RATE", 12.5));
         }
-        AlignmentContext::builder(4 + variant, 9, 96)
+        let ships = vec![ShipStrategy::Hash; variant as usize % 3];
+        let builder = AlignmentContext::builder(4 + variant, 9, 96);
+        // The host shares the strategies its graph keeps; either way they cross the same.
+        let builder = if variant % 2 == 0 {
+            builder.shared_input_ship_strategies(Arc::from(ships))
+        } else {
+            builder.input_ship_strategies(ships)
+        };
+        builder
             .identity(
                 format!("job-{}", variant / 2),
                 format!("{variant:032x}"),
@@ -914,7 +925,6 @@ mod tests {
             )
             .source_partitions(variant)
             .limits(1 + variant, 40)
-            .input_ship_strategies(vec![ShipStrategy::Hash; variant as usize % 3])
             .metrics(metrics)
             .topology(JobTopology {
                 vertices: vec![TopologyVertex {
