@@ -132,7 +132,7 @@ impl fmt::Display for ScalingMetric {
 
 /// An evaluated metric: the latest value and the window average; a half that is not produced
 /// is NaN. Both halves pass through [`round_metric`] at construction, as in the Flink autoscaler.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct EvaluatedScalingMetric {
     /// The latest value.
     #[serde(with = "serde_double::value")]

@@ -224,9 +224,6 @@ pub(crate) fn compute_sample(
         values.push(MetricMap::new());
         if let Some(out) = values.last_mut() {
             vertex_sample(out, vertex, &fm, io, load, opts, observed_tpr_average);
-            for value in out.values_mut() {
-                *value = round_metric(*value);
-            }
         }
     }
     sample.metrics.vertices = VertexSamples::new(Arc::clone(&topology.index), values);
@@ -234,8 +231,8 @@ pub(crate) fn compute_sample(
     Ok(sample)
 }
 
-/// The unrounded metrics of one vertex, written into the empty map `out`; `load` is None
-/// without a finite busy time.
+/// The metrics of one vertex, each rounded as it is written into the empty map `out`; `load`
+/// is None without a finite busy time.
 fn vertex_sample(
     out: &mut MetricMap<f64>,
     vertex: &VertexInfo,
@@ -245,26 +242,29 @@ fn vertex_sample(
     opts: &AutoscalerOptions,
     observed_tpr_average: impl FnOnce() -> f64,
 ) {
+    let mut put = |metric: ScalingMetric, value: f64| {
+        out.insert(metric, round_metric(value));
+    };
     let source = vertex.is_source();
     let lag = fm.pending_records.and_then(|p| p.sum).unwrap_or(0.0);
     if source {
-        out.insert(ScalingMetric::Lag, lag);
+        put(ScalingMetric::Lag, lag);
     }
-    out.insert(ScalingMetric::Load, load.unwrap_or(f64::NAN));
-    out.insert(ScalingMetric::AccumulatedBusyTime, io.accumulated_busy_time);
-    out.insert(
+    put(ScalingMetric::Load, load.unwrap_or(f64::NAN));
+    put(ScalingMetric::AccumulatedBusyTime, io.accumulated_busy_time);
+    put(
         ScalingMetric::NumRecordsIn,
         java_max(0.0, fm.records_in(io, source)),
     );
-    out.insert(ScalingMetric::NumRecordsOut, io.num_records_out);
+    put(ScalingMetric::NumRecordsOut, io.num_records_out);
     if source {
         if let Some(rate_metric) = fm.source_in_per_sec {
             let rate = rate_metric.sum.unwrap_or(f64::NAN);
             let observed = fm.observed_tpr(rate, lag, opts, observed_tpr_average);
-            out.insert(ScalingMetric::ObservedTpr, observed);
+            put(ScalingMetric::ObservedTpr, observed);
         }
     } else if let Some(m) = fm.in_per_sec {
-        out.insert(
+        put(
             ScalingMetric::NumRecordsInPerSecond,
             m.sum.unwrap_or(f64::NAN),
         );

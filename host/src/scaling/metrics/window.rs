@@ -138,12 +138,12 @@ impl Serialize for VertexSamples {
 
 impl<'de> Deserialize<'de> for VertexSamples {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<VertexSamples, D::Error> {
-        let raw = BTreeMap::<String, MetricMap<Double>>::deserialize(d)?;
+        let raw = BTreeMap::<String, BTreeMap<ScalingMetric, Double>>::deserialize(d)?;
         let mut ids = Vec::with_capacity(raw.len());
         let mut values = Vec::with_capacity(raw.len());
         for (id, metrics) in raw {
             ids.push(Arc::from(id));
-            values.push(metrics.iter().map(|(m, v)| (*m, v.0)).collect());
+            values.push(metrics.into_iter().map(|(m, v)| (m, v.0)).collect());
         }
         Ok(VertexSamples::new(Arc::new(VertexIds::new(ids)), values))
     }
