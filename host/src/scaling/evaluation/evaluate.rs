@@ -174,7 +174,8 @@ mod tests {
         let t = Topology::from_observation(&a.obs).unwrap();
         let mut h = MetricHistory::default();
         for (at, j) in [(0, a), (1000, b)] {
-            let s = crate::scaling::metrics::compute_sample(&j.obs, &t, opts, &h).unwrap();
+            let s =
+                crate::scaling::metrics::compute_sample(&j.obs, &t, opts, &h, Vec::new()).unwrap();
             h.samples.insert(at, s.metrics);
         }
         (evaluate(&h, &t, opts, Duration::ZERO).unwrap(), h)

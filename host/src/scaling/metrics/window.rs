@@ -81,6 +81,11 @@ impl VertexSamples {
         &mut self.values[at]
     }
 
+    /// The buffer of per-vertex metrics, for the next sample to fill.
+    pub(crate) fn into_values(self) -> Vec<MetricMap<f64>> {
+        self.values
+    }
+
     /// The vertices with their metrics, in id order.
     fn by_id(&self) -> Vec<(&str, &MetricMap<f64>)> {
         let mut pairs: Vec<(&str, &MetricMap<f64>)> = self
@@ -150,13 +155,57 @@ impl<'de> Deserialize<'de> for VertexSamples {
 }
 
 /// The collected samples of a job, keyed by the cycle instant (ms). Persisted per job.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Default, PartialEq, Serialize, Deserialize)]
 pub(crate) struct MetricHistory {
     /// Samples in time order.
     pub(crate) samples: BTreeMap<i64, CollectedMetrics>,
+    /// The per-vertex buffer of the sample the window dropped last, reused by the next sample.
+    /// Not persisted, and never makes two histories differ.
+    #[serde(skip)]
+    spare: SpareBuffer,
+}
+
+/// A buffer kept for reuse: a job's sample is a few kilobytes, and allocating it afresh every
+/// cycle, while the window frees one of the same size, takes the allocator's slow paths.
+#[derive(Default)]
+struct SpareBuffer(Vec<MetricMap<f64>>);
+
+impl Clone for SpareBuffer {
+    /// Empty: a copy of the history does not need the buffer.
+    fn clone(&self) -> SpareBuffer {
+        SpareBuffer::default()
+    }
+}
+
+impl PartialEq for SpareBuffer {
+    fn eq(&self, _: &SpareBuffer) -> bool {
+        true
+    }
+}
+
+impl fmt::Debug for MetricHistory {
+    /// The samples only, as without the buffer.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MetricHistory")
+            .field("samples", &self.samples)
+            .finish()
+    }
 }
 
 impl MetricHistory {
+    /// A buffer for the next sample's per-vertex metrics: the one a dropped sample left, else
+    /// a new one.
+    pub(crate) fn take_buffer(&mut self) -> Vec<MetricMap<f64>> {
+        std::mem::take(&mut self.spare.0)
+    }
+
+    /// Drops the oldest sample, keeping its buffer for the next sample.
+    pub(crate) fn drop_oldest(&mut self) {
+        if let Some((_, oldest)) = self.samples.pop_first() {
+            self.spare.0 = oldest.vertices.into_values();
+        }
+    }
+
     /// The newest sample.
     pub(crate) fn latest(&self) -> Option<&CollectedMetrics> {
         self.samples.last_key_value().map(|(_, m)| m)
