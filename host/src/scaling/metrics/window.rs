@@ -59,6 +59,12 @@ impl VertexSamples {
         }
     }
 
+    /// The metrics of every vertex, by index, when this sample was collected on the graph with
+    /// `ids`.
+    pub(crate) fn values_on(&self, ids: &Arc<VertexIds>) -> Option<&[MetricMap<f64>]> {
+        Arc::ptr_eq(&self.ids, ids).then_some(&*self.values)
+    }
+
     /// The metrics of vertex `id` to change.
     #[cfg(test)]
     pub(crate) fn get_mut(&mut self, id: &str) -> Option<&mut MetricMap<f64>> {
