@@ -8,6 +8,7 @@ use std::fmt::Write as _;
 
 /// `Math.round(x)` as a double: `floor(x + 0.5)` computed exactly (half towards +∞), NaN → 0,
 /// saturating at the `long` range.
+#[inline]
 pub(crate) fn round_half_up(x: f64) -> f64 {
     if x.is_nan() {
         return 0.0;
@@ -19,6 +20,7 @@ pub(crate) fn round_half_up(x: f64) -> f64 {
 }
 
 /// Java `Math.max(a, b)` for doubles: NaN if either is NaN.
+#[inline]
 pub(crate) fn java_max(a: f64, b: f64) -> f64 {
     if a.is_nan() || b.is_nan() {
         f64::NAN
@@ -44,6 +46,7 @@ pub(crate) fn to_int_saturating(x: f64) -> i32 {
 /// The Flink autoscaler's `roundMetric`: HALF_UP to 3 decimals on the shortest decimal representation; a
 /// value that would round to 0 is returned unchanged (small values never become 0). NaN and
 /// infinities are returned unchanged.
+#[inline]
 pub(crate) fn round_metric(x: f64) -> f64 {
     if !x.is_finite() {
         return x;
@@ -169,6 +172,7 @@ enum DecimalRounding {
 ///
 /// Runs for every collected and evaluated metric, so it works on a stack buffer and skips the
 /// decimal step when `x` already has at most `scale` decimals.
+#[inline]
 fn round_decimal(x: f64, scale: usize, mode: DecimalRounding) -> f64 {
     if already_rounded(x, scale) {
         return x;
@@ -223,11 +227,13 @@ fn round_decimal_by_digits(x: f64, scale: usize, mode: DecimalRounding) -> f64 {
 /// none of `scale` (those are [`already_rounded`]). When `a` is the double `h` parses to, its
 /// shortest representation is `h` itself, which rounds up; otherwise `h` is outside `a`'s
 /// interval and the shortest representation is on the same side of `h` as `a`.
+#[inline]
 fn half_up_by_arithmetic(a: f64, scale: usize) -> Option<f64> {
     Some(half_up_scaled(a, scale)? / scale_factor(scale)?)
 }
 
 /// The integer `k` of [`half_up_by_arithmetic`]'s result `k / 10^scale`.
+#[inline]
 fn half_up_scaled(a: f64, scale: usize) -> Option<f64> {
     let factor = scale_factor(scale)?;
     let y = a * factor;
@@ -253,6 +259,7 @@ fn half_up_scaled(a: f64, scale: usize) -> Option<f64> {
 }
 
 /// `10^scale` for the scales the fast paths handle.
+#[inline]
 fn scale_factor(scale: usize) -> Option<f64> {
     match scale {
         2 => Some(100.0),
@@ -263,6 +270,7 @@ fn scale_factor(scale: usize) -> Option<f64> {
 
 /// True when the decimal `k / 10^scale` nearest to `x` is exactly `x`: then the shortest
 /// representation of `x` has at most `scale` decimals and rounding leaves `x` unchanged.
+#[inline]
 fn already_rounded(x: f64, scale: usize) -> bool {
     let factor = match scale {
         2 => 100.0,
@@ -284,6 +292,7 @@ const TWO_POW_40: f64 = 1_099_511_627_776.0;
 /// integer in hardware. [`already_rounded`] may take any nearest integer: on a tie, `y / factor`
 /// is half a unit of the last decimal away from both neighbours, which below 2^52 is more than
 /// the spacing of doubles there.
+#[inline]
 fn nearest_integer(y: f64) -> f64 {
     let a = y.abs();
     if a >= TWO_POW_52 || a.is_nan() {
@@ -293,6 +302,7 @@ fn nearest_integer(y: f64) -> f64 {
 }
 
 /// `y.floor()` for `0 <= y < 2^52`, without the library call.
+#[inline]
 fn floor_below_2_52(y: f64) -> f64 {
     let nearest = (y + TWO_POW_52) - TWO_POW_52;
     if nearest > y { nearest - 1.0 } else { nearest }

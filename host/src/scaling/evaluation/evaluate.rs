@@ -12,7 +12,7 @@ use super::rates::{DataRates, Processing, downstream_rates, source_rates};
 use super::vertices::EvaluatedVertices;
 use crate::scaling::error::CycleError;
 use crate::scaling::metrics::{
-    EvaluatedScalingMetric, MetricHistory, ScalingMetric, Series, VertexEvaluation, WindowSeries,
+    EvaluatedScalingMetric, MetricHistory, ScalingMetric, VertexEvaluation, WindowSeries,
     series_latest, series_rate,
 };
 use crate::scaling::options::{AutoscalerOptions, whole_seconds};
@@ -38,25 +38,33 @@ pub(crate) fn is_processing_backlog(
     opts: &AutoscalerOptions,
 ) -> bool {
     let window = WindowSeries::of(history, topology);
-    let all = window.all();
-    backlog_in(history, topology, &all, opts)
+    let in_rates = input_rates(&window, topology);
+    backlog_in(&window, topology, &in_rates, opts)
+}
+
+/// The records-in rate of every vertex over the window, by index: each is read for the vertex
+/// itself and again by the output ratios of its inputs.
+fn input_rates(window: &WindowSeries<'_>, topology: &Topology) -> Vec<f64> {
+    (0..topology.vertices.len())
+        .map(|index| series_rate(&window.series(index), ScalingMetric::NumRecordsIn))
+        .collect()
 }
 
 fn backlog_in(
-    history: &MetricHistory,
+    window: &WindowSeries<'_>,
     topology: &Topology,
-    all: &[Series<'_>],
+    in_rates: &[f64],
     opts: &AutoscalerOptions,
 ) -> bool {
     let threshold = whole_seconds(opts.backlog_processing_lag_threshold);
     topology
         .vertices
         .iter()
-        .zip(all)
-        .filter(|(v, _)| v.is_source())
-        .any(|(_, s)| {
-            let lag = series_latest(history, s, ScalingMetric::Lag).unwrap_or(0.0);
-            let r = series_rate(s, ScalingMetric::NumRecordsIn);
+        .zip(in_rates)
+        .enumerate()
+        .filter(|(_, (v, _))| v.is_source())
+        .any(|(index, (_, &r))| {
+            let lag = series_latest(&window.series(index), ScalingMetric::Lag).unwrap_or(0.0);
             !r.is_nan() && lag / r > threshold
         })
 }
@@ -69,22 +77,25 @@ pub(crate) fn evaluate(
     restart_time: Duration,
 ) -> Result<Evaluation, CycleError> {
     let window = WindowSeries::of(history, topology);
-    let all = window.all();
-    let backlog = backlog_in(history, topology, &all, opts);
+    let in_rates = input_rates(&window, topology);
+    let backlog = backlog_in(&window, topology, &in_rates, opts);
     let mut evaluated: Vec<VertexEvaluation> = Vec::with_capacity(topology.vertices.len());
     for (index, vertex) in topology.vertices.iter().enumerate() {
-        let own = &all[index];
-        let in_rate = series_rate(own, ScalingMetric::NumRecordsIn);
-        let latest_lag = series_latest(history, own, ScalingMetric::Lag);
+        let own = window.series(index);
+        let in_rate = in_rates[index];
+        let latest_lag = series_latest(&own, ScalingMetric::Lag);
         let rates = if vertex.is_source() {
-            source_rates(vertex, own, in_rate, latest_lag, opts)?
+            source_rates(vertex, &own, in_rate, latest_lag, opts)?
         } else {
-            downstream_rates(&all, topology, &evaluated, index)
+            downstream_rates(&window, topology, &in_rates, &evaluated, index)
         };
-        let processing = Processing::of(vertex, own, in_rate, opts);
-        let mut m = vertex_metrics(vertex, rates, processing, latest_lag);
-        insert_thresholds(&mut m, backlog, restart_time, opts);
-        evaluated.push(m);
+        let processing = Processing::of(vertex, &own, in_rate, opts);
+        // Written in place: returning the map and pushing it would copy it twice.
+        evaluated.push(VertexEvaluation::new());
+        if let Some(m) = evaluated.last_mut() {
+            insert_vertex_metrics(m, vertex, rates, processing, latest_lag);
+            insert_thresholds(m, backlog, restart_time, opts);
+        }
     }
     Ok(Evaluation {
         vertices: EvaluatedVertices::new(Arc::clone(&topology.index), evaluated),
@@ -93,16 +104,15 @@ pub(crate) fn evaluate(
     })
 }
 
-/// The evaluated metrics of one vertex, before its band.
-fn vertex_metrics(
+/// The evaluated metrics of one vertex before its band, written into the empty map `m`.
+fn insert_vertex_metrics(
+    m: &mut VertexEvaluation,
     vertex: &VertexInfo,
     rates: DataRates,
     processing: Processing,
     latest_lag: Option<f64>,
-) -> VertexEvaluation {
-    let of_count = |count: u32| EvaluatedScalingMetric::of(f64::from(count));
-    // Inserted in the metrics' order, which appends to the map's last node.
-    let mut m = VertexEvaluation::new();
+) {
+    let of_count = |count: u32| EvaluatedScalingMetric::of_whole(f64::from(count));
     m.insert(
         ScalingMetric::Load,
         EvaluatedScalingMetric::avg(processing.busy_ms / 1000.0),
@@ -131,7 +141,6 @@ fn vertex_metrics(
         ScalingMetric::NumSourcePartitions,
         of_count(vertex.source_partitions),
     );
-    m
 }
 
 /// The utilization band as processing-rate thresholds: the capacity needed at the upper
@@ -148,15 +157,16 @@ fn insert_thresholds(
     } else {
         (opts.upper_utilization(), opts.lower_utilization())
     };
+    // A capacity is rounded to a whole rate, or not finite: no further rounding.
     let up = capacity(m, up_u, false, restart_time, opts);
     let down = capacity(m, low_u, true, restart_time, opts);
     m.insert(
         ScalingMetric::ScaleUpRateThreshold,
-        EvaluatedScalingMetric::of(up),
+        EvaluatedScalingMetric::of_whole(up),
     );
     m.insert(
         ScalingMetric::ScaleDownRateThreshold,
-        EvaluatedScalingMetric::of(down),
+        EvaluatedScalingMetric::of_whole(down),
     );
 }
 
@@ -174,7 +184,8 @@ mod tests {
         let t = Topology::from_observation(&a.obs).unwrap();
         let mut h = MetricHistory::default();
         for (at, j) in [(0, a), (1000, b)] {
-            let s = crate::scaling::metrics::compute_sample(&j.obs, &t, opts, &h).unwrap();
+            let s =
+                crate::scaling::metrics::compute_sample(&j.obs, &t, opts, &h, Vec::new()).unwrap();
             h.samples.insert(at, s.metrics);
         }
         (evaluate(&h, &t, opts, Duration::ZERO).unwrap(), h)

@@ -1,7 +1,7 @@
 //! How records flow along the job graph: which share of an upstream vertex's input reaches a
 //! downstream vertex, from the records-in and records-out rates of the window.
 
-use crate::scaling::metrics::{ScalingMetric, Series, series_rate};
+use crate::scaling::metrics::{ScalingMetric, WindowSeries, series_rate};
 use crate::scaling::topology::{Topology, VertexInfo};
 
 /// Inputs of a vertex without repetitions (an upstream vertex counts once, as in the Flink autoscaler's
@@ -25,11 +25,18 @@ fn distinct_output_count(topology: &Topology, w: usize) -> usize {
         .count()
 }
 
-/// `ratio(u, v)`: the share of `u`'s input that reaches `v` (docs/decision-pipeline.md#output-ratios).
-pub(crate) fn output_ratio(all: &[Series<'_>], topology: &Topology, u: usize, v: usize) -> f64 {
-    let input_rate = series_rate(&all[u], ScalingMetric::NumRecordsIn);
+/// `ratio(u, v)`: the share of `u`'s input that reaches `v` (docs/decision-pipeline.md#output-ratios);
+/// `in_rates` holds every vertex's records-in rate.
+pub(crate) fn output_ratio(
+    window: &WindowSeries<'_>,
+    topology: &Topology,
+    in_rates: &[f64],
+    u: usize,
+    v: usize,
+) -> f64 {
+    let input_rate = in_rates[u];
     if input_rate > 0.0 {
-        let edge = edge_rate(all, topology, u, v);
+        let edge = edge_rate(window, topology, in_rates, u, v);
         if edge > 0.0 {
             return edge / input_rate;
         }
@@ -38,9 +45,15 @@ pub(crate) fn output_ratio(all: &[Series<'_>], topology: &Topology, u: usize, v:
 }
 
 /// The records per second flowing along `u -> v`.
-fn edge_rate(all: &[Series<'_>], topology: &Topology, u: usize, v: usize) -> f64 {
+fn edge_rate(
+    window: &WindowSeries<'_>,
+    topology: &Topology,
+    in_rates: &[f64],
+    u: usize,
+    v: usize,
+) -> f64 {
     if distinct_inputs(&topology.vertices[v]).nth(1).is_none() {
-        return series_rate(&all[v], ScalingMetric::NumRecordsIn);
+        return in_rates[v];
     }
     let mut other = 0.0;
     let mut usable = true;
@@ -49,14 +62,14 @@ fn edge_rate(all: &[Series<'_>], topology: &Topology, u: usize, v: usize) -> f64
             usable = false;
             break;
         }
-        other += series_rate(&all[w], ScalingMetric::NumRecordsOut);
+        other += series_rate(&window.series(w), ScalingMetric::NumRecordsOut);
         if other.is_nan() {
             usable = false;
             break;
         }
     }
     if usable {
-        return series_rate(&all[v], ScalingMetric::NumRecordsIn) - other;
+        return in_rates[v] - other;
     }
-    series_rate(&all[u], ScalingMetric::NumRecordsOut)
+    series_rate(&window.series(u), ScalingMetric::NumRecordsOut)
 }

@@ -8,10 +8,10 @@ use crate::scaling::metrics::{EvaluatedScalingMetric, MetricHistory, ScalingMetr
 pub(crate) fn evaluate_global(
     history: &MetricHistory,
 ) -> BTreeMap<ScalingMetric, EvaluatedScalingMetric> {
+    let newest = history.latest().map(|s| &s.global);
     let latest = |m: ScalingMetric| {
-        history
-            .latest()
-            .and_then(|s| s.global.get(&m).copied())
+        newest
+            .and_then(|global| global.get(&m).copied())
             .unwrap_or(f64::NAN)
     };
     let avg = |m: ScalingMetric| {

@@ -4,7 +4,7 @@
 use super::flow::{distinct_inputs, output_ratio};
 use crate::scaling::error::CycleError;
 use crate::scaling::metrics::{
-    ScalingMetric, Series, VertexEvaluation, series_average, series_average_or_rate, series_rate,
+    ScalingMetric, Series, VertexEvaluation, WindowSeries, series_means, series_rate,
 };
 use crate::scaling::numeric::java_max;
 use crate::scaling::options::{AutoscalerOptions, BusyTimeAggregator, whole_seconds};
@@ -45,9 +45,11 @@ pub(crate) fn source_rates(
 
 /// A non-source's rates: the share of each upstream vertex's rates that reaches it, summed over
 /// its distinct inputs (evaluated before it, in topological order).
+/// `in_rates` holds every vertex's records-in rate.
 pub(crate) fn downstream_rates(
-    all: &[Series<'_>],
+    window: &WindowSeries<'_>,
     topology: &Topology,
+    in_rates: &[f64],
     evaluated: &[VertexEvaluation],
     index: usize,
 ) -> DataRates {
@@ -56,7 +58,7 @@ pub(crate) fn downstream_rates(
         catch_up: 0.0,
     };
     for u in distinct_inputs(&topology.vertices[index]) {
-        let ratio = output_ratio(all, topology, u, index);
+        let ratio = output_ratio(window, topology, in_rates, u, index);
         let upstream = &evaluated[u];
         let up_target = upstream
             .get(&ScalingMetric::TargetDataRate)
@@ -81,37 +83,48 @@ pub(crate) struct Processing {
 }
 
 impl Processing {
+    /// `in_rate` is the rate of the vertex's records-in counter over the window.
     pub(crate) fn of(
         vertex: &VertexInfo,
         own: &Series<'_>,
         in_rate: f64,
         opts: &AutoscalerOptions,
     ) -> Processing {
+        // One walk over the window for the three averages.
+        let [load, in_per_sec, observed] = series_means(
+            own,
+            [
+                ScalingMetric::Load,
+                ScalingMetric::NumRecordsInPerSecond,
+                ScalingMetric::ObservedTpr,
+            ],
+        );
         let (busy_ms, input_rate) = match opts.busy_time_aggregator {
             BusyTimeAggregator::Avg => (
                 series_rate(own, ScalingMetric::AccumulatedBusyTime)
                     / f64::from(vertex.parallelism),
                 in_rate,
             ),
-            BusyTimeAggregator::Max | BusyTimeAggregator::Min => (
-                series_average(own, ScalingMetric::Load, 1) * 1000.0,
-                series_average_or_rate(
-                    own,
-                    ScalingMetric::NumRecordsInPerSecond,
-                    ScalingMetric::NumRecordsIn,
-                ),
-            ),
+            BusyTimeAggregator::Max | BusyTimeAggregator::Min => {
+                // The average records-in rate unless it is NaN or infinite, then the rate of
+                // the records-in counter: `in_rate`.
+                let in_per_sec = in_per_sec.value(1);
+                (
+                    load.value(1) * 1000.0,
+                    if in_per_sec.is_finite() {
+                        in_per_sec
+                    } else {
+                        in_rate
+                    },
+                )
+            }
         };
         let busy_tpr = if input_rate == 0.0 {
             f64::INFINITY
         } else {
             input_rate / (busy_ms / 1000.0)
         };
-        let observed = series_average(
-            own,
-            ScalingMetric::ObservedTpr,
-            opts.observed_tpr_min_observations,
-        );
+        let observed = observed.value(opts.observed_tpr_min_observations);
         let true_processing_rate = if !observed.is_nan()
             && (!busy_tpr.is_finite()
                 || busy_tpr > observed * (1.0 + opts.observed_tpr_switch_threshold))

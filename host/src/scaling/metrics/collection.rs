@@ -52,7 +52,8 @@ pub(crate) fn collect(
         .unwrap_or(now_ms)
         .saturating_add(window);
 
-    let sample = match compute_sample(obs, topology, opts, history) {
+    let buffer = history.take_buffer();
+    let sample = match compute_sample(obs, topology, opts, history, buffer) {
         Ok(s) => s,
         Err(CycleError::MetricNotFound { metric, vertex }) if stabilizing => {
             return Err(CycleError::NotReady(format!(
@@ -68,11 +69,12 @@ pub(crate) fn collect(
         // Drops the samples older than the window from the front: usually one, and without
         // the new map a `split_off` builds.
         let keep_from = now_ms.saturating_sub(window);
-        while let Some(oldest) = history.samples.first_entry() {
-            if *oldest.key() >= keep_from {
-                break;
-            }
-            oldest.remove();
+        while history
+            .samples
+            .first_key_value()
+            .is_some_and(|(&at, _)| at < keep_from)
+        {
+            history.drop_oldest();
         }
     }
     Ok(Collection {

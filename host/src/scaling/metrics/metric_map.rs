@@ -2,8 +2,10 @@
 //!
 //! A vertex has at most a couple of dozen metrics, and the decision cycle writes and reads them
 //! for every vertex of every job in every cycle. A `BTreeMap` allocates a node per vertex and
-//! walks it on every access; this map is one flat array indexed by the metric's discriminant.
-//! Iteration follows the metrics' order, as
+//! walks it on every access; this map is one flat array indexed by the metric's discriminant,
+//! with one bit per metric that tells whether it is present. The bits rather than an `Option`
+//! per place keep a vertex's collected sample at half the size: the window holds several
+//! samples of every vertex of every job. Iteration follows the metrics' order, as
 //! a `BTreeMap<ScalingMetric, _>` does, and it (de)serializes as the same JSON map.
 
 use std::fmt;
@@ -18,85 +20,93 @@ use super::names::{EvaluatedScalingMetric, METRIC_COUNT, ScalingMetric};
 /// Scaling metrics to values, in the metrics' order.
 #[derive(Clone)]
 pub struct MetricMap<V> {
-    /// The value of metric `m` at place `m`; `None` where absent.
-    values: [Option<V>; METRIC_COUNT],
+    /// Bit `m` is set when metric `m` is present.
+    present: u32,
+    /// The value of metric `m` at place `m`; a filler where absent.
+    values: [V; METRIC_COUNT],
 }
 
-impl<V> MetricMap<V> {
+// Every metric has its bit.
+const _: () = assert!(METRIC_COUNT <= u32::BITS as usize);
+
+/// The bit of `metric` in [`MetricMap::present`].
+fn bit(metric: ScalingMetric) -> u32 {
+    1 << metric as u32
+}
+
+impl<V: Copy + Default> MetricMap<V> {
     /// An empty map.
     pub(crate) fn new() -> MetricMap<V> {
         MetricMap {
-            values: [const { None }; METRIC_COUNT],
+            present: 0,
+            values: [V::default(); METRIC_COUNT],
         }
     }
+}
 
+impl<V: Copy> MetricMap<V> {
     /// The value of `metric`, if present.
     pub(crate) fn get(&self, metric: &ScalingMetric) -> Option<&V> {
-        self.values[*metric as usize].as_ref()
+        (self.present & bit(*metric) != 0).then(|| &self.values[*metric as usize])
     }
 
     /// Sets `metric` to `value`; returns the value it had.
     pub(crate) fn insert(&mut self, metric: ScalingMetric, value: V) -> Option<V> {
-        self.values[metric as usize].replace(value)
+        let old = self.get(&metric).copied();
+        self.values[metric as usize] = value;
+        self.present |= bit(metric);
+        old
     }
 
     /// Removes `metric`; returns the value it had.
     pub(crate) fn remove(&mut self, metric: &ScalingMetric) -> Option<V> {
-        self.values[*metric as usize].take()
+        let old = self.get(metric).copied();
+        self.present &= !bit(*metric);
+        old
     }
 
     #[cfg(test)]
     /// True when `metric` is present.
     pub(crate) fn contains_key(&self, metric: &ScalingMetric) -> bool {
-        self.values[*metric as usize].is_some()
+        self.get(metric).is_some()
     }
 
     #[cfg(test)]
     /// How many metrics are present.
     pub(crate) fn len(&self) -> usize {
-        self.values().count()
+        self.present.count_ones() as usize
     }
 
     /// The present metrics with their values, in the metrics' order.
     pub(crate) fn iter(&self) -> Iter<'_, V> {
         Iter {
-            places: ScalingMetric::ALL.iter().zip(&self.values),
+            values: &self.values,
+            left: self.present,
         }
-    }
-
-    #[cfg(test)]
-    /// The values of the present metrics, in the metrics' order.
-    pub(crate) fn values(&self) -> impl DoubleEndedIterator<Item = &V> {
-        self.values.iter().filter_map(Option::as_ref)
-    }
-
-    /// The values of the present metrics to change in place, in the metrics' order.
-    pub(crate) fn values_mut(&mut self) -> impl DoubleEndedIterator<Item = &mut V> {
-        self.values.iter_mut().filter_map(Option::as_mut)
     }
 }
 
-impl<V> Default for MetricMap<V> {
+impl<V: Copy + Default> Default for MetricMap<V> {
     fn default() -> MetricMap<V> {
         MetricMap::new()
     }
 }
 
-impl<V: PartialEq> PartialEq for MetricMap<V> {
+impl<V: Copy + PartialEq> PartialEq for MetricMap<V> {
     /// Equal when the same metrics are present with equal values (as for a `BTreeMap`, a NaN
     /// value is not equal to itself).
     fn eq(&self, other: &MetricMap<V>) -> bool {
-        self.values == other.values
+        self.present == other.present && self.iter().zip(other.iter()).all(|(a, b)| a.1 == b.1)
     }
 }
 
-impl<V: fmt::Debug> fmt::Debug for MetricMap<V> {
+impl<V: Copy + fmt::Debug> fmt::Debug for MetricMap<V> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_map().entries(self.iter()).finish()
     }
 }
 
-impl<V> Index<&ScalingMetric> for MetricMap<V> {
+impl<V: Copy> Index<&ScalingMetric> for MetricMap<V> {
     type Output = V;
 
     /// The value of a metric that must be present.
@@ -111,7 +121,7 @@ impl<V> Index<&ScalingMetric> for MetricMap<V> {
     }
 }
 
-impl<V> FromIterator<(ScalingMetric, V)> for MetricMap<V> {
+impl<V: Copy + Default> FromIterator<(ScalingMetric, V)> for MetricMap<V> {
     fn from_iter<I: IntoIterator<Item = (ScalingMetric, V)>>(entries: I) -> MetricMap<V> {
         let mut map = MetricMap::new();
         map.extend(entries);
@@ -119,7 +129,7 @@ impl<V> FromIterator<(ScalingMetric, V)> for MetricMap<V> {
     }
 }
 
-impl<V> Extend<(ScalingMetric, V)> for MetricMap<V> {
+impl<V: Copy> Extend<(ScalingMetric, V)> for MetricMap<V> {
     fn extend<I: IntoIterator<Item = (ScalingMetric, V)>>(&mut self, entries: I) {
         for (metric, value) in entries {
             self.insert(metric, value);
@@ -129,28 +139,36 @@ impl<V> Extend<(ScalingMetric, V)> for MetricMap<V> {
 
 /// The present metrics of a [`MetricMap`] with their values, in the metrics' order.
 pub struct Iter<'a, V> {
-    places:
-        std::iter::Zip<std::slice::Iter<'static, ScalingMetric>, std::slice::Iter<'a, Option<V>>>,
+    values: &'a [V; METRIC_COUNT],
+    /// The bits of the present metrics not listed yet.
+    left: u32,
 }
 
 impl<'a, V> Iterator for Iter<'a, V> {
     type Item = (&'static ScalingMetric, &'a V);
 
     fn next(&mut self) -> Option<Self::Item> {
-        self.places
-            .find_map(|(metric, value)| Some((metric, value.as_ref()?)))
+        if self.left == 0 {
+            return None;
+        }
+        let place = self.left.trailing_zeros() as usize;
+        self.left &= self.left - 1;
+        Some((&ScalingMetric::ALL[place], &self.values[place]))
     }
 }
 
 impl<V> DoubleEndedIterator for Iter<'_, V> {
     fn next_back(&mut self) -> Option<Self::Item> {
-        self.places
-            .rfind(|(_, value)| value.is_some())
-            .and_then(|(metric, value)| Some((metric, value.as_ref()?)))
+        if self.left == 0 {
+            return None;
+        }
+        let place = (u32::BITS - 1 - self.left.leading_zeros()) as usize;
+        self.left &= !(1 << place);
+        Some((&ScalingMetric::ALL[place], &self.values[place]))
     }
 }
 
-impl<'a, V> IntoIterator for &'a MetricMap<V> {
+impl<'a, V: Copy> IntoIterator for &'a MetricMap<V> {
     type Item = (&'static ScalingMetric, &'a V);
     type IntoIter = Iter<'a, V>;
 
@@ -159,17 +177,17 @@ impl<'a, V> IntoIterator for &'a MetricMap<V> {
     }
 }
 
-impl<V: Serialize> Serialize for MetricMap<V> {
+impl<V: Copy + Serialize> Serialize for MetricMap<V> {
     /// As a map from the metric's name to its value, like a `BTreeMap<ScalingMetric, V>`.
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.collect_map(self.iter())
     }
 }
 
-impl<'de, V: Deserialize<'de>> Deserialize<'de> for MetricMap<V> {
+impl<'de, V: Copy + Default + Deserialize<'de>> Deserialize<'de> for MetricMap<V> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<MetricMap<V>, D::Error> {
         struct MapVisitor<V>(PhantomData<V>);
-        impl<'de, V: Deserialize<'de>> Visitor<'de> for MapVisitor<V> {
+        impl<'de, V: Copy + Default + Deserialize<'de>> Visitor<'de> for MapVisitor<V> {
             type Value = MetricMap<V>;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("a map from scaling metric to value")
@@ -235,6 +253,9 @@ mod tests {
         let listed: Vec<(ScalingMetric, f64)> = map.iter().map(|(k, v)| (*k, *v)).collect();
         let expected: Vec<(ScalingMetric, f64)> = tree.iter().map(|(k, v)| (*k, *v)).collect();
         assert_eq!(listed, expected);
+        let backwards: Vec<ScalingMetric> = map.iter().rev().map(|(k, _)| *k).collect();
+        let tree_backwards: Vec<ScalingMetric> = tree.keys().rev().copied().collect();
+        assert_eq!(backwards, tree_backwards);
         assert_eq!(map.len(), 3);
         assert!(map.contains_key(&ScalingMetric::Load));
         assert!(!map.contains_key(&ScalingMetric::Lag));

@@ -16,7 +16,6 @@ pub use names::ScalingMetric;
 #[cfg(test)]
 pub(crate) use samples::compute_sample;
 pub(crate) use statistics::{
-    Series, WindowSeries, average_of, series_average, series_average_or_rate, series_latest,
-    series_rate,
+    Series, WindowSeries, average_of, series_latest, series_means, series_rate,
 };
 pub(crate) use window::MetricHistory;

@@ -132,7 +132,7 @@ impl fmt::Display for ScalingMetric {
 
 /// An evaluated metric: the latest value and the window average; a half that is not produced
 /// is NaN. Both halves pass through [`round_metric`] at construction, as in the Flink autoscaler.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct EvaluatedScalingMetric {
     /// The latest value.
     #[serde(with = "serde_double::value")]
@@ -144,19 +144,39 @@ pub struct EvaluatedScalingMetric {
 
 impl EvaluatedScalingMetric {
     /// Both halves (rounded).
+    #[inline]
     pub(crate) fn new(current: f64, average: f64) -> EvaluatedScalingMetric {
         EvaluatedScalingMetric {
             current: round_metric(current),
             average: round_metric(average),
         }
     }
-    /// Only the current half (`of(x)`).
+    /// Only the current half (`of(x)`). The NaN half is its own rounding.
+    #[inline]
     pub(crate) fn of(current: f64) -> EvaluatedScalingMetric {
-        EvaluatedScalingMetric::new(current, f64::NAN)
+        EvaluatedScalingMetric {
+            current: round_metric(current),
+            average: f64::NAN,
+        }
     }
-    /// Only the average half (`avg(x)`).
+    /// Only the current half, for a value [`round_metric`] returns unchanged: a whole number
+    /// (a count, a capacity rounded to a whole rate) or a non-finite one. Every vertex of every
+    /// cycle reports several of these, so they skip the rounding.
+    #[inline]
+    pub(crate) fn of_whole(current: f64) -> EvaluatedScalingMetric {
+        debug_assert!(current.to_bits() == round_metric(current).to_bits() || current.is_nan());
+        EvaluatedScalingMetric {
+            current,
+            average: f64::NAN,
+        }
+    }
+    /// Only the average half (`avg(x)`). The NaN half is its own rounding.
+    #[inline]
     pub(crate) fn avg(average: f64) -> EvaluatedScalingMetric {
-        EvaluatedScalingMetric::new(f64::NAN, average)
+        EvaluatedScalingMetric {
+            current: f64::NAN,
+            average: round_metric(average),
+        }
     }
     /// The SDK's view of the same pair, for alignment contexts.
     pub(crate) fn to_sdk(self) -> flowscale_sdk::EvaluatedMetric {
@@ -170,6 +190,27 @@ impl EvaluatedScalingMetric {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn whole_values_are_their_own_rounding() {
+        for x in [
+            0.0,
+            1.0,
+            48.0,
+            32_768.0,
+            1_126.0,
+            4_503_599_627_370_497.0,
+            9.2e18,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+        ] {
+            let whole = EvaluatedScalingMetric::of_whole(x);
+            let rounded = EvaluatedScalingMetric::of(x);
+            assert_eq!(whole.current.to_bits(), rounded.current.to_bits(), "{x}");
+            assert!(whole.average.is_nan());
+        }
+        assert!(EvaluatedScalingMetric::of_whole(f64::NAN).current.is_nan());
+    }
 
     #[test]
     fn evaluated_values_are_rounded_and_named() {

@@ -6,6 +6,7 @@
 //! pressure never triggers on them), and `Source__*.numRecordsOutPerSecond` is never used,
 //! because the Flink autoscaler's collector never requests it.
 
+use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -185,21 +186,25 @@ pub(crate) struct Sample {
 }
 
 /// Derives the sample of this cycle (docs/decision-pipeline.md#sample). `history` holds the previously stored
-/// samples (the current one is not in it yet).
+/// samples (the current one is not in it yet); the per-vertex metrics are written into
+/// `values`, a buffer of any contents.
 pub(crate) fn compute_sample(
     obs: &JobObservation,
     topology: &Topology,
     opts: &AutoscalerOptions,
     history: &MetricHistory,
+    mut values: Vec<MetricMap<f64>>,
 ) -> Result<Sample, CycleError> {
     let mut sample = Sample::default();
-    let mut values = Vec::with_capacity(topology.vertices.len());
+    values.clear();
+    values.reserve(topology.vertices.len());
+    let observed = observed_by_index(obs, topology);
     for (index, vertex) in topology.vertices.iter().enumerate() {
         let (fm, io) = if vertex.finished {
             sample.excluded.insert(String::from(&*vertex.id));
             (FlinkMetrics::finished(), Default::default())
         } else {
-            let vm = obs.metrics.get(&*vertex.id);
+            let vm = observed.get(index).copied().flatten();
             let fm = FlinkMetrics::select(vm, vertex.is_source());
             fm.require(vertex)?;
             (fm, vm.map(|m| m.io).unwrap_or_default())
@@ -224,9 +229,6 @@ pub(crate) fn compute_sample(
         values.push(MetricMap::new());
         if let Some(out) = values.last_mut() {
             vertex_sample(out, vertex, &fm, io, load, opts, observed_tpr_average);
-            for value in out.values_mut() {
-                *value = round_metric(*value);
-            }
         }
     }
     sample.metrics.vertices = VertexSamples::new(Arc::clone(&topology.index), values);
@@ -234,8 +236,37 @@ pub(crate) fn compute_sample(
     Ok(sample)
 }
 
-/// The unrounded metrics of one vertex, written into the empty map `out`; `load` is None
-/// without a finite busy time.
+/// The observed metrics of every vertex of `topology`, by index: found in one walk over the
+/// observation's map alongside the topology's ids in the same order, rather than by a search
+/// per vertex (a search compares the id with several keys, and ids are long and often share
+/// their beginning).
+fn observed_by_index<'o>(
+    obs: &'o JobObservation,
+    topology: &Topology,
+) -> Vec<Option<&'o VertexMetrics>> {
+    let ids = topology.index.ids();
+    let mut found = vec![None; ids.len()];
+    let mut observed = obs.metrics.iter().peekable();
+    for &index in topology.index.in_id_order() {
+        let id: &str = &ids[index];
+        while let Some(&(key, metrics)) = observed.peek() {
+            match key.as_str().cmp(id) {
+                Ordering::Less => {
+                    observed.next();
+                }
+                Ordering::Equal => {
+                    found[index] = Some(metrics);
+                    break;
+                }
+                Ordering::Greater => break,
+            }
+        }
+    }
+    found
+}
+
+/// The metrics of one vertex, each rounded as it is written into the empty map `out`; `load`
+/// is None without a finite busy time.
 fn vertex_sample(
     out: &mut MetricMap<f64>,
     vertex: &VertexInfo,
@@ -245,26 +276,29 @@ fn vertex_sample(
     opts: &AutoscalerOptions,
     observed_tpr_average: impl FnOnce() -> f64,
 ) {
+    let mut put = |metric: ScalingMetric, value: f64| {
+        out.insert(metric, round_metric(value));
+    };
     let source = vertex.is_source();
     let lag = fm.pending_records.and_then(|p| p.sum).unwrap_or(0.0);
     if source {
-        out.insert(ScalingMetric::Lag, lag);
+        put(ScalingMetric::Lag, lag);
     }
-    out.insert(ScalingMetric::Load, load.unwrap_or(f64::NAN));
-    out.insert(ScalingMetric::AccumulatedBusyTime, io.accumulated_busy_time);
-    out.insert(
+    put(ScalingMetric::Load, load.unwrap_or(f64::NAN));
+    put(ScalingMetric::AccumulatedBusyTime, io.accumulated_busy_time);
+    put(
         ScalingMetric::NumRecordsIn,
         java_max(0.0, fm.records_in(io, source)),
     );
-    out.insert(ScalingMetric::NumRecordsOut, io.num_records_out);
+    put(ScalingMetric::NumRecordsOut, io.num_records_out);
     if source {
         if let Some(rate_metric) = fm.source_in_per_sec {
             let rate = rate_metric.sum.unwrap_or(f64::NAN);
             let observed = fm.observed_tpr(rate, lag, opts, observed_tpr_average);
-            out.insert(ScalingMetric::ObservedTpr, observed);
+            put(ScalingMetric::ObservedTpr, observed);
         }
     } else if let Some(m) = fm.in_per_sec {
-        out.insert(
+        put(
             ScalingMetric::NumRecordsInPerSecond,
             m.sum.unwrap_or(f64::NAN),
         );
@@ -389,7 +423,7 @@ mod tests {
         let o = obs(full_source(), IoMetrics::default());
         let t = Topology::from_observation(&o).unwrap();
         let opts = AutoscalerOptions::default();
-        let s = compute_sample(&o, &t, &opts, &MetricHistory::default()).unwrap();
+        let s = compute_sample(&o, &t, &opts, &MetricHistory::default(), Vec::new()).unwrap();
         let src = &s.metrics.vertices["src"];
         assert_eq!(src[&ScalingMetric::Lag], 3000.0);
         assert_eq!(src[&ScalingMetric::Load], 0.85);
@@ -407,7 +441,7 @@ mod tests {
             busy_time_aggregator: BusyTimeAggregator::Min,
             ..AutoscalerOptions::default()
         };
-        let s = compute_sample(&o, &t, &opts, &MetricHistory::default()).unwrap();
+        let s = compute_sample(&o, &t, &opts, &MetricHistory::default(), Vec::new()).unwrap();
         assert_eq!(s.metrics.vertices["src"][&ScalingMetric::Load], 0.1);
     }
 
@@ -420,7 +454,7 @@ mod tests {
         let t = Topology::from_observation(&o).unwrap();
         let opts = AutoscalerOptions::default();
         // Not catching up and no history: NaN.
-        let s = compute_sample(&o, &t, &opts, &MetricHistory::default()).unwrap();
+        let s = compute_sample(&o, &t, &opts, &MetricHistory::default(), Vec::new()).unwrap();
         assert!(s.metrics.vertices["src"][&ScalingMetric::ObservedTpr].is_nan());
         // With two previous observations: their average.
         let mut h = MetricHistory::default();
@@ -431,7 +465,7 @@ mod tests {
                 .insert(ScalingMetric::ObservedTpr, v);
             h.samples.insert(at, m);
         }
-        let s = compute_sample(&o, &t, &opts, &h).unwrap();
+        let s = compute_sample(&o, &t, &opts, &h, Vec::new()).unwrap();
         assert_eq!(
             s.metrics.vertices["src"][&ScalingMetric::ObservedTpr],
             400.0
@@ -439,7 +473,7 @@ mod tests {
         // Nothing comes in: +Infinity.
         src[2] = ("Source__kafka.numRecordsInPerSecond", agg(0.0));
         let o = obs(src, IoMetrics::default());
-        let s = compute_sample(&o, &t, &opts, &h).unwrap();
+        let s = compute_sample(&o, &t, &opts, &h, Vec::new()).unwrap();
         assert_eq!(
             s.metrics.vertices["src"][&ScalingMetric::ObservedTpr],
             f64::INFINITY
@@ -457,6 +491,7 @@ mod tests {
             &t,
             &AutoscalerOptions::default(),
             &MetricHistory::default(),
+            Vec::new(),
         )
         .unwrap_err();
         assert_eq!(
@@ -472,6 +507,7 @@ mod tests {
             &t,
             &AutoscalerOptions::default(),
             &MetricHistory::default(),
+            Vec::new(),
         )
         .unwrap();
         assert!(s.metrics.vertices["src"][&ScalingMetric::Load].is_nan());
@@ -488,6 +524,7 @@ mod tests {
             &t,
             &AutoscalerOptions::default(),
             &MetricHistory::default(),
+            Vec::new(),
         )
         .unwrap();
         let src = &s.metrics.vertices["src"];

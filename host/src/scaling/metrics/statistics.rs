@@ -3,79 +3,96 @@
 
 use super::metric_map::MetricMap;
 use super::names::ScalingMetric;
-use super::window::{CollectedMetrics, MetricHistory};
+use super::window::MetricHistory;
 use crate::scaling::topology::Topology;
 
-/// One sample of a vertex.
+/// The samples of one vertex in time order, taken once and shared by every rate and average
+/// of the vertex: the instant of every sample of the window, and the vertex's metrics in it
+/// (None where the vertex is missing from the sample).
 #[derive(Clone, Copy)]
-struct Row<'a> {
-    at: i64,
-    metrics: &'a MetricMap<f64>,
+pub(crate) struct Series<'a> {
+    ats: &'a [i64],
+    metrics: &'a [Option<&'a MetricMap<f64>>],
 }
 
-impl Row<'_> {
-    fn get(&self, metric: ScalingMetric) -> Option<f64> {
-        self.metrics.get(&metric).copied()
+impl<'a> Series<'a> {
+    /// The present values of `metric` with their instants, oldest first.
+    #[inline]
+    fn values(&self, metric: ScalingMetric) -> impl Iterator<Item = (i64, f64)> + 'a {
+        self.ats
+            .iter()
+            .zip(self.metrics)
+            .filter_map(move |(&at, metrics)| Some((at, *metrics.as_ref()?.get(&metric)?)))
     }
 }
 
-/// The samples of one vertex in time order, found once and shared by every rate and average
-/// of the vertex.
-#[derive(Clone, Copy)]
-pub(crate) struct Series<'a> {
-    rows: &'a [Row<'a>],
-}
-
-/// The rows of vertex `id`, found by its id in every sample.
+/// The instants and metrics of vertex `vertex`, found by its id in every sample.
 #[cfg(test)]
-fn rows_by_id<'a>(history: &'a MetricHistory, vertex: &str) -> Vec<Row<'a>> {
-    rows(history, |sample| sample.vertices.get(vertex)).collect()
+fn by_id<'a>(
+    history: &'a MetricHistory,
+    vertex: &str,
+) -> (Vec<i64>, Vec<Option<&'a MetricMap<f64>>>) {
+    history
+        .samples
+        .iter()
+        .map(|(&at, sample)| (at, sample.vertices.get(vertex)))
+        .unzip()
 }
 
-/// The series of every vertex of `topology` over the window, kept in one buffer: one
-/// allocation per cycle rather than one per vertex.
+/// The series of every vertex of `topology` over the window, kept in two buffers: two small
+/// allocations per cycle rather than one per vertex, and every sample's metrics of a vertex
+/// next to each other.
 pub(crate) struct WindowSeries<'a> {
-    rows: Vec<Row<'a>>,
-    /// Where each vertex's rows end in `rows` (they start where the previous vertex's end).
-    ends: Vec<usize>,
+    /// The instants of the window's samples, oldest first.
+    ats: Vec<i64>,
+    /// The metrics of vertex `v` in sample `k` at `v * ats.len() + k`.
+    metrics: Vec<Option<&'a MetricMap<f64>>>,
 }
 
 impl<'a> WindowSeries<'a> {
-    /// The rows of each vertex of `topology`: an index into the samples collected on the same
-    /// graph, a search by id in the others.
+    /// The metrics of each vertex of `topology` in every sample: by index in the samples
+    /// collected on the same graph, by id in the others.
     pub(crate) fn of(history: &'a MetricHistory, topology: &Topology) -> WindowSeries<'a> {
         let ids = &topology.index;
         let n = topology.vertices.len();
-        let mut rows = Vec::with_capacity(history.samples.len() * n);
-        let mut ends = Vec::with_capacity(n);
-        for (index, vertex) in topology.vertices.iter().enumerate() {
-            let id = &*vertex.id;
-            rows.extend(self::rows(history, |sample| {
-                sample.vertices.of(ids, index, id)
-            }));
-            ends.push(rows.len());
+        let len = history.samples.len();
+        let mut ats = Vec::with_capacity(len);
+        let mut metrics = vec![None; n * len];
+        for (k, (&at, sample)) in history.samples.iter().enumerate() {
+            ats.push(at);
+            let places = metrics.iter_mut().skip(k).step_by(len.max(1));
+            match sample.vertices.values_on(ids) {
+                Some(values) => {
+                    for (place, vertex_metrics) in places.zip(values) {
+                        *place = Some(vertex_metrics);
+                    }
+                }
+                None => {
+                    for (place, vertex) in places.zip(&topology.vertices) {
+                        *place = sample.vertices.get(&vertex.id);
+                    }
+                }
+            }
         }
-        WindowSeries { rows, ends }
+        WindowSeries { ats, metrics }
     }
 
-    /// The series of every vertex, in topological order.
-    pub(crate) fn all(&self) -> Vec<Series<'_>> {
-        let mut start = 0;
-        self.ends
-            .iter()
-            .map(|&end| {
-                let series = Series {
-                    rows: &self.rows[start..end],
-                };
-                start = end;
-                series
-            })
-            .collect()
+    /// The series of vertex `index` of the topology.
+    #[inline]
+    pub(crate) fn series(&self, index: usize) -> Series<'_> {
+        let len = self.ats.len();
+        Series {
+            ats: &self.ats,
+            metrics: self
+                .metrics
+                .get(index * len..(index + 1) * len)
+                .unwrap_or_default(),
+        }
     }
 }
 
 /// The average of `metric` of vertex `index` of `topology` over the window (see
-/// [`series_average`]), without building the vertex's series.
+/// [`average_of`]), without building the vertex's series.
 pub(crate) fn vertex_average(
     history: &MetricHistory,
     topology: &Topology,
@@ -86,48 +103,40 @@ pub(crate) fn vertex_average(
     let ids = &topology.index;
     let id = &*topology.vertices[index].id;
     average_of(
-        rows(history, |sample| sample.vertices.of(ids, index, id))
-            .filter_map(|row| row.get(metric)),
+        history
+            .samples
+            .values()
+            .filter_map(|sample| sample.vertices.of(ids, index, id)?.get(&metric).copied()),
         min_observations,
     )
-}
-
-fn rows<'a>(
-    history: &'a MetricHistory,
-    find: impl Fn(&'a CollectedMetrics) -> Option<&'a MetricMap<f64>>,
-) -> impl Iterator<Item = Row<'a>> {
-    history.samples.iter().filter_map(move |(&at, sample)| {
-        let metrics = find(sample)?;
-        Some(Row { at, metrics })
-    })
 }
 
 /// `1000 · (last − first) / max(Δt_ms, 1)` between the first and the last sample where the
 /// metric is present and not NaN (infinities count); NaN with fewer than two such samples.
 #[cfg(test)]
 pub(crate) fn rate(history: &MetricHistory, vertex: &str, metric: ScalingMetric) -> f64 {
+    let (ats, metrics) = by_id(history, vertex);
     series_rate(
         &Series {
-            rows: &rows_by_id(history, vertex),
+            ats: &ats,
+            metrics: &metrics,
         },
         metric,
     )
 }
 
+#[inline]
 pub(crate) fn series_rate(series: &Series<'_>, metric: ScalingMetric) -> f64 {
     let mut first: Option<(i64, f64)> = None;
     let mut last: Option<(i64, f64)> = None;
-    for row in series.rows {
-        let at = row.at;
-        if let Some(v) = row.get(metric) {
-            if v.is_nan() {
-                continue;
-            }
-            if first.is_none() {
-                first = Some((at, v));
-            } else {
-                last = Some((at, v));
-            }
+    for (at, v) in series.values(metric) {
+        if v.is_nan() {
+            continue;
+        }
+        if first.is_none() {
+            first = Some((at, v));
+        } else {
+            last = Some((at, v));
         }
     }
     match (first, last) {
@@ -145,48 +154,93 @@ pub(crate) fn average(
     metric: ScalingMetric,
     min_observations: i64,
 ) -> f64 {
+    let (ats, metrics) = by_id(history, vertex);
     series_average(
         &Series {
-            rows: &rows_by_id(history, vertex),
+            ats: &ats,
+            metrics: &metrics,
         },
         metric,
         min_observations,
     )
 }
 
+/// The average of a metric of a series (see [`average_of`]).
+#[cfg(test)]
 pub(crate) fn series_average(
     series: &Series<'_>,
     metric: ScalingMetric,
     min_observations: i64,
 ) -> f64 {
-    average_of(
-        series.rows.iter().filter_map(|row| row.get(metric)),
-        min_observations,
-    )
+    average_of(series.values(metric).map(|(_, v)| v), min_observations)
 }
 
+/// Mean of the finite values. No finite value: +∞ if an infinite one was seen, else NaN;
+/// fewer than `min_observations` finite values: NaN.
+#[inline]
 pub(crate) fn average_of(values: impl Iterator<Item = f64>, min_observations: i64) -> f64 {
-    let mut sum = 0.0;
-    let mut n: i64 = 0;
-    let mut infinite = false;
-    for v in values {
+    let mut mean = Mean::default();
+    values.for_each(|v| mean.add(v));
+    mean.value(min_observations)
+}
+
+/// The running mean of [`average_of`]: the finite values' sum and count, and whether an
+/// infinite value was seen.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Mean {
+    sum: f64,
+    n: i64,
+    infinite: bool,
+}
+
+impl Mean {
+    #[inline]
+    fn add(&mut self, v: f64) {
         if v.is_nan() {
-            continue;
+            return;
         }
         if v.is_infinite() {
-            infinite = true;
-            continue;
+            self.infinite = true;
+            return;
         }
-        sum += v;
-        n += 1;
+        self.sum += v;
+        self.n += 1;
     }
-    if n == 0 {
-        return if infinite { f64::INFINITY } else { f64::NAN };
+
+    /// The mean of the finite values; with none, +∞ if an infinite one was seen, else NaN;
+    /// with fewer than `min_observations`, NaN.
+    #[inline]
+    pub(crate) fn value(&self, min_observations: i64) -> f64 {
+        if self.n == 0 {
+            return if self.infinite {
+                f64::INFINITY
+            } else {
+                f64::NAN
+            };
+        }
+        if self.n < min_observations {
+            return f64::NAN;
+        }
+        self.sum / self.n as f64
     }
-    if n < min_observations {
-        return f64::NAN;
+}
+
+/// The running means of several metrics of a series, in one walk over its samples (each as
+/// [`average_of`] computes it).
+#[inline]
+pub(crate) fn series_means<const K: usize>(
+    series: &Series<'_>,
+    metrics: [ScalingMetric; K],
+) -> [Mean; K] {
+    let mut means = [Mean::default(); K];
+    for vertex_metrics in series.metrics.iter().flatten() {
+        for (mean, metric) in means.iter_mut().zip(metrics) {
+            if let Some(&v) = vertex_metrics.get(&metric) {
+                mean.add(v);
+            }
+        }
     }
-    sum / n as f64
+    means
 }
 
 /// `average(metric)` unless it is NaN or infinite, then `rate(fallback)`.
@@ -197,15 +251,19 @@ pub(crate) fn average_or_rate(
     metric: ScalingMetric,
     fallback: ScalingMetric,
 ) -> f64 {
+    let (ats, metrics) = by_id(history, vertex);
     series_average_or_rate(
         &Series {
-            rows: &rows_by_id(history, vertex),
+            ats: &ats,
+            metrics: &metrics,
         },
         metric,
         fallback,
     )
 }
 
+/// `average(metric)` of a series unless it is NaN or infinite, then `rate(fallback)`.
+#[cfg(test)]
 pub(crate) fn series_average_or_rate(
     series: &Series<'_>,
     metric: ScalingMetric,
@@ -219,24 +277,17 @@ pub(crate) fn series_average_or_rate(
     }
 }
 
-/// The metric's value in the newest sample of the window, from a vertex's series (the newest
-/// sample is its last entry unless the vertex is missing from it).
-pub(crate) fn series_latest(
-    history: &MetricHistory,
-    series: &Series<'_>,
-    metric: ScalingMetric,
-) -> Option<f64> {
-    let (newest, _) = history.samples.last_key_value()?;
-    let row = series.rows.last()?;
-    if row.at != *newest {
-        return None;
-    }
-    row.get(metric)
+/// The metric's value in the newest sample of the window (None when the vertex or the metric
+/// is missing from it).
+#[inline]
+pub(crate) fn series_latest(series: &Series<'_>, metric: ScalingMetric) -> Option<f64> {
+    series.metrics.last()?.as_ref()?.get(&metric).copied()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scaling::metrics::window::CollectedMetrics;
 
     fn history(points: &[(i64, Option<f64>)], metric: ScalingMetric) -> MetricHistory {
         let mut h = MetricHistory::default();
@@ -280,13 +331,23 @@ mod tests {
     fn latest_tells_a_missing_metric_from_a_nan_one() {
         let m = ScalingMetric::Lag;
         let h = history(&[(0, Some(3.0)), (1000, Some(f64::NAN))], m);
-        let rows = rows_by_id(&h, "v");
-        let latest = series_latest(&h, &Series { rows: &rows }, m);
+        let (ats, metrics) = by_id(&h, "v");
+        let latest = series_latest(
+            &Series {
+                ats: &ats,
+                metrics: &metrics,
+            },
+            m,
+        );
         assert!(latest.is_some_and(f64::is_nan), "{latest:?}");
         // Missing from the newest sample: None, not the older value.
         let h = history(&[(0, Some(3.0)), (1000, None)], m);
-        let rows = rows_by_id(&h, "v");
-        assert_eq!(series_latest(&h, &Series { rows: &rows }, m), None);
+        let (ats, metrics) = by_id(&h, "v");
+        let s = Series {
+            ats: &ats,
+            metrics: &metrics,
+        };
+        assert_eq!(series_latest(&s, m), None);
         // Every metric has its own place in a row.
         let mut h = history(&[(0, Some(2.0)), (1000, Some(5.0))], m);
         for (at, s) in h.samples.iter_mut() {
@@ -294,13 +355,54 @@ mod tests {
             v.insert(ScalingMetric::MetaspaceMemoryUsed, 1.0 + *at as f64);
             v.insert(ScalingMetric::Load, f64::NAN);
         }
-        let rows = rows_by_id(&h, "v");
-        let s = Series { rows: &rows };
-        assert_eq!(series_latest(&h, &s, m), Some(5.0));
+        let (ats, metrics) = by_id(&h, "v");
+        let s = Series {
+            ats: &ats,
+            metrics: &metrics,
+        };
+        assert_eq!(series_latest(&s, m), Some(5.0));
         assert_eq!(series_rate(&s, m), 3.0);
         assert_eq!(series_rate(&s, ScalingMetric::MetaspaceMemoryUsed), 1000.0);
         assert!(series_average(&s, ScalingMetric::Load, 1).is_nan());
         assert!(series_rate(&s, ScalingMetric::NumRecordsIn).is_nan());
+    }
+
+    #[test]
+    fn means_in_one_walk_are_the_averages() {
+        let mut h = history(
+            &[
+                (0, Some(0.5)),
+                (1, Some(f64::NAN)),
+                (2, Some(f64::INFINITY)),
+                (3, Some(0.7)),
+            ],
+            ScalingMetric::Load,
+        );
+        for (at, s) in h.samples.iter_mut() {
+            let v = s.vertices.get_mut("v").unwrap();
+            v.insert(ScalingMetric::ObservedTpr, f64::INFINITY);
+            if *at > 1 {
+                v.insert(ScalingMetric::Lag, *at as f64);
+            }
+        }
+        let (ats, metrics) = by_id(&h, "v");
+        let s = Series {
+            ats: &ats,
+            metrics: &metrics,
+        };
+        let metrics = [
+            ScalingMetric::Load,
+            ScalingMetric::ObservedTpr,
+            ScalingMetric::Lag,
+            ScalingMetric::NumRecordsIn,
+        ];
+        let means = series_means(&s, metrics);
+        for min in [1, 2, 3] {
+            for (mean, metric) in means.iter().zip(metrics) {
+                let one = series_average(&s, metric, min);
+                assert_eq!(mean.value(min).to_bits(), one.to_bits(), "{metric} {min}");
+            }
+        }
     }
 
     #[test]

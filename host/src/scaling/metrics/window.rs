@@ -59,6 +59,12 @@ impl VertexSamples {
         }
     }
 
+    /// The metrics of every vertex, by index, when this sample was collected on the graph with
+    /// `ids`.
+    pub(crate) fn values_on(&self, ids: &Arc<VertexIds>) -> Option<&[MetricMap<f64>]> {
+        Arc::ptr_eq(&self.ids, ids).then_some(&*self.values)
+    }
+
     /// The metrics of vertex `id` to change.
     #[cfg(test)]
     pub(crate) fn get_mut(&mut self, id: &str) -> Option<&mut MetricMap<f64>> {
@@ -79,6 +85,11 @@ impl VertexSamples {
             }
         };
         &mut self.values[at]
+    }
+
+    /// The buffer of per-vertex metrics, for the next sample to fill.
+    pub(crate) fn into_values(self) -> Vec<MetricMap<f64>> {
+        self.values
     }
 
     /// The vertices with their metrics, in id order.
@@ -138,25 +149,69 @@ impl Serialize for VertexSamples {
 
 impl<'de> Deserialize<'de> for VertexSamples {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<VertexSamples, D::Error> {
-        let raw = BTreeMap::<String, MetricMap<Double>>::deserialize(d)?;
+        let raw = BTreeMap::<String, BTreeMap<ScalingMetric, Double>>::deserialize(d)?;
         let mut ids = Vec::with_capacity(raw.len());
         let mut values = Vec::with_capacity(raw.len());
         for (id, metrics) in raw {
             ids.push(Arc::from(id));
-            values.push(metrics.iter().map(|(m, v)| (*m, v.0)).collect());
+            values.push(metrics.into_iter().map(|(m, v)| (m, v.0)).collect());
         }
         Ok(VertexSamples::new(Arc::new(VertexIds::new(ids)), values))
     }
 }
 
 /// The collected samples of a job, keyed by the cycle instant (ms). Persisted per job.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Default, PartialEq, Serialize, Deserialize)]
 pub(crate) struct MetricHistory {
     /// Samples in time order.
     pub(crate) samples: BTreeMap<i64, CollectedMetrics>,
+    /// The per-vertex buffer of the sample the window dropped last, reused by the next sample.
+    /// Not persisted, and never makes two histories differ.
+    #[serde(skip)]
+    spare: SpareBuffer,
+}
+
+/// A buffer kept for reuse: a job's sample is a few kilobytes, and allocating it afresh every
+/// cycle, while the window frees one of the same size, takes the allocator's slow paths.
+#[derive(Default)]
+struct SpareBuffer(Vec<MetricMap<f64>>);
+
+impl Clone for SpareBuffer {
+    /// Empty: a copy of the history does not need the buffer.
+    fn clone(&self) -> SpareBuffer {
+        SpareBuffer::default()
+    }
+}
+
+impl PartialEq for SpareBuffer {
+    fn eq(&self, _: &SpareBuffer) -> bool {
+        true
+    }
+}
+
+impl fmt::Debug for MetricHistory {
+    /// The samples only, as without the buffer.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MetricHistory")
+            .field("samples", &self.samples)
+            .finish()
+    }
 }
 
 impl MetricHistory {
+    /// A buffer for the next sample's per-vertex metrics: the one a dropped sample left, else
+    /// a new one.
+    pub(crate) fn take_buffer(&mut self) -> Vec<MetricMap<f64>> {
+        std::mem::take(&mut self.spare.0)
+    }
+
+    /// Drops the oldest sample, keeping its buffer for the next sample.
+    pub(crate) fn drop_oldest(&mut self) {
+        if let Some((_, oldest)) = self.samples.pop_first() {
+            self.spare.0 = oldest.vertices.into_values();
+        }
+    }
+
     /// The newest sample.
     pub(crate) fn latest(&self) -> Option<&CollectedMetrics> {
         self.samples.last_key_value().map(|(_, m)| m)
