@@ -31,6 +31,10 @@
 
 #![warn(missing_docs, unreachable_pub)]
 
+/// The binary's allocator, so that the bench times what the binary runs (`flowscale::allocator`).
+#[global_allocator]
+static ALLOCATOR: flowscale::allocator::HostAllocator = flowscale::allocator::HOST_ALLOCATOR;
+
 use std::collections::BTreeMap;
 use std::hint::black_box;
 use std::time::{Duration, Instant};

@@ -22,6 +22,7 @@
 #![warn(missing_docs, unreachable_pub)]
 
 pub mod alignment;
+pub mod allocator;
 pub mod backpressure;
 pub mod cli;
 pub mod config;
