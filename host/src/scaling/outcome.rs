@@ -116,21 +116,13 @@ pub struct CycleOutcome {
     /// The per-vertex summaries of the decided operation (recorded in the scaling history at
     /// the cycle's instant); empty unless the stage is `Scaled`. Keyed by the topology's
     /// shared ids.
-    #[serde(serialize_with = "serialize_by_id")]
+    #[serde(serialize_with = "super::state::by_id::serialize")]
     pub(crate) summaries: BTreeMap<Arc<str>, ScalingSummary>,
 }
 
 /// A shared string, serialized as a `String` is.
 fn serialize_str<S: Serializer>(text: &Arc<str>, serializer: S) -> Result<S::Ok, S::Error> {
     serializer.serialize_str(text)
-}
-
-/// A map keyed by shared ids, serialized as the same map keyed by `String` is.
-fn serialize_by_id<S: Serializer, V: Serialize>(
-    map: &BTreeMap<Arc<str>, V>,
-    serializer: S,
-) -> Result<S::Ok, S::Error> {
-    serializer.collect_map(map.iter().map(|(id, value)| (&**id, value)))
 }
 
 impl CycleOutcome {

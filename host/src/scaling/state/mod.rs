@@ -1,7 +1,7 @@
 //! What the pipeline keeps per job between cycles: the scaling history and tracking, pending
 //! scale-downs, and the job's state as persisted sections.
 
-mod by_id;
+pub(crate) mod by_id;
 mod delayed_scale_down;
 mod history;
 mod job;
