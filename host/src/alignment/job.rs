@@ -233,7 +233,7 @@ impl JobAlignment {
                 return self.outcome(
                     Decision::quiet(
                         t,
-                        Explanation::of(vec![Line::Shared(Arc::clone(
+                        Explanation::line(Line::Shared(Arc::clone(
                             self.declined.get_or_init(|| {
                                 format!(
                                     "mode `{name}` ({}) does not apply to this vertex: keeping the target",
@@ -241,7 +241,7 @@ impl JobAlignment {
                                 )
                                 .into()
                             }),
-                        ))]),
+                        ))),
                     ),
                     false,
                 );
@@ -275,12 +275,12 @@ impl JobAlignment {
         self.outcome(
             Decision::quiet(
                 u64::from(answer),
-                Explanation::of(vec![Line::Answered {
+                Explanation::line(Line::Answered {
                     mode: Arc::clone(self.answered.get_or_init(|| {
                         format!("mode `{name}` ({} from {}) answered ", mode.id, mode.origin).into()
                     })),
                     answer,
-                }]),
+                }),
             ),
             true,
         )
