@@ -251,7 +251,7 @@ fn an_unavailable_mode_aligns_each_vertex_of_the_batch_with_balanced() {
     .expect("resolves");
     let out = job_with(Arc::new(Down)).align_all(requests.clone());
     for (o, r) in out.iter().zip(requests) {
-        assert_eq!(o.mode, "BALANCED");
+        assert_eq!(&*o.mode, "BALANCED");
         assert_eq!(o.parallelism, balanced.align(r).parallelism);
         assert_eq!(o.events[0].reason, EventReason::ModeFallback);
         assert!(o.events[0].message.contains("quarantined"));

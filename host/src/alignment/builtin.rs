@@ -6,7 +6,7 @@
 //! (a deliberate correction of the Flink autoscaler, which keeps `t`).
 
 use super::decision::Decision;
-use super::explanation::{Explanation, Line};
+use super::explanation::Explanation;
 use super::inputs::Inputs;
 #[cfg(test)]
 use super::search::first_accepted_scan;
@@ -61,25 +61,12 @@ impl BuiltIn {
         };
         let scan = single_region(inputs);
         // The lines are rendered when read; the first one is the job's (`Inputs::describe`).
-        let mut explanation = Vec::with_capacity(3);
-        explanation.push(Line::SingleRegion {
-            inputs: *inputs,
-            scan,
-            rule,
-        });
         match first_accepted(inputs.n, inputs.t, scan, rule) {
-            Some(p) => {
-                explanation.push(Line::Accepted {
-                    inputs: *inputs,
-                    rule,
-                    p,
-                });
-                Decision::quiet(p, Explanation::of(explanation))
-            }
-            None => {
-                explanation.push(Line::KeptCapped { inputs: *inputs });
-                Decision::quiet(inputs.capped_target(), Explanation::of(explanation))
-            }
+            Some(p) => Decision::quiet(p, Explanation::search(*inputs, scan, rule, Some(p))),
+            None => Decision::quiet(
+                inputs.capped_target(),
+                Explanation::search(*inputs, scan, rule, None),
+            ),
         }
     }
 }

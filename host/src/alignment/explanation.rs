@@ -20,8 +20,121 @@ use super::search::{Rule, Scan};
 /// prints and serializes as its text.
 #[derive(Clone, Default)]
 pub struct Explanation {
-    lines: Vec<Line>,
+    lines: Lines,
     text: OnceLock<Vec<String>>,
+}
+
+/// The lines, held without a heap allocation in the shapes most vertices get: one line (nothing
+/// to align, not applicable, a custom mode's answer) or a built-in mode's search. Every aligned
+/// vertex of every cycle has an explanation, and a list of lines was an allocation each; the
+/// variants are kept small since every vertex's record holds one.
+#[derive(Debug, Clone, Default)]
+enum Lines {
+    /// No line yet (a record alignment has not reached).
+    #[default]
+    Empty,
+    /// One line of text ([`Line::Text`]).
+    Text(Cow<'static, str>),
+    /// One shared line ([`Line::Shared`]).
+    Shared(Arc<str>),
+    /// A custom mode's answer alone ([`Line::Answered`]).
+    Answered { mode: Arc<str>, answer: u32 },
+    /// A built-in mode's search.
+    Search(Search),
+    /// Any other list of lines.
+    Many(Vec<Line>),
+}
+
+/// A built-in mode's search of its single region, rendered as the lines it stands for: the
+/// starting point (once put first), the region it scanned ([`Line::SingleRegion`]), then the
+/// accepted value ([`Line::Accepted`]) or, when nothing was accepted, the kept target
+/// ([`Line::KeptCapped`]). The inputs come from `u32` parallelisms and limits, and are kept so.
+#[derive(Debug, Clone, Copy)]
+struct Search {
+    /// `c, t, n, k, lower, upper, cap` of the [`Inputs`].
+    numbers: [u32; 7],
+    up: bool,
+    /// The scanned region's ends ([`Scan::from`], [`Scan::to`]) and direction.
+    scan: [u32; 2],
+    upward: bool,
+    rule: Rule,
+    /// The source partitions of the starting point's line ([`Line::Inputs`]), once put first.
+    source_partitions: Option<u32>,
+    /// The accepted value; None when nothing was accepted.
+    accepted: Option<u32>,
+}
+
+impl Search {
+    /// The search, when every number fits (always, for inputs made from a request or context).
+    fn of(inputs: &Inputs, scan: Scan, rule: Rule, accepted: Option<u64>) -> Option<Search> {
+        let narrow = |x: u64| u32::try_from(x).ok();
+        let accepted = match accepted {
+            Some(p) => Some(narrow(p)?),
+            None => None,
+        };
+        Some(Search {
+            numbers: [
+                narrow(inputs.c)?,
+                narrow(inputs.t)?,
+                narrow(inputs.n)?,
+                narrow(inputs.k)?,
+                narrow(inputs.lower)?,
+                narrow(inputs.upper)?,
+                narrow(inputs.cap)?,
+            ],
+            up: inputs.up,
+            scan: [narrow(scan.from)?, narrow(scan.to)?],
+            upward: scan.upward,
+            rule,
+            source_partitions: None,
+            accepted,
+        })
+    }
+
+    fn inputs(&self) -> Inputs {
+        let [c, t, n, k, lower, upper, cap] = self.numbers.map(u64::from);
+        Inputs {
+            c,
+            t,
+            n,
+            k,
+            lower,
+            upper,
+            cap,
+            up: self.up,
+        }
+    }
+
+    /// The lines this search stands for, in order.
+    fn lines(&self) -> impl Iterator<Item = Line> {
+        let inputs = self.inputs();
+        let rule = self.rule;
+        let start = self
+            .source_partitions
+            .map(|source_partitions| Line::Inputs {
+                inputs,
+                source_partitions,
+            });
+        let end = match self.accepted {
+            Some(p) => Line::Accepted {
+                inputs,
+                rule,
+                p: u64::from(p),
+            },
+            None => Line::KeptCapped { inputs },
+        };
+        let [from, to] = self.scan.map(u64::from);
+        let region = Line::SingleRegion {
+            inputs,
+            scan: Scan {
+                from,
+                to,
+                upward: self.upward,
+            },
+            rule,
+        };
+        start.into_iter().chain([region, end])
+    }
 }
 
 /// One line, as text or as the numbers it is rendered from.
@@ -85,27 +198,108 @@ impl Line {
 impl Explanation {
     /// An explanation of these lines.
     pub(super) fn of(lines: Vec<Line>) -> Explanation {
+        Explanation::with(Lines::Many(lines))
+    }
+
+    /// An explanation of one line.
+    pub(super) fn line(line: Line) -> Explanation {
+        Explanation::with(match line {
+            Line::Text(text) => Lines::Text(text),
+            Line::Shared(text) => Lines::Shared(text),
+            Line::Answered { mode, answer } => Lines::Answered { mode, answer },
+            line => Lines::Many(vec![line]),
+        })
+    }
+
+    /// An explanation of one line of text.
+    pub(crate) fn text(line: impl Into<Cow<'static, str>>) -> Explanation {
+        Explanation::with(Lines::Text(line.into()))
+    }
+
+    /// A built-in mode's search of its single region `scan` with `rule`: the region, then the
+    /// `accepted` value or, when None, the target bounded by the cap.
+    pub(super) fn search(
+        inputs: Inputs,
+        scan: Scan,
+        rule: Rule,
+        accepted: Option<u64>,
+    ) -> Explanation {
+        match Search::of(&inputs, scan, rule, accepted) {
+            Some(search) => Explanation::with(Lines::Search(search)),
+            None => {
+                let region = Line::SingleRegion { inputs, scan, rule };
+                let end = match accepted {
+                    Some(p) => Line::Accepted { inputs, rule, p },
+                    None => Line::KeptCapped { inputs },
+                };
+                Explanation::of(vec![region, end])
+            }
+        }
+    }
+
+    fn with(lines: Lines) -> Explanation {
         Explanation {
             lines,
             text: OnceLock::new(),
         }
     }
 
-    /// An explanation of one line of text.
-    pub(crate) fn text(line: impl Into<Cow<'static, str>>) -> Explanation {
-        Explanation::of(vec![Line::Text(line.into())])
+    /// The lines, in order.
+    fn each(&self) -> Vec<Line> {
+        match &self.lines {
+            Lines::Empty => Vec::new(),
+            Lines::Text(text) => vec![Line::Text(text.clone())],
+            Lines::Shared(text) => vec![Line::Shared(Arc::clone(text))],
+            Lines::Answered { mode, answer } => vec![Line::Answered {
+                mode: Arc::clone(mode),
+                answer: *answer,
+            }],
+            Lines::Search(search) => search.lines().collect(),
+            Lines::Many(lines) => lines.clone(),
+        }
     }
 
     /// Puts `line` first.
     pub(super) fn insert_first(&mut self, line: Line) {
-        self.lines.insert(0, line);
         self.text = OnceLock::new();
+        if let (
+            Lines::Search(search),
+            Line::Inputs {
+                inputs,
+                source_partitions,
+            },
+        ) = (&mut self.lines, &line)
+        {
+            // A search's own starting point is kept in place.
+            if search.source_partitions.is_none() && *inputs == search.inputs() {
+                search.source_partitions = Some(*source_partitions);
+                return;
+            }
+        }
+        if let Lines::Many(lines) = &mut self.lines {
+            lines.insert(0, line);
+            return;
+        }
+        if let Lines::Empty = self.lines {
+            *self = Explanation::line(line);
+            return;
+        }
+        let mut lines = Vec::with_capacity(4);
+        lines.push(line);
+        lines.extend(self.each());
+        self.lines = Lines::Many(lines);
     }
 
     /// The lines, rendered on first read.
     pub(crate) fn lines(&self) -> &[String] {
-        self.text
-            .get_or_init(|| self.lines.iter().map(Line::render).collect())
+        self.text.get_or_init(|| match &self.lines {
+            Lines::Empty => Vec::new(),
+            Lines::Text(text) => vec![text.to_string()],
+            Lines::Shared(text) => vec![text.to_string()],
+            Lines::Search(search) => search.lines().map(|line| line.render()).collect(),
+            Lines::Many(lines) => lines.iter().map(Line::render).collect(),
+            Lines::Answered { .. } => self.each().iter().map(Line::render).collect(),
+        })
     }
 }
 
@@ -245,6 +439,54 @@ mod tests {
         );
         assert_eq!(format!("{lazy:?}"), format!("{expected:?}"));
         assert_eq!((&lazy).into_iter().count(), 4);
+    }
+
+    #[test]
+    fn a_search_renders_as_its_lines() {
+        let scan = Scan::up(24, 128);
+        for accepted in [Some(26), Some(32), None] {
+            let end = match accepted {
+                Some(p) => Line::Accepted {
+                    inputs: inputs(),
+                    rule: Rule::LoadReducing,
+                    p,
+                },
+                None => Line::KeptCapped { inputs: inputs() },
+            };
+            let lines = vec![
+                Line::SingleRegion {
+                    inputs: inputs(),
+                    scan,
+                    rule: Rule::LoadReducing,
+                },
+                end,
+            ];
+            let start = Line::Inputs {
+                inputs: inputs(),
+                source_partitions: 0,
+            };
+            let mut listed = Explanation::of(lines);
+            let mut search = Explanation::search(inputs(), scan, Rule::LoadReducing, accepted);
+            assert_eq!(search.lines(), listed.lines());
+            listed.insert_first(start.clone());
+            search.insert_first(start);
+            assert_eq!(search.lines(), listed.lines());
+            assert_eq!(search.len(), 3);
+            // Any other first line keeps the search's lines after it.
+            listed.insert_first(Line::Text("first".into()));
+            search.insert_first(Line::Text("first".into()));
+            assert_eq!(search.lines(), listed.lines());
+            assert_eq!(search.len(), 4);
+        }
+    }
+
+    #[test]
+    fn one_line_and_no_line() {
+        assert!(Explanation::default().is_empty());
+        let mut e = Explanation::default();
+        e.insert_first(Line::Text("only".into()));
+        assert_eq!(e.lines(), ["only".to_string()]);
+        assert_eq!(Explanation::text("only"), e);
     }
 
     #[test]

@@ -22,6 +22,9 @@ use crate::events::{Event, EventReason, Severity};
 pub struct JobAlignment {
     job: String,
     resolved: Resolved,
+    /// The id of the selected mode ([`Selection::id`]), formatted once: every aligned vertex's
+    /// outcome names it, and they share it instead of each copying it.
+    mode_id: Arc<str>,
     /// "mode `name` (id from origin) answered ", the start of a custom mode's explanation,
     /// formatted on first use instead of for every vertex.
     answered: OnceLock<Arc<str>>,
@@ -37,12 +40,17 @@ impl JobAlignment {
         config: &impl ConfigLookup,
         catalog: &dyn ModeCatalog,
     ) -> Result<JobAlignment, Vec<KeyError>> {
-        resolve(config, catalog).map(|resolved| JobAlignment {
-            job: job.to_string(),
+        resolve(config, catalog).map(|resolved| JobAlignment::new(job.to_string(), resolved))
+    }
+
+    fn new(job: String, resolved: Resolved) -> JobAlignment {
+        JobAlignment {
+            job,
+            mode_id: resolved.selection.id().into(),
             resolved,
             answered: OnceLock::new(),
             declined: OnceLock::new(),
-        })
+        }
     }
 
     /// Resolves a job's mode at run time: a mode that cannot be resolved (a plugin that went
@@ -65,15 +73,13 @@ impl JobAlignment {
                     ),
                 )
                 .job(job);
-                let alignment = JobAlignment {
-                    job: job.to_string(),
-                    resolved: Resolved {
+                let alignment = JobAlignment::new(
+                    job.to_string(),
+                    Resolved {
                         selection: Selection::BuiltIn(BuiltIn::Balanced),
                         params: mode_params(config, "BALANCED"),
                     },
-                    answered: OnceLock::new(),
-                    declined: OnceLock::new(),
-                };
+                );
                 (alignment, vec![event])
             }
         }
@@ -81,7 +87,7 @@ impl JobAlignment {
 
     /// The id of the selected mode.
     pub(crate) fn mode_id(&self) -> String {
-        self.resolved.selection.id()
+        self.mode_id.to_string()
     }
 
     /// True when `other` decides with the same implementation: the same mode and, for a custom
@@ -92,14 +98,14 @@ impl JobAlignment {
             (Selection::Custom { mode: a, .. }, Selection::Custom { mode: b, .. }) => {
                 a.id == b.id && std::ptr::addr_eq(Arc::as_ptr(&a.mode), Arc::as_ptr(&b.mode))
             }
-            (a, b) => a.id() == b.id(),
+            _ => self.mode_id == other.mode_id,
         }
     }
 
     fn outcome(&self, decision: Decision, applicable: bool) -> AlignOutcome {
         AlignOutcome {
             parallelism: narrow(decision.parallelism),
-            mode: self.mode_id(),
+            mode: Arc::clone(&self.mode_id),
             applicable,
             events: decision.events,
             explanation: decision.explanation,
@@ -134,15 +140,13 @@ impl JobAlignment {
         name: &str,
         why: String,
     ) -> AlignOutcome {
-        let balanced = JobAlignment {
-            job: self.job.clone(),
-            resolved: Resolved {
+        let balanced = JobAlignment::new(
+            self.job.clone(),
+            Resolved {
                 selection: Selection::BuiltIn(BuiltIn::Balanced),
                 params: self.resolved.params.clone(),
             },
-            answered: OnceLock::new(),
-            declined: OnceLock::new(),
-        };
+        );
         let mut outcome = balanced.decide(ctx);
         let event = Event::new(
             EventReason::ModeFallback,
@@ -218,7 +222,7 @@ impl JobAlignment {
         let t = u64::from(ctx.target_parallelism());
         let keep_target = |event: Event, applicable: bool, why: String| AlignOutcome {
             parallelism: ctx.target_parallelism(),
-            mode: mode.id.clone(),
+            mode: Arc::clone(&self.mode_id),
             applicable,
             events: vec![event],
             explanation: Explanation::text(why),
@@ -229,7 +233,7 @@ impl JobAlignment {
                 return self.outcome(
                     Decision::quiet(
                         t,
-                        Explanation::of(vec![Line::Shared(Arc::clone(
+                        Explanation::line(Line::Shared(Arc::clone(
                             self.declined.get_or_init(|| {
                                 format!(
                                     "mode `{name}` ({}) does not apply to this vertex: keeping the target",
@@ -237,7 +241,7 @@ impl JobAlignment {
                                 )
                                 .into()
                             }),
-                        ))]),
+                        ))),
                     ),
                     false,
                 );
@@ -271,12 +275,12 @@ impl JobAlignment {
         self.outcome(
             Decision::quiet(
                 u64::from(answer),
-                Explanation::of(vec![Line::Answered {
+                Explanation::line(Line::Answered {
                     mode: Arc::clone(self.answered.get_or_init(|| {
                         format!("mode `{name}` ({} from {}) answered ", mode.id, mode.origin).into()
                     })),
                     answer,
-                }]),
+                }),
             ),
             true,
         )

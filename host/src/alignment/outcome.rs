@@ -1,6 +1,8 @@
 //! What one alignment decision produced, and the seam the scaling pipeline calls.
 
-use serde::Serialize;
+use std::sync::Arc;
+
+use serde::{Serialize, Serializer};
 
 use super::explanation::Explanation;
 use super::request::AlignmentRequest;
@@ -11,8 +13,10 @@ use crate::events::Event;
 pub struct AlignOutcome {
     /// The parallelism to apply.
     pub parallelism: u32,
-    /// The id of the mode that decided (e.g. `BALANCED`, `legacy:EVENLY_SPREAD`, a plugin id).
-    pub(crate) mode: String,
+    /// The id of the mode that decided (e.g. `BALANCED`, `legacy:EVENLY_SPREAD`, a plugin id),
+    /// shared by the outcomes of a job's vertices.
+    #[serde(serialize_with = "serialize_str")]
+    pub(crate) mode: Arc<str>,
     /// Whether the mode acted on the vertex (false: the target was kept as is).
     pub(crate) applicable: bool,
     /// Events the decision produced (SCALING_LIMITED, PluginFault, ModeFallback, ...).
@@ -20,6 +24,11 @@ pub struct AlignOutcome {
     /// Why, step by step, for people (region scanned, rule that accepted, cap, fallback).
     /// Rendered when read.
     pub(crate) explanation: Explanation,
+}
+
+/// A shared string, serialized as a `String` is.
+fn serialize_str<S: Serializer>(text: &Arc<str>, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str(text)
 }
 
 /// Aligns computed targets for one job: what the scaling pipeline calls for its vertices.

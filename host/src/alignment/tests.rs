@@ -126,7 +126,7 @@ fn legacy_found_value_emits_nothing() {
     let out = legacy("MAXIMIZE_UTILISATION").decide(&keyed(16, 24, 128));
     assert_eq!(out.parallelism, 26);
     assert!(out.events.is_empty());
-    assert_eq!(out.mode, "legacy:MAXIMIZE_UTILISATION");
+    assert_eq!(&*out.mode, "legacy:MAXIMIZE_UTILISATION");
     let out = legacy("evenly_spread").decide(&keyed(16, 24, 128));
     assert_eq!(out.parallelism, 32);
 }
@@ -436,7 +436,7 @@ fn custom_mode_by_class_gets_prefix_stripped_parameters() {
     let got: Vec<(&str, &str)> = seen.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     assert_eq!(got, vec![("class", "fixed-20"), ("rule", "DIVISOR")]);
     assert_eq!(out.parallelism, 20);
-    assert_eq!(out.mode, "fixed-20");
+    assert_eq!(&*out.mode, "fixed-20");
 }
 
 #[test]
@@ -931,13 +931,13 @@ fn an_unavailable_custom_mode_aligns_with_balanced_and_says_so() {
     let j = JobAlignment::resolve("job", &cfg, &catalog).expect("resolves");
     let c = keyed(16, 24, 128);
     let up = j.decide(&c);
-    assert_eq!((up.parallelism, up.mode.as_str()), (20, "q"));
+    assert_eq!((up.parallelism, &*up.mode), (20, "q"));
     assert!(up.events.is_empty());
 
     mode.down.store(true, std::sync::atomic::Ordering::Relaxed);
     let down = j.decide(&c);
     assert_eq!(down.parallelism, mode_balanced_26());
-    assert_eq!(down.mode, "BALANCED");
+    assert_eq!(&*down.mode, "BALANCED");
     assert_eq!(down.events.len(), 1, "{:?}", down.events);
     assert_eq!(down.events[0].reason, EventReason::ModeFallback);
     assert_eq!(down.events[0].job.as_deref(), Some("job"));

@@ -503,7 +503,7 @@ fn answer(
         current: checked.current,
         target: checked.target,
         parallelism: outcome.parallelism,
-        mode: outcome.mode,
+        mode: outcome.mode.to_string(),
         applicable: outcome.applicable,
         events: outcome.events,
         explanation: outcome.explanation.to_vec(),

@@ -181,7 +181,7 @@ fn a_reconfigured_job_keeps_what_it_learned_and_decides_with_the_new_mode() {
         now += runner.step_ms();
     }
     assert!(!modes.is_empty(), "it decided again");
-    assert!(modes.iter().all(|m| m == "EVENLY_SPREAD"), "{modes:?}");
+    assert!(modes.iter().all(|m| &**m == "EVENLY_SPREAD"), "{modes:?}");
 }
 
 /// A keyed job whose operator (8 × 300 records/s) cannot keep up with 5,000 records/s, with

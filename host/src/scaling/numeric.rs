@@ -108,9 +108,25 @@ pub(crate) fn push_java_format_fixed(out: &mut String, x: f64, scale: usize) {
 /// without formatting the value's shortest representation first.
 fn push_scaled_integer(out: &mut String, k: f64, scale: usize) {
     // Integral and below 2^52, so the conversion is exact.
-    let mut k = k as u64;
-    // 2^52 has 16 digits; one more place for the point.
+    push_fixed_point(out, k as u64, scale);
+}
+
+/// Appends `n` in decimal, as `Display` writes it, without the formatting machinery (the
+/// scaling report writes two of these per vertex).
+pub(crate) fn push_u32(out: &mut String, n: u32) {
+    push_fixed_point(out, u64::from(n), 0);
+}
+
+/// Appends the decimal `k / 10^scale` with exactly `scale` fraction digits.
+fn push_fixed_point(out: &mut String, mut k: u64, scale: usize) {
+    // u64::MAX has 20 digits; one more place for the point, and a leading "0." needs at
+    // most `scale + 2` places.
     let mut digits = [0u8; 24];
+    if scale + 2 > digits.len() {
+        // Never asked for: the report and the reasons use 2 or 3 decimals.
+        let _ = write!(out, "{}", k);
+        return;
+    }
     let mut at = digits.len();
     let mut written = 0;
     while k > 0 || written <= scale {
@@ -437,6 +453,15 @@ fn rounded_digits(plain: &str, scale: usize, up: fn(&[u8]) -> bool) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn integers_are_pushed_as_display_writes_them() {
+        for n in [0, 1, 9, 10, 99, 100, 4096, 65_535, 1_000_000, u32::MAX] {
+            let mut out = String::from("x");
+            push_u32(&mut out, n);
+            assert_eq!(out, format!("x{n}"));
+        }
+    }
 
     #[test]
     fn round_half_up_is_java_math_round() {

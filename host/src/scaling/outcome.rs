@@ -61,8 +61,9 @@ pub struct VertexDecision {
     /// The change the vertex asked for after ineffective-scaling and delayed-scale-down rules
     /// (None: keep the current parallelism). Applied only if some changed vertex is outside its band.
     pub proposed: Option<u32>,
-    /// The alignment mode that decided, when alignment ran.
-    pub mode: Option<String>,
+    /// The alignment mode that decided, when alignment ran (shared with the job's alignment).
+    #[serde(serialize_with = "serialize_opt_str")]
+    pub mode: Option<Arc<str>>,
     /// Outside its utilization band.
     pub outside_band: bool,
     /// Not scaled: `vertex.exclude.ids`, finished, or no finite busy time.
@@ -123,6 +124,17 @@ pub struct CycleOutcome {
 /// A shared string, serialized as a `String` is.
 fn serialize_str<S: Serializer>(text: &Arc<str>, serializer: S) -> Result<S::Ok, S::Error> {
     serializer.serialize_str(text)
+}
+
+/// An optional shared string, serialized as an `Option<String>` is.
+fn serialize_opt_str<S: Serializer>(
+    text: &Option<Arc<str>>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    match text {
+        Some(text) => serializer.serialize_some(&**text),
+        None => serializer.serialize_none(),
+    }
 }
 
 impl CycleOutcome {

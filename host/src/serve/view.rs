@@ -367,7 +367,7 @@ fn decision_of(report: &CycleReport) -> Option<DecisionView> {
                 current: v.current,
                 target: v.target,
                 aligned: v.aligned,
-                mode: v.mode.clone(),
+                mode: v.mode.as_deref().map(str::to_string),
                 reason: v.reason.to_string(),
                 explanation: v.explanation.to_vec(),
             })

@@ -5,6 +5,8 @@
 //! custom scaling executors. A decided operation is handed to the job's cooldown executor as
 //! [`crate::scaling::CycleOutcome::decision`].
 
+use std::borrow::Borrow;
+use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -78,7 +80,9 @@ pub(crate) fn decide_operation(
     outcome
         .events
         .push(scaling_report(ctx.job, REPORT_HEADER_ENABLED, &summaries));
-    apply(ctx.now_ms, topology, evaluation, summaries, state, outcome);
+    apply(
+        ctx.now_ms, topology, evaluation, &changes, summaries, state, outcome,
+    );
     CycleStage::Scaled
 }
 
@@ -107,6 +111,7 @@ fn decide_vertices<'t>(
         delayed_scale_down,
         ..
     } = state;
+    let histories = histories_by_index(topology, &scaling_history.vertices);
     let mut prepared = Vec::with_capacity(topology.vertices.len());
     let mut requests = Vec::with_capacity(topology.vertices.len());
     for (index, vertex) in topology.vertices.iter().enumerate() {
@@ -114,7 +119,7 @@ fn decide_vertices<'t>(
             continue;
         };
         let pending = (!excluded(ctx, vertex, cycle_excluded)).then(|| {
-            let history = scaling_history.of(&vertex.id);
+            let history = histories.get(index).copied().flatten();
             let pending = prepare_scale_target(ctx, vertex, metrics, history, &mut requests);
             (pending, history)
         });
@@ -159,6 +164,42 @@ fn decide_vertices<'t>(
     (changes, any_outside)
 }
 
+/// Each vertex's scaling history (the entry of its id), by the graph's index. The history is
+/// kept in id order and the graph knows its vertices in id order, so one walk along both finds
+/// them all; searching the history for each vertex compared ids several times per vertex, every
+/// cycle.
+fn histories_by_index<'h, K: Borrow<str>>(
+    topology: &Topology,
+    history: &'h BTreeMap<K, BTreeMap<i64, ScalingSummary>>,
+) -> Vec<Option<&'h BTreeMap<i64, ScalingSummary>>> {
+    let mut found = vec![None; topology.vertices.len()];
+    let mut entries = history.iter().peekable();
+    for &index in topology.index.in_id_order() {
+        let Some(vertex) = topology.vertices.get(index) else {
+            continue;
+        };
+        while let Some(&(id, summaries)) = entries.peek() {
+            match id.borrow().cmp(&*vertex.id) {
+                Ordering::Less => {
+                    entries.next();
+                }
+                Ordering::Equal => {
+                    if let Some(slot) = found.get_mut(index) {
+                        *slot = Some(summaries);
+                    }
+                    entries.next();
+                    break;
+                }
+                Ordering::Greater => break,
+            }
+        }
+        if entries.peek().is_none() {
+            break;
+        }
+    }
+    found
+}
+
 /// Whether the vertex keeps its parallelism whatever its metrics say (`vertex.exclude.ids`,
 /// finished, no finite busy time in this cycle).
 fn excluded(
@@ -196,19 +237,30 @@ fn apply(
     now_ms: i64,
     topology: &Topology,
     evaluation: &Evaluation,
+    changes: &[Change<'_>],
     summaries: BTreeMap<Arc<str>, ScalingSummary>,
     state: &mut JobScalingState,
     outcome: &mut CycleOutcome,
 ) {
     state.scaling_history.add(now_ms, &summaries);
     state.scaling_tracking.add(now_ms);
+    // Every change has its summary (its vertex was evaluated): the new parallelism by the
+    // graph's index, without searching the summaries by id for every vertex.
+    let mut new_by_index = vec![None; topology.vertices.len()];
+    for &(index, _, new) in changes {
+        if let Some(slot) = new_by_index.get_mut(index) {
+            *slot = Some(new);
+        }
+    }
     // In id order, as the map keeps them.
     let decided = topology.index.in_id_order().iter().filter_map(|&i| {
         let v = topology.vertices.get(i)?;
         evaluation.vertices.values.get(i)?;
-        let p = summaries
-            .get(&*v.id)
-            .map_or(v.parallelism, |s| s.new_parallelism);
+        let p = new_by_index
+            .get(i)
+            .copied()
+            .flatten()
+            .unwrap_or(v.parallelism);
         Some((&*v.id, p))
     });
     overwrite_overrides(&mut state.parallelism_overrides, decided);
@@ -241,6 +293,66 @@ fn overwrite_overrides<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scaling::metrics::VertexEvaluation;
+    use crate::scaling::topology::VertexIds;
+
+    fn topology(ids: &[&str]) -> Topology {
+        let ids: Vec<Arc<str>> = ids.iter().map(|&id| Arc::from(id)).collect();
+        let vertices = ids
+            .iter()
+            .map(|id| VertexInfo {
+                id: Arc::clone(id),
+                name: Arc::clone(id),
+                parallelism: 1,
+                max_parallelism: 128,
+                source_partitions: 0,
+                finished: false,
+                inputs: vec![],
+                input_strategies: Arc::from([]),
+                outputs: vec![],
+            })
+            .collect();
+        Topology {
+            vertices,
+            index: Arc::new(VertexIds::new(ids)),
+        }
+    }
+
+    #[test]
+    fn histories_by_index_are_those_of_the_ids() {
+        let graph = topology(&["m", "b", "zz", "a", "ba", "c"]);
+        let summary = |p: u32| {
+            BTreeMap::from([(
+                7,
+                ScalingSummary {
+                    current_parallelism: p,
+                    new_parallelism: p + 1,
+                    metrics: VertexEvaluation::new(),
+                },
+            )])
+        };
+        // Histories of some graph vertices, and of ids the graph does not have (before, between
+        // and after its ids).
+        for kept in [
+            vec![],
+            vec!["a"],
+            vec!["zz"],
+            vec!["0", "b", "bb", "m", "zzz"],
+            vec!["a", "b", "ba", "c", "m", "zz"],
+            vec!["x", "y"],
+        ] {
+            let history: BTreeMap<String, _> = kept
+                .iter()
+                .enumerate()
+                .map(|(p, id)| (id.to_string(), summary(p as u32)))
+                .collect();
+            let found = histories_by_index(&graph, &history);
+            assert_eq!(found.len(), graph.vertices.len());
+            for (vertex, found) in graph.vertices.iter().zip(found) {
+                assert_eq!(found, history.get(&*vertex.id), "{kept:?} {}", vertex.id);
+            }
+        }
+    }
 
     fn map(entries: &[(&str, u32)]) -> BTreeMap<String, u32> {
         entries.iter().map(|&(id, p)| (id.to_string(), p)).collect()

@@ -57,11 +57,6 @@ impl ScalingHistory {
         before != self.vertices.len()
     }
 
-    /// The history of one vertex, oldest first.
-    pub(crate) fn of(&self, vertex: &str) -> Option<&BTreeMap<i64, ScalingSummary>> {
-        self.vertices.get(vertex)
-    }
-
     /// Records the summaries of one executed operation (by vertex id). A vertex scaled before
     /// keeps its entry: its id is copied only the first time.
     pub(crate) fn add<K: Borrow<str>>(

@@ -558,7 +558,7 @@ mod tests {
         change: ParallelismChange,
         target: Option<u32>,
         aligned: Option<u32>,
-        mode: Option<String>,
+        mode: Option<Arc<str>>,
         outside: bool,
         reason: Reason,
         explanation: Explanation,
