@@ -14,8 +14,82 @@
 //! static ALLOCATOR: flowscale::allocator::HostAllocator = flowscale::allocator::HOST_ALLOCATOR;
 //! ```
 
-/// The allocator type the binary installs as its global allocator.
-pub type HostAllocator = mimalloc::MiMalloc;
+//!
+//! The blocks go through mimalloc's plain entry points whenever its natural alignment suffices
+//! (see [`HostAllocator`]): `mimalloc::MiMalloc` asks for every block by its alignment, and
+//! mimalloc serves a block above 1 KiB whose size is not a power of two (a job's metric sample,
+//! its evaluated vertices, a history node) by over-allocating and aligning inside it, a slow
+//! path that also marks its page as holding interior pointers.
+
+use std::alloc::{GlobalAlloc, Layout};
+use std::ffi::c_void;
+
+use libmimalloc_sys::{mi_free, mi_malloc, mi_malloc_aligned, mi_realloc, mi_realloc_aligned};
+use libmimalloc_sys::{mi_zalloc, mi_zalloc_aligned};
+
+/// The alignment of every block `mi_malloc` returns of at least this size (`MI_MAX_ALIGN_SIZE`);
+/// smaller blocks are aligned to their size rounded up to a word.
+const NATURAL_ALIGN: usize = 16;
+
+/// mimalloc, asked for blocks through its plain entry points when their alignment is one
+/// mimalloc gives every block of their size, and through the aligned ones otherwise.
+pub struct HostAllocator;
+
+/// True when `mi_malloc` of `layout.size()` bytes is aligned for `layout` (as the system
+/// allocator decides between `malloc` and `posix_memalign`).
+#[inline]
+fn natural(layout: &Layout) -> bool {
+    layout.align() <= NATURAL_ALIGN && layout.align() <= layout.size()
+}
+
+// SAFETY: every block comes from mimalloc with at least the layout's size and alignment, and
+// goes back to it through `mi_free`/`mi_realloc*`, which accept blocks of any of its entry
+// points.
+unsafe impl GlobalAlloc for HostAllocator {
+    #[inline]
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: plain C allocation calls; a null result is passed on as failure.
+        unsafe {
+            if natural(&layout) {
+                mi_malloc(layout.size()).cast()
+            } else {
+                mi_malloc_aligned(layout.size(), layout.align()).cast()
+            }
+        }
+    }
+
+    #[inline]
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: as `alloc`.
+        unsafe {
+            if natural(&layout) {
+                mi_zalloc(layout.size()).cast()
+            } else {
+                mi_zalloc_aligned(layout.size(), layout.align()).cast()
+            }
+        }
+    }
+
+    #[inline]
+    unsafe fn dealloc(&self, ptr: *mut u8, _layout: Layout) {
+        // SAFETY: `ptr` was returned by this allocator (the caller's contract).
+        unsafe { mi_free(ptr.cast::<c_void>()) }
+    }
+
+    #[inline]
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: `ptr` was returned by this allocator for `layout` (the caller's contract);
+        // the new block keeps the alignment, naturally or asked for.
+        unsafe {
+            let new_layout = Layout::from_size_align_unchecked(new_size, layout.align());
+            if natural(&new_layout) {
+                mi_realloc(ptr.cast::<c_void>(), new_size).cast()
+            } else {
+                mi_realloc_aligned(ptr.cast::<c_void>(), new_size, layout.align()).cast()
+            }
+        }
+    }
+}
 
 /// The allocator value to install (`#[global_allocator]` needs a `static` of a concrete value).
-pub const HOST_ALLOCATOR: HostAllocator = mimalloc::MiMalloc;
+pub const HOST_ALLOCATOR: HostAllocator = HostAllocator;

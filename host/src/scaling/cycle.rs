@@ -101,8 +101,7 @@ impl Cycle<'_> {
             now_ms,
             aligner,
         } = *self;
-        state.scaling_history.trim(now_ms, opts);
-        state.scaling_history.retain_vertices(topology);
+        state.scaling_history.trim_to(now_ms, opts, topology);
 
         let collection = match collect(
             &mut state.metric_history,

@@ -7,6 +7,13 @@
 //! per place keep a vertex's collected sample at half the size: the window holds several
 //! samples of every vertex of every job. Iteration follows the metrics' order, as
 //! a `BTreeMap<ScalingMetric, _>` does, and it (de)serializes as the same JSON map.
+//!
+//! A map has places for the first `N` metrics only: a collected sample holds collected
+//! metrics, which come first in the metrics' order, and an evaluated vertex the metrics up to
+//! the expected processing rate. The window keeps several samples of every vertex of every
+//! job, and the scaling history an evaluation per scaled vertex: places for metrics a map never
+//! holds would make them three (samples) and one and a third (evaluations) times as large, and
+//! the cycle reads them all from memory the caches do not hold at 10,000 jobs.
 
 use std::fmt;
 use std::marker::PhantomData;
@@ -17,14 +24,23 @@ use serde::ser::{Serialize, Serializer};
 
 use super::names::{EvaluatedScalingMetric, METRIC_COUNT, ScalingMetric};
 
-/// Scaling metrics to values, in the metrics' order.
+/// Scaling metrics to values, in the metrics' order, with places for the first `N` metrics.
 #[derive(Clone)]
-pub struct MetricMap<V> {
-    /// Bit `m` is set when metric `m` is present.
+pub struct MetricMap<V, const N: usize = METRIC_COUNT> {
+    /// Bit `m` is set when metric `m` is present (then `m < N`).
     present: u32,
     /// The value of metric `m` at place `m`; a filler where absent.
-    values: [V; METRIC_COUNT],
+    values: [V; N],
 }
+
+/// The places of a collected sample: the metrics up to the observed true processing rate.
+pub(crate) const COLLECTED_COUNT: usize = ScalingMetric::ObservedTpr as usize + 1;
+
+/// The places of an evaluated vertex: the metrics up to the expected processing rate.
+pub(crate) const EVALUATED_COUNT: usize = ScalingMetric::ExpectedProcessingRate as usize + 1;
+
+/// The collected metrics of one vertex in one sample.
+pub(crate) type SampleMetrics = MetricMap<f64, COLLECTED_COUNT>;
 
 // Every metric has its bit.
 const _: () = assert!(METRIC_COUNT <= u32::BITS as usize);
@@ -34,27 +50,43 @@ fn bit(metric: ScalingMetric) -> u32 {
     1 << metric as u32
 }
 
-impl<V: Copy + Default> MetricMap<V> {
+impl<V: Copy + Default, const N: usize> MetricMap<V, N> {
     /// An empty map.
-    pub(crate) fn new() -> MetricMap<V> {
+    pub(crate) fn new() -> MetricMap<V, N> {
         MetricMap {
             present: 0,
-            values: [V::default(); METRIC_COUNT],
+            values: [V::default(); N],
         }
     }
 }
 
-impl<V: Copy> MetricMap<V> {
+impl<V: Copy, const N: usize> MetricMap<V, N> {
     /// The value of `metric`, if present.
+    #[inline]
     pub(crate) fn get(&self, metric: &ScalingMetric) -> Option<&V> {
-        (self.present & bit(*metric) != 0).then(|| &self.values[*metric as usize])
+        if self.present & bit(*metric) == 0 {
+            return None;
+        }
+        self.values.get(*metric as usize)
     }
 
-    /// Sets `metric` to `value`; returns the value it had.
+    /// Sets `metric` to `value`; returns the value it had. A metric without a place in this
+    /// map is a bug of the caller: the maps are sized for what the pipeline writes into them.
+    #[inline]
     pub(crate) fn insert(&mut self, metric: ScalingMetric, value: V) -> Option<V> {
+        debug_assert!((metric as usize) < N, "{metric} has no place in this map");
+        self.put(metric, value)
+    }
+
+    /// Sets `metric` to `value` when it has a place in this map (else drops it); returns the
+    /// value it had.
+    #[inline]
+    fn put(&mut self, metric: ScalingMetric, value: V) -> Option<V> {
         let old = self.get(&metric).copied();
-        self.values[metric as usize] = value;
-        self.present |= bit(metric);
+        if let Some(place) = self.values.get_mut(metric as usize) {
+            *place = value;
+            self.present |= bit(metric);
+        }
         old
     }
 
@@ -80,33 +112,33 @@ impl<V: Copy> MetricMap<V> {
     /// The present metrics with their values, in the metrics' order.
     pub(crate) fn iter(&self) -> Iter<'_, V> {
         Iter {
-            values: &self.values,
+            values: &self.values[..],
             left: self.present,
         }
     }
 }
 
-impl<V: Copy + Default> Default for MetricMap<V> {
-    fn default() -> MetricMap<V> {
+impl<V: Copy + Default, const N: usize> Default for MetricMap<V, N> {
+    fn default() -> MetricMap<V, N> {
         MetricMap::new()
     }
 }
 
-impl<V: Copy + PartialEq> PartialEq for MetricMap<V> {
+impl<V: Copy + PartialEq, const N: usize> PartialEq for MetricMap<V, N> {
     /// Equal when the same metrics are present with equal values (as for a `BTreeMap`, a NaN
     /// value is not equal to itself).
-    fn eq(&self, other: &MetricMap<V>) -> bool {
+    fn eq(&self, other: &MetricMap<V, N>) -> bool {
         self.present == other.present && self.iter().zip(other.iter()).all(|(a, b)| a.1 == b.1)
     }
 }
 
-impl<V: Copy + fmt::Debug> fmt::Debug for MetricMap<V> {
+impl<V: Copy + fmt::Debug, const N: usize> fmt::Debug for MetricMap<V, N> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_map().entries(self.iter()).finish()
     }
 }
 
-impl<V: Copy> Index<&ScalingMetric> for MetricMap<V> {
+impl<V: Copy, const N: usize> Index<&ScalingMetric> for MetricMap<V, N> {
     type Output = V;
 
     /// The value of a metric that must be present.
@@ -121,15 +153,15 @@ impl<V: Copy> Index<&ScalingMetric> for MetricMap<V> {
     }
 }
 
-impl<V: Copy + Default> FromIterator<(ScalingMetric, V)> for MetricMap<V> {
-    fn from_iter<I: IntoIterator<Item = (ScalingMetric, V)>>(entries: I) -> MetricMap<V> {
+impl<V: Copy + Default, const N: usize> FromIterator<(ScalingMetric, V)> for MetricMap<V, N> {
+    fn from_iter<I: IntoIterator<Item = (ScalingMetric, V)>>(entries: I) -> MetricMap<V, N> {
         let mut map = MetricMap::new();
         map.extend(entries);
         map
     }
 }
 
-impl<V: Copy> Extend<(ScalingMetric, V)> for MetricMap<V> {
+impl<V: Copy, const N: usize> Extend<(ScalingMetric, V)> for MetricMap<V, N> {
     fn extend<I: IntoIterator<Item = (ScalingMetric, V)>>(&mut self, entries: I) {
         for (metric, value) in entries {
             self.insert(metric, value);
@@ -139,7 +171,7 @@ impl<V: Copy> Extend<(ScalingMetric, V)> for MetricMap<V> {
 
 /// The present metrics of a [`MetricMap`] with their values, in the metrics' order.
 pub struct Iter<'a, V> {
-    values: &'a [V; METRIC_COUNT],
+    values: &'a [V],
     /// The bits of the present metrics not listed yet.
     left: u32,
 }
@@ -168,7 +200,7 @@ impl<V> DoubleEndedIterator for Iter<'_, V> {
     }
 }
 
-impl<'a, V: Copy> IntoIterator for &'a MetricMap<V> {
+impl<'a, V: Copy, const N: usize> IntoIterator for &'a MetricMap<V, N> {
     type Item = (&'static ScalingMetric, &'a V);
     type IntoIter = Iter<'a, V>;
 
@@ -177,25 +209,32 @@ impl<'a, V: Copy> IntoIterator for &'a MetricMap<V> {
     }
 }
 
-impl<V: Copy + Serialize> Serialize for MetricMap<V> {
+impl<V: Copy + Serialize, const N: usize> Serialize for MetricMap<V, N> {
     /// As a map from the metric's name to its value, like a `BTreeMap<ScalingMetric, V>`.
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.collect_map(self.iter())
     }
 }
 
-impl<'de, V: Copy + Default + Deserialize<'de>> Deserialize<'de> for MetricMap<V> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<MetricMap<V>, D::Error> {
-        struct MapVisitor<V>(PhantomData<V>);
-        impl<'de, V: Copy + Default + Deserialize<'de>> Visitor<'de> for MapVisitor<V> {
-            type Value = MetricMap<V>;
+impl<'de, V: Copy + Default + Deserialize<'de>, const N: usize> Deserialize<'de>
+    for MetricMap<V, N>
+{
+    /// From a map of metric names to values; a metric without a place in this map (which the
+    /// pipeline never writes into it) is dropped.
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<MetricMap<V, N>, D::Error> {
+        struct MapVisitor<V, const N: usize>(PhantomData<V>);
+        impl<'de, V: Copy + Default + Deserialize<'de>, const N: usize> Visitor<'de> for MapVisitor<V, N> {
+            type Value = MetricMap<V, N>;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("a map from scaling metric to value")
             }
-            fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<MetricMap<V>, A::Error> {
+            fn visit_map<A: MapAccess<'de>>(
+                self,
+                mut access: A,
+            ) -> Result<MetricMap<V, N>, A::Error> {
                 let mut map = MetricMap::new();
                 while let Some((metric, value)) = access.next_entry::<ScalingMetric, V>()? {
-                    map.insert(metric, value);
+                    map.put(metric, value);
                 }
                 Ok(map)
             }
@@ -205,7 +244,7 @@ impl<'de, V: Copy + Default + Deserialize<'de>> Deserialize<'de> for MetricMap<V
 }
 
 /// Evaluated metrics of one vertex, by metric.
-pub(crate) type VertexEvaluation = MetricMap<EvaluatedScalingMetric>;
+pub(crate) type VertexEvaluation = MetricMap<EvaluatedScalingMetric, EVALUATED_COUNT>;
 
 /// A vertex's evaluated metric, with NaN halves when the evaluation did not produce it.
 pub(crate) fn evaluated_or_nan(
@@ -268,6 +307,31 @@ mod tests {
         let back: MetricMap<f64> =
             serde_json::from_str(&serde_json::to_string(&tree).unwrap()).unwrap();
         assert_eq!(back, map);
+    }
+
+    #[test]
+    fn sized_maps_keep_their_metrics_and_read_others_as_absent() {
+        // A vertex's collected sample is one cache line.
+        assert_eq!(std::mem::size_of::<SampleMetrics>(), 64);
+        let mut sample = SampleMetrics::new();
+        sample.insert(ScalingMetric::ObservedTpr, 2.0);
+        assert_eq!(sample.get(&ScalingMetric::ObservedTpr), Some(&2.0));
+        assert_eq!(sample.get(&ScalingMetric::TrueProcessingRate), None);
+        // A stored sample with a metric that is never collected reads without it.
+        let read: SampleMetrics =
+            serde_json::from_str(r#"{"LOAD":0.5,"TRUE_PROCESSING_RATE":3.0,"OBSERVED_TPR":2.0}"#)
+                .unwrap();
+        assert_eq!(
+            serde_json::to_string(&read).unwrap(),
+            r#"{"LOAD":0.5,"OBSERVED_TPR":2.0}"#
+        );
+        let mut evaluated = VertexEvaluation::new();
+        evaluated.insert(
+            ScalingMetric::ExpectedProcessingRate,
+            EvaluatedScalingMetric::of(1.0),
+        );
+        assert_eq!(evaluated.iter().count(), 1);
+        assert!(evaluated.get(&ScalingMetric::GcPressure).is_none());
     }
 
     #[test]

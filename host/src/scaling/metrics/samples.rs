@@ -10,7 +10,7 @@ use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use super::metric_map::MetricMap;
+use super::metric_map::SampleMetrics;
 use super::names::ScalingMetric;
 use super::statistics::vertex_average;
 use super::window::{CollectedMetrics, MetricHistory, VertexSamples};
@@ -193,7 +193,7 @@ pub(crate) fn compute_sample(
     topology: &Topology,
     opts: &AutoscalerOptions,
     history: &MetricHistory,
-    mut values: Vec<MetricMap<f64>>,
+    mut values: Vec<SampleMetrics>,
 ) -> Result<Sample, CycleError> {
     let mut sample = Sample::default();
     values.clear();
@@ -226,7 +226,7 @@ pub(crate) fn compute_sample(
         };
         // Written in place: a vertex's map is a few hundred bytes, and returning then pushing
         // it copied it twice.
-        values.push(MetricMap::new());
+        values.push(SampleMetrics::new());
         if let Some(out) = values.last_mut() {
             vertex_sample(out, vertex, &fm, io, load, opts, observed_tpr_average);
         }
@@ -268,7 +268,7 @@ fn observed_by_index<'o>(
 /// The metrics of one vertex, each rounded as it is written into the empty map `out`; `load`
 /// is None without a finite busy time.
 fn vertex_sample(
-    out: &mut MetricMap<f64>,
+    out: &mut SampleMetrics,
     vertex: &VertexInfo,
     fm: &FlinkMetrics,
     io: IoMetrics,

@@ -1,7 +1,7 @@
 //! Statistics over the metric window, per vertex and metric: the rate between the first and the
 //! last sample, and the average of the finite values.
 
-use super::metric_map::MetricMap;
+use super::metric_map::SampleMetrics;
 use super::names::ScalingMetric;
 use super::window::MetricHistory;
 use crate::scaling::topology::Topology;
@@ -12,7 +12,7 @@ use crate::scaling::topology::Topology;
 #[derive(Clone, Copy)]
 pub(crate) struct Series<'a> {
     ats: &'a [i64],
-    metrics: &'a [Option<&'a MetricMap<f64>>],
+    metrics: &'a [Option<&'a SampleMetrics>],
 }
 
 impl<'a> Series<'a> {
@@ -31,7 +31,7 @@ impl<'a> Series<'a> {
 fn by_id<'a>(
     history: &'a MetricHistory,
     vertex: &str,
-) -> (Vec<i64>, Vec<Option<&'a MetricMap<f64>>>) {
+) -> (Vec<i64>, Vec<Option<&'a SampleMetrics>>) {
     history
         .samples
         .iter()
@@ -46,7 +46,7 @@ pub(crate) struct WindowSeries<'a> {
     /// The instants of the window's samples, oldest first.
     ats: Vec<i64>,
     /// The metrics of vertex `v` in sample `k` at `v * ats.len() + k`.
-    metrics: Vec<Option<&'a MetricMap<f64>>>,
+    metrics: Vec<Option<&'a SampleMetrics>>,
 }
 
 impl<'a> WindowSeries<'a> {
@@ -352,7 +352,7 @@ mod tests {
         let mut h = history(&[(0, Some(2.0)), (1000, Some(5.0))], m);
         for (at, s) in h.samples.iter_mut() {
             let v = s.vertices.get_mut("v").unwrap();
-            v.insert(ScalingMetric::MetaspaceMemoryUsed, 1.0 + *at as f64);
+            v.insert(ScalingMetric::ObservedTpr, 1.0 + *at as f64);
             v.insert(ScalingMetric::Load, f64::NAN);
         }
         let (ats, metrics) = by_id(&h, "v");
@@ -362,7 +362,7 @@ mod tests {
         };
         assert_eq!(series_latest(&s, m), Some(5.0));
         assert_eq!(series_rate(&s, m), 3.0);
-        assert_eq!(series_rate(&s, ScalingMetric::MetaspaceMemoryUsed), 1000.0);
+        assert_eq!(series_rate(&s, ScalingMetric::ObservedTpr), 1000.0);
         assert!(series_average(&s, ScalingMetric::Load, 1).is_nan());
         assert!(series_rate(&s, ScalingMetric::NumRecordsIn).is_nan());
     }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::metric_map::MetricMap;
+use super::metric_map::SampleMetrics;
 use super::names::ScalingMetric;
 use crate::scaling::serde_double;
 use crate::scaling::serde_double::Double;
@@ -30,18 +30,18 @@ pub(crate) struct CollectedMetrics {
 pub(crate) struct VertexSamples {
     ids: Arc<VertexIds>,
     /// The metrics of vertex `ids[i]` at place `i`.
-    values: Vec<MetricMap<f64>>,
+    values: Vec<SampleMetrics>,
 }
 
 impl VertexSamples {
     /// One map of metrics per id, in the ids' order.
-    pub(crate) fn new(ids: Arc<VertexIds>, values: Vec<MetricMap<f64>>) -> VertexSamples {
+    pub(crate) fn new(ids: Arc<VertexIds>, values: Vec<SampleMetrics>) -> VertexSamples {
         debug_assert_eq!(ids.ids().len(), values.len());
         VertexSamples { ids, values }
     }
 
     /// The metrics of vertex `id`.
-    pub(crate) fn get(&self, id: &str) -> Option<&MetricMap<f64>> {
+    pub(crate) fn get(&self, id: &str) -> Option<&SampleMetrics> {
         self.values.get(*self.ids.get(id)?)
     }
 
@@ -51,7 +51,7 @@ impl VertexSamples {
         ids: &Arc<VertexIds>,
         index: usize,
         id: &str,
-    ) -> Option<&MetricMap<f64>> {
+    ) -> Option<&SampleMetrics> {
         if Arc::ptr_eq(&self.ids, ids) {
             self.values.get(index)
         } else {
@@ -61,26 +61,26 @@ impl VertexSamples {
 
     /// The metrics of every vertex, by index, when this sample was collected on the graph with
     /// `ids`.
-    pub(crate) fn values_on(&self, ids: &Arc<VertexIds>) -> Option<&[MetricMap<f64>]> {
+    pub(crate) fn values_on(&self, ids: &Arc<VertexIds>) -> Option<&[SampleMetrics]> {
         Arc::ptr_eq(&self.ids, ids).then_some(&*self.values)
     }
 
     /// The metrics of vertex `id` to change.
     #[cfg(test)]
-    pub(crate) fn get_mut(&mut self, id: &str) -> Option<&mut MetricMap<f64>> {
+    pub(crate) fn get_mut(&mut self, id: &str) -> Option<&mut SampleMetrics> {
         self.values.get_mut(*self.ids.get(id)?)
     }
 
     /// The metrics of vertex `id`, added empty if absent.
     #[cfg(test)]
-    pub(crate) fn entry_or_default(&mut self, id: &str) -> &mut MetricMap<f64> {
+    pub(crate) fn entry_or_default(&mut self, id: &str) -> &mut SampleMetrics {
         let at = match self.ids.get(id) {
             Some(&at) => at,
             None => {
                 let mut ids = self.ids.ids().to_vec();
                 ids.push(Arc::from(id));
                 self.ids = Arc::new(VertexIds::new(ids));
-                self.values.push(MetricMap::new());
+                self.values.push(SampleMetrics::new());
                 self.values.len() - 1
             }
         };
@@ -88,13 +88,13 @@ impl VertexSamples {
     }
 
     /// The buffer of per-vertex metrics, for the next sample to fill.
-    pub(crate) fn into_values(self) -> Vec<MetricMap<f64>> {
+    pub(crate) fn into_values(self) -> Vec<SampleMetrics> {
         self.values
     }
 
     /// The vertices with their metrics, in id order.
-    fn by_id(&self) -> Vec<(&str, &MetricMap<f64>)> {
-        let mut pairs: Vec<(&str, &MetricMap<f64>)> = self
+    fn by_id(&self) -> Vec<(&str, &SampleMetrics)> {
+        let mut pairs: Vec<(&str, &SampleMetrics)> = self
             .ids
             .ids()
             .iter()
@@ -107,13 +107,13 @@ impl VertexSamples {
 }
 
 impl std::ops::Index<&str> for VertexSamples {
-    type Output = MetricMap<f64>;
+    type Output = SampleMetrics;
 
     /// The metrics of a vertex that must be present.
     ///
     /// # Panics
     /// When the vertex is absent, as indexing a `BTreeMap` does.
-    fn index(&self, id: &str) -> &MetricMap<f64> {
+    fn index(&self, id: &str) -> &SampleMetrics {
         match self.get(id) {
             Some(metrics) => metrics,
             None => panic!("vertex {id} is not in the sample"),
@@ -137,7 +137,7 @@ impl fmt::Debug for VertexSamples {
 impl Serialize for VertexSamples {
     /// As a map from vertex id to metrics, in id order.
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        struct Inner<'a>(&'a MetricMap<f64>);
+        struct Inner<'a>(&'a SampleMetrics);
         impl Serialize for Inner<'_> {
             fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
                 s.collect_map(self.0.iter().map(|(k, v)| (k, Double(*v))))
@@ -171,10 +171,10 @@ pub(crate) struct MetricHistory {
     spare: SpareBuffer,
 }
 
-/// A buffer kept for reuse: a job's sample is a few kilobytes, and allocating it afresh every
+/// A buffer kept for reuse: a job's sample is a kilobyte or more, and allocating it afresh every
 /// cycle, while the window frees one of the same size, takes the allocator's slow paths.
 #[derive(Default)]
-struct SpareBuffer(Vec<MetricMap<f64>>);
+struct SpareBuffer(Vec<SampleMetrics>);
 
 impl Clone for SpareBuffer {
     /// Empty: a copy of the history does not need the buffer.
@@ -201,7 +201,7 @@ impl fmt::Debug for MetricHistory {
 impl MetricHistory {
     /// A buffer for the next sample's per-vertex metrics: the one a dropped sample left, else
     /// a new one.
-    pub(crate) fn take_buffer(&mut self) -> Vec<MetricMap<f64>> {
+    pub(crate) fn take_buffer(&mut self) -> Vec<SampleMetrics> {
         std::mem::take(&mut self.spare.0)
     }
 
@@ -237,7 +237,7 @@ mod tests {
         ))
     }
 
-    fn metrics(load: f64) -> MetricMap<f64> {
+    fn metrics(load: f64) -> SampleMetrics {
         [(ScalingMetric::Load, load), (ScalingMetric::Lag, f64::NAN)]
             .into_iter()
             .collect()
@@ -250,7 +250,7 @@ mod tests {
             ids(&["c", "a", "b"]),
             vec![metrics(3.0), metrics(1.0), metrics(2.0)],
         );
-        let as_map: BTreeMap<&str, MetricMap<f64>> = [
+        let as_map: BTreeMap<&str, SampleMetrics> = [
             ("a", metrics(1.0)),
             ("b", metrics(2.0)),
             ("c", metrics(3.0)),
@@ -306,7 +306,7 @@ mod tests {
         // Equal whatever the order the vertices were collected in (finite values: a NaN is
         // never equal to itself).
         let finite =
-            |load: f64| -> MetricMap<f64> { [(ScalingMetric::Load, load)].into_iter().collect() };
+            |load: f64| -> SampleMetrics { [(ScalingMetric::Load, load)].into_iter().collect() };
         let one = VertexSamples::new(ids(&["c", "a"]), vec![finite(3.0), finite(1.0)]);
         let other = VertexSamples::new(ids(&["a", "c"]), vec![finite(1.0), finite(3.0)]);
         assert_eq!(one, other);

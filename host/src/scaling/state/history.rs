@@ -31,30 +31,29 @@ pub struct ScalingHistory {
 impl ScalingHistory {
     /// Keeps entries not older than `history.max.age`, at most `history.max.count` per vertex,
     /// and drops vertices left empty.
+    #[cfg(test)]
     pub(crate) fn trim(&mut self, now_ms: i64, opts: &AutoscalerOptions) {
-        let min_ts = now_ms.saturating_sub(millis(opts.history_max_age));
-        let max_count = usize::try_from(opts.history_max_count.max(0)).unwrap_or(usize::MAX);
+        let (min_ts, max_count) = trim_limits(now_ms, opts);
         for entries in self.vertices.values_mut() {
-            // Drops from the front: usually nothing, and without the new map `split_off` builds.
-            while entries
-                .first_key_value()
-                .is_some_and(|(&at, _)| at < min_ts)
-            {
-                entries.pop_first();
-            }
-            while entries.len() > max_count {
-                entries.pop_first();
-            }
+            trim_entries(entries, min_ts, max_count);
         }
         self.vertices.retain(|_, e| !e.is_empty());
     }
 
-    /// Drops vertices that are not in the topology; true if anything was removed.
-    pub(crate) fn retain_vertices(&mut self, topology: &Topology) -> bool {
-        let before = self.vertices.len();
-        self.vertices
-            .retain(|v, _| topology.index.contains_key(v.as_str()));
-        before != self.vertices.len()
+    /// Keeps entries not older than `history.max.age`, at most `history.max.count` per vertex,
+    /// and drops vertices left empty or not in `topology`. One walk over the history every cycle; the walk that
+    /// rebuilds the map only when some vertex is dropped, which most cycles do not.
+    pub(crate) fn trim_to(&mut self, now_ms: i64, opts: &AutoscalerOptions, topology: &Topology) {
+        let (min_ts, max_count) = trim_limits(now_ms, opts);
+        let mut drops = false;
+        for (vertex, entries) in self.vertices.iter_mut() {
+            trim_entries(entries, min_ts, max_count);
+            drops |= entries.is_empty() || !topology.index.contains_key(vertex.as_str());
+        }
+        if drops {
+            self.vertices
+                .retain(|v, e| !e.is_empty() && topology.index.contains_key(v.as_str()));
+        }
     }
 
     /// Records the summaries of one executed operation (by vertex id). A vertex scaled before
@@ -76,6 +75,27 @@ impl ScalingHistory {
                 }
             }
         }
+    }
+}
+
+/// The oldest instant a history entry may have at `now_ms`, and how many entries a vertex keeps.
+fn trim_limits(now_ms: i64, opts: &AutoscalerOptions) -> (i64, usize) {
+    let min_ts = now_ms.saturating_sub(millis(opts.history_max_age));
+    let max_count = usize::try_from(opts.history_max_count.max(0)).unwrap_or(usize::MAX);
+    (min_ts, max_count)
+}
+
+/// Drops a vertex's entries older than `min_ts` and the oldest beyond `max_count`, from the
+/// front: usually nothing, and without the new map a `split_off` builds.
+fn trim_entries(entries: &mut BTreeMap<i64, ScalingSummary>, min_ts: i64, max_count: usize) {
+    while entries
+        .first_key_value()
+        .is_some_and(|(&at, _)| at < min_ts)
+    {
+        entries.pop_first();
+    }
+    while entries.len() > max_count {
+        entries.pop_first();
     }
 }
 
