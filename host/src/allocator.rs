@@ -13,7 +13,6 @@
 //! #[global_allocator]
 //! static ALLOCATOR: flowscale::allocator::HostAllocator = flowscale::allocator::HOST_ALLOCATOR;
 //! ```
-
 //!
 //! The blocks go through mimalloc's plain entry points whenever its natural alignment suffices
 //! (see [`HostAllocator`]): `mimalloc::MiMalloc` asks for every block by its alignment, and
