@@ -4,7 +4,6 @@ use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use crate::bytes::before;
 use crate::params::ModeParams;
 use crate::ship::ShipStrategy;
 
@@ -92,6 +91,9 @@ pub struct AlignmentContext {
     /// Names this context among those built in this process (see [`next_serial`]); 0 for one
     /// brought up to date in place, which has no name. Not part of what a mode sees.
     pub(crate) serial: u64,
+    /// Names the list of metric names (see `names.rs`): equal numbers, equal names. 0 when not
+    /// known. Not part of what a mode sees.
+    pub(crate) metric_names: u64,
 }
 
 /// A context's input ship strategies: shared with whoever built the context (a host builds one
@@ -187,6 +189,7 @@ impl AlignmentContext {
             upper_limit: u32::MAX,
             input_ship_strategies: Ships::Owned(Vec::new()),
             metrics: Vec::new(),
+            metric_names: 0,
             topology: None,
             params: None,
             subtask_loads: None,
@@ -242,6 +245,15 @@ impl AlignmentContext {
     pub fn into_metrics(self) -> Vec<(String, EvaluatedMetric)> {
         self.metrics
     }
+    /// Takes the context apart for its texts (job name, vertex id, vertex name, in that order)
+    /// and its metric list, so that whoever built it can reuse their buffers for the next
+    /// context instead of allocating them again (SDK 0.1.3).
+    pub fn into_parts(self) -> ([String; 3], Vec<(String, EvaluatedMetric)>) {
+        (
+            [self.job_name, self.vertex_id, self.vertex_name],
+            self.metrics,
+        )
+    }
     /// One evaluated metric by name (e.g. `TRUE_PROCESSING_RATE`).
     pub fn metric(&self, name: &str) -> Option<EvaluatedMetric> {
         self.metrics
@@ -295,16 +307,6 @@ impl AlignmentContext {
     }
 }
 
-/// Sorts metrics by name and keeps the first of equal names.
-pub(crate) fn sort_metrics(metrics: &mut Vec<(String, EvaluatedMetric)>) {
-    // The host hands them over sorted and distinct: one pass says so.
-    if metrics.is_sorted_by(|a, b| before(a.0.as_bytes(), b.0.as_bytes())) {
-        return;
-    }
-    metrics.sort_by(|a, b| a.0.cmp(&b.0));
-    metrics.dedup_by(|a, b| a.0 == b.0);
-}
-
 /// Builds an [`AlignmentContext`]; used by the host and by tests of modes.
 ///
 /// The host builds one per aligned vertex per decision: the steps are inlined into the caller
@@ -323,6 +325,7 @@ pub struct AlignmentContextBuilder {
     upper_limit: u32,
     input_ship_strategies: Ships,
     metrics: Vec<(String, EvaluatedMetric)>,
+    metric_names: u64,
     topology: Option<Arc<JobTopology>>,
     params: Option<ModeParams>,
     subtask_loads: Option<Vec<SubtaskLoad>>,
@@ -372,7 +375,7 @@ impl AlignmentContextBuilder {
     /// Evaluated metrics of the vertex (sorted by name here).
     #[inline]
     pub fn metrics(mut self, mut metrics: Vec<(String, EvaluatedMetric)>) -> Self {
-        sort_metrics(&mut metrics);
+        self.metric_names = crate::names::sort_and_number(&mut metrics);
         self.metrics = metrics;
         self
     }
@@ -419,6 +422,7 @@ impl AlignmentContextBuilder {
             upper_limit: self.upper_limit,
             input_ship_strategies: self.input_ship_strategies,
             metrics: self.metrics,
+            metric_names: self.metric_names,
             topology: self.topology.unwrap_or_else(empty_topology),
             params: self.params.unwrap_or_default(),
             subtask_loads: self.subtask_loads,

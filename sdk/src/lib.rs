@@ -82,9 +82,19 @@
 //!   compare as before. [`ModeParams`] is shared inside (cloning it copies no strings), and
 //!   [`AlignmentContext::into_metrics`] gives a context's metric list back to whoever built it,
 //!   for the next context's names.
-//! * **0.1.3** (unreleased): nothing a mode sees or the boundary carries changes; a host can
-//!   build contexts that share the input ship strategies its job graph keeps
-//!   ([`AlignmentContextBuilder::shared_input_ship_strategies`]) instead of a list each.
+//! * **0.1.3** (unreleased): nothing a mode sees changes; a host can build contexts that share
+//!   the input ship strategies its job graph keeps
+//!   ([`AlignmentContextBuilder::shared_input_ship_strategies`]) instead of a list each, and
+//!   take a context apart for all of its buffers ([`AlignmentContext::into_parts`]). The
+//!   accessor table gains one accessor at its end, `metric_names`: a number the builder gives
+//!   each context's list of metric names, the same number for the same names (equal numbers
+//!   mean equal names in the same order; one process-wide counter, each number given to one
+//!   list only). The builder already checked every context's names for order; it now checks
+//!   them against the few lists it numbered last instead, at the same cost. The plugin side
+//!   then takes only the values when the lent number is that of its kept names, instead of
+//!   comparing every name. Plugins built against 0.1.0 to 0.1.2 never call the new accessor
+//!   and load unchanged; plugins built against 0.1.3 in an older host find the table too
+//!   short, get no number and compare as before.
 //!
 //! The manifest ([`abi::PluginManifest`]) has its own format number behind a fixed magic, so a
 //! host can always tell "not a plugin" from "a plugin of another format".
@@ -113,6 +123,7 @@ pub mod abi;
 mod bytes;
 mod context;
 mod mode;
+mod names;
 mod params;
 mod ship;
 

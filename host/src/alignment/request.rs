@@ -50,11 +50,33 @@ pub struct AlignmentRequest {
 /// spares grow without end.
 const SPARE_LISTS: usize = 256;
 
+/// How many spare texts a thread keeps: the identity (job, vertex id, vertex name) of as many
+/// contexts as it keeps metric lists.
+const SPARE_TEXTS: usize = 3 * SPARE_LISTS;
+
 thread_local! {
     /// The metric lists of contexts this thread decided on, names and all, for the next
     /// requests to fill in place (see [`metric_list`]).
     static SPARE_METRICS: RefCell<Vec<Vec<(String, EvaluatedMetric)>>> =
         const { RefCell::new(Vec::new()) };
+    /// The identity texts of contexts this thread decided on, for the next requests' (see
+    /// [`request_text`]).
+    static SPARE_TEXT: RefCell<Vec<String>> = const { RefCell::new(Vec::new()) };
+}
+
+/// `text` as a request's owned string, in the buffer of a context this thread decided on (see
+/// [`recycle`]): a cycle builds a request per aligned vertex, each with the job's name and the
+/// vertex's id and name, and gives them back once the vertex is decided.
+pub(crate) fn request_text(text: &str) -> String {
+    let spare = SPARE_TEXT.with(|spare| spare.borrow_mut().pop());
+    match spare {
+        Some(mut owned) => {
+            owned.clear();
+            owned.push_str(text);
+            owned
+        }
+        None => text.to_string(),
+    }
 }
 
 /// A request's metric list holding `metrics` (name and value, in that order), built in the
@@ -85,9 +107,18 @@ pub(crate) fn metric_list<'a>(
     list
 }
 
-/// Gives the buffers of a context that was decided on back for the next requests' metrics.
+/// Gives the buffers of a context that was decided on back for the next requests' metrics
+/// and texts.
 pub(crate) fn recycle(ctx: AlignmentContext) {
-    let metrics = ctx.into_metrics();
+    let (texts, metrics) = ctx.into_parts();
+    SPARE_TEXT.with(|spare| {
+        let mut spare = spare.borrow_mut();
+        for text in texts {
+            if text.capacity() > 0 && spare.len() < SPARE_TEXTS {
+                spare.push(text);
+            }
+        }
+    });
     if metrics.capacity() == 0 {
         return;
     }

@@ -16,7 +16,9 @@
 //! its copies instead of reading and comparing the lent ones on every call. 0 means "not
 //! known", and is what an older host's table (too short to have them) reads as. A graph keeps
 //! its generation for as long as the host keeps it, across decision cycles: a host that keeps
-//! each job's graph while it does not change has none of them read again.
+//! each job's graph while it does not change has none of them read again. A third (SDK 0.1.3)
+//! names the context's list of metric names (see `names.rs`): lent the number of the names it
+//! keeps, the plugin side reads only the values.
 
 use std::collections::HashMap;
 use std::ffi::c_void;
@@ -73,13 +75,18 @@ impl FfiStr {
         }
         // SAFETY: as in `to_owned_string`.
         let bytes = unsafe { std::slice::from_raw_parts(self.ptr, self.len) };
-        bytes == text.as_bytes()
+        crate::bytes::same(bytes, text.as_bytes())
     }
 }
 
 /// `bytes` as text: borrowed when valid UTF-8 (always, from a host that lends `&str`s; the
-/// plain check is much cheaper than the lossy decoder's), else decoded lossily.
+/// plain check is much cheaper than the lossy decoder's, and the ASCII check, which is what
+/// ids, names and metric names are, cheaper still), else decoded lossily.
 fn text_of(bytes: &[u8]) -> std::borrow::Cow<'_, str> {
+    if bytes.is_ascii() {
+        // SAFETY: ASCII text is valid UTF-8.
+        return std::borrow::Cow::Borrowed(unsafe { std::str::from_utf8_unchecked(bytes) });
+    }
     match std::str::from_utf8(bytes) {
         Ok(text) => std::borrow::Cow::Borrowed(text),
         Err(_) => String::from_utf8_lossy(bytes),
@@ -236,6 +243,9 @@ pub struct ContextVTable {
     /// SDK 0.1.2: the serial of the context itself: equal serials are the same context (the
     /// host asks `is_applicable`, then `align`, of one context); 0 when unknown.
     context_serial: unsafe extern "C" fn(Data) -> u64,
+    /// SDK 0.1.3: the number of the context's list of metric names: equal numbers are equal
+    /// names in the same order (see `names.rs`); 0 when unknown.
+    metric_names: unsafe extern "C" fn(Data) -> u64,
     // Fields added in later SDK releases go here, each read behind `has`.
 }
 
@@ -386,6 +396,10 @@ unsafe extern "C" fn context_serial(d: Data) -> u64 {
     ctx(d).serial
 }
 
+unsafe extern "C" fn metric_names(d: Data) -> u64 {
+    ctx(d).metric_names
+}
+
 unsafe extern "C" fn subtask_load_count(d: Data) -> usize {
     ctx(d).subtask_loads().map_or(0, <[SubtaskLoad]>::len)
 }
@@ -418,6 +432,7 @@ static HOST_VTABLE: ContextVTable = ContextVTable {
     subtask_load,
     topology_generation,
     context_serial,
+    metric_names,
 };
 
 /// Plugin side: copies a lent context into an owned [`AlignmentContext`] for the mode.
@@ -467,7 +482,7 @@ pub unsafe fn rebuild(r: ContextRef<'_>) -> AlignmentContext {
         } else {
             Vec::new()
         };
-        AlignmentContext::builder(n.current, n.target, n.max_parallelism)
+        let mut ctx = AlignmentContext::builder(n.current, n.target, n.max_parallelism)
             .identity(
                 job,
                 (vt.vertex_id)(d).to_owned_string(),
@@ -480,7 +495,12 @@ pub unsafe fn rebuild(r: ContextRef<'_>) -> AlignmentContext {
             .shared_topology(topology)
             .params(ModeParams::new((vt.mode_name)(d).to_owned_string(), params))
             .subtask_loads(subtask_loads)
-            .build()
+            .build();
+        // The builder numbered the copy's names in this plugin's own count; only the host's
+        // number says anything about the next context it lends (a numbered list is sorted and
+        // distinct, so the copy has exactly the lent names).
+        ctx.metric_names = lent_metric_names(vt, d);
+        ctx
     }
 }
 
@@ -599,29 +619,48 @@ unsafe fn refresh(ctx: &mut AlignmentContext, r: ContextRef<'_>) {
         ships.extend((0..(vt.ship_count)(d)).map(|i| (vt.ship)(d, i).to_ship()));
 
         let metric_count = (vt.metric_count)(d);
-        // The kept names are sorted and distinct: lent the same names at the same places (or
-        // fewer of them), they still are.
-        let mut same_names = metric_count <= ctx.metrics.len();
-        ctx.metrics.truncate(metric_count);
-        for i in 0..metric_count {
-            let m = (vt.metric)(d, i);
-            let value = EvaluatedMetric {
-                current: m.current,
-                average: m.average,
-            };
-            match ctx.metrics.get_mut(i) {
-                // The common case, checked inline: the name kept in this place is the lent one.
-                Some((name, kept)) if m.name.is(name) => *kept = value,
-                Some((name, kept)) => {
-                    same_names &= !assign(name, m.name);
-                    *kept = value;
-                }
-                None => ctx.metrics.push((m.name.to_owned_string(), value)),
+        let names = lent_metric_names(vt, d);
+        if names != 0 && names == ctx.metric_names && metric_count == ctx.metrics.len() {
+            // The host says the names are those kept: only the values are new.
+            for (i, (_, kept)) in ctx.metrics.iter_mut().enumerate() {
+                let m = (vt.metric)(d, i);
+                *kept = EvaluatedMetric {
+                    current: m.current,
+                    average: m.average,
+                };
             }
-        }
-        // The host lends sorted, distinct names; anything else is sorted as the builder does.
-        if !same_names {
-            crate::context::sort_metrics(&mut ctx.metrics);
+        } else {
+            // Named by no number until they are all in place.
+            ctx.metric_names = 0;
+            // The kept names are sorted and distinct: lent the same names at the same places
+            // (or fewer of them), they still are.
+            let mut same_names = metric_count <= ctx.metrics.len();
+            ctx.metrics.truncate(metric_count);
+            for i in 0..metric_count {
+                let m = (vt.metric)(d, i);
+                let value = EvaluatedMetric {
+                    current: m.current,
+                    average: m.average,
+                };
+                match ctx.metrics.get_mut(i) {
+                    // The common case, checked inline: the name kept in this place is the lent
+                    // one.
+                    Some((name, kept)) if m.name.is(name) => *kept = value,
+                    Some((name, kept)) => {
+                        same_names &= !assign(name, m.name);
+                        *kept = value;
+                    }
+                    None => ctx.metrics.push((m.name.to_owned_string(), value)),
+                }
+            }
+            // The host lends sorted, distinct names; anything else is sorted as the builder
+            // does, and then no longer is the list the host numbered.
+            if same_names {
+                ctx.metric_names = names;
+            } else {
+                crate::names::sort_metrics(&mut ctx.metrics);
+                ctx.metric_names = 0;
+            }
         }
 
         ctx.topology = shared_topology(vt, d, &ctx.job_name);
@@ -679,6 +718,25 @@ thread_local! {
     /// the same job finds it here without looking the job up.
     static LAST_GRAPH: std::cell::RefCell<Option<(u64, Arc<JobTopology>)>> =
         const { std::cell::RefCell::new(None) };
+}
+
+/// The host's number of the lent context's metric names: equal numbers are equal names (see
+/// `names.rs`). 0 from a host older than SDK 0.1.3, which cannot tell.
+///
+/// # Safety
+/// As for [`rebuild`].
+unsafe fn lent_metric_names(vt: &ContextVTable, d: *const c_void) -> u64 {
+    let known = vt.has(
+        offset_of!(ContextVTable, metric_names),
+        size_of::<unsafe extern "C" fn(Data) -> u64>(),
+    );
+    // SAFETY: the caller guarantees the table and the data are live; the accessor lies within
+    // the host's table.
+    if known {
+        unsafe { (vt.metric_names)(d) }
+    } else {
+        0
+    }
 }
 
 /// The host's generation of the lent job graph: equal generations are equal graphs (see
@@ -1025,7 +1083,8 @@ mod tests {
         assert_eq!(offset_of!(ContextVTable, subtask_load), 17 * word);
         assert_eq!(offset_of!(ContextVTable, topology_generation), 18 * word);
         assert_eq!(offset_of!(ContextVTable, context_serial), 19 * word);
-        assert_eq!(size_of::<ContextVTable>(), 20 * word);
+        assert_eq!(offset_of!(ContextVTable, metric_names), 20 * word);
+        assert_eq!(size_of::<ContextVTable>(), 21 * word);
     }
 
     #[test]
@@ -1439,5 +1498,127 @@ mod tests {
         // SAFETY: `b` outlives the call.
         unsafe { refresh(&mut kept, ContextRef::new(&b)) };
         assert_eq!(kept.serial, 0);
+    }
+
+    thread_local! {
+        /// How often the counting table below was asked for a metric.
+        static METRIC_READS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    }
+    unsafe extern "C" fn counted_metric(d: Data, i: usize) -> FfiMetric {
+        METRIC_READS.with(|n| n.set(n.get() + 1));
+        unsafe { metric(d, i) }
+    }
+
+    /// Lends `ctx` through `table` as the plugin side does; returns what the mode saw.
+    fn seen_through(ctx: &AlignmentContext, table: &'static ContextVTable) -> String {
+        let lent = ContextRef {
+            data: (ctx as *const AlignmentContext).cast(),
+            vtable: table,
+            _borrow: PhantomData,
+        };
+        // SAFETY: `ctx` outlives the call.
+        unsafe { with_lent(lent, |c| format!("{c:?}")) }
+    }
+
+    fn with_metrics(names: &[&str], x: f64) -> AlignmentContext {
+        let metrics = names
+            .iter()
+            .map(|n| {
+                (
+                    n.to_string(),
+                    EvaluatedMetric {
+                        current: x,
+                        average: -x,
+                    },
+                )
+            })
+            .collect();
+        AlignmentContext::builder(4, 6, 128)
+            .metrics(metrics)
+            .build()
+    }
+
+    /// Contexts with the same metric names, one after the other: the kept names stay, the
+    /// values are the lent ones; other names are seen as lent.
+    #[test]
+    fn metric_names_numbered_alike_keep_the_kept_names_and_take_the_values() {
+        static TABLE: std::sync::LazyLock<ContextVTable> =
+            std::sync::LazyLock::new(|| ContextVTable {
+                metric: counted_metric,
+                ..HOST_VTABLE
+            });
+        let names = ["LAG", "LOAD", "TRUE_PROCESSING_RATE"];
+        for (step, (names, x)) in [
+            (&names[..], 1.0),
+            (&names[..], 2.0),
+            (&names[..2], 3.0),
+            (&["LAG", "LOAF"][..], 4.0),
+            (&names[..], 5.0),
+            (&names[..], 6.0),
+            (&[][..], 7.0),
+            (&names[..], 8.0),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let ctx = with_metrics(names, x);
+            let reads = METRIC_READS.with(std::cell::Cell::get);
+            assert_eq!(
+                seen_through(&ctx, &TABLE),
+                format!("{ctx:?}"),
+                "step {step}"
+            );
+            assert_eq!(
+                METRIC_READS.with(std::cell::Cell::get) - reads,
+                names.len(),
+                "step {step}: each metric is read once"
+            );
+        }
+    }
+
+    /// A host older than 0.1.3 has no number for the names: the plugin compares them, and
+    /// never calls past the end of the table.
+    #[test]
+    fn a_table_without_metric_name_numbers_compares_the_names() {
+        // Past the end of an old table: a number that would claim every list is the same.
+        unsafe extern "C" fn past_the_end_names(_: Data) -> u64 {
+            5
+        }
+        static OLD: std::sync::LazyLock<ContextVTable> =
+            std::sync::LazyLock::new(|| ContextVTable {
+                size: offset_of!(ContextVTable, metric_names),
+                metric_names: past_the_end_names,
+                ..HOST_VTABLE
+            });
+        for (names, x) in [
+            (&["LAG", "LOAD"][..], 1.0),
+            (&["LAG", "LOAF"][..], 2.0),
+            (&["LAG", "LOAD"][..], 3.0),
+        ] {
+            let ctx = with_metrics(names, x);
+            assert_eq!(seen_through(&ctx, &OLD), format!("{ctx:?}"));
+        }
+    }
+
+    /// A kept copy whose names were numbered by the plugin's own builder never claims the
+    /// host's number: only the number lent with the names is kept.
+    #[test]
+    fn only_the_lent_number_names_the_kept_metric_names() {
+        let ctx = with_metrics(&["A", "B"], 1.0);
+        // SAFETY: `ctx` outlives the call.
+        let copy = unsafe { rebuild(ContextRef::new(&ctx)) };
+        assert_eq!(copy.metric_names, ctx.metric_names);
+        let mut kept = with_metrics(&["A", "C"], 1.0);
+        let other = with_metrics(&["A", "B"], 2.0);
+        // SAFETY: `other` outlives the call.
+        unsafe { refresh(&mut kept, ContextRef::new(&other)) };
+        assert_eq!(
+            kept.metric_names, 0,
+            "names assigned in place are not numbered"
+        );
+        assert_eq!(format!("{kept:?}"), format!("{other:?}"));
+        // SAFETY: as above.
+        unsafe { refresh(&mut kept, ContextRef::new(&other)) };
+        assert_eq!(kept.metric_names, other.metric_names);
     }
 }

@@ -12,7 +12,7 @@ use super::ineffective::ineffective_scale_up;
 use super::reason::{BandNote, Reason, ScaleNote, Step};
 use super::scalability::observed_scalability_coefficient;
 use super::scaled::{ScaledTarget, scaled_target};
-use crate::alignment::{AlignOutcome, Aligner, AlignmentRequest, metric_list};
+use crate::alignment::{AlignOutcome, Aligner, AlignmentRequest, metric_list, request_text};
 use crate::engine::VertexMetrics;
 use crate::events::Event;
 use crate::scaling::evaluation::capacity;
@@ -447,7 +447,7 @@ fn alignment_request(
     let details = ctx.aligner.reads_details();
     let text = |s: &str| {
         if details {
-            s.to_string()
+            request_text(s)
         } else {
             String::new()
         }
