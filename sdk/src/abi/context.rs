@@ -519,16 +519,33 @@ thread_local! {
 unsafe fn lent_serial(r: ContextRef<'_>) -> u64 {
     // SAFETY: the caller guarantees the table and the data are live.
     unsafe {
-        let vt = &*r.vtable;
-        let known = vt.has(
+        lent_number(
+            &*r.vtable,
+            r.data,
             offset_of!(ContextVTable, context_serial),
-            size_of::<unsafe extern "C" fn(Data) -> u64>(),
-        );
-        if known {
-            (vt.context_serial)(r.data)
-        } else {
-            0
-        }
+            |vt| vt.context_serial,
+        )
+    }
+}
+
+/// One of the numbers an accessor of the lent table gives (SDK 0.1.2 and later): read through
+/// `field` only when the host's table reaches `offset`, its place; 0 ("not known") from an
+/// older host's shorter table, which does not have it.
+///
+/// # Safety
+/// As for [`rebuild`]; `offset` is the place of the accessor `field` returns.
+unsafe fn lent_number(
+    vt: &ContextVTable,
+    d: Data,
+    offset: usize,
+    field: fn(&ContextVTable) -> unsafe extern "C" fn(Data) -> u64,
+) -> u64 {
+    if vt.has(offset, size_of::<unsafe extern "C" fn(Data) -> u64>()) {
+        // SAFETY: the accessor lies within the host's table; the caller guarantees the table
+        // and the data are live.
+        unsafe { field(vt)(d) }
+    } else {
+        0
     }
 }
 
@@ -726,16 +743,11 @@ thread_local! {
 /// # Safety
 /// As for [`rebuild`].
 unsafe fn lent_metric_names(vt: &ContextVTable, d: *const c_void) -> u64 {
-    let known = vt.has(
-        offset_of!(ContextVTable, metric_names),
-        size_of::<unsafe extern "C" fn(Data) -> u64>(),
-    );
-    // SAFETY: the caller guarantees the table and the data are live; the accessor lies within
-    // the host's table.
-    if known {
-        unsafe { (vt.metric_names)(d) }
-    } else {
-        0
+    // SAFETY: as for `rebuild`, which the caller upholds.
+    unsafe {
+        lent_number(vt, d, offset_of!(ContextVTable, metric_names), |vt| {
+            vt.metric_names
+        })
     }
 }
 
@@ -745,16 +757,14 @@ unsafe fn lent_metric_names(vt: &ContextVTable, d: *const c_void) -> u64 {
 /// # Safety
 /// As for [`rebuild`].
 unsafe fn lent_generation(vt: &ContextVTable, d: *const c_void) -> u64 {
-    let known = vt.has(
-        offset_of!(ContextVTable, topology_generation),
-        size_of::<unsafe extern "C" fn(Data) -> u64>(),
-    );
-    // SAFETY: the caller guarantees the table and the data are live; the accessor lies within
-    // the host's table.
-    if known {
-        unsafe { (vt.topology_generation)(d) }
-    } else {
-        0
+    // SAFETY: as for `rebuild`, which the caller upholds.
+    unsafe {
+        lent_number(
+            vt,
+            d,
+            offset_of!(ContextVTable, topology_generation),
+            |vt| vt.topology_generation,
+        )
     }
 }
 
