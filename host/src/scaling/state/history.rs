@@ -30,19 +30,8 @@ pub struct ScalingHistory {
 
 impl ScalingHistory {
     /// Keeps entries not older than `history.max.age`, at most `history.max.count` per vertex,
-    /// and drops vertices left empty.
-    #[cfg(test)]
-    pub(crate) fn trim(&mut self, now_ms: i64, opts: &AutoscalerOptions) {
-        let (min_ts, max_count) = trim_limits(now_ms, opts);
-        for entries in self.vertices.values_mut() {
-            trim_entries(entries, min_ts, max_count);
-        }
-        self.vertices.retain(|_, e| !e.is_empty());
-    }
-
-    /// Keeps entries not older than `history.max.age`, at most `history.max.count` per vertex,
-    /// and drops vertices left empty or not in `topology`. One walk over the history every cycle; the walk that
-    /// rebuilds the map only when some vertex is dropped, which most cycles do not.
+    /// and drops vertices left empty or not in `topology`. One walk over the history, every
+    /// cycle; the map is rebuilt only in a cycle in which some vertex goes (in most, none does).
     pub(crate) fn trim_to(&mut self, now_ms: i64, opts: &AutoscalerOptions, topology: &Topology) {
         let (min_ts, max_count) = trim_limits(now_ms, opts);
         let mut drops = false;
@@ -241,12 +230,24 @@ mod tests {
             .entry("old".into())
             .or_default()
             .insert(0, summary(1, 2));
-        h.trim(110_000, &opts);
+        // Recent, but of a vertex the graph no longer has.
+        h.vertices
+            .entry("gone".into())
+            .or_default()
+            .insert(100_000, summary(1, 2));
+        let mut obs = observation(1);
+        let mut old = obs.vertices[0].clone();
+        old.id = "old".into();
+        old.name = "old".into();
+        obs.vertices.push(old);
+        let topology = Topology::from_observation(&obs).unwrap();
+        h.trim_to(110_000, &opts, &topology);
         assert_eq!(
             h.vertices["v"].keys().copied().collect::<Vec<_>>(),
             vec![60_000, 70_000]
         );
         assert!(!h.vertices.contains_key("old"));
+        assert!(!h.vertices.contains_key("gone"));
     }
 
     #[test]
