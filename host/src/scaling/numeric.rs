@@ -68,21 +68,24 @@ pub(crate) fn ceil_2_decimals(x: f64) -> f64 {
 /// `Infinity`, `-Infinity` for non-finite values.
 #[cfg(test)]
 pub(crate) fn java_format_fixed(x: f64, scale: usize) -> String {
-    let mut out = String::new();
+    let mut out = Vec::new();
     push_java_format_fixed(&mut out, x, scale);
-    out
+    String::from_utf8(out).unwrap_or_default()
 }
 
 /// Java's `String.format("%.Nf", x)` (as `java_format_fixed`) appended to `out`, formatting on
 /// the stack: the scaling report writes three of these per vertex.
-pub(crate) fn push_java_format_fixed(out: &mut String, x: f64, scale: usize) {
+///
+/// Appends text (ASCII) to bytes: the report is built as bytes and made a `String` once, since
+/// checking each number's few bytes for UTF-8 cost as much as writing them.
+pub(crate) fn push_java_format_fixed(out: &mut Vec<u8>, x: f64, scale: usize) {
     if !x.is_finite() {
-        out.push_str(&java_double_to_string(x));
+        out.extend_from_slice(java_double_to_string(x).as_bytes());
         return;
     }
     // Java keeps the sign of a negative value even when it rounds to zero ("-0.00").
     if x.is_sign_negative() && x != 0.0 {
-        out.push('-');
+        out.push(b'-');
     }
     if let Some(k) = half_up_scaled(x.abs(), scale) {
         push_scaled_integer(out, k, scale);
@@ -92,28 +95,25 @@ pub(crate) fn push_java_format_fixed(out: &mut String, x: f64, scale: usize) {
     if write!(plain, "{}", x.abs()).is_ok() {
         let mut rounded = StackText::new();
         rounded_digits_into(plain.as_str(), scale, round_half_up_digit, &mut rounded);
-        out.push_str(rounded.as_str());
+        out.extend_from_slice(rounded.as_str().as_bytes());
     } else {
         // Longer than the buffer (|x| > 1e300 or so): take the allocating path.
-        out.push_str(&rounded_digits(
-            &format!("{}", x.abs()),
-            scale,
-            round_half_up_digit,
-        ));
+        let digits = rounded_digits(&format!("{}", x.abs()), scale, round_half_up_digit);
+        out.extend_from_slice(digits.as_bytes());
     }
 }
 
 /// Appends the decimal `k / 10^scale` with exactly `scale` fraction digits, for an integral
 /// `0 <= k < 2^52`: the digits [`rounded_digits_into`] gives for a value that rounds to it,
 /// without formatting the value's shortest representation first.
-fn push_scaled_integer(out: &mut String, k: f64, scale: usize) {
+fn push_scaled_integer(out: &mut Vec<u8>, k: f64, scale: usize) {
     // Integral and below 2^52, so the conversion is exact.
     push_fixed_point(out, k as u64, scale);
 }
 
-/// Appends `n` in decimal, as `Display` writes it, without the formatting machinery (the
-/// scaling report writes two of these per vertex).
-pub(crate) fn push_u32(out: &mut String, n: u32) {
+/// Appends `n` in decimal (ASCII), as `Display` writes it, without the formatting machinery
+/// (the scaling report writes two of these per vertex).
+pub(crate) fn push_u32(out: &mut Vec<u8>, n: u32) {
     push_fixed_point(out, u64::from(n), 0);
 }
 
@@ -129,18 +129,18 @@ const DIGIT_PAIRS: [u8; 200] = {
     pairs
 };
 
-/// Appends the decimal `k / 10^scale` with exactly `scale` fraction digits (and at least one
-/// integer digit).
+/// Appends the decimal `k / 10^scale` (ASCII) with exactly `scale` fraction digits (and at
+/// least one integer digit).
 ///
 /// Two digits per step, from the last: the report writes five numbers per vertex, and a
 /// division and a branch per digit were most of their cost.
-fn push_fixed_point(out: &mut String, mut k: u64, scale: usize) {
+fn push_fixed_point(out: &mut Vec<u8>, mut k: u64, scale: usize) {
     // u64::MAX has 20 digits; one more place for the point, and a leading "0." needs at
     // most `scale + 2` places.
     let mut digits = [0u8; 24];
     if scale + 2 > digits.len() {
         // Never asked for: the report and the reasons use 2 or 3 decimals.
-        let _ = write!(out, "{}", k);
+        out.extend_from_slice(k.to_string().as_bytes());
         return;
     }
     let mut at = digits.len();
@@ -172,8 +172,7 @@ fn push_fixed_point(out: &mut String, mut k: u64, scale: usize) {
         at -= 1;
         digits[at] = b'0' + k as u8;
     }
-    // Only ASCII digits and a point were written.
-    out.push_str(std::str::from_utf8(&digits[at..]).unwrap_or(""));
+    out.extend_from_slice(&digits[at..]);
 }
 
 /// Java's `Double.toString(x)`: shortest digits; plain notation with at least one fraction digit
@@ -490,9 +489,9 @@ mod tests {
     #[test]
     fn integers_are_pushed_as_display_writes_them() {
         for n in [0, 1, 9, 10, 99, 100, 4096, 65_535, 1_000_000, u32::MAX] {
-            let mut out = String::from("x");
+            let mut out = b"x".to_vec();
             push_u32(&mut out, n);
-            assert_eq!(out, format!("x{n}"));
+            assert_eq!(out, format!("x{n}").into_bytes());
         }
     }
 
@@ -676,11 +675,11 @@ mod tests {
     /// Every value's text in every scale, against the reference.
     fn assert_formats_as_reference(x: f64) {
         for scale in 0..6 {
-            let mut fast = String::from("x");
+            let mut fast = b"x".to_vec();
             push_java_format_fixed(&mut fast, x, scale);
             let mut reference = String::from("x");
             push_java_format_fixed_reference(&mut reference, x, scale);
-            assert_eq!(fast, reference, "{x:e} at scale {scale}");
+            assert_eq!(fast, reference.into_bytes(), "{x:e} at scale {scale}");
         }
     }
 
@@ -738,21 +737,21 @@ mod tests {
         let mut n: u64 = 0;
         while n <= u64::from(u32::MAX) {
             for scale in [0, 2, 3] {
-                let mut fast = String::new();
+                let mut fast = Vec::new();
                 push_fixed_point(&mut fast, n, scale);
                 let mut reference = String::new();
                 push_fixed_point_reference(&mut reference, n, scale);
-                assert_eq!(fast, reference, "{n} at scale {scale}");
+                assert_eq!(fast, reference.into_bytes(), "{n} at scale {scale}");
             }
             n = if n < 100_000 { n + 1 } else { n + n / 997 };
         }
         for scale in 0..30 {
             for n in [0, 1, 9, 10, 99, 100, 101, u64::MAX / 3, u64::MAX] {
-                let mut fast = String::new();
+                let mut fast = Vec::new();
                 push_fixed_point(&mut fast, n, scale);
                 let mut reference = String::new();
                 push_fixed_point_reference(&mut reference, n, scale);
-                assert_eq!(fast, reference, "{n} at scale {scale}");
+                assert_eq!(fast, reference.into_bytes(), "{n} at scale {scale}");
             }
         }
     }
@@ -844,11 +843,11 @@ mod tests {
         #[test]
         fn fixed_format_equals_the_reference(bits in proptest::prelude::any::<u64>(), scale in 0usize..6) {
             let x = f64::from_bits(bits);
-            let mut fast = String::new();
+            let mut fast = Vec::new();
             push_java_format_fixed(&mut fast, x, scale);
             let mut reference = String::new();
             push_java_format_fixed_reference(&mut reference, x, scale);
-            proptest::prop_assert_eq!(fast, reference);
+            proptest::prop_assert_eq!(fast, reference.into_bytes());
         }
 
         #[test]
