@@ -146,7 +146,7 @@ fn backlog_scale_up_then_delayed_scale_down() {
     )));
 
     // An executed scaling clears every pending scale-down.
-    assert!(state.delayed_scale_down.vertices.is_empty());
+    assert!(state.delayed_scale_down.is_empty());
 
     // t = 6 s: running at 3/3 again.
     assert_eq!(

@@ -68,21 +68,24 @@ pub(crate) fn ceil_2_decimals(x: f64) -> f64 {
 /// `Infinity`, `-Infinity` for non-finite values.
 #[cfg(test)]
 pub(crate) fn java_format_fixed(x: f64, scale: usize) -> String {
-    let mut out = String::new();
+    let mut out = Vec::new();
     push_java_format_fixed(&mut out, x, scale);
-    out
+    String::from_utf8(out).unwrap_or_default()
 }
 
 /// Java's `String.format("%.Nf", x)` (as `java_format_fixed`) appended to `out`, formatting on
 /// the stack: the scaling report writes three of these per vertex.
-pub(crate) fn push_java_format_fixed(out: &mut String, x: f64, scale: usize) {
+///
+/// Appends text (ASCII) to bytes: the report is built as bytes and made a `String` once, since
+/// checking each number's few bytes for UTF-8 cost as much as writing them.
+pub(crate) fn push_java_format_fixed(out: &mut Vec<u8>, x: f64, scale: usize) {
     if !x.is_finite() {
-        out.push_str(&java_double_to_string(x));
+        out.extend_from_slice(java_double_to_string(x).as_bytes());
         return;
     }
     // Java keeps the sign of a negative value even when it rounds to zero ("-0.00").
     if x.is_sign_negative() && x != 0.0 {
-        out.push('-');
+        out.push(b'-');
     }
     if let Some(k) = half_up_scaled(x.abs(), scale) {
         push_scaled_integer(out, k, scale);
@@ -92,55 +95,84 @@ pub(crate) fn push_java_format_fixed(out: &mut String, x: f64, scale: usize) {
     if write!(plain, "{}", x.abs()).is_ok() {
         let mut rounded = StackText::new();
         rounded_digits_into(plain.as_str(), scale, round_half_up_digit, &mut rounded);
-        out.push_str(rounded.as_str());
+        out.extend_from_slice(rounded.as_str().as_bytes());
     } else {
         // Longer than the buffer (|x| > 1e300 or so): take the allocating path.
-        out.push_str(&rounded_digits(
-            &format!("{}", x.abs()),
-            scale,
-            round_half_up_digit,
-        ));
+        let digits = rounded_digits(&format!("{}", x.abs()), scale, round_half_up_digit);
+        out.extend_from_slice(digits.as_bytes());
     }
 }
 
 /// Appends the decimal `k / 10^scale` with exactly `scale` fraction digits, for an integral
 /// `0 <= k < 2^52`: the digits [`rounded_digits_into`] gives for a value that rounds to it,
 /// without formatting the value's shortest representation first.
-fn push_scaled_integer(out: &mut String, k: f64, scale: usize) {
+fn push_scaled_integer(out: &mut Vec<u8>, k: f64, scale: usize) {
     // Integral and below 2^52, so the conversion is exact.
     push_fixed_point(out, k as u64, scale);
 }
 
-/// Appends `n` in decimal, as `Display` writes it, without the formatting machinery (the
-/// scaling report writes two of these per vertex).
-pub(crate) fn push_u32(out: &mut String, n: u32) {
+/// Appends `n` in decimal (ASCII), as `Display` writes it, without the formatting machinery
+/// (the scaling report writes two of these per vertex).
+pub(crate) fn push_u32(out: &mut Vec<u8>, n: u32) {
     push_fixed_point(out, u64::from(n), 0);
 }
 
-/// Appends the decimal `k / 10^scale` with exactly `scale` fraction digits.
-fn push_fixed_point(out: &mut String, mut k: u64, scale: usize) {
+/// Decimal digit pairs "00" to "99": the digits are written two per division.
+const DIGIT_PAIRS: [u8; 200] = {
+    let mut pairs = [0u8; 200];
+    let mut n = 0;
+    while n < 100 {
+        pairs[2 * n] = b'0' + (n / 10) as u8;
+        pairs[2 * n + 1] = b'0' + (n % 10) as u8;
+        n += 1;
+    }
+    pairs
+};
+
+/// Appends the decimal `k / 10^scale` (ASCII) with exactly `scale` fraction digits (and at
+/// least one integer digit).
+///
+/// Two digits per step, from the last: the report writes five numbers per vertex, and a
+/// division and a branch per digit were most of their cost.
+fn push_fixed_point(out: &mut Vec<u8>, mut k: u64, scale: usize) {
     // u64::MAX has 20 digits; one more place for the point, and a leading "0." needs at
     // most `scale + 2` places.
     let mut digits = [0u8; 24];
     if scale + 2 > digits.len() {
         // Never asked for: the report and the reasons use 2 or 3 decimals.
-        let _ = write!(out, "{}", k);
+        out.extend_from_slice(k.to_string().as_bytes());
         return;
     }
     let mut at = digits.len();
-    let mut written = 0;
-    while k > 0 || written <= scale {
-        if written == scale && scale > 0 {
+    let pair = |digits: &mut [u8; 24], at: &mut usize, n: u64| {
+        let n = (n % 100) as usize * 2;
+        *at -= 2;
+        digits[*at..*at + 2].copy_from_slice(&DIGIT_PAIRS[n..n + 2]);
+    };
+    if scale > 0 {
+        for _ in 0..scale / 2 {
+            pair(&mut digits, &mut at, k);
+            k /= 100;
+        }
+        if scale % 2 == 1 {
             at -= 1;
-            digits[at] = b'.';
+            digits[at] = b'0' + (k % 10) as u8;
+            k /= 10;
         }
         at -= 1;
-        digits[at] = b'0' + (k % 10) as u8;
-        k /= 10;
-        written += 1;
+        digits[at] = b'.';
     }
-    // Only ASCII digits and a point were written.
-    out.push_str(std::str::from_utf8(&digits[at..]).unwrap_or(""));
+    while k >= 100 {
+        pair(&mut digits, &mut at, k);
+        k /= 100;
+    }
+    if k >= 10 {
+        pair(&mut digits, &mut at, k);
+    } else {
+        at -= 1;
+        digits[at] = b'0' + k as u8;
+    }
+    out.extend_from_slice(&digits[at..]);
 }
 
 /// Java's `Double.toString(x)`: shortest digits; plain notation with at least one fraction digit
@@ -457,9 +489,9 @@ mod tests {
     #[test]
     fn integers_are_pushed_as_display_writes_them() {
         for n in [0, 1, 9, 10, 99, 100, 4096, 65_535, 1_000_000, u32::MAX] {
-            let mut out = String::from("x");
+            let mut out = b"x".to_vec();
             push_u32(&mut out, n);
-            assert_eq!(out, format!("x{n}"));
+            assert_eq!(out, format!("x{n}").into_bytes());
         }
     }
 
@@ -584,6 +616,146 @@ mod tests {
         assert_eq!(java_format_fixed(-1.005, 2), "-1.01");
     }
 
+    /// The digit-by-digit [`push_fixed_point`] it replaced: the reference of its output.
+    fn push_fixed_point_reference(out: &mut String, mut k: u64, scale: usize) {
+        // u64::MAX has 20 digits; one more place for the point, and a leading "0." needs at
+        // most `scale + 2` places.
+        let mut digits = [0u8; 24];
+        if scale + 2 > digits.len() {
+            // Never asked for: the report and the reasons use 2 or 3 decimals.
+            let _ = write!(out, "{}", k);
+            return;
+        }
+        let mut at = digits.len();
+        let mut written = 0;
+        while k > 0 || written <= scale {
+            if written == scale && scale > 0 {
+                at -= 1;
+                digits[at] = b'.';
+            }
+            at -= 1;
+            digits[at] = b'0' + (k % 10) as u8;
+            k /= 10;
+            written += 1;
+        }
+        // Only ASCII digits and a point were written.
+        out.push_str(std::str::from_utf8(&digits[at..]).unwrap_or(""));
+    }
+
+    /// [`push_java_format_fixed`] as it was with [`push_fixed_point_reference`]: the reference
+    /// its output is compared with.
+    fn push_java_format_fixed_reference(out: &mut String, x: f64, scale: usize) {
+        if !x.is_finite() {
+            out.push_str(&java_double_to_string(x));
+            return;
+        }
+        // Java keeps the sign of a negative value even when it rounds to zero ("-0.00").
+        if x.is_sign_negative() && x != 0.0 {
+            out.push('-');
+        }
+        if let Some(k) = half_up_scaled(x.abs(), scale) {
+            push_fixed_point_reference(out, k as u64, scale);
+            return;
+        }
+        let mut plain = StackText::new();
+        if write!(plain, "{}", x.abs()).is_ok() {
+            let mut rounded = StackText::new();
+            rounded_digits_into(plain.as_str(), scale, round_half_up_digit, &mut rounded);
+            out.push_str(rounded.as_str());
+        } else {
+            // Longer than the buffer (|x| > 1e300 or so): take the allocating path.
+            out.push_str(&rounded_digits(
+                &format!("{}", x.abs()),
+                scale,
+                round_half_up_digit,
+            ));
+        }
+    }
+
+    /// Every value's text in every scale, against the reference.
+    fn assert_formats_as_reference(x: f64) {
+        for scale in 0..6 {
+            let mut fast = b"x".to_vec();
+            push_java_format_fixed(&mut fast, x, scale);
+            let mut reference = String::from("x");
+            push_java_format_fixed_reference(&mut reference, x, scale);
+            assert_eq!(fast, reference.into_bytes(), "{x:e} at scale {scale}");
+        }
+    }
+
+    #[test]
+    fn fixed_format_equals_the_digit_by_digit_one() {
+        for special in [
+            0.0,
+            -0.0,
+            f64::NAN,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::MIN_POSITIVE,
+            f64::MAX,
+            f64::MIN,
+            5e-324,
+        ] {
+            assert_formats_as_reference(special);
+        }
+        // Every thousandth up to 200, then every 997th up to 20,000, with its halves and
+        // neighbours, both signs.
+        for k in (0..200_000u32).chain((200_000..20_000_000).step_by(997)) {
+            let x = f64::from(k) / 1000.0;
+            let half = (f64::from(k) + 0.5) / 1000.0;
+            for v in [
+                x,
+                half,
+                f64::from_bits(half.to_bits() + 1),
+                f64::from_bits(half.to_bits().saturating_sub(1)),
+            ] {
+                assert_formats_as_reference(v);
+                assert_formats_as_reference(-v);
+            }
+        }
+        // Every magnitude, with digits at every place.
+        let mut x = 1e-12;
+        while x < 1e25 {
+            for m in [
+                1.0,
+                1.234_567_89,
+                4.999_999_5,
+                5.0,
+                9.999_999_999,
+                9.995,
+                9.9995,
+            ] {
+                assert_formats_as_reference(x * m);
+                assert_formats_as_reference(-x * m);
+            }
+            x *= 10.0;
+        }
+    }
+
+    #[test]
+    fn integers_are_pushed_as_the_digit_by_digit_loop_pushed_them() {
+        let mut n: u64 = 0;
+        while n <= u64::from(u32::MAX) {
+            for scale in [0, 2, 3] {
+                let mut fast = Vec::new();
+                push_fixed_point(&mut fast, n, scale);
+                let mut reference = String::new();
+                push_fixed_point_reference(&mut reference, n, scale);
+                assert_eq!(fast, reference.into_bytes(), "{n} at scale {scale}");
+            }
+            n = if n < 100_000 { n + 1 } else { n + n / 997 };
+        }
+        for scale in 0..30 {
+            for n in [0, 1, 9, 10, 99, 100, 101, u64::MAX / 3, u64::MAX] {
+                let mut fast = Vec::new();
+                push_fixed_point(&mut fast, n, scale);
+                let mut reference = String::new();
+                push_fixed_point_reference(&mut reference, n, scale);
+                assert_eq!(fast, reference.into_bytes(), "{n} at scale {scale}");
+            }
+        }
+    }
+
     fn slow_round(x: f64, scale: usize, up: fn(&[u8]) -> bool) -> f64 {
         let v: f64 = rounded_digits(&format!("{}", x.abs()), scale, up)
             .parse()
@@ -666,6 +838,16 @@ mod tests {
             let digits = rounded_digits(&format!("{}", x.abs()), scale, round_half_up_digit);
             let expected = if x.is_sign_negative() && x != 0.0 { format!("-{digits}") } else { digits };
             proptest::prop_assert_eq!(java_format_fixed(x, scale), expected);
+        }
+
+        #[test]
+        fn fixed_format_equals_the_reference(bits in proptest::prelude::any::<u64>(), scale in 0usize..6) {
+            let x = f64::from_bits(bits);
+            let mut fast = Vec::new();
+            push_java_format_fixed(&mut fast, x, scale);
+            let mut reference = String::new();
+            push_java_format_fixed_reference(&mut reference, x, scale);
+            proptest::prop_assert_eq!(fast, reference.into_bytes());
         }
 
         #[test]

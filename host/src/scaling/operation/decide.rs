@@ -112,6 +112,8 @@ fn decide_vertices<'t>(
         ..
     } = state;
     let histories = histories_by_index(topology, &scaling_history.vertices);
+    // Pending scale-downs are kept by this graph's indices from here on.
+    delayed_scale_down.bind(&topology.index);
     let mut prepared = Vec::with_capacity(topology.vertices.len());
     let mut requests = Vec::with_capacity(topology.vertices.len());
     for (index, vertex) in topology.vertices.iter().enumerate() {
@@ -154,6 +156,7 @@ fn decide_vertices<'t>(
             decision,
             events: &mut outcome.events,
             delayed: delayed_scale_down,
+            index,
         };
         let change = finish_scale_target(ctx, vertex, metrics, history, pending, aligned, sink);
         if let ParallelismChange::Change { new, outside } = change {

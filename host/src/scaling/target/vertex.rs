@@ -47,8 +47,11 @@ pub(crate) struct DecisionSink<'o> {
     pub(crate) decision: &'o mut VertexDecision,
     /// The cycle's events (alignment's, ineffective scaling), appended in their order.
     pub(crate) events: &'o mut Vec<Event>,
-    /// The job's pending scale-downs.
+    /// The job's pending scale-downs, bound to the cycle's graph
+    /// ([`DelayedScaleDown::bind`]).
     pub(crate) delayed: &'o mut DelayedScaleDown,
+    /// The vertex's index in the cycle's graph, by which its pending scale-down is kept.
+    pub(crate) index: usize,
 }
 
 /// Everything the cycle shares between the vertices.
@@ -191,6 +194,7 @@ pub(crate) fn finish_scale_target(
         decision,
         events,
         delayed,
+        index,
     } = sink;
     let cur = vertex.parallelism;
     decision.target = Some(target);
@@ -208,7 +212,7 @@ pub(crate) fn finish_scale_target(
     };
     decision.aligned = Some(new);
     if new == 0 || new == cur {
-        delayed.clear_vertex(&vertex.id);
+        delayed.clear_vertex(index, &vertex.id);
         let step = if new == 0 {
             Step::AlignedZero
         } else {
@@ -229,10 +233,10 @@ pub(crate) fn finish_scale_target(
         band: band.describe(tpr),
     };
     let (change, step) = if new > cur {
-        delayed.clear_vertex(&vertex.id);
+        delayed.clear_vertex(index, &vertex.id);
         scale_up(ctx, vertex, history, tpr, new, band.outside, events)
     } else {
-        scale_down(ctx, vertex, delayed, new, band.outside)
+        scale_down(ctx, vertex, delayed, index, new, band.outside)
     };
     decision.reason = note.then(step);
     if let ParallelismChange::Change { new, outside } = change {
@@ -403,6 +407,7 @@ fn scale_down(
     ctx: &ScalerContext<'_>,
     vertex: &VertexInfo,
     delayed: &mut DelayedScaleDown,
+    index: usize,
     new: u32,
     outside: bool,
 ) -> (ParallelismChange, Step) {
@@ -415,7 +420,7 @@ fn scale_down(
         );
     }
     let window_start = ctx.now_ms.saturating_sub(interval);
-    match delayed.trigger_in_window(&vertex.id, ctx.now_ms, new, outside, window_start) {
+    match delayed.trigger_in_window(index, &vertex.id, ctx.now_ms, new, outside, window_start) {
         None => (ParallelismChange::NoChange, Step::Delayed(new)),
         Some(max) if max.parallelism == cur => {
             (ParallelismChange::NoChange, Step::DelayedAtCurrent)
@@ -588,6 +593,8 @@ mod tests {
                 decision: &mut decision,
                 events: &mut events,
                 delayed,
+                // The vertices of these tests are in no graph: found by id.
+                index: 0,
             },
         );
         VertexOutcome {
@@ -850,7 +857,8 @@ mod tests {
             }
         );
         assert_eq!(
-            d.vertices["v"]
+            d.entry("v")
+                .unwrap()
                 .recommendations
                 .iter()
                 .map(|r| r.parallelism)
@@ -860,7 +868,7 @@ mod tests {
         // A scale-up (or no change) forgets the pending scale-down.
         let out = f.run(&v, 100.0, 700.0, None, &mut d, 110_000);
         assert!(matches!(out.change, ParallelismChange::Change { .. }));
-        assert!(d.vertices.is_empty());
+        assert!(d.is_empty());
     }
 
     #[test]
