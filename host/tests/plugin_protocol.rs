@@ -184,7 +184,8 @@ fn request(name: &str, current: u32, target: u32, ships: Vec<ShipStrategy>) -> A
             current: 0.5,
             average: 0.25,
         },
-    )];
+    )]
+    .into();
     r.topology = Arc::new(graph("orders", current));
     r.subtask_loads = (0..current)
         .map(|i| SubtaskLoad {

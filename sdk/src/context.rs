@@ -4,6 +4,7 @@ use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
+use crate::names::MetricList;
 use crate::params::ModeParams;
 use crate::ship::ShipStrategy;
 
@@ -247,11 +248,12 @@ impl AlignmentContext {
     }
     /// Takes the context apart for its texts (job name, vertex id, vertex name, in that order)
     /// and its metric list, so that whoever built it can reuse their buffers for the next
-    /// context instead of allocating them again (SDK 0.1.3).
-    pub fn into_parts(self) -> ([String; 3], Vec<(String, EvaluatedMetric)>) {
+    /// context instead of allocating them again, and the list the number of its names (see
+    /// [`MetricList`]) (SDK 0.1.3).
+    pub fn into_parts(self) -> ([String; 3], MetricList) {
         (
             [self.job_name, self.vertex_id, self.vertex_name],
-            self.metrics,
+            MetricList::numbered(self.metrics, self.metric_names),
         )
     }
     /// One evaluated metric by name (e.g. `TRUE_PROCESSING_RATE`).
@@ -376,6 +378,21 @@ impl AlignmentContextBuilder {
     #[inline]
     pub fn metrics(mut self, mut metrics: Vec<(String, EvaluatedMetric)>) -> Self {
         self.metric_names = crate::names::sort_and_number(&mut metrics);
+        self.metrics = metrics;
+        self
+    }
+    /// Evaluated metrics of the vertex, as a [`MetricList`]: one that kept the number of its
+    /// names is taken as it is (its names are those of a context built before, sorted and
+    /// distinct); any other is sorted and numbered as in [`AlignmentContextBuilder::metrics`]
+    /// (SDK 0.1.3).
+    #[inline]
+    pub fn metric_list(mut self, list: MetricList) -> Self {
+        let (mut metrics, names) = list.into_numbered();
+        self.metric_names = if names != 0 {
+            names
+        } else {
+            crate::names::sort_and_number(&mut metrics)
+        };
         self.metrics = metrics;
         self
     }

@@ -94,7 +94,11 @@
 //!   then takes only the values when the lent number is that of its kept names, instead of
 //!   comparing every name. Plugins built against 0.1.0 to 0.1.2 never call the new accessor
 //!   and load unchanged; plugins built against 0.1.3 in an older host find the table too
-//!   short, get no number and compare as before.
+//!   short, get no number and compare as before. A host that keeps a context's metric list
+//!   for the next one ([`MetricList`], which [`AlignmentContext::into_parts`] gives back)
+//!   and refills it with the same names keeps their number
+//!   ([`AlignmentContextBuilder::metric_list`]), so the names are checked once per context,
+//!   not twice.
 //!
 //! The manifest ([`abi::PluginManifest`]) has its own format number behind a fixed magic, so a
 //! host can always tell "not a plugin" from "a plugin of another format".
@@ -132,6 +136,7 @@ pub use crate::context::{
     TopologyEdge, TopologyVertex,
 };
 pub use crate::mode::{AlignmentMode, ModeError};
+pub use crate::names::MetricList;
 pub use crate::params::{MODE_KEY, ModeParams, ParamError};
 pub use crate::ship::ShipStrategy;
 

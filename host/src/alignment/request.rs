@@ -4,7 +4,8 @@ use std::cell::RefCell;
 use std::sync::Arc;
 
 use flowscale_sdk::{
-    AlignmentContext, EvaluatedMetric, JobTopology, ModeParams, ShipStrategy, SubtaskLoad,
+    AlignmentContext, EvaluatedMetric, JobTopology, MetricList, ModeParams, ShipStrategy,
+    SubtaskLoad,
 };
 
 /// One vertex's decision as the scaling pipeline (or `flowscale align`) describes it: the
@@ -35,8 +36,10 @@ pub struct AlignmentRequest {
     /// The ship strategies of the vertex's input edges: shared, so that the requests of every
     /// cycle hand over the strategies the job's graph keeps instead of a copy each.
     pub input_ship_strategies: Arc<[ShipStrategy]>,
-    /// The vertex's evaluated metrics, by name.
-    pub metrics: Vec<(String, EvaluatedMetric)>,
+    /// The vertex's evaluated metrics, by name: a list of an earlier context refilled with
+    /// the same names keeps their number, and the context takes it without checking them
+    /// again (see [`MetricList`]).
+    pub metrics: MetricList,
     /// The job graph; the requests of one cycle share one graph instead of a copy each.
     pub topology: Arc<JobTopology>,
     /// The load of each subtask at the current parallelism, subtask `i` at index `i`; empty
@@ -57,7 +60,7 @@ const SPARE_TEXTS: usize = 3 * SPARE_LISTS;
 thread_local! {
     /// The metric lists of contexts this thread decided on, names and all, for the next
     /// requests to fill in place (see [`metric_list`]).
-    static SPARE_METRICS: RefCell<Vec<Vec<(String, EvaluatedMetric)>>> =
+    static SPARE_METRICS: RefCell<Vec<MetricList>> =
         const { RefCell::new(Vec::new()) };
     /// The identity texts of contexts this thread decided on, for the next requests' (see
     /// [`request_text`]).
@@ -81,29 +84,15 @@ pub(crate) fn request_text(text: &str) -> String {
 
 /// A request's metric list holding `metrics` (name and value, in that order), built in the
 /// buffers of a context this thread decided on (see [`recycle`]): a cycle aligns vertices
-/// with the same metric names job after job, so a name is usually already in place and
-/// nothing is allocated.
+/// with the same metric names job after job, so a name is usually already in place, nothing
+/// is allocated, and the list keeps the number of its names for the next context.
 pub(crate) fn metric_list<'a>(
     metrics: impl Iterator<Item = (&'a str, EvaluatedMetric)>,
-) -> Vec<(String, EvaluatedMetric)> {
+) -> MetricList {
     let mut list = SPARE_METRICS
         .with(|spare| spare.borrow_mut().pop())
         .unwrap_or_default();
-    let mut filled = 0;
-    for (name, value) in metrics {
-        match list.get_mut(filled) {
-            Some((kept, kept_value)) => {
-                if kept != name {
-                    kept.clear();
-                    kept.push_str(name);
-                }
-                *kept_value = value;
-            }
-            None => list.push((name.to_string(), value)),
-        }
-        filled += 1;
-    }
-    list.truncate(filled);
+    list.refill(metrics);
     list
 }
 
@@ -119,7 +108,7 @@ pub(crate) fn recycle(ctx: AlignmentContext) {
             }
         }
     });
-    if metrics.capacity() == 0 {
+    if metrics.is_empty() {
         return;
     }
     SPARE_METRICS.with(|spare| {
@@ -145,7 +134,7 @@ impl AlignmentRequest {
             lower_limit: 1,
             upper_limit: u32::MAX,
             input_ship_strategies: Arc::default(),
-            metrics: Vec::new(),
+            metrics: MetricList::new(),
             topology: Arc::default(),
             subtask_loads: Vec::new(),
         }
@@ -158,7 +147,7 @@ impl AlignmentRequest {
             .source_partitions(self.source_partitions)
             .limits(self.lower_limit, self.upper_limit)
             .shared_input_ship_strategies(self.input_ship_strategies)
-            .metrics(self.metrics)
+            .metric_list(self.metrics)
             .shared_topology(self.topology)
             .params(params)
             .subtask_loads(self.subtask_loads)
@@ -188,7 +177,7 @@ mod tests {
         let second = metric_list([("LAG", value(2.0)), ("LOAD", value(0.7))].into_iter());
         assert_eq!(second[0].0.as_ptr(), lag_buffer);
         assert_eq!(
-            second,
+            second.to_vec(),
             vec![
                 ("LAG".to_string(), value(2.0)),
                 ("LOAD".to_string(), value(0.7))
@@ -199,7 +188,7 @@ mod tests {
     #[test]
     fn the_lists_of_a_whole_batch_come_back_for_the_next_one() {
         // A job's requests are all built before any is aligned: each takes a list of its own.
-        let batch = |x: f64| -> Vec<Vec<(String, EvaluatedMetric)>> {
+        let batch = |x: f64| -> Vec<MetricList> {
             (0..3)
                 .map(|_| metric_list([("LAG", value(x)), ("LOAD", value(x))].into_iter()))
                 .collect()
@@ -236,7 +225,7 @@ mod tests {
         // Fewer, and other names, than the spare holds.
         let list = metric_list([("B", value(5.0)), ("D", value(6.0))].into_iter());
         assert_eq!(
-            list,
+            list.to_vec(),
             vec![("B".to_string(), value(5.0)), ("D".to_string(), value(6.0))]
         );
         // No spare left (nothing was recycled since).

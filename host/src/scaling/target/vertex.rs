@@ -466,7 +466,7 @@ fn alignment_request(
         metrics: if details {
             metrics_by_name(metrics)
         } else {
-            Vec::new()
+            flowscale_sdk::MetricList::new()
         },
         topology: if details {
             Arc::clone(ctx.topology.get_or_init(|| Arc::new(ctx.graph.to_sdk())))
@@ -488,7 +488,7 @@ fn alignment_request(
 
 /// The vertex's metrics by name, the order a context keeps them in (so building one sorts
 /// nothing), in the buffers of the previous context where it can.
-fn metrics_by_name(metrics: &VertexEvaluation) -> Vec<(String, flowscale_sdk::EvaluatedMetric)> {
+fn metrics_by_name(metrics: &VertexEvaluation) -> flowscale_sdk::MetricList {
     static BY_NAME: LazyLock<Vec<ScalingMetric>> = LazyLock::new(|| {
         let mut all = ScalingMetric::ALL.to_vec();
         all.sort_by_key(ScalingMetric::as_str);
