@@ -1,9 +1,11 @@
 //! The immutable inputs of one alignment decision.
 
+use std::cell::UnsafeCell;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
+use crate::abi::context::Lent;
 use crate::names::MetricList;
 use crate::params::ModeParams;
 use crate::ship::ShipStrategy;
@@ -75,9 +77,6 @@ pub struct SubtaskLoad {
 pub struct AlignmentContext {
     // Crate-visible so that the plugin side of the boundary can bring a kept context up to
     // date in place (`abi::context::with_lent`); everyone else goes through the accessors.
-    pub(crate) job_name: String,
-    pub(crate) vertex_id: String,
-    pub(crate) vertex_name: String,
     pub(crate) current: u32,
     pub(crate) target: u32,
     pub(crate) source_partitions: u32,
@@ -85,16 +84,123 @@ pub struct AlignmentContext {
     pub(crate) lower_limit: u32,
     pub(crate) upper_limit: u32,
     pub(crate) input_ship_strategies: Ships,
-    pub(crate) metrics: Vec<(String, EvaluatedMetric)>,
-    pub(crate) topology: Arc<JobTopology>,
     pub(crate) params: ModeParams,
-    pub(crate) subtask_loads: Option<Vec<SubtaskLoad>>,
     /// Names this context among those built in this process (see [`next_serial`]); 0 for one
     /// brought up to date in place, which has no name. Not part of what a mode sees.
     pub(crate) serial: u64,
+    /// The identity, metrics, graph and per-subtask load: see [`Details`].
+    pub(crate) details: LazyDetails,
+}
+
+/// The parts of a context that many modes never read (the identity, the metrics, the graph,
+/// the per-subtask load): a mode's gate and alignment are mostly about numbers, ship
+/// strategies and parameters. The plugin side's kept context brings them up to date from the
+/// lent context only when the mode first reads one of them (see [`LazyDetails`]).
+#[derive(Clone)]
+pub(crate) struct Details {
+    pub(crate) job_name: String,
+    pub(crate) vertex_id: String,
+    pub(crate) vertex_name: String,
+    pub(crate) metrics: Vec<(String, EvaluatedMetric)>,
     /// Names the list of metric names (see `names.rs`): equal numbers, equal names. 0 when not
     /// known. Not part of what a mode sees.
     pub(crate) metric_names: u64,
+    pub(crate) topology: Arc<JobTopology>,
+    pub(crate) subtask_loads: Option<Vec<SubtaskLoad>>,
+}
+
+/// [`Details`], either complete (every context a builder makes) or still to be brought up to
+/// date from the context the host lends for the running call (the plugin side's kept
+/// context, see `abi::context::with_lent`), which happens once, when a mode first reads them.
+///
+/// The kept context is only ever reached by a mode during a lent call, with the lent context
+/// alive; a clone is complete (it may outlive the call).
+pub(crate) struct LazyDetails {
+    /// Set once `details` is complete.
+    ready: OnceLock<()>,
+    /// Written only by the one initialisation of `ready` (or through `&mut self`), read only
+    /// once `ready` is set.
+    details: UnsafeCell<Details>,
+    /// Where the details come from while `ready` is not set.
+    source: Option<Lent>,
+}
+
+// SAFETY: `details` is written only inside `ready`'s initialisation, which runs once at a
+// time, and read only after it completed (with the happens-before `OnceLock` gives); the
+// source is a lent context, which is itself shared across threads (see `Lent`).
+unsafe impl Sync for LazyDetails {}
+
+/// A panic while the details are brought up to date leaves `ready` unset, and the next read
+/// brings them up to date from the start (every part is compared or rewritten whole), so a
+/// context seen again after a caught panic is never half of one and half of another.
+impl std::panic::RefUnwindSafe for LazyDetails {}
+
+impl LazyDetails {
+    /// Complete details.
+    pub(crate) fn ready_with(details: Details) -> LazyDetails {
+        let ready = OnceLock::new();
+        let _ = ready.set(());
+        LazyDetails {
+            ready,
+            details: UnsafeCell::new(details),
+            source: None,
+        }
+    }
+
+    /// The details, brought up to date from the source first if they are not yet.
+    #[inline]
+    pub(crate) fn get(&self) -> &Details {
+        if self.ready.get().is_none() {
+            self.bring_up_to_date();
+        }
+        // SAFETY: `ready` is set: nothing writes `details` until `&mut self` is taken again.
+        unsafe { &*self.details.get() }
+    }
+
+    #[cold]
+    fn bring_up_to_date(&self) {
+        self.ready.get_or_init(|| {
+            if let Some(source) = self.source {
+                // SAFETY: this initialisation is the only writer while `ready` is not set, and
+                // nothing reads `details` before it completes; the source is lent for the
+                // running call, the only time a mode can reach this context (see the type's
+                // docs).
+                unsafe { crate::abi::context::fill_details(&mut *self.details.get(), source) }
+            }
+        });
+    }
+
+    /// The details, up to date, to change in place.
+    pub(crate) fn get_mut(&mut self) -> &mut Details {
+        self.get();
+        self.details.get_mut()
+    }
+
+    /// The details, up to date, taken out.
+    pub(crate) fn into_inner(self) -> Details {
+        self.get();
+        self.details.into_inner()
+    }
+
+    /// The details are those of `source` from now on (read when first needed); the kept ones
+    /// stay as the buffers to bring up to date.
+    pub(crate) fn lend(&mut self, source: Lent) {
+        let _ = self.ready.take();
+        self.source = Some(source);
+    }
+
+    /// The same details (`source` lends the very context they came from, or an equal one):
+    /// still read from it if they are not yet.
+    pub(crate) fn lend_again(&mut self, source: Lent) {
+        self.source = Some(source);
+    }
+}
+
+/// A clone is complete: it may outlive the lent call.
+impl Clone for LazyDetails {
+    fn clone(&self) -> LazyDetails {
+        LazyDetails::ready_with(self.get().clone())
+    }
 }
 
 /// A context's input ship strategies: shared with whoever built the context (a host builds one
@@ -152,10 +258,11 @@ fn next_serial() -> u64 {
 /// Every field a mode can read; the serial is the boundary's business.
 impl fmt::Debug for AlignmentContext {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let details = self.details.get();
         f.debug_struct("AlignmentContext")
-            .field("job_name", &self.job_name)
-            .field("vertex_id", &self.vertex_id)
-            .field("vertex_name", &self.vertex_name)
+            .field("job_name", &details.job_name)
+            .field("vertex_id", &details.vertex_id)
+            .field("vertex_name", &details.vertex_name)
             .field("current", &self.current)
             .field("target", &self.target)
             .field("source_partitions", &self.source_partitions)
@@ -163,10 +270,10 @@ impl fmt::Debug for AlignmentContext {
             .field("lower_limit", &self.lower_limit)
             .field("upper_limit", &self.upper_limit)
             .field("input_ship_strategies", &self.input_ship_strategies)
-            .field("metrics", &self.metrics)
-            .field("topology", &self.topology)
+            .field("metrics", &details.metrics)
+            .field("topology", &details.topology)
             .field("params", &self.params)
-            .field("subtask_loads", &self.subtask_loads)
+            .field("subtask_loads", &details.subtask_loads)
             .finish()
     }
 }
@@ -199,15 +306,15 @@ impl AlignmentContext {
 
     /// The job's name.
     pub fn job_name(&self) -> &str {
-        &self.job_name
+        &self.details.get().job_name
     }
     /// The vertex id.
     pub fn vertex_id(&self) -> &str {
-        &self.vertex_id
+        &self.details.get().vertex_id
     }
     /// The vertex name.
     pub fn vertex_name(&self) -> &str {
-        &self.vertex_name
+        &self.details.get().vertex_name
     }
     /// `c`: the parallelism the vertex runs at now.
     pub fn current_parallelism(&self) -> u32 {
@@ -239,33 +346,35 @@ impl AlignmentContext {
     }
     /// The evaluated metrics of the vertex, sorted by name.
     pub fn metrics(&self) -> &[(String, EvaluatedMetric)] {
-        &self.metrics
+        &self.details.get().metrics
     }
     /// Takes the context apart for its metric list, so that whoever built it can reuse the
     /// list and its strings for the next context instead of allocating them again.
     pub fn into_metrics(self) -> Vec<(String, EvaluatedMetric)> {
-        self.metrics
+        self.details.into_inner().metrics
     }
     /// Takes the context apart for its texts (job name, vertex id, vertex name, in that order)
     /// and its metric list, so that whoever built it can reuse their buffers for the next
     /// context instead of allocating them again, and the list the number of its names (see
     /// [`MetricList`]) (SDK 0.1.3).
     pub fn into_parts(self) -> ([String; 3], MetricList) {
+        let details = self.details.into_inner();
         (
-            [self.job_name, self.vertex_id, self.vertex_name],
-            MetricList::numbered(self.metrics, self.metric_names),
+            [details.job_name, details.vertex_id, details.vertex_name],
+            MetricList::numbered(details.metrics, details.metric_names),
         )
     }
     /// One evaluated metric by name (e.g. `TRUE_PROCESSING_RATE`).
     pub fn metric(&self, name: &str) -> Option<EvaluatedMetric> {
-        self.metrics
+        let metrics = &self.details.get().metrics;
+        metrics
             .binary_search_by(|(n, _)| n.as_str().cmp(name))
             .ok()
-            .map(|i| self.metrics[i].1)
+            .map(|i| metrics[i].1)
     }
     /// The whole job graph.
     pub fn topology(&self) -> &JobTopology {
-        &self.topology
+        &self.details.get().topology
     }
     /// The selected mode's parameters: every `scaling.alignment.mode.<name>.<rest>` key as `<rest>`.
     pub fn params(&self) -> &ModeParams {
@@ -277,7 +386,7 @@ impl AlignmentContext {
     /// host older than SDK 0.1.1 (which cannot tell). When present there is one entry per
     /// subtask of the current parallelism; an entry's halves may still be `None` each.
     pub fn subtask_loads(&self) -> Option<&[SubtaskLoad]> {
-        self.subtask_loads.as_deref()
+        self.details.get().subtask_loads.as_deref()
     }
 
     /// `N`: what parallelism is aligned to — the source partitions when known, else the key groups.
@@ -428,9 +537,6 @@ impl AlignmentContextBuilder {
     #[inline]
     pub fn build(self) -> AlignmentContext {
         AlignmentContext {
-            job_name: self.job_name,
-            vertex_id: self.vertex_id,
-            vertex_name: self.vertex_name,
             current: self.current,
             target: self.target,
             source_partitions: self.source_partitions,
@@ -438,12 +544,17 @@ impl AlignmentContextBuilder {
             lower_limit: self.lower_limit,
             upper_limit: self.upper_limit,
             input_ship_strategies: self.input_ship_strategies,
-            metrics: self.metrics,
-            metric_names: self.metric_names,
-            topology: self.topology.unwrap_or_else(empty_topology),
             params: self.params.unwrap_or_default(),
-            subtask_loads: self.subtask_loads,
             serial: next_serial(),
+            details: LazyDetails::ready_with(Details {
+                job_name: self.job_name,
+                vertex_id: self.vertex_id,
+                vertex_name: self.vertex_name,
+                metrics: self.metrics,
+                metric_names: self.metric_names,
+                topology: self.topology.unwrap_or_else(empty_topology),
+                subtask_loads: self.subtask_loads,
+            }),
         }
     }
 }
@@ -469,6 +580,12 @@ mod tests {
         assert_eq!(src.partitions_or_key_groups(), 15);
         assert_eq!(src.alignment_cap(), 15);
         assert!(src.default_applicable());
+    }
+
+    #[test]
+    fn a_context_can_be_shared_across_threads_and_seen_after_a_panic() {
+        fn send_and_sync<T: Send + Sync + std::panic::RefUnwindSafe + std::panic::UnwindSafe>() {}
+        send_and_sync::<AlignmentContext>();
     }
 
     #[test]
