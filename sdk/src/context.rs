@@ -1,12 +1,12 @@
 //! The immutable inputs of one alignment decision.
 
 use std::cell::UnsafeCell;
+use std::ffi::c_void;
 use std::fmt;
+use std::ops::Deref;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use crate::abi::context::Lent;
-use crate::names::MetricList;
 use crate::params::ModeParams;
 use crate::ship::ShipStrategy;
 
@@ -18,6 +18,89 @@ pub struct EvaluatedMetric {
     pub current: f64,
     /// The average over the metric window.
     pub average: f64,
+}
+
+/// A list of evaluated metrics, by name, as a host keeps it from one context to the next: the
+/// list of a context it decided on ([`AlignmentContext::into_metric_list`]), with the number
+/// of its names, refilled in place for the next context ([`MetricList::refill`]).
+///
+/// A host builds contexts vertex after vertex with the same metric names: refilling the list
+/// compares each name with the one in its place anyway (to reuse its buffer), and when they
+/// are all the same the list keeps its number, so that the builder takes it
+/// ([`AlignmentContextBuilder::metric_list`]) without checking the names a second time.
+/// Any other name, or another count, drops the number: the builder then sorts and numbers the
+/// list as it does a plain one. The names are never reachable mutably from outside, so a
+/// number always names exactly the names it came with (SDK 0.1.3).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MetricList {
+    metrics: Vec<(String, EvaluatedMetric)>,
+    /// The number of the names (see `names.rs`); 0 when not known.
+    names: u64,
+}
+
+impl MetricList {
+    /// An empty list.
+    pub fn new() -> MetricList {
+        MetricList::default()
+    }
+
+    /// Makes the list hold `metrics` (name and value, in that order), in place: a name equal
+    /// to the one kept in its place reuses it, and the list keeps its number only when every
+    /// name is the one kept in its place and there are as many.
+    pub fn refill<'a>(&mut self, metrics: impl IntoIterator<Item = (&'a str, EvaluatedMetric)>) {
+        let mut filled = 0;
+        for (name, value) in metrics {
+            match self.metrics.get_mut(filled) {
+                Some((kept, kept_value)) => {
+                    if !crate::bytes::same(kept.as_bytes(), name.as_bytes()) {
+                        kept.clear();
+                        kept.push_str(name);
+                        self.names = 0;
+                    }
+                    *kept_value = value;
+                }
+                None => {
+                    self.metrics.push((name.to_owned(), value));
+                    self.names = 0;
+                }
+            }
+            filled += 1;
+        }
+        if filled != self.metrics.len() {
+            self.metrics.truncate(filled);
+            self.names = 0;
+        }
+    }
+
+    /// The list of a context whose names the builder numbered `names`.
+    pub(crate) fn numbered(metrics: Vec<(String, EvaluatedMetric)>, names: u64) -> MetricList {
+        MetricList { metrics, names }
+    }
+
+    /// The metrics and the number of their names (0: not known), for the builder.
+    pub(crate) fn into_numbered(self) -> (Vec<(String, EvaluatedMetric)>, u64) {
+        (self.metrics, self.names)
+    }
+
+    /// The metrics, as a plain list.
+    pub fn into_vec(self) -> Vec<(String, EvaluatedMetric)> {
+        self.metrics
+    }
+}
+
+/// A plain list: its names are numbered when a context is built from it.
+impl From<Vec<(String, EvaluatedMetric)>> for MetricList {
+    fn from(metrics: Vec<(String, EvaluatedMetric)>) -> MetricList {
+        MetricList { metrics, names: 0 }
+    }
+}
+
+/// The metrics, read only (so that the number keeps naming the names).
+impl Deref for MetricList {
+    type Target = [(String, EvaluatedMetric)];
+    fn deref(&self) -> &Self::Target {
+        &self.metrics
+    }
 }
 
 /// A vertex of the job graph as the alignment step sees it.
@@ -98,9 +181,9 @@ pub struct AlignmentContext {
 /// lent context only when the mode first reads one of them (see [`LazyDetails`]).
 #[derive(Clone)]
 pub(crate) struct Details {
-    pub(crate) job_name: String,
-    pub(crate) vertex_id: String,
-    pub(crate) vertex_name: String,
+    pub(crate) job_name: Text,
+    pub(crate) vertex_id: Text,
+    pub(crate) vertex_name: Text,
     pub(crate) metrics: Vec<(String, EvaluatedMetric)>,
     /// Names the list of metric names (see `names.rs`): equal numbers, equal names. 0 when not
     /// known. Not part of what a mode sees.
@@ -116,18 +199,36 @@ pub(crate) struct Details {
 /// The kept context is only ever reached by a mode during a lent call, with the lent context
 /// alive; a clone is complete (it may outlive the call).
 pub(crate) struct LazyDetails {
-    /// Set once `details` is complete.
+    /// With a source: set once `details` is up to date with it. Without one, unused (the
+    /// details are complete), so that building a context writes no once-cell.
     ready: OnceLock<()>,
-    /// Written only by the one initialisation of `ready` (or through `&mut self`), read only
-    /// once `ready` is set.
+    /// With a source, written only by the one initialisation of `ready` (or through `&mut
+    /// self`) and read only once `ready` is set.
     details: UnsafeCell<Details>,
-    /// Where the details come from while `ready` is not set.
-    source: Option<Lent>,
+    /// Where the details come from (`None`: they are complete).
+    source: Option<DetailSource>,
 }
 
-// SAFETY: `details` is written only inside `ready`'s initialisation, which runs once at a
-// time, and read only after it completed (with the happens-before `OnceLock` gives); the
-// source is a lent context, which is itself shared across threads (see `Lent`).
+/// Where a kept context's details come from: a context lent for the running call, and the
+/// function of the boundary that reads it (see `abi::context`), which knows what the two
+/// pointers are.
+#[derive(Clone, Copy)]
+pub(crate) struct DetailSource {
+    pub(crate) lent: *const c_void,
+    pub(crate) table: *const c_void,
+    pub(crate) fill: unsafe fn(&mut Details, *const c_void, *const c_void),
+}
+
+// SAFETY: a lent context is the host's `AlignmentContext`, which is `Sync`, read through
+// accessors that only read it; the table is a static.
+unsafe impl Send for DetailSource {}
+// SAFETY: as above.
+unsafe impl Sync for DetailSource {}
+
+// SAFETY: through `&self`, `details` is written only inside `ready`'s initialisation (with a
+// source), which runs once at a time, and read only after it completed (with the
+// happens-before `OnceLock` gives) or when there is no source (then nothing writes it); the
+// source is a lent context, which is itself shared across threads (see `DetailSource`).
 unsafe impl Sync for LazyDetails {}
 
 /// A panic while the details are brought up to date leaves `ready` unset, and the next read
@@ -138,10 +239,8 @@ impl std::panic::RefUnwindSafe for LazyDetails {}
 impl LazyDetails {
     /// Complete details.
     pub(crate) fn ready_with(details: Details) -> LazyDetails {
-        let ready = OnceLock::new();
-        let _ = ready.set(());
         LazyDetails {
-            ready,
+            ready: OnceLock::new(),
             details: UnsafeCell::new(details),
             source: None,
         }
@@ -150,10 +249,11 @@ impl LazyDetails {
     /// The details, brought up to date from the source first if they are not yet.
     #[inline]
     pub(crate) fn get(&self) -> &Details {
-        if self.ready.get().is_none() {
+        if self.source.is_some() && self.ready.get().is_none() {
             self.bring_up_to_date();
         }
-        // SAFETY: `ready` is set: nothing writes `details` until `&mut self` is taken again.
+        // SAFETY: without a source nothing writes `details` but `&mut self`; with one, `ready`
+        // is set, and nothing writes them until `&mut self` is taken again.
         unsafe { &*self.details.get() }
     }
 
@@ -165,7 +265,7 @@ impl LazyDetails {
                 // nothing reads `details` before it completes; the source is lent for the
                 // running call, the only time a mode can reach this context (see the type's
                 // docs).
-                unsafe { crate::abi::context::fill_details(&mut *self.details.get(), source) }
+                unsafe { (source.fill)(&mut *self.details.get(), source.lent, source.table) }
             }
         });
     }
@@ -184,14 +284,14 @@ impl LazyDetails {
 
     /// The details are those of `source` from now on (read when first needed); the kept ones
     /// stay as the buffers to bring up to date.
-    pub(crate) fn lend(&mut self, source: Lent) {
+    pub(crate) fn lend(&mut self, source: DetailSource) {
         let _ = self.ready.take();
         self.source = Some(source);
     }
 
     /// The same details (`source` lends the very context they came from, or an equal one):
     /// still read from it if they are not yet.
-    pub(crate) fn lend_again(&mut self, source: Lent) {
+    pub(crate) fn lend_again(&mut self, source: DetailSource) {
         self.source = Some(source);
     }
 }
@@ -236,6 +336,44 @@ impl Ships {
         match self {
             Ships::Owned(ships) => ships,
             Ships::Shared(_) => unreachable!("made owned just above"),
+        }
+    }
+}
+
+/// A text of a context's identity: shared with whoever built the context (a host keeps the
+/// job's name and each vertex's id and name for as long as the job runs, and lends every
+/// context of the vertex the same texts instead of copies), or owned (the plugin side's kept
+/// copy, brought up to date in place).
+#[derive(Clone)]
+pub(crate) enum Text {
+    Shared(Arc<str>),
+    Owned(String),
+}
+
+/// As the text, whoever holds it.
+impl fmt::Debug for Text {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+impl Text {
+    pub(crate) fn as_str(&self) -> &str {
+        match self {
+            Text::Shared(text) => text,
+            Text::Owned(text) => text,
+        }
+    }
+
+    /// The text as an owned string to change in place (a shared one becomes an empty owned
+    /// string first).
+    pub(crate) fn owned_mut(&mut self) -> &mut String {
+        if let Text::Shared(_) = self {
+            *self = Text::Owned(String::new());
+        }
+        match self {
+            Text::Owned(text) => text,
+            Text::Shared(_) => unreachable!("made owned just above"),
         }
     }
 }
@@ -286,9 +424,9 @@ impl AlignmentContext {
     #[inline]
     pub fn builder(current: u32, target: u32, max_parallelism: u32) -> AlignmentContextBuilder {
         AlignmentContextBuilder {
-            job_name: String::new(),
-            vertex_id: String::new(),
-            vertex_name: String::new(),
+            job_name: Text::Owned(String::new()),
+            vertex_id: Text::Owned(String::new()),
+            vertex_name: Text::Owned(String::new()),
             current,
             target,
             source_partitions: 0,
@@ -306,15 +444,15 @@ impl AlignmentContext {
 
     /// The job's name.
     pub fn job_name(&self) -> &str {
-        &self.details.get().job_name
+        self.details.get().job_name.as_str()
     }
     /// The vertex id.
     pub fn vertex_id(&self) -> &str {
-        &self.details.get().vertex_id
+        self.details.get().vertex_id.as_str()
     }
     /// The vertex name.
     pub fn vertex_name(&self) -> &str {
-        &self.details.get().vertex_name
+        self.details.get().vertex_name.as_str()
     }
     /// `c`: the parallelism the vertex runs at now.
     pub fn current_parallelism(&self) -> u32 {
@@ -353,16 +491,12 @@ impl AlignmentContext {
     pub fn into_metrics(self) -> Vec<(String, EvaluatedMetric)> {
         self.details.into_inner().metrics
     }
-    /// Takes the context apart for its texts (job name, vertex id, vertex name, in that order)
-    /// and its metric list, so that whoever built it can reuse their buffers for the next
-    /// context instead of allocating them again, and the list the number of its names (see
-    /// [`MetricList`]) (SDK 0.1.3).
-    pub fn into_parts(self) -> ([String; 3], MetricList) {
+    /// Takes the context apart for its metric list with the number of its names (see
+    /// [`MetricList`]), so that whoever built it can refill the list for the next context
+    /// instead of allocating it again, and keep the number (SDK 0.1.3).
+    pub fn into_metric_list(self) -> MetricList {
         let details = self.details.into_inner();
-        (
-            [details.job_name, details.vertex_id, details.vertex_name],
-            MetricList::numbered(details.metrics, details.metric_names),
-        )
+        MetricList::numbered(details.metrics, details.metric_names)
     }
     /// One evaluated metric by name (e.g. `TRUE_PROCESSING_RATE`).
     pub fn metric(&self, name: &str) -> Option<EvaluatedMetric> {
@@ -425,9 +559,9 @@ impl AlignmentContext {
 /// are only made, empty, when the context is built (a host that sets both allocates neither).
 #[derive(Debug, Clone)]
 pub struct AlignmentContextBuilder {
-    job_name: String,
-    vertex_id: String,
-    vertex_name: String,
+    job_name: Text,
+    vertex_id: Text,
+    vertex_name: Text,
     current: u32,
     target: u32,
     source_partitions: u32,
@@ -451,9 +585,24 @@ impl AlignmentContextBuilder {
         vertex_id: impl Into<String>,
         vertex_name: impl Into<String>,
     ) -> Self {
-        self.job_name = job.into();
-        self.vertex_id = vertex_id.into();
-        self.vertex_name = vertex_name.into();
+        self.job_name = Text::Owned(job.into());
+        self.vertex_id = Text::Owned(vertex_id.into());
+        self.vertex_name = Text::Owned(vertex_name.into());
+        self
+    }
+    /// Job, vertex id and vertex name, shared with the vertex's other contexts: the host keeps
+    /// them with the job and its graph and lends every context the same texts instead of a
+    /// copy each (SDK 0.1.3).
+    #[inline]
+    pub fn shared_identity(
+        mut self,
+        job: Arc<str>,
+        vertex_id: Arc<str>,
+        vertex_name: Arc<str>,
+    ) -> Self {
+        self.job_name = Text::Shared(job);
+        self.vertex_id = Text::Shared(vertex_id);
+        self.vertex_name = Text::Shared(vertex_name);
         self
     }
     /// Partition count of a source (0: not a source, or unknown).
@@ -586,6 +735,61 @@ mod tests {
     fn a_context_can_be_shared_across_threads_and_seen_after_a_panic() {
         fn send_and_sync<T: Send + Sync + std::panic::RefUnwindSafe + std::panic::UnwindSafe>() {}
         send_and_sync::<AlignmentContext>();
+    }
+
+    fn value(x: f64) -> EvaluatedMetric {
+        EvaluatedMetric {
+            current: x,
+            average: x,
+        }
+    }
+
+    #[test]
+    fn a_refilled_list_keeps_its_number_only_with_the_same_names() {
+        let mut metrics = vec![
+            ("LAG".to_string(), value(1.0)),
+            ("LOAD".to_string(), value(2.0)),
+        ];
+        let number = crate::names::sort_and_number(&mut metrics);
+        let mut list = MetricList::numbered(metrics, number);
+        list.refill([("LAG", value(3.0)), ("LOAD", value(4.0))]);
+        assert_eq!(list.names, number);
+        assert_eq!(list[1].1, value(4.0));
+        for other in [
+            vec![("LAG", value(1.0))],
+            vec![
+                ("LAG", value(1.0)),
+                ("LOAD", value(1.0)),
+                ("RATE", value(1.0)),
+            ],
+            vec![("LAG", value(1.0)), ("LOADS", value(1.0))],
+        ] {
+            let mut list = MetricList::numbered(list.to_vec(), number);
+            list.refill(other.iter().copied());
+            assert_eq!(list.names, 0, "{other:?}");
+            let names: Vec<&str> = list.iter().map(|(n, _)| n.as_str()).collect();
+            let wanted: Vec<&str> = other.iter().map(|(n, _)| *n).collect();
+            assert_eq!(names, wanted);
+        }
+        assert_eq!(MetricList::from(list.to_vec()).names, 0);
+    }
+
+    #[test]
+    fn a_shared_identity_reads_as_an_owned_one() {
+        let owned = AlignmentContext::builder(2, 4, 128)
+            .identity("job", "v1", "map")
+            .build();
+        let shared = AlignmentContext::builder(2, 4, 128)
+            .shared_identity("job".into(), "v1".into(), "map".into())
+            .build();
+        assert_eq!(
+            (shared.job_name(), shared.vertex_id(), shared.vertex_name()),
+            ("job", "v1", "map")
+        );
+        assert_eq!(format!("{shared:?}"), format!("{owned:?}"));
+        let mut kept = shared.details.get().vertex_id.clone();
+        kept.owned_mut().push('x');
+        assert_eq!(kept.as_str(), "x");
     }
 
     #[test]

@@ -12,11 +12,9 @@
 //! compares, as it does with 0 ("not known").
 
 use std::cell::RefCell;
-use std::ops::Deref;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::bytes::{before, same};
-use crate::context::EvaluatedMetric;
 
 /// The last number handed out; 0 is never one.
 static LAST_NUMBER: AtomicU64 = AtomicU64::new(0);
@@ -113,89 +111,6 @@ fn same_names<T>(names: &[String], metrics: &[(String, T)]) -> bool {
             .all(|(a, (b, _))| same(a.as_bytes(), b.as_bytes()))
 }
 
-/// A list of evaluated metrics, by name, as a host keeps it from one context to the next: the
-/// list of a context it decided on ([`crate::AlignmentContext::into_parts`]), with the number
-/// of its names, refilled in place for the next context ([`MetricList::refill`]).
-///
-/// A host builds contexts vertex after vertex with the same metric names: refilling the list
-/// compares each name with the one in its place anyway (to reuse its buffer), and when they
-/// are all the same the list keeps its number, so that the builder takes it
-/// ([`crate::AlignmentContextBuilder::metric_list`]) without checking the names a second time.
-/// Any other name, or another count, drops the number: the builder then sorts and numbers the
-/// list as it does a plain one. The names are never reachable mutably from outside, so a
-/// number always names exactly the names it came with (SDK 0.1.3).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct MetricList {
-    metrics: Vec<(String, EvaluatedMetric)>,
-    /// The number of the names (see the module docs); 0 when not known.
-    names: u64,
-}
-
-impl MetricList {
-    /// An empty list.
-    pub fn new() -> MetricList {
-        MetricList::default()
-    }
-
-    /// Makes the list hold `metrics` (name and value, in that order), in place: a name equal
-    /// to the one kept in its place reuses it, and the list keeps its number only when every
-    /// name is the one kept in its place and there are as many.
-    pub fn refill<'a>(&mut self, metrics: impl IntoIterator<Item = (&'a str, EvaluatedMetric)>) {
-        let mut filled = 0;
-        for (name, value) in metrics {
-            match self.metrics.get_mut(filled) {
-                Some((kept, kept_value)) => {
-                    if !same(kept.as_bytes(), name.as_bytes()) {
-                        kept.clear();
-                        kept.push_str(name);
-                        self.names = 0;
-                    }
-                    *kept_value = value;
-                }
-                None => {
-                    self.metrics.push((name.to_owned(), value));
-                    self.names = 0;
-                }
-            }
-            filled += 1;
-        }
-        if filled != self.metrics.len() {
-            self.metrics.truncate(filled);
-            self.names = 0;
-        }
-    }
-
-    /// The list of a context whose names the builder numbered `names`.
-    pub(crate) fn numbered(metrics: Vec<(String, EvaluatedMetric)>, names: u64) -> MetricList {
-        MetricList { metrics, names }
-    }
-
-    /// The metrics and the number of their names (0: not known), for the builder.
-    pub(crate) fn into_numbered(self) -> (Vec<(String, EvaluatedMetric)>, u64) {
-        (self.metrics, self.names)
-    }
-
-    /// The metrics, as a plain list.
-    pub fn into_vec(self) -> Vec<(String, EvaluatedMetric)> {
-        self.metrics
-    }
-}
-
-/// A plain list: its names are numbered when a context is built from it.
-impl From<Vec<(String, EvaluatedMetric)>> for MetricList {
-    fn from(metrics: Vec<(String, EvaluatedMetric)>) -> MetricList {
-        MetricList { metrics, names: 0 }
-    }
-}
-
-/// The metrics, read only (so that the number keeps naming the names).
-impl Deref for MetricList {
-    type Target = [(String, EvaluatedMetric)];
-    fn deref(&self) -> &Self::Target {
-        &self.metrics
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -240,43 +155,6 @@ mod tests {
                 seen.push((number, name));
             }
         }
-    }
-
-    fn value(x: f64) -> EvaluatedMetric {
-        EvaluatedMetric {
-            current: x,
-            average: x,
-        }
-    }
-
-    #[test]
-    fn a_refilled_list_keeps_its_number_only_with_the_same_names() {
-        let mut metrics = vec![
-            ("LAG".to_string(), value(1.0)),
-            ("LOAD".to_string(), value(2.0)),
-        ];
-        let number = sort_and_number(&mut metrics);
-        let mut list = MetricList::numbered(metrics, number);
-        list.refill([("LAG", value(3.0)), ("LOAD", value(4.0))]);
-        assert_eq!(list.names, number);
-        assert_eq!(list[1].1, value(4.0));
-        for other in [
-            vec![("LAG", value(1.0))],
-            vec![
-                ("LAG", value(1.0)),
-                ("LOAD", value(1.0)),
-                ("RATE", value(1.0)),
-            ],
-            vec![("LAG", value(1.0)), ("LOADS", value(1.0))],
-        ] {
-            let mut list = MetricList::numbered(list.to_vec(), number);
-            list.refill(other.iter().copied());
-            assert_eq!(list.names, 0, "{other:?}");
-            let names: Vec<&str> = list.iter().map(|(n, _)| n.as_str()).collect();
-            let wanted: Vec<&str> = other.iter().map(|(n, _)| *n).collect();
-            assert_eq!(names, wanted);
-        }
-        assert_eq!(MetricList::from(list.to_vec()).names, 0);
     }
 
     #[test]

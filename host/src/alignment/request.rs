@@ -1,7 +1,7 @@
 //! What a caller tells alignment about one vertex's decision, in plain terms.
 
 use std::cell::RefCell;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use flowscale_sdk::{
     AlignmentContext, EvaluatedMetric, JobTopology, MetricList, ModeParams, ShipStrategy,
@@ -15,12 +15,14 @@ use flowscale_sdk::{
 /// mode, which it resolved itself: callers never build contexts and never see the parameters.
 #[derive(Debug, Clone)]
 pub struct AlignmentRequest {
-    /// The job's name.
-    pub job: String,
+    /// The job's name. The identity texts are shared: the requests of every cycle hand over
+    /// the texts the job and its graph keep, and the contexts lend them on, instead of a copy
+    /// each.
+    pub job: Arc<str>,
     /// The engine-assigned vertex id (Flink: the hex job-vertex id).
-    pub vertex_id: String,
+    pub vertex_id: Arc<str>,
     /// The vertex's human-readable name.
-    pub vertex_name: String,
+    pub vertex_name: Arc<str>,
     /// The parallelism the vertex runs at now.
     pub current: u32,
     /// The computed target: after scale factor, rounding and clamping to the limits.
@@ -53,33 +55,33 @@ pub struct AlignmentRequest {
 /// spares grow without end.
 const SPARE_LISTS: usize = 256;
 
-/// How many spare texts a thread keeps: the identity (job, vertex id, vertex name) of as many
-/// contexts as it keeps metric lists.
-const SPARE_TEXTS: usize = 3 * SPARE_LISTS;
-
 thread_local! {
     /// The metric lists of contexts this thread decided on, names and all, for the next
     /// requests to fill in place (see [`metric_list`]).
     static SPARE_METRICS: RefCell<Vec<MetricList>> =
         const { RefCell::new(Vec::new()) };
-    /// The identity texts of contexts this thread decided on, for the next requests' (see
-    /// [`request_text`]).
-    static SPARE_TEXT: RefCell<Vec<String>> = const { RefCell::new(Vec::new()) };
+    /// The job name this thread's last requests shared (see [`shared_job`]).
+    static LAST_JOB: RefCell<Option<Arc<str>>> = const { RefCell::new(None) };
 }
 
-/// `text` as a request's owned string, in the buffer of a context this thread decided on (see
-/// [`recycle`]): a cycle builds a request per aligned vertex, each with the job's name and the
-/// vertex's id and name, and gives them back once the vertex is decided.
-pub(crate) fn request_text(text: &str) -> String {
-    let spare = SPARE_TEXT.with(|spare| spare.borrow_mut().pop());
-    match spare {
-        Some(mut owned) => {
-            owned.clear();
-            owned.push_str(text);
-            owned
+/// The empty text of a request's identity: one for the process, so that a request without
+/// one (to an aligner that does not read it) allocates none.
+pub(crate) fn no_text() -> Arc<str> {
+    static EMPTY: LazyLock<Arc<str>> = LazyLock::new(|| Arc::from(""));
+    Arc::clone(&EMPTY)
+}
+
+/// `job` as a request's shared text: the one this thread's last requests shared when it is
+/// the same name (a cycle builds the requests of a job's vertices one after the other), else
+/// a new one, shared by the next requests.
+pub(crate) fn shared_job(job: &str) -> Arc<str> {
+    LAST_JOB.with(|last| {
+        let mut last = last.borrow_mut();
+        match &*last {
+            Some(kept) if **kept == *job => Arc::clone(kept),
+            _ => Arc::clone(last.insert(Arc::from(job))),
         }
-        None => text.to_string(),
-    }
+    })
 }
 
 /// A request's metric list holding `metrics` (name and value, in that order), built in the
@@ -96,18 +98,10 @@ pub(crate) fn metric_list<'a>(
     list
 }
 
-/// Gives the buffers of a context that was decided on back for the next requests' metrics
-/// and texts.
+/// Gives the metric list of a context that was decided on back for the next requests'
+/// metrics.
 pub(crate) fn recycle(ctx: AlignmentContext) {
-    let (texts, metrics) = ctx.into_parts();
-    SPARE_TEXT.with(|spare| {
-        let mut spare = spare.borrow_mut();
-        for text in texts {
-            if text.capacity() > 0 && spare.len() < SPARE_TEXTS {
-                spare.push(text);
-            }
-        }
-    });
+    let metrics = ctx.into_metric_list();
     if metrics.is_empty() {
         return;
     }
@@ -124,9 +118,9 @@ impl AlignmentRequest {
     /// groups, with the limits `[1, u32::MAX]` and everything else empty.
     pub fn new(current: u32, target: u32, max_parallelism: u32) -> AlignmentRequest {
         AlignmentRequest {
-            job: String::new(),
-            vertex_id: String::new(),
-            vertex_name: String::new(),
+            job: no_text(),
+            vertex_id: no_text(),
+            vertex_name: no_text(),
             current,
             target,
             max_parallelism,
@@ -143,7 +137,7 @@ impl AlignmentRequest {
     /// The SDK's context of this decision, carrying the selected mode's parameters.
     pub(crate) fn into_context(self, params: ModeParams) -> AlignmentContext {
         AlignmentContext::builder(self.current, self.target, self.max_parallelism)
-            .identity(self.job, self.vertex_id, self.vertex_name)
+            .shared_identity(self.job, self.vertex_id, self.vertex_name)
             .source_partitions(self.source_partitions)
             .limits(self.lower_limit, self.upper_limit)
             .shared_input_ship_strategies(self.input_ship_strategies)

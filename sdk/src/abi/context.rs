@@ -31,8 +31,8 @@ use abi_stable::StableAbi;
 use super::generation::GraphGeneration;
 
 use crate::context::{
-    AlignmentContext, Details, EvaluatedMetric, JobTopology, SubtaskLoad, TopologyEdge,
-    TopologyVertex,
+    AlignmentContext, DetailSource, Details, EvaluatedMetric, JobTopology, SubtaskLoad,
+    TopologyEdge, TopologyVertex,
 };
 use crate::params::ModeParams;
 use crate::ship::ShipStrategy;
@@ -279,27 +279,13 @@ impl<'a> ContextRef<'a> {
     }
 }
 
-/// A lent context as the plugin side's kept context remembers it, to read the parts a mode
-/// reads only when it does (see `LazyDetails`): valid for the duration of the call it was lent
-/// for, and only read during it.
-#[derive(Clone, Copy)]
-pub(crate) struct Lent {
-    data: Data,
-    vtable: *const ContextVTable,
-}
-
-// SAFETY: a lent context is the host's `AlignmentContext`, which is `Sync`, read through
-// accessors that only read it; the table is a static.
-unsafe impl Send for Lent {}
-// SAFETY: as above.
-unsafe impl Sync for Lent {}
-
-impl Lent {
-    fn of(r: ContextRef<'_>) -> Lent {
-        Lent {
-            data: r.data,
-            vtable: r.vtable,
-        }
+/// The lent context `r` as the source of the kept context's details (see `LazyDetails`): read
+/// by [`fill_details`] when the mode first reads them, during the call it was lent for.
+fn detail_source(r: ContextRef<'_>) -> DetailSource {
+    DetailSource {
+        lent: r.data,
+        table: r.vtable.cast(),
+        fill: fill_details,
     }
 }
 
@@ -603,7 +589,7 @@ pub unsafe fn with_lent<R>(r: ContextRef<'_>, f: impl FnOnce(&AlignmentContext) 
         };
         let ctx = match &mut *last {
             Some((kept_serial, ctx)) if serial != 0 && *kept_serial == serial => {
-                ctx.details.lend_again(Lent::of(r));
+                ctx.details.lend_again(detail_source(r));
                 ctx
             }
             Some((kept_serial, ctx)) => {
@@ -679,22 +665,23 @@ unsafe fn refresh(ctx: &mut AlignmentContext, r: ContextRef<'_>) {
                 .collect();
             ctx.params = ModeParams::new((vt.mode_name)(d).to_owned_string(), params);
         }
-        ctx.details.lend(Lent::of(r));
+        ctx.details.lend(detail_source(r));
     }
 }
 
-/// Makes `details` those of the lent context, in place (see [`refresh`]).
+/// Makes `details` those of the lent context `d` with its table `table`, in place (see
+/// [`refresh`]).
 ///
 /// # Safety
-/// `lent` must be a context lent for a call that is still running.
-pub(crate) unsafe fn fill_details(details: &mut Details, lent: Lent) {
+/// As for [`rebuild`]: `d` and `table` are those of a [`ContextRef`] lent for a call that is
+/// still running.
+unsafe fn fill_details(details: &mut Details, d: Data, table: *const c_void) {
     // SAFETY: per the contract, the table and the data are live.
     unsafe {
-        let vt = &*lent.vtable;
-        let d = lent.data;
-        let _ = assign(&mut details.job_name, (vt.job_name)(d));
-        let _ = assign(&mut details.vertex_id, (vt.vertex_id)(d));
-        let _ = assign(&mut details.vertex_name, (vt.vertex_name)(d));
+        let vt = &*table.cast::<ContextVTable>();
+        let _ = assign(details.job_name.owned_mut(), (vt.job_name)(d));
+        let _ = assign(details.vertex_id.owned_mut(), (vt.vertex_id)(d));
+        let _ = assign(details.vertex_name.owned_mut(), (vt.vertex_name)(d));
 
         let metric_count = (vt.metric_count)(d);
         let names = lent_metric_names(vt, d);
@@ -741,7 +728,7 @@ pub(crate) unsafe fn fill_details(details: &mut Details, lent: Lent) {
             }
         }
 
-        details.topology = shared_topology(vt, d, &details.job_name);
+        details.topology = shared_topology(vt, d, details.job_name.as_str());
 
         // SDK 0.1.1; a 0.1.0 host's table ends before it, and its plugins read `None`.
         let load_count = if vt.has(

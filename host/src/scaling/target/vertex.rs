@@ -12,7 +12,7 @@ use super::ineffective::ineffective_scale_up;
 use super::reason::{BandNote, Reason, ScaleNote, Step};
 use super::scalability::observed_scalability_coefficient;
 use super::scaled::{ScaledTarget, scaled_target};
-use crate::alignment::{AlignOutcome, Aligner, AlignmentRequest, metric_list, request_text};
+use crate::alignment::{AlignOutcome, Aligner, AlignmentRequest, metric_list, no_text, shared_job};
 use crate::engine::VertexMetrics;
 use crate::events::Event;
 use crate::scaling::evaluation::capacity;
@@ -445,15 +445,15 @@ fn alignment_request(
     let to_u32 = |x: i64| u32::try_from(x.max(0)).unwrap_or(u32::MAX);
     // Copies of the identity, the metrics and the graph only for aligners that read them.
     let details = ctx.aligner.reads_details();
-    let text = |s: &str| {
-        if details {
-            request_text(s)
-        } else {
-            String::new()
-        }
+    let text = |s: &Arc<str>| {
+        if details { Arc::clone(s) } else { no_text() }
     };
     AlignmentRequest {
-        job: text(ctx.job),
+        job: if details {
+            shared_job(ctx.job)
+        } else {
+            no_text()
+        },
         vertex_id: text(&vertex.id),
         vertex_name: text(&vertex.name),
         current: vertex.parallelism,
