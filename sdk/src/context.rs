@@ -72,6 +72,29 @@ impl MetricList {
         }
     }
 
+    /// The number of the list's names: equal numbers, equal names in the same order (see
+    /// [`MetricList`]); 0 when not known.
+    pub fn names_number(&self) -> u64 {
+        self.names
+    }
+
+    /// Writes `values` into the places of the kept names, in order, keeping the names and
+    /// their number: for a host that knows its next context has exactly these names (it made
+    /// this number's names from the same metrics before), so that not even the names are
+    /// compared. False when there are more or fewer values than names: the list then has to
+    /// be refilled whole ([`MetricList::refill`]). The names never change here, so the number
+    /// keeps naming them whatever the values.
+    pub fn refill_values(&mut self, values: impl IntoIterator<Item = EvaluatedMetric>) -> bool {
+        let mut places = self.metrics.iter_mut();
+        for value in values {
+            match places.next() {
+                Some((_, kept)) => *kept = value,
+                None => return false,
+            }
+        }
+        places.next().is_none()
+    }
+
     /// The list of a context whose names the builder numbered `names`.
     pub(crate) fn numbered(metrics: Vec<(String, EvaluatedMetric)>, names: u64) -> MetricList {
         MetricList { metrics, names }
@@ -772,6 +795,30 @@ mod tests {
             assert_eq!(names, wanted);
         }
         assert_eq!(MetricList::from(list.to_vec()).names, 0);
+    }
+
+    #[test]
+    fn values_refilled_alone_keep_the_names_and_their_number() {
+        let v = |x: f64| EvaluatedMetric {
+            current: x,
+            average: x,
+        };
+        let ctx = AlignmentContext::builder(1, 2, 8)
+            .metrics(vec![("A".to_string(), v(1.0)), ("B".to_string(), v(2.0))])
+            .build();
+        let mut list = ctx.into_metric_list();
+        let number = list.names_number();
+        assert_ne!(number, 0);
+        assert!(list.refill_values([v(3.0), v(4.0)]));
+        assert_eq!(list.names_number(), number);
+        assert_eq!(
+            list.to_vec(),
+            vec![("A".to_string(), v(3.0)), ("B".to_string(), v(4.0))]
+        );
+        assert!(!list.refill_values([v(5.0)]));
+        assert!(!list.refill_values([v(5.0), v(6.0), v(7.0)]));
+        assert_eq!(list.names_number(), number);
+        assert_eq!(list[0].0, "A");
     }
 
     #[test]

@@ -84,17 +84,46 @@ pub(crate) fn shared_job(job: &str) -> Arc<str> {
     })
 }
 
-/// A request's metric list holding `metrics` (name and value, in that order), built in the
+/// How many (key, number) pairs a thread keeps (see [`metric_list`]): the vertices of a job
+/// have a few distinct sets of metrics (sources report more than the operators after them).
+const KEPT_NUMBERS: usize = 4;
+
+thread_local! {
+    /// The numbers of the names recent metric lists were made from, by key (see
+    /// [`metric_list`]), the most recent first.
+    static NUMBERS: RefCell<Vec<(u32, u64)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A request's metric list holding `metrics()` (name and value, in that order), built in the
 /// buffers of a context this thread decided on (see [`recycle`]): a cycle aligns vertices
 /// with the same metric names job after job, so a name is usually already in place, nothing
 /// is allocated, and the list keeps the number of its names for the next context.
-pub(crate) fn metric_list<'a>(
-    metrics: impl Iterator<Item = (&'a str, EvaluatedMetric)>,
+///
+/// `key` determines the names (equal keys, equal names in the same order: the caller's set of
+/// present metrics). Once a list with a number was made from a key, a spare list with that
+/// number gets the values of the next list of that key alone, without its names compared.
+pub(crate) fn metric_list<'a, I: Iterator<Item = (&'a str, EvaluatedMetric)>>(
+    key: u32,
+    metrics: impl Fn() -> I,
 ) -> MetricList {
     let mut list = SPARE_METRICS
         .with(|spare| spare.borrow_mut().pop())
         .unwrap_or_default();
-    list.refill(metrics);
+    let number = list.names_number();
+    let known = number != 0 && NUMBERS.with(|numbers| numbers.borrow().contains(&(key, number)));
+    if known && list.refill_values(metrics().map(|(_, value)| value)) {
+        return list;
+    }
+    list.refill(metrics());
+    let number = list.names_number();
+    if number != 0 {
+        NUMBERS.with(|numbers| {
+            let mut numbers = numbers.borrow_mut();
+            numbers.retain(|(kept, _)| *kept != key);
+            numbers.insert(0, (key, number));
+            numbers.truncate(KEPT_NUMBERS);
+        });
+    }
     list
 }
 
@@ -162,13 +191,17 @@ mod tests {
 
     #[test]
     fn a_metric_list_reuses_the_names_of_the_last_context() {
-        let first = metric_list([("LAG", value(1.0)), ("LOAD", value(0.5))].into_iter());
+        let first = metric_list(1, || {
+            [("LAG", value(1.0)), ("LOAD", value(0.5))].into_iter()
+        });
         let lag_buffer = first[0].0.as_ptr();
         let mut request = AlignmentRequest::new(2, 3, 8);
         request.metrics = first;
         recycle(request.into_context(ModeParams::default()));
         // The same names again: the same buffers, the new values.
-        let second = metric_list([("LAG", value(2.0)), ("LOAD", value(0.7))].into_iter());
+        let second = metric_list(1, || {
+            [("LAG", value(2.0)), ("LOAD", value(0.7))].into_iter()
+        });
         assert_eq!(second[0].0.as_ptr(), lag_buffer);
         assert_eq!(
             second.to_vec(),
@@ -184,7 +217,7 @@ mod tests {
         // A job's requests are all built before any is aligned: each takes a list of its own.
         let batch = |x: f64| -> Vec<MetricList> {
             (0..3)
-                .map(|_| metric_list([("LAG", value(x)), ("LOAD", value(x))].into_iter()))
+                .map(|_| metric_list(1, || [("LAG", value(x)), ("LOAD", value(x))].into_iter()))
                 .collect()
         };
         let first = batch(1.0);
@@ -213,18 +246,19 @@ mod tests {
     #[test]
     fn a_metric_list_holds_exactly_what_it_was_given() {
         let mut request = AlignmentRequest::new(2, 3, 8);
-        request.metrics =
-            metric_list([("A", value(1.0)), ("B", value(2.0)), ("C", value(3.0))].into_iter());
+        request.metrics = metric_list(2, || {
+            [("A", value(1.0)), ("B", value(2.0)), ("C", value(3.0))].into_iter()
+        });
         recycle(request.into_context(ModeParams::default()));
         // Fewer, and other names, than the spare holds.
-        let list = metric_list([("B", value(5.0)), ("D", value(6.0))].into_iter());
+        let list = metric_list(3, || [("B", value(5.0)), ("D", value(6.0))].into_iter());
         assert_eq!(
             list.to_vec(),
             vec![("B".to_string(), value(5.0)), ("D".to_string(), value(6.0))]
         );
         // No spare left (nothing was recycled since).
-        let list = metric_list([("A", value(1.0)), ("B", value(2.0))].into_iter());
+        let list = metric_list(4, || [("A", value(1.0)), ("B", value(2.0))].into_iter());
         assert_eq!(list.len(), 2);
-        assert!(metric_list(std::iter::empty()).is_empty());
+        assert!(metric_list(0, std::iter::empty).is_empty());
     }
 }

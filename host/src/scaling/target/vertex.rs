@@ -502,21 +502,25 @@ fn metrics_by_name(metrics: &VertexEvaluation) -> flowscale_sdk::MetricList {
         (all, place)
     });
     let (by_name, place) = &*BY_NAME;
-    // Every metric has a bit of a `u32` (the metric maps rely on it too).
-    let mut left = metrics.iter().fold(0u32, |named, (metric, _)| {
+    // Every metric has a bit of a `u32` (the metric maps rely on it too). The mask determines
+    // the names: the list's key.
+    let named = metrics.iter().fold(0u32, |named, (metric, _)| {
         named | 1 << place[*metric as usize]
     });
-    metric_list(std::iter::from_fn(move || {
-        while left != 0 {
-            let at = left.trailing_zeros() as usize;
-            left &= left - 1;
-            let metric = &by_name[at];
-            if let Some(value) = metrics.get(metric) {
-                return Some((metric.as_str(), value.to_sdk()));
+    metric_list(named, || {
+        let mut left = named;
+        std::iter::from_fn(move || {
+            while left != 0 {
+                let at = left.trailing_zeros() as usize;
+                left &= left - 1;
+                let metric = &by_name[at];
+                if let Some(value) = metrics.get(metric) {
+                    return Some((metric.as_str(), value.to_sdk()));
+                }
             }
-        }
-        None
-    }))
+            None
+        })
+    })
 }
 
 #[cfg(test)]
