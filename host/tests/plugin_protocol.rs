@@ -174,7 +174,7 @@ fn job(registry: &ModeRegistry, class: &str, params: &[(&str, &str)]) -> JobAlig
 fn request(name: &str, current: u32, target: u32, ships: Vec<ShipStrategy>) -> AlignmentRequest {
     let mut r = AlignmentRequest::new(current, target, 1024);
     r.job = "orders".into();
-    r.vertex_id = format!("orders-{name}");
+    r.vertex_id = format!("orders-{name}").into();
     r.vertex_name = name.into();
     r.upper_limit = 200;
     r.input_ship_strategies = ships.into();
@@ -184,7 +184,8 @@ fn request(name: &str, current: u32, target: u32, ships: Vec<ShipStrategy>) -> A
             current: 0.5,
             average: 0.25,
         },
-    )];
+    )]
+    .into();
     r.topology = Arc::new(graph("orders", current));
     r.subtask_loads = (0..current)
         .map(|i| SubtaskLoad {

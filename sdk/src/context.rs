@@ -1,6 +1,9 @@
 //! The immutable inputs of one alignment decision.
 
+use std::cell::UnsafeCell;
+use std::ffi::c_void;
 use std::fmt;
+use std::ops::Deref;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
@@ -15,6 +18,112 @@ pub struct EvaluatedMetric {
     pub current: f64,
     /// The average over the metric window.
     pub average: f64,
+}
+
+/// A list of evaluated metrics, by name, as a host keeps it from one context to the next: the
+/// list of a context it decided on ([`AlignmentContext::into_metric_list`]), with the number
+/// of its names, refilled in place for the next context ([`MetricList::refill`]).
+///
+/// A host builds contexts vertex after vertex with the same metric names: refilling the list
+/// compares each name with the one in its place anyway (to reuse its buffer), and when they
+/// are all the same the list keeps its number, so that the builder takes it
+/// ([`AlignmentContextBuilder::metric_list`]) without checking the names a second time.
+/// Any other name, or another count, drops the number: the builder then sorts and numbers the
+/// list as it does a plain one. The names are never reachable mutably from outside, so a
+/// number always names exactly the names it came with (SDK 0.1.3).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MetricList {
+    metrics: Vec<(String, EvaluatedMetric)>,
+    /// The number of the names (see `names.rs`); 0 when not known.
+    names: u64,
+}
+
+impl MetricList {
+    /// An empty list.
+    pub fn new() -> MetricList {
+        MetricList::default()
+    }
+
+    /// Makes the list hold `metrics` (name and value, in that order), in place: a name equal
+    /// to the one kept in its place reuses it, and the list keeps its number only when every
+    /// name is the one kept in its place and there are as many.
+    pub fn refill<'a>(&mut self, metrics: impl IntoIterator<Item = (&'a str, EvaluatedMetric)>) {
+        let mut filled = 0;
+        for (name, value) in metrics {
+            match self.metrics.get_mut(filled) {
+                Some((kept, kept_value)) => {
+                    if !crate::bytes::same(kept.as_bytes(), name.as_bytes()) {
+                        kept.clear();
+                        kept.push_str(name);
+                        self.names = 0;
+                    }
+                    *kept_value = value;
+                }
+                None => {
+                    self.metrics.push((name.to_owned(), value));
+                    self.names = 0;
+                }
+            }
+            filled += 1;
+        }
+        if filled != self.metrics.len() {
+            self.metrics.truncate(filled);
+            self.names = 0;
+        }
+    }
+
+    /// The number of the list's names: equal numbers, equal names in the same order (see
+    /// [`MetricList`]); 0 when not known.
+    pub fn names_number(&self) -> u64 {
+        self.names
+    }
+
+    /// Writes `values` into the places of the kept names, in order, keeping the names and
+    /// their number: for a host that knows its next context has exactly these names (it made
+    /// this number's names from the same metrics before), so that not even the names are
+    /// compared. False when there are more or fewer values than names: the list then has to
+    /// be refilled whole ([`MetricList::refill`]). The names never change here, so the number
+    /// keeps naming them whatever the values.
+    pub fn refill_values(&mut self, values: impl IntoIterator<Item = EvaluatedMetric>) -> bool {
+        let mut places = self.metrics.iter_mut();
+        for value in values {
+            match places.next() {
+                Some((_, kept)) => *kept = value,
+                None => return false,
+            }
+        }
+        places.next().is_none()
+    }
+
+    /// The list of a context whose names the builder numbered `names`.
+    pub(crate) fn numbered(metrics: Vec<(String, EvaluatedMetric)>, names: u64) -> MetricList {
+        MetricList { metrics, names }
+    }
+
+    /// The metrics and the number of their names (0: not known), for the builder.
+    pub(crate) fn into_numbered(self) -> (Vec<(String, EvaluatedMetric)>, u64) {
+        (self.metrics, self.names)
+    }
+
+    /// The metrics, as a plain list.
+    pub fn into_vec(self) -> Vec<(String, EvaluatedMetric)> {
+        self.metrics
+    }
+}
+
+/// A plain list: its names are numbered when a context is built from it.
+impl From<Vec<(String, EvaluatedMetric)>> for MetricList {
+    fn from(metrics: Vec<(String, EvaluatedMetric)>) -> MetricList {
+        MetricList { metrics, names: 0 }
+    }
+}
+
+/// The metrics, read only (so that the number keeps naming the names).
+impl Deref for MetricList {
+    type Target = [(String, EvaluatedMetric)];
+    fn deref(&self) -> &Self::Target {
+        &self.metrics
+    }
 }
 
 /// A vertex of the job graph as the alignment step sees it.
@@ -74,9 +183,6 @@ pub struct SubtaskLoad {
 pub struct AlignmentContext {
     // Crate-visible so that the plugin side of the boundary can bring a kept context up to
     // date in place (`abi::context::with_lent`); everyone else goes through the accessors.
-    pub(crate) job_name: String,
-    pub(crate) vertex_id: String,
-    pub(crate) vertex_name: String,
     pub(crate) current: u32,
     pub(crate) target: u32,
     pub(crate) source_partitions: u32,
@@ -84,16 +190,140 @@ pub struct AlignmentContext {
     pub(crate) lower_limit: u32,
     pub(crate) upper_limit: u32,
     pub(crate) input_ship_strategies: Ships,
-    pub(crate) metrics: Vec<(String, EvaluatedMetric)>,
-    pub(crate) topology: Arc<JobTopology>,
     pub(crate) params: ModeParams,
-    pub(crate) subtask_loads: Option<Vec<SubtaskLoad>>,
     /// Names this context among those built in this process (see [`next_serial`]); 0 for one
     /// brought up to date in place, which has no name. Not part of what a mode sees.
     pub(crate) serial: u64,
+    /// The identity, metrics, graph and per-subtask load: see [`Details`].
+    pub(crate) details: LazyDetails,
+}
+
+/// The parts of a context that many modes never read (the identity, the metrics, the graph,
+/// the per-subtask load): a mode's gate and alignment are mostly about numbers, ship
+/// strategies and parameters. The plugin side's kept context brings them up to date from the
+/// lent context only when the mode first reads one of them (see [`LazyDetails`]).
+#[derive(Clone)]
+pub(crate) struct Details {
+    pub(crate) job_name: Text,
+    pub(crate) vertex_id: Text,
+    pub(crate) vertex_name: Text,
+    pub(crate) metrics: Vec<(String, EvaluatedMetric)>,
     /// Names the list of metric names (see `names.rs`): equal numbers, equal names. 0 when not
     /// known. Not part of what a mode sees.
     pub(crate) metric_names: u64,
+    pub(crate) topology: Arc<JobTopology>,
+    pub(crate) subtask_loads: Option<Vec<SubtaskLoad>>,
+}
+
+/// [`Details`], either complete (every context a builder makes) or still to be brought up to
+/// date from the context the host lends for the running call (the plugin side's kept
+/// context, see `abi::context::with_lent`), which happens once, when a mode first reads them.
+///
+/// The kept context is only ever reached by a mode during a lent call, with the lent context
+/// alive; a clone is complete (it may outlive the call).
+pub(crate) struct LazyDetails {
+    /// With a source: set once `details` is up to date with it. Without one, unused (the
+    /// details are complete), so that building a context writes no once-cell.
+    ready: OnceLock<()>,
+    /// With a source, written only by the one initialisation of `ready` (or through `&mut
+    /// self`) and read only once `ready` is set.
+    details: UnsafeCell<Details>,
+    /// Where the details come from (`None`: they are complete).
+    source: Option<DetailSource>,
+}
+
+/// Where a kept context's details come from: a context lent for the running call, and the
+/// function of the boundary that reads it (see `abi::context`), which knows what the two
+/// pointers are.
+#[derive(Clone, Copy)]
+pub(crate) struct DetailSource {
+    pub(crate) lent: *const c_void,
+    pub(crate) table: *const c_void,
+    pub(crate) fill: unsafe fn(&mut Details, *const c_void, *const c_void),
+}
+
+// SAFETY: a lent context is the host's `AlignmentContext`, which is `Sync`, read through
+// accessors that only read it; the table is a static.
+unsafe impl Send for DetailSource {}
+// SAFETY: as above.
+unsafe impl Sync for DetailSource {}
+
+// SAFETY: through `&self`, `details` is written only inside `ready`'s initialisation (with a
+// source), which runs once at a time, and read only after it completed (with the
+// happens-before `OnceLock` gives) or when there is no source (then nothing writes it); the
+// source is a lent context, which is itself shared across threads (see `DetailSource`).
+unsafe impl Sync for LazyDetails {}
+
+/// A panic while the details are brought up to date leaves `ready` unset, and the next read
+/// brings them up to date from the start (every part is compared or rewritten whole), so a
+/// context seen again after a caught panic is never half of one and half of another.
+impl std::panic::RefUnwindSafe for LazyDetails {}
+
+impl LazyDetails {
+    /// Complete details.
+    pub(crate) fn ready_with(details: Details) -> LazyDetails {
+        LazyDetails {
+            ready: OnceLock::new(),
+            details: UnsafeCell::new(details),
+            source: None,
+        }
+    }
+
+    /// The details, brought up to date from the source first if they are not yet.
+    #[inline]
+    pub(crate) fn get(&self) -> &Details {
+        if self.source.is_some() && self.ready.get().is_none() {
+            self.bring_up_to_date();
+        }
+        // SAFETY: without a source nothing writes `details` but `&mut self`; with one, `ready`
+        // is set, and nothing writes them until `&mut self` is taken again.
+        unsafe { &*self.details.get() }
+    }
+
+    #[cold]
+    fn bring_up_to_date(&self) {
+        self.ready.get_or_init(|| {
+            if let Some(source) = self.source {
+                // SAFETY: this initialisation is the only writer while `ready` is not set, and
+                // nothing reads `details` before it completes; the source is lent for the
+                // running call, the only time a mode can reach this context (see the type's
+                // docs).
+                unsafe { (source.fill)(&mut *self.details.get(), source.lent, source.table) }
+            }
+        });
+    }
+
+    /// The details, up to date, to change in place.
+    pub(crate) fn get_mut(&mut self) -> &mut Details {
+        self.get();
+        self.details.get_mut()
+    }
+
+    /// The details, up to date, taken out.
+    pub(crate) fn into_inner(self) -> Details {
+        self.get();
+        self.details.into_inner()
+    }
+
+    /// The details are those of `source` from now on (read when first needed); the kept ones
+    /// stay as the buffers to bring up to date.
+    pub(crate) fn lend(&mut self, source: DetailSource) {
+        let _ = self.ready.take();
+        self.source = Some(source);
+    }
+
+    /// The same details (`source` lends the very context they came from, or an equal one):
+    /// still read from it if they are not yet.
+    pub(crate) fn lend_again(&mut self, source: DetailSource) {
+        self.source = Some(source);
+    }
+}
+
+/// A clone is complete: it may outlive the lent call.
+impl Clone for LazyDetails {
+    fn clone(&self) -> LazyDetails {
+        LazyDetails::ready_with(self.get().clone())
+    }
 }
 
 /// A context's input ship strategies: shared with whoever built the context (a host builds one
@@ -133,6 +363,44 @@ impl Ships {
     }
 }
 
+/// A text of a context's identity: shared with whoever built the context (a host keeps the
+/// job's name and each vertex's id and name for as long as the job runs, and lends every
+/// context of the vertex the same texts instead of copies), or owned (the plugin side's kept
+/// copy, brought up to date in place).
+#[derive(Clone)]
+pub(crate) enum Text {
+    Shared(Arc<str>),
+    Owned(String),
+}
+
+/// As the text, whoever holds it.
+impl fmt::Debug for Text {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+impl Text {
+    pub(crate) fn as_str(&self) -> &str {
+        match self {
+            Text::Shared(text) => text,
+            Text::Owned(text) => text,
+        }
+    }
+
+    /// The text as an owned string to change in place (a shared one becomes an empty owned
+    /// string first).
+    pub(crate) fn owned_mut(&mut self) -> &mut String {
+        if let Text::Shared(_) = self {
+            *self = Text::Owned(String::new());
+        }
+        match self {
+            Text::Owned(text) => text,
+            Text::Shared(_) => unreachable!("made owned just above"),
+        }
+    }
+}
+
 /// The job graph of a context built without one: one empty graph for the process, so that
 /// such a context allocates none of its own.
 fn empty_topology() -> Arc<JobTopology> {
@@ -151,10 +419,11 @@ fn next_serial() -> u64 {
 /// Every field a mode can read; the serial is the boundary's business.
 impl fmt::Debug for AlignmentContext {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let details = self.details.get();
         f.debug_struct("AlignmentContext")
-            .field("job_name", &self.job_name)
-            .field("vertex_id", &self.vertex_id)
-            .field("vertex_name", &self.vertex_name)
+            .field("job_name", &details.job_name)
+            .field("vertex_id", &details.vertex_id)
+            .field("vertex_name", &details.vertex_name)
             .field("current", &self.current)
             .field("target", &self.target)
             .field("source_partitions", &self.source_partitions)
@@ -162,10 +431,10 @@ impl fmt::Debug for AlignmentContext {
             .field("lower_limit", &self.lower_limit)
             .field("upper_limit", &self.upper_limit)
             .field("input_ship_strategies", &self.input_ship_strategies)
-            .field("metrics", &self.metrics)
-            .field("topology", &self.topology)
+            .field("metrics", &details.metrics)
+            .field("topology", &details.topology)
             .field("params", &self.params)
-            .field("subtask_loads", &self.subtask_loads)
+            .field("subtask_loads", &details.subtask_loads)
             .finish()
     }
 }
@@ -178,9 +447,9 @@ impl AlignmentContext {
     #[inline]
     pub fn builder(current: u32, target: u32, max_parallelism: u32) -> AlignmentContextBuilder {
         AlignmentContextBuilder {
-            job_name: String::new(),
-            vertex_id: String::new(),
-            vertex_name: String::new(),
+            job_name: Text::Owned(String::new()),
+            vertex_id: Text::Owned(String::new()),
+            vertex_name: Text::Owned(String::new()),
             current,
             target,
             source_partitions: 0,
@@ -198,15 +467,15 @@ impl AlignmentContext {
 
     /// The job's name.
     pub fn job_name(&self) -> &str {
-        &self.job_name
+        self.details.get().job_name.as_str()
     }
     /// The vertex id.
     pub fn vertex_id(&self) -> &str {
-        &self.vertex_id
+        self.details.get().vertex_id.as_str()
     }
     /// The vertex name.
     pub fn vertex_name(&self) -> &str {
-        &self.vertex_name
+        self.details.get().vertex_name.as_str()
     }
     /// `c`: the parallelism the vertex runs at now.
     pub fn current_parallelism(&self) -> u32 {
@@ -238,32 +507,31 @@ impl AlignmentContext {
     }
     /// The evaluated metrics of the vertex, sorted by name.
     pub fn metrics(&self) -> &[(String, EvaluatedMetric)] {
-        &self.metrics
+        &self.details.get().metrics
     }
     /// Takes the context apart for its metric list, so that whoever built it can reuse the
     /// list and its strings for the next context instead of allocating them again.
     pub fn into_metrics(self) -> Vec<(String, EvaluatedMetric)> {
-        self.metrics
+        self.details.into_inner().metrics
     }
-    /// Takes the context apart for its texts (job name, vertex id, vertex name, in that order)
-    /// and its metric list, so that whoever built it can reuse their buffers for the next
-    /// context instead of allocating them again (SDK 0.1.3).
-    pub fn into_parts(self) -> ([String; 3], Vec<(String, EvaluatedMetric)>) {
-        (
-            [self.job_name, self.vertex_id, self.vertex_name],
-            self.metrics,
-        )
+    /// Takes the context apart for its metric list with the number of its names (see
+    /// [`MetricList`]), so that whoever built it can refill the list for the next context
+    /// instead of allocating it again, and keep the number (SDK 0.1.3).
+    pub fn into_metric_list(self) -> MetricList {
+        let details = self.details.into_inner();
+        MetricList::numbered(details.metrics, details.metric_names)
     }
     /// One evaluated metric by name (e.g. `TRUE_PROCESSING_RATE`).
     pub fn metric(&self, name: &str) -> Option<EvaluatedMetric> {
-        self.metrics
+        let metrics = &self.details.get().metrics;
+        metrics
             .binary_search_by(|(n, _)| n.as_str().cmp(name))
             .ok()
-            .map(|i| self.metrics[i].1)
+            .map(|i| metrics[i].1)
     }
     /// The whole job graph.
     pub fn topology(&self) -> &JobTopology {
-        &self.topology
+        &self.details.get().topology
     }
     /// The selected mode's parameters: every `scaling.alignment.mode.<name>.<rest>` key as `<rest>`.
     pub fn params(&self) -> &ModeParams {
@@ -275,7 +543,7 @@ impl AlignmentContext {
     /// host older than SDK 0.1.1 (which cannot tell). When present there is one entry per
     /// subtask of the current parallelism; an entry's halves may still be `None` each.
     pub fn subtask_loads(&self) -> Option<&[SubtaskLoad]> {
-        self.subtask_loads.as_deref()
+        self.details.get().subtask_loads.as_deref()
     }
 
     /// `N`: what parallelism is aligned to — the source partitions when known, else the key groups.
@@ -314,9 +582,9 @@ impl AlignmentContext {
 /// are only made, empty, when the context is built (a host that sets both allocates neither).
 #[derive(Debug, Clone)]
 pub struct AlignmentContextBuilder {
-    job_name: String,
-    vertex_id: String,
-    vertex_name: String,
+    job_name: Text,
+    vertex_id: Text,
+    vertex_name: Text,
     current: u32,
     target: u32,
     source_partitions: u32,
@@ -340,9 +608,24 @@ impl AlignmentContextBuilder {
         vertex_id: impl Into<String>,
         vertex_name: impl Into<String>,
     ) -> Self {
-        self.job_name = job.into();
-        self.vertex_id = vertex_id.into();
-        self.vertex_name = vertex_name.into();
+        self.job_name = Text::Owned(job.into());
+        self.vertex_id = Text::Owned(vertex_id.into());
+        self.vertex_name = Text::Owned(vertex_name.into());
+        self
+    }
+    /// Job, vertex id and vertex name, shared with the vertex's other contexts: the host keeps
+    /// them with the job and its graph and lends every context the same texts instead of a
+    /// copy each (SDK 0.1.3).
+    #[inline]
+    pub fn shared_identity(
+        mut self,
+        job: Arc<str>,
+        vertex_id: Arc<str>,
+        vertex_name: Arc<str>,
+    ) -> Self {
+        self.job_name = Text::Shared(job);
+        self.vertex_id = Text::Shared(vertex_id);
+        self.vertex_name = Text::Shared(vertex_name);
         self
     }
     /// Partition count of a source (0: not a source, or unknown).
@@ -379,6 +662,21 @@ impl AlignmentContextBuilder {
         self.metrics = metrics;
         self
     }
+    /// Evaluated metrics of the vertex, as a [`MetricList`]: one that kept the number of its
+    /// names is taken as it is (its names are those of a context built before, sorted and
+    /// distinct); any other is sorted and numbered as in [`AlignmentContextBuilder::metrics`]
+    /// (SDK 0.1.3).
+    #[inline]
+    pub fn metric_list(mut self, list: MetricList) -> Self {
+        let (mut metrics, names) = list.into_numbered();
+        self.metric_names = if names != 0 {
+            names
+        } else {
+            crate::names::sort_and_number(&mut metrics)
+        };
+        self.metrics = metrics;
+        self
+    }
     /// The job graph.
     #[inline]
     pub fn topology(mut self, topology: JobTopology) -> Self {
@@ -411,9 +709,6 @@ impl AlignmentContextBuilder {
     #[inline]
     pub fn build(self) -> AlignmentContext {
         AlignmentContext {
-            job_name: self.job_name,
-            vertex_id: self.vertex_id,
-            vertex_name: self.vertex_name,
             current: self.current,
             target: self.target,
             source_partitions: self.source_partitions,
@@ -421,12 +716,17 @@ impl AlignmentContextBuilder {
             lower_limit: self.lower_limit,
             upper_limit: self.upper_limit,
             input_ship_strategies: self.input_ship_strategies,
-            metrics: self.metrics,
-            metric_names: self.metric_names,
-            topology: self.topology.unwrap_or_else(empty_topology),
             params: self.params.unwrap_or_default(),
-            subtask_loads: self.subtask_loads,
             serial: next_serial(),
+            details: LazyDetails::ready_with(Details {
+                job_name: self.job_name,
+                vertex_id: self.vertex_id,
+                vertex_name: self.vertex_name,
+                metrics: self.metrics,
+                metric_names: self.metric_names,
+                topology: self.topology.unwrap_or_else(empty_topology),
+                subtask_loads: self.subtask_loads,
+            }),
         }
     }
 }
@@ -452,6 +752,91 @@ mod tests {
         assert_eq!(src.partitions_or_key_groups(), 15);
         assert_eq!(src.alignment_cap(), 15);
         assert!(src.default_applicable());
+    }
+
+    #[test]
+    fn a_context_can_be_shared_across_threads_and_seen_after_a_panic() {
+        fn send_and_sync<T: Send + Sync + std::panic::RefUnwindSafe + std::panic::UnwindSafe>() {}
+        send_and_sync::<AlignmentContext>();
+    }
+
+    fn value(x: f64) -> EvaluatedMetric {
+        EvaluatedMetric {
+            current: x,
+            average: x,
+        }
+    }
+
+    #[test]
+    fn a_refilled_list_keeps_its_number_only_with_the_same_names() {
+        let mut metrics = vec![
+            ("LAG".to_string(), value(1.0)),
+            ("LOAD".to_string(), value(2.0)),
+        ];
+        let number = crate::names::sort_and_number(&mut metrics);
+        let mut list = MetricList::numbered(metrics, number);
+        list.refill([("LAG", value(3.0)), ("LOAD", value(4.0))]);
+        assert_eq!(list.names, number);
+        assert_eq!(list[1].1, value(4.0));
+        for other in [
+            vec![("LAG", value(1.0))],
+            vec![
+                ("LAG", value(1.0)),
+                ("LOAD", value(1.0)),
+                ("RATE", value(1.0)),
+            ],
+            vec![("LAG", value(1.0)), ("LOADS", value(1.0))],
+        ] {
+            let mut list = MetricList::numbered(list.to_vec(), number);
+            list.refill(other.iter().copied());
+            assert_eq!(list.names, 0, "{other:?}");
+            let names: Vec<&str> = list.iter().map(|(n, _)| n.as_str()).collect();
+            let wanted: Vec<&str> = other.iter().map(|(n, _)| *n).collect();
+            assert_eq!(names, wanted);
+        }
+        assert_eq!(MetricList::from(list.to_vec()).names, 0);
+    }
+
+    #[test]
+    fn values_refilled_alone_keep_the_names_and_their_number() {
+        let v = |x: f64| EvaluatedMetric {
+            current: x,
+            average: x,
+        };
+        let ctx = AlignmentContext::builder(1, 2, 8)
+            .metrics(vec![("A".to_string(), v(1.0)), ("B".to_string(), v(2.0))])
+            .build();
+        let mut list = ctx.into_metric_list();
+        let number = list.names_number();
+        assert_ne!(number, 0);
+        assert!(list.refill_values([v(3.0), v(4.0)]));
+        assert_eq!(list.names_number(), number);
+        assert_eq!(
+            list.to_vec(),
+            vec![("A".to_string(), v(3.0)), ("B".to_string(), v(4.0))]
+        );
+        assert!(!list.refill_values([v(5.0)]));
+        assert!(!list.refill_values([v(5.0), v(6.0), v(7.0)]));
+        assert_eq!(list.names_number(), number);
+        assert_eq!(list[0].0, "A");
+    }
+
+    #[test]
+    fn a_shared_identity_reads_as_an_owned_one() {
+        let owned = AlignmentContext::builder(2, 4, 128)
+            .identity("job", "v1", "map")
+            .build();
+        let shared = AlignmentContext::builder(2, 4, 128)
+            .shared_identity("job".into(), "v1".into(), "map".into())
+            .build();
+        assert_eq!(
+            (shared.job_name(), shared.vertex_id(), shared.vertex_name()),
+            ("job", "v1", "map")
+        );
+        assert_eq!(format!("{shared:?}"), format!("{owned:?}"));
+        let mut kept = shared.details.get().vertex_id.clone();
+        kept.owned_mut().push('x');
+        assert_eq!(kept.as_str(), "x");
     }
 
     #[test]

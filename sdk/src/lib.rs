@@ -85,7 +85,9 @@
 //! * **0.1.3** (unreleased): nothing a mode sees changes; a host can build contexts that share
 //!   the input ship strategies its job graph keeps
 //!   ([`AlignmentContextBuilder::shared_input_ship_strategies`]) instead of a list each, and
-//!   take a context apart for all of its buffers ([`AlignmentContext::into_parts`]). The
+//!   the identity texts it keeps ([`AlignmentContextBuilder::shared_identity`]) instead of
+//!   copies, and take a context apart for its metric list
+//!   ([`AlignmentContext::into_metric_list`]). The
 //!   accessor table gains one accessor at its end, `metric_names`: a number the builder gives
 //!   each context's list of metric names, the same number for the same names (equal numbers
 //!   mean equal names in the same order; one process-wide counter, each number given to one
@@ -94,7 +96,16 @@
 //!   then takes only the values when the lent number is that of its kept names, instead of
 //!   comparing every name. Plugins built against 0.1.0 to 0.1.2 never call the new accessor
 //!   and load unchanged; plugins built against 0.1.3 in an older host find the table too
-//!   short, get no number and compare as before.
+//!   short, get no number and compare as before. A host that keeps a context's metric list
+//!   for the next one ([`MetricList`], which [`AlignmentContext::into_metric_list`] gives back)
+//!   and refills it with the same names keeps their number
+//!   ([`AlignmentContextBuilder::metric_list`]), so the names are checked once per context,
+//!   not twice; a host that knows the names are those of the list's number refills the values
+//!   alone ([`MetricList::refill_values`], [`MetricList::names_number`]). On the plugin side, the kept context reads the lent identity, metrics, job
+//!   graph and per-subtask load only when the mode first reads one of them (once per lent
+//!   context; a clone of the context is complete), not on every call: modes that look at the
+//!   numbers, ship strategies and parameters alone have nothing else copied. What a mode reads
+//!   is unchanged, and so is the table.
 //!
 //! The manifest ([`abi::PluginManifest`]) has its own format number behind a fixed magic, so a
 //! host can always tell "not a plugin" from "a plugin of another format".
@@ -128,8 +139,8 @@ mod params;
 mod ship;
 
 pub use crate::context::{
-    AlignmentContext, AlignmentContextBuilder, EvaluatedMetric, JobTopology, SubtaskLoad,
-    TopologyEdge, TopologyVertex,
+    AlignmentContext, AlignmentContextBuilder, EvaluatedMetric, JobTopology, MetricList,
+    SubtaskLoad, TopologyEdge, TopologyVertex,
 };
 pub use crate::mode::{AlignmentMode, ModeError};
 pub use crate::params::{MODE_KEY, ModeParams, ParamError};

@@ -106,7 +106,7 @@ impl ModeCatalog for Single {
 fn request(name: &str, current: u32, target: u32) -> AlignmentRequest {
     let mut r = AlignmentRequest::new(current, target, 128);
     r.job = "job".into();
-    r.vertex_id = format!("id-{name}");
+    r.vertex_id = format!("id-{name}").into();
     r.vertex_name = name.into();
     r.upper_limit = 200;
     r.input_ship_strategies = [ShipStrategy::Hash].into();
@@ -198,7 +198,7 @@ fn a_batch_that_fails_as_a_whole_is_each_vertex_fault() {
             assert_eq!(o.events.len(), 1, "{how}: {:?}", o.events);
             let event = &o.events[0];
             assert_eq!(event.reason, EventReason::PluginFault);
-            assert_eq!(event.vertex.as_deref(), Some(r.vertex_id.as_str()));
+            assert_eq!(event.vertex.as_deref(), Some(&*r.vertex_id));
             assert!(
                 event.message.contains(says)
                     && event

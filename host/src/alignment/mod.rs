@@ -34,7 +34,7 @@ pub use job::JobAlignment;
 pub(crate) use outcome::AlignOutcome;
 pub use outcome::Aligner;
 pub use request::AlignmentRequest;
-pub(crate) use request::{metric_list, request_text};
+pub(crate) use request::{metric_list, no_text, shared_job};
 pub(crate) use resolve::RESERVED_NAMES;
 
 #[cfg(test)]

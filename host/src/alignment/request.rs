@@ -1,10 +1,11 @@
 //! What a caller tells alignment about one vertex's decision, in plain terms.
 
 use std::cell::RefCell;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use flowscale_sdk::{
-    AlignmentContext, EvaluatedMetric, JobTopology, ModeParams, ShipStrategy, SubtaskLoad,
+    AlignmentContext, EvaluatedMetric, JobTopology, MetricList, ModeParams, ShipStrategy,
+    SubtaskLoad,
 };
 
 /// One vertex's decision as the scaling pipeline (or `flowscale align`) describes it: the
@@ -14,12 +15,14 @@ use flowscale_sdk::{
 /// mode, which it resolved itself: callers never build contexts and never see the parameters.
 #[derive(Debug, Clone)]
 pub struct AlignmentRequest {
-    /// The job's name.
-    pub job: String,
+    /// The job's name. The identity texts are shared: the requests of every cycle hand over
+    /// the texts the job and its graph keep, and the contexts lend them on, instead of a copy
+    /// each.
+    pub job: Arc<str>,
     /// The engine-assigned vertex id (Flink: the hex job-vertex id).
-    pub vertex_id: String,
+    pub vertex_id: Arc<str>,
     /// The vertex's human-readable name.
-    pub vertex_name: String,
+    pub vertex_name: Arc<str>,
     /// The parallelism the vertex runs at now.
     pub current: u32,
     /// The computed target: after scale factor, rounding and clamping to the limits.
@@ -35,8 +38,10 @@ pub struct AlignmentRequest {
     /// The ship strategies of the vertex's input edges: shared, so that the requests of every
     /// cycle hand over the strategies the job's graph keeps instead of a copy each.
     pub input_ship_strategies: Arc<[ShipStrategy]>,
-    /// The vertex's evaluated metrics, by name.
-    pub metrics: Vec<(String, EvaluatedMetric)>,
+    /// The vertex's evaluated metrics, by name: a list of an earlier context refilled with
+    /// the same names keeps their number, and the context takes it without checking them
+    /// again (see [`MetricList`]).
+    pub metrics: MetricList,
     /// The job graph; the requests of one cycle share one graph instead of a copy each.
     pub topology: Arc<JobTopology>,
     /// The load of each subtask at the current parallelism, subtask `i` at index `i`; empty
@@ -50,76 +55,83 @@ pub struct AlignmentRequest {
 /// spares grow without end.
 const SPARE_LISTS: usize = 256;
 
-/// How many spare texts a thread keeps: the identity (job, vertex id, vertex name) of as many
-/// contexts as it keeps metric lists.
-const SPARE_TEXTS: usize = 3 * SPARE_LISTS;
-
 thread_local! {
     /// The metric lists of contexts this thread decided on, names and all, for the next
     /// requests to fill in place (see [`metric_list`]).
-    static SPARE_METRICS: RefCell<Vec<Vec<(String, EvaluatedMetric)>>> =
+    static SPARE_METRICS: RefCell<Vec<MetricList>> =
         const { RefCell::new(Vec::new()) };
-    /// The identity texts of contexts this thread decided on, for the next requests' (see
-    /// [`request_text`]).
-    static SPARE_TEXT: RefCell<Vec<String>> = const { RefCell::new(Vec::new()) };
+    /// The job name this thread's last requests shared (see [`shared_job`]).
+    static LAST_JOB: RefCell<Option<Arc<str>>> = const { RefCell::new(None) };
 }
 
-/// `text` as a request's owned string, in the buffer of a context this thread decided on (see
-/// [`recycle`]): a cycle builds a request per aligned vertex, each with the job's name and the
-/// vertex's id and name, and gives them back once the vertex is decided.
-pub(crate) fn request_text(text: &str) -> String {
-    let spare = SPARE_TEXT.with(|spare| spare.borrow_mut().pop());
-    match spare {
-        Some(mut owned) => {
-            owned.clear();
-            owned.push_str(text);
-            owned
+/// The empty text of a request's identity: one for the process, so that a request without
+/// one (to an aligner that does not read it) allocates none.
+pub(crate) fn no_text() -> Arc<str> {
+    static EMPTY: LazyLock<Arc<str>> = LazyLock::new(|| Arc::from(""));
+    Arc::clone(&EMPTY)
+}
+
+/// `job` as a request's shared text: the one this thread's last requests shared when it is
+/// the same name (a cycle builds the requests of a job's vertices one after the other), else
+/// a new one, shared by the next requests.
+pub(crate) fn shared_job(job: &str) -> Arc<str> {
+    LAST_JOB.with(|last| {
+        let mut last = last.borrow_mut();
+        match &*last {
+            Some(kept) if **kept == *job => Arc::clone(kept),
+            _ => Arc::clone(last.insert(Arc::from(job))),
         }
-        None => text.to_string(),
-    }
+    })
 }
 
-/// A request's metric list holding `metrics` (name and value, in that order), built in the
+/// How many (key, number) pairs a thread keeps (see [`metric_list`]): the vertices of a job
+/// have a few distinct sets of metrics (sources report more than the operators after them).
+const KEPT_NUMBERS: usize = 4;
+
+thread_local! {
+    /// The numbers of the names recent metric lists were made from, by key (see
+    /// [`metric_list`]), the most recent first.
+    static NUMBERS: RefCell<Vec<(u32, u64)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A request's metric list holding `metrics()` (name and value, in that order), built in the
 /// buffers of a context this thread decided on (see [`recycle`]): a cycle aligns vertices
-/// with the same metric names job after job, so a name is usually already in place and
-/// nothing is allocated.
-pub(crate) fn metric_list<'a>(
-    metrics: impl Iterator<Item = (&'a str, EvaluatedMetric)>,
-) -> Vec<(String, EvaluatedMetric)> {
+/// with the same metric names job after job, so a name is usually already in place, nothing
+/// is allocated, and the list keeps the number of its names for the next context.
+///
+/// `key` determines the names (equal keys, equal names in the same order: the caller's set of
+/// present metrics). Once a list with a number was made from a key, a spare list with that
+/// number gets the values of the next list of that key alone, without its names compared.
+pub(crate) fn metric_list<'a, I: Iterator<Item = (&'a str, EvaluatedMetric)>>(
+    key: u32,
+    metrics: impl Fn() -> I,
+) -> MetricList {
     let mut list = SPARE_METRICS
         .with(|spare| spare.borrow_mut().pop())
         .unwrap_or_default();
-    let mut filled = 0;
-    for (name, value) in metrics {
-        match list.get_mut(filled) {
-            Some((kept, kept_value)) => {
-                if kept != name {
-                    kept.clear();
-                    kept.push_str(name);
-                }
-                *kept_value = value;
-            }
-            None => list.push((name.to_string(), value)),
-        }
-        filled += 1;
+    let number = list.names_number();
+    let known = number != 0 && NUMBERS.with(|numbers| numbers.borrow().contains(&(key, number)));
+    if known && list.refill_values(metrics().map(|(_, value)| value)) {
+        return list;
     }
-    list.truncate(filled);
+    list.refill(metrics());
+    let number = list.names_number();
+    if number != 0 {
+        NUMBERS.with(|numbers| {
+            let mut numbers = numbers.borrow_mut();
+            numbers.retain(|(kept, _)| *kept != key);
+            numbers.insert(0, (key, number));
+            numbers.truncate(KEPT_NUMBERS);
+        });
+    }
     list
 }
 
-/// Gives the buffers of a context that was decided on back for the next requests' metrics
-/// and texts.
+/// Gives the metric list of a context that was decided on back for the next requests'
+/// metrics.
 pub(crate) fn recycle(ctx: AlignmentContext) {
-    let (texts, metrics) = ctx.into_parts();
-    SPARE_TEXT.with(|spare| {
-        let mut spare = spare.borrow_mut();
-        for text in texts {
-            if text.capacity() > 0 && spare.len() < SPARE_TEXTS {
-                spare.push(text);
-            }
-        }
-    });
-    if metrics.capacity() == 0 {
+    let metrics = ctx.into_metric_list();
+    if metrics.is_empty() {
         return;
     }
     SPARE_METRICS.with(|spare| {
@@ -135,9 +147,9 @@ impl AlignmentRequest {
     /// groups, with the limits `[1, u32::MAX]` and everything else empty.
     pub fn new(current: u32, target: u32, max_parallelism: u32) -> AlignmentRequest {
         AlignmentRequest {
-            job: String::new(),
-            vertex_id: String::new(),
-            vertex_name: String::new(),
+            job: no_text(),
+            vertex_id: no_text(),
+            vertex_name: no_text(),
             current,
             target,
             max_parallelism,
@@ -145,7 +157,7 @@ impl AlignmentRequest {
             lower_limit: 1,
             upper_limit: u32::MAX,
             input_ship_strategies: Arc::default(),
-            metrics: Vec::new(),
+            metrics: MetricList::new(),
             topology: Arc::default(),
             subtask_loads: Vec::new(),
         }
@@ -154,11 +166,11 @@ impl AlignmentRequest {
     /// The SDK's context of this decision, carrying the selected mode's parameters.
     pub(crate) fn into_context(self, params: ModeParams) -> AlignmentContext {
         AlignmentContext::builder(self.current, self.target, self.max_parallelism)
-            .identity(self.job, self.vertex_id, self.vertex_name)
+            .shared_identity(self.job, self.vertex_id, self.vertex_name)
             .source_partitions(self.source_partitions)
             .limits(self.lower_limit, self.upper_limit)
             .shared_input_ship_strategies(self.input_ship_strategies)
-            .metrics(self.metrics)
+            .metric_list(self.metrics)
             .shared_topology(self.topology)
             .params(params)
             .subtask_loads(self.subtask_loads)
@@ -179,16 +191,20 @@ mod tests {
 
     #[test]
     fn a_metric_list_reuses_the_names_of_the_last_context() {
-        let first = metric_list([("LAG", value(1.0)), ("LOAD", value(0.5))].into_iter());
+        let first = metric_list(1, || {
+            [("LAG", value(1.0)), ("LOAD", value(0.5))].into_iter()
+        });
         let lag_buffer = first[0].0.as_ptr();
         let mut request = AlignmentRequest::new(2, 3, 8);
         request.metrics = first;
         recycle(request.into_context(ModeParams::default()));
         // The same names again: the same buffers, the new values.
-        let second = metric_list([("LAG", value(2.0)), ("LOAD", value(0.7))].into_iter());
+        let second = metric_list(1, || {
+            [("LAG", value(2.0)), ("LOAD", value(0.7))].into_iter()
+        });
         assert_eq!(second[0].0.as_ptr(), lag_buffer);
         assert_eq!(
-            second,
+            second.to_vec(),
             vec![
                 ("LAG".to_string(), value(2.0)),
                 ("LOAD".to_string(), value(0.7))
@@ -199,9 +215,9 @@ mod tests {
     #[test]
     fn the_lists_of_a_whole_batch_come_back_for_the_next_one() {
         // A job's requests are all built before any is aligned: each takes a list of its own.
-        let batch = |x: f64| -> Vec<Vec<(String, EvaluatedMetric)>> {
+        let batch = |x: f64| -> Vec<MetricList> {
             (0..3)
-                .map(|_| metric_list([("LAG", value(x)), ("LOAD", value(x))].into_iter()))
+                .map(|_| metric_list(1, || [("LAG", value(x)), ("LOAD", value(x))].into_iter()))
                 .collect()
         };
         let first = batch(1.0);
@@ -230,18 +246,19 @@ mod tests {
     #[test]
     fn a_metric_list_holds_exactly_what_it_was_given() {
         let mut request = AlignmentRequest::new(2, 3, 8);
-        request.metrics =
-            metric_list([("A", value(1.0)), ("B", value(2.0)), ("C", value(3.0))].into_iter());
+        request.metrics = metric_list(2, || {
+            [("A", value(1.0)), ("B", value(2.0)), ("C", value(3.0))].into_iter()
+        });
         recycle(request.into_context(ModeParams::default()));
         // Fewer, and other names, than the spare holds.
-        let list = metric_list([("B", value(5.0)), ("D", value(6.0))].into_iter());
+        let list = metric_list(3, || [("B", value(5.0)), ("D", value(6.0))].into_iter());
         assert_eq!(
-            list,
+            list.to_vec(),
             vec![("B".to_string(), value(5.0)), ("D".to_string(), value(6.0))]
         );
         // No spare left (nothing was recycled since).
-        let list = metric_list([("A", value(1.0)), ("B", value(2.0))].into_iter());
+        let list = metric_list(4, || [("A", value(1.0)), ("B", value(2.0))].into_iter());
         assert_eq!(list.len(), 2);
-        assert!(metric_list(std::iter::empty()).is_empty());
+        assert!(metric_list(0, std::iter::empty).is_empty());
     }
 }

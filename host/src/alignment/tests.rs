@@ -979,9 +979,9 @@ fn any_request() -> impl Strategy<Value = AlignmentRequest> {
     )
         .prop_map(|((c, t, k), (s, lower), upper, ships)| {
             let mut request = AlignmentRequest::new(c, t, k);
-            request.job = "job".to_string();
-            request.vertex_id = "v1".to_string();
-            request.vertex_name = "vertex one".to_string();
+            request.job = "job".into();
+            request.vertex_id = "v1".into();
+            request.vertex_name = "vertex one".into();
             request.source_partitions = s;
             request.lower_limit = lower;
             request.upper_limit = upper;

@@ -484,9 +484,9 @@ fn answer(
         .unwrap_or_else(|| "vertex".to_string());
     let subtask_loads = subtask_loads(request, checked.current)?;
     let outcome = alignment.align(AlignmentRequest {
-        job: "align".to_string(),
-        vertex_id: vertex.clone(),
-        vertex_name: vertex,
+        job: "align".into(),
+        vertex_id: vertex.as_str().into(),
+        vertex_name: vertex.into(),
         source_partitions: checked.source_partitions,
         lower_limit: checked.lower,
         upper_limit: checked.upper,

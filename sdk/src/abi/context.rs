@@ -31,7 +31,8 @@ use abi_stable::StableAbi;
 use super::generation::GraphGeneration;
 
 use crate::context::{
-    AlignmentContext, EvaluatedMetric, JobTopology, SubtaskLoad, TopologyEdge, TopologyVertex,
+    AlignmentContext, DetailSource, Details, EvaluatedMetric, JobTopology, SubtaskLoad,
+    TopologyEdge, TopologyVertex,
 };
 use crate::params::ModeParams;
 use crate::ship::ShipStrategy;
@@ -278,6 +279,16 @@ impl<'a> ContextRef<'a> {
     }
 }
 
+/// The lent context `r` as the source of the kept context's details (see `LazyDetails`): read
+/// by [`fill_details`] when the mode first reads them, during the call it was lent for.
+fn detail_source(r: ContextRef<'_>) -> DetailSource {
+    DetailSource {
+        lent: r.data,
+        table: r.vtable.cast(),
+        fill: fill_details,
+    }
+}
+
 fn ctx<'a>(data: Data) -> &'a AlignmentContext {
     // SAFETY: `data` always comes from `ContextRef::new`, which borrows a live context for the
     // lifetime of the `ContextRef`; the accessors are only called during that borrow.
@@ -389,7 +400,7 @@ unsafe extern "C" fn param(d: Data, i: usize) -> FfiParam {
 }
 
 unsafe extern "C" fn topology_generation(d: Data) -> u64 {
-    GraphGeneration::of(&ctx(d).topology)
+    GraphGeneration::of(&ctx(d).details.get().topology)
 }
 
 unsafe extern "C" fn context_serial(d: Data) -> u64 {
@@ -397,7 +408,7 @@ unsafe extern "C" fn context_serial(d: Data) -> u64 {
 }
 
 unsafe extern "C" fn metric_names(d: Data) -> u64 {
-    ctx(d).metric_names
+    ctx(d).details.get().metric_names
 }
 
 unsafe extern "C" fn subtask_load_count(d: Data) -> usize {
@@ -499,7 +510,7 @@ pub unsafe fn rebuild(r: ContextRef<'_>) -> AlignmentContext {
         // The builder numbered the copy's names in this plugin's own count; only the host's
         // number says anything about the next context it lends (a numbered list is sorted and
         // distinct, so the copy has exactly the lent names).
-        ctx.metric_names = lent_metric_names(vt, d);
+        ctx.details.get_mut().metric_names = lent_metric_names(vt, d);
         ctx
     }
 }
@@ -556,9 +567,11 @@ unsafe fn lent_number(
 /// one after the other: instead of copying every string twice per vertex, the context of this
 /// thread's previous call is kept. When the host says the lent context is the one the kept
 /// copy was made from (equal serials, SDK 0.1.2), it is used as is; otherwise it is brought up
-/// to date in place. What did not change is compared, not copied (the job, the mode
-/// parameters, the graph); a string that changed reuses its buffer. So the second call of a
-/// vertex reads nothing but the serial, and the first one copies next to nothing.
+/// to date in place: the numbers, ship strategies and parameters at once, the identity,
+/// metrics, graph and per-subtask load when the mode first reads one of them (many never do).
+/// What did not change is compared, not copied (the job, the mode parameters, the graph); a
+/// string that changed reuses its buffer. So the second call of a vertex reads nothing but the
+/// serial, and the first one copies next to nothing.
 ///
 /// # Safety
 /// As for [`rebuild`].
@@ -575,7 +588,10 @@ pub unsafe fn with_lent<R>(r: ContextRef<'_>, f: impl FnOnce(&AlignmentContext) 
             return f(&unsafe { rebuild(r) });
         };
         let ctx = match &mut *last {
-            Some((kept_serial, ctx)) if serial != 0 && *kept_serial == serial => ctx,
+            Some((kept_serial, ctx)) if serial != 0 && *kept_serial == serial => {
+                ctx.details.lend_again(detail_source(r));
+                ctx
+            }
             Some((kept_serial, ctx)) => {
                 *kept_serial = 0;
                 // SAFETY: per the contract.
@@ -610,10 +626,11 @@ unsafe fn assign(text: &mut String, from: FfiStr) -> bool {
     }
 }
 
-/// Makes `ctx` equal to what [`rebuild`] would return for `r`, in place.
+/// Makes `ctx` equal to what [`rebuild`] would return for `r`, in place: the numbers, ship
+/// strategies and parameters now, the details (see [`fill_details`]) when first read.
 ///
 /// # Safety
-/// As for [`rebuild`].
+/// As for [`rebuild`]; the details are read from `r` later, during the same call.
 unsafe fn refresh(ctx: &mut AlignmentContext, r: ContextRef<'_>) {
     // SAFETY: per the contract, the table and the data are live.
     unsafe {
@@ -628,59 +645,9 @@ unsafe fn refresh(ctx: &mut AlignmentContext, r: ContextRef<'_>) {
         ctx.max_parallelism = n.max_parallelism;
         ctx.lower_limit = n.lower_limit;
         ctx.upper_limit = n.upper_limit;
-        let _ = assign(&mut ctx.job_name, (vt.job_name)(d));
-        let _ = assign(&mut ctx.vertex_id, (vt.vertex_id)(d));
-        let _ = assign(&mut ctx.vertex_name, (vt.vertex_name)(d));
         let ships = ctx.input_ship_strategies.owned_mut();
         ships.clear();
         ships.extend((0..(vt.ship_count)(d)).map(|i| (vt.ship)(d, i).to_ship()));
-
-        let metric_count = (vt.metric_count)(d);
-        let names = lent_metric_names(vt, d);
-        if names != 0 && names == ctx.metric_names && metric_count == ctx.metrics.len() {
-            // The host says the names are those kept: only the values are new.
-            for (i, (_, kept)) in ctx.metrics.iter_mut().enumerate() {
-                let m = (vt.metric)(d, i);
-                *kept = EvaluatedMetric {
-                    current: m.current,
-                    average: m.average,
-                };
-            }
-        } else {
-            // Named by no number until they are all in place.
-            ctx.metric_names = 0;
-            // The kept names are sorted and distinct: lent the same names at the same places
-            // (or fewer of them), they still are.
-            let mut same_names = metric_count <= ctx.metrics.len();
-            ctx.metrics.truncate(metric_count);
-            for i in 0..metric_count {
-                let m = (vt.metric)(d, i);
-                let value = EvaluatedMetric {
-                    current: m.current,
-                    average: m.average,
-                };
-                match ctx.metrics.get_mut(i) {
-                    // The common case, checked inline: the name kept in this place is the lent
-                    // one.
-                    Some((name, kept)) if m.name.is(name) => *kept = value,
-                    Some((name, kept)) => {
-                        same_names &= !assign(name, m.name);
-                        *kept = value;
-                    }
-                    None => ctx.metrics.push((m.name.to_owned_string(), value)),
-                }
-            }
-            // The host lends sorted, distinct names; anything else is sorted as the builder
-            // does, and then no longer is the list the host numbered.
-            if same_names {
-                ctx.metric_names = names;
-            } else {
-                crate::names::sort_metrics(&mut ctx.metrics);
-                ctx.metric_names = 0;
-            }
-        }
-
-        ctx.topology = shared_topology(vt, d, &ctx.job_name);
 
         let param_count = (vt.param_count)(d);
         let same_params = (vt.mode_name)(d).is(ctx.params.mode_name())
@@ -698,6 +665,70 @@ unsafe fn refresh(ctx: &mut AlignmentContext, r: ContextRef<'_>) {
                 .collect();
             ctx.params = ModeParams::new((vt.mode_name)(d).to_owned_string(), params);
         }
+        ctx.details.lend(detail_source(r));
+    }
+}
+
+/// Makes `details` those of the lent context `d` with its table `table`, in place (see
+/// [`refresh`]).
+///
+/// # Safety
+/// As for [`rebuild`]: `d` and `table` are those of a [`ContextRef`] lent for a call that is
+/// still running.
+unsafe fn fill_details(details: &mut Details, d: Data, table: *const c_void) {
+    // SAFETY: per the contract, the table and the data are live.
+    unsafe {
+        let vt = &*table.cast::<ContextVTable>();
+        let _ = assign(details.job_name.owned_mut(), (vt.job_name)(d));
+        let _ = assign(details.vertex_id.owned_mut(), (vt.vertex_id)(d));
+        let _ = assign(details.vertex_name.owned_mut(), (vt.vertex_name)(d));
+
+        let metric_count = (vt.metric_count)(d);
+        let names = lent_metric_names(vt, d);
+        if names != 0 && names == details.metric_names && metric_count == details.metrics.len() {
+            // The host says the names are those kept: only the values are new.
+            for (i, (_, kept)) in details.metrics.iter_mut().enumerate() {
+                let m = (vt.metric)(d, i);
+                *kept = EvaluatedMetric {
+                    current: m.current,
+                    average: m.average,
+                };
+            }
+        } else {
+            // Named by no number until they are all in place.
+            details.metric_names = 0;
+            // The kept names are sorted and distinct: lent the same names at the same places
+            // (or fewer of them), they still are.
+            let mut same_names = metric_count <= details.metrics.len();
+            details.metrics.truncate(metric_count);
+            for i in 0..metric_count {
+                let m = (vt.metric)(d, i);
+                let value = EvaluatedMetric {
+                    current: m.current,
+                    average: m.average,
+                };
+                match details.metrics.get_mut(i) {
+                    // The common case, checked inline: the name kept in this place is the lent
+                    // one.
+                    Some((name, kept)) if m.name.is(name) => *kept = value,
+                    Some((name, kept)) => {
+                        same_names &= !assign(name, m.name);
+                        *kept = value;
+                    }
+                    None => details.metrics.push((m.name.to_owned_string(), value)),
+                }
+            }
+            // The host lends sorted, distinct names; anything else is sorted as the builder
+            // does, and then no longer is the list the host numbered.
+            if same_names {
+                details.metric_names = names;
+            } else {
+                crate::names::sort_metrics(&mut details.metrics);
+                details.metric_names = 0;
+            }
+        }
+
+        details.topology = shared_topology(vt, d, details.job_name.as_str());
 
         // SDK 0.1.1; a 0.1.0 host's table ends before it, and its plugins read `None`.
         let load_count = if vt.has(
@@ -709,9 +740,9 @@ unsafe fn refresh(ctx: &mut AlignmentContext, r: ContextRef<'_>) {
             0
         };
         if load_count == 0 {
-            ctx.subtask_loads = None;
+            details.subtask_loads = None;
         } else {
-            let loads = ctx.subtask_loads.get_or_insert_with(Vec::new);
+            let loads = details.subtask_loads.get_or_insert_with(Vec::new);
             loads.clear();
             loads.extend((0..load_count).map(|i| (vt.subtask_load)(d, i).to_load()));
         }
@@ -1268,7 +1299,7 @@ mod tests {
         };
         let before = GRAPH_READS.with(std::cell::Cell::get);
         // SAFETY: `ctx` outlives the call.
-        let graph = unsafe { with_lent(lent, |c| Arc::clone(&c.topology)) };
+        let graph = unsafe { with_lent(lent, |c| Arc::clone(&c.details.get().topology)) };
         (graph, GRAPH_READS.with(std::cell::Cell::get) - before)
     }
 
@@ -1586,6 +1617,47 @@ mod tests {
         }
     }
 
+    /// A mode that reads only the numbers, ship strategies and parameters has nothing else
+    /// read through the table; one that reads a metric has the details read once, for the
+    /// context it is lent, however many times it reads them.
+    #[test]
+    fn the_details_are_read_only_when_the_mode_reads_them() {
+        static TABLE: std::sync::LazyLock<ContextVTable> =
+            std::sync::LazyLock::new(|| ContextVTable {
+                metric: counted_metric,
+                ..HOST_VTABLE
+            });
+        let reads = || METRIC_READS.with(std::cell::Cell::get);
+        // The thread's first call copies the whole context, to keep it.
+        let first = with_metrics(&["LAG"], 0.0);
+        // SAFETY: `first` outlives the call.
+        unsafe { with_lent(ContextRef::new(&first), |_| ()) };
+        for (step, x) in [1.0, 2.0, 3.0].into_iter().enumerate() {
+            let ctx = with_metrics(&["LAG", "LOAD"], x);
+            let lent = || ContextRef {
+                data: (&ctx as *const AlignmentContext).cast(),
+                vtable: &*TABLE,
+                _borrow: PhantomData,
+            };
+            let before = reads();
+            // SAFETY: `ctx` outlives the calls.
+            let target = unsafe { with_lent(lent(), |c| c.target_parallelism()) };
+            assert_eq!((target, reads() - before), (6, 0), "step {step}");
+            // SAFETY: as above.
+            let (load, again) = unsafe {
+                with_lent(lent(), |c| {
+                    (c.metric("LOAD").map(|m| m.current), c.metrics().len())
+                })
+            };
+            assert_eq!((load, again), (Some(x), 2), "step {step}");
+            assert_eq!(reads() - before, 2, "step {step}: each metric read once");
+            // A clone outlives the call: complete.
+            // SAFETY: as above.
+            let clone = unsafe { with_lent(lent(), AlignmentContext::clone) };
+            assert_eq!(format!("{clone:?}"), format!("{ctx:?}"), "step {step}");
+        }
+    }
+
     /// A host older than 0.1.3 has no number for the names: the plugin compares them, and
     /// never calls past the end of the table.
     #[test]
@@ -1617,18 +1689,25 @@ mod tests {
         let ctx = with_metrics(&["A", "B"], 1.0);
         // SAFETY: `ctx` outlives the call.
         let copy = unsafe { rebuild(ContextRef::new(&ctx)) };
-        assert_eq!(copy.metric_names, ctx.metric_names);
+        assert_eq!(
+            copy.details.get().metric_names,
+            ctx.details.get().metric_names
+        );
         let mut kept = with_metrics(&["A", "C"], 1.0);
         let other = with_metrics(&["A", "B"], 2.0);
         // SAFETY: `other` outlives the call.
         unsafe { refresh(&mut kept, ContextRef::new(&other)) };
         assert_eq!(
-            kept.metric_names, 0,
+            kept.details.get().metric_names,
+            0,
             "names assigned in place are not numbered"
         );
         assert_eq!(format!("{kept:?}"), format!("{other:?}"));
         // SAFETY: as above.
         unsafe { refresh(&mut kept, ContextRef::new(&other)) };
-        assert_eq!(kept.metric_names, other.metric_names);
+        assert_eq!(
+            kept.details.get().metric_names,
+            other.details.get().metric_names
+        );
     }
 }

@@ -169,6 +169,10 @@ pub(crate) fn serve(
 }
 
 /// One call as the worker runs it, whichever encoding it came in.
+///
+/// Nearly every call is a context call, and one is asked at a time: boxing the context to
+/// shrink the rare `Validate` would allocate for every call instead.
+#[allow(clippy::large_enum_variant)]
 enum Asked {
     Context(ContextCall, AlignmentContext),
     Validate(ModeParams),

@@ -12,7 +12,7 @@ use super::ineffective::ineffective_scale_up;
 use super::reason::{BandNote, Reason, ScaleNote, Step};
 use super::scalability::observed_scalability_coefficient;
 use super::scaled::{ScaledTarget, scaled_target};
-use crate::alignment::{AlignOutcome, Aligner, AlignmentRequest, metric_list, request_text};
+use crate::alignment::{AlignOutcome, Aligner, AlignmentRequest, metric_list, no_text, shared_job};
 use crate::engine::VertexMetrics;
 use crate::events::Event;
 use crate::scaling::evaluation::capacity;
@@ -450,15 +450,15 @@ fn alignment_request(
     let to_u32 = |x: i64| u32::try_from(x.max(0)).unwrap_or(u32::MAX);
     // Copies of the identity, the metrics and the graph only for aligners that read them.
     let details = ctx.aligner.reads_details();
-    let text = |s: &str| {
-        if details {
-            request_text(s)
-        } else {
-            String::new()
-        }
+    let text = |s: &Arc<str>| {
+        if details { Arc::clone(s) } else { no_text() }
     };
     AlignmentRequest {
-        job: text(ctx.job),
+        job: if details {
+            shared_job(ctx.job)
+        } else {
+            no_text()
+        },
         vertex_id: text(&vertex.id),
         vertex_name: text(&vertex.name),
         current: vertex.parallelism,
@@ -471,7 +471,7 @@ fn alignment_request(
         metrics: if details {
             metrics_by_name(metrics)
         } else {
-            Vec::new()
+            flowscale_sdk::MetricList::new()
         },
         topology: if details {
             Arc::clone(ctx.topology.get_or_init(|| Arc::new(ctx.graph.to_sdk())))
@@ -492,18 +492,40 @@ fn alignment_request(
 }
 
 /// The vertex's metrics by name, the order a context keeps them in (so building one sorts
-/// nothing), in the buffers of the previous context where it can.
-fn metrics_by_name(metrics: &VertexEvaluation) -> Vec<(String, flowscale_sdk::EvaluatedMetric)> {
-    static BY_NAME: LazyLock<Vec<ScalingMetric>> = LazyLock::new(|| {
+/// nothing), in the buffers of the previous context where it can. Only the present metrics
+/// are visited (a vertex has about half of them): each marks its place in name order in a
+/// mask, whose bits then list them by name.
+fn metrics_by_name(metrics: &VertexEvaluation) -> flowscale_sdk::MetricList {
+    /// Every metric in name order, and each metric's place in that order.
+    static BY_NAME: LazyLock<(Vec<ScalingMetric>, Vec<u32>)> = LazyLock::new(|| {
         let mut all = ScalingMetric::ALL.to_vec();
         all.sort_by_key(ScalingMetric::as_str);
-        all
+        let mut place = vec![0; all.len()];
+        for (at, metric) in (0u32..).zip(&all) {
+            place[*metric as usize] = at;
+        }
+        (all, place)
     });
-    metric_list(
-        BY_NAME
-            .iter()
-            .filter_map(|k| Some((k.as_str(), metrics.get(k)?.to_sdk()))),
-    )
+    let (by_name, place) = &*BY_NAME;
+    // Every metric has a bit of a `u32` (the metric maps rely on it too). The mask determines
+    // the names: the list's key.
+    let named = metrics.iter().fold(0u32, |named, (metric, _)| {
+        named | 1 << place[*metric as usize]
+    });
+    metric_list(named, || {
+        let mut left = named;
+        std::iter::from_fn(move || {
+            while left != 0 {
+                let at = left.trailing_zeros() as usize;
+                left &= left - 1;
+                let metric = &by_name[at];
+                if let Some(value) = metrics.get(metric) {
+                    return Some((metric.as_str(), value.to_sdk()));
+                }
+            }
+            None
+        })
+    })
 }
 
 #[cfg(test)]
