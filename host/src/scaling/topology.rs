@@ -142,10 +142,9 @@ pub(crate) struct GraphCache {
 #[derive(Debug, Clone)]
 struct CachedGraph {
     topology: Topology,
-    /// Each observed vertex's index in the topology, by its position in the observation.
-    by_position: Vec<usize>,
-    /// Each observed edge as topology indices with its ship strategy as observed.
-    edges: Vec<(usize, usize, String)>,
+    /// What the observation the topology was built from said, for telling whether the next
+    /// one says the same.
+    observed: ObservedGraph,
     /// The SDK's view of the graph, built on first use.
     sdk: OnceCell<Arc<flowscale_sdk::JobTopology>>,
 }
@@ -183,52 +182,123 @@ impl GraphCache {
 
 impl CachedGraph {
     fn of(obs: &JobObservation) -> Result<CachedGraph, CycleError> {
-        let (topology, by_position) = build(obs)?;
-        // `build` resolved every edge's endpoints.
-        let at = |id: &str| topology.index.get(id).copied().unwrap_or(usize::MAX);
-        let edges = obs
-            .edges
-            .iter()
-            .map(|e| (at(&e.from), at(&e.to), e.ship_strategy.clone()))
-            .collect();
+        let (topology, by_position, edges) = build(obs)?;
+        let observed = ObservedGraph::of(obs, &by_position, &edges.resolved);
         Ok(CachedGraph {
             topology,
-            by_position,
-            edges,
+            observed,
             sdk: OnceCell::new(),
         })
     }
 
-    /// True when `obs` describes exactly the graph this topology was built from.
+    /// True when `obs` describes exactly the graph this topology was built from: the same
+    /// vertices in the same order with the same ids, names, parallelisms and flags; the same
+    /// edges in the same order, between the same vertices, with the same strategies as spelled.
     fn describes(&self, obs: &JobObservation) -> bool {
-        let vertices = &self.topology.vertices;
-        if obs.vertices.len() != self.by_position.len() || obs.edges.len() != self.edges.len() {
+        let Some(numbers) = self.observed.numbers.as_deref() else {
+            return false;
+        };
+        let vertex_count = obs.vertices.len();
+        if numbers.len() != vertex_count + obs.edges.len() * EDGE_WORDS {
             return false;
         }
-        let same_vertices = obs.vertices.iter().zip(&self.by_position).all(|(o, &i)| {
-            let v = &vertices[i];
-            *v.id == *o.id
-                && *v.name == *o.name
-                && v.parallelism == o.parallelism
-                && v.max_parallelism == o.max_parallelism
-                && v.source_partitions == o.source_partitions
-                && v.finished == o.finished
+        let (by_position, edges) = numbers.split_at(vertex_count);
+        let vertices = &self.topology.vertices;
+        let same_vertices = obs.vertices.iter().zip(by_position).all(|(o, &i)| {
+            vertices.get(i as usize).is_some_and(|v| {
+                *v.id == *o.id
+                    && *v.name == *o.name
+                    && v.parallelism == o.parallelism
+                    && v.max_parallelism == o.max_parallelism
+                    && v.source_partitions == o.source_partitions
+                    && v.finished == o.finished
+            })
         });
-        same_vertices
-            && obs
-                .edges
-                .iter()
-                .zip(&self.edges)
-                .all(|(e, (from, to, strategy))| {
-                    let is = |at: usize, id: &str| vertices.get(at).is_some_and(|v| *v.id == *id);
-                    is(*from, &e.from) && is(*to, &e.to) && *strategy == e.ship_strategy
-                })
+        if !same_vertices {
+            return false;
+        }
+        let strategies = self.observed.strategies.as_bytes();
+        let is = |at: u32, id: &str| vertices.get(at as usize).is_some_and(|v| *v.id == *id);
+        let mut start = 0;
+        for (e, numbers) in obs.edges.iter().zip(edges.chunks_exact(EDGE_WORDS)) {
+            let &[from, to, end] = numbers else {
+                return false;
+            };
+            if strategies.get(start as usize..end as usize) != Some(e.ship_strategy.as_bytes())
+                || !is(from, &e.from)
+                || !is(to, &e.to)
+            {
+                return false;
+            }
+            start = end;
+        }
+        true
+    }
+}
+
+/// What the observation a topology was built from said beyond the topology's vertices, in two
+/// buffers: the numbers (each observed vertex's index in the topology by its position, then
+/// each edge's endpoints as topology indices and where its strategy ends) in one list, and the
+/// edges' ship strategies as spelled, one after the other, in one text.
+///
+/// Every cycle of every job compares its observation with the graph it kept, and at 10,000
+/// jobs the kept graph is out of the cache when its job's turn comes. The vertices' ids and
+/// names are compared through the topology, whose vertices, ids and names the rest of the cycle
+/// reads anyway (comparing them elsewhere only moves those cache misses to the next reader);
+/// what only this comparison reads is kept in a few consecutive lines instead of a list of
+/// edges with one heap string per strategy.
+#[derive(Debug, Clone)]
+struct ObservedGraph {
+    /// One number per vertex, then [`EDGE_WORDS`] per edge. `None` when the observation does
+    /// not fit (strategies or indices beyond `u32`): such a graph is never taken as unchanged,
+    /// which only costs a rebuild.
+    numbers: Option<Box<[u32]>>,
+    /// The edges' ship strategies in edge order.
+    strategies: Box<str>,
+}
+
+/// Numbers per edge: its endpoints' indices in the topology, end of its strategy.
+const EDGE_WORDS: usize = 3;
+
+impl ObservedGraph {
+    /// The graph of `obs`, whose vertices have topology indices `by_position` (by observation
+    /// position) and whose edges `endpoints` has as observation positions (as [`build`]
+    /// resolved them, in edge order).
+    fn of(
+        obs: &JobObservation,
+        by_position: &[usize],
+        endpoints: &[(usize, usize, ShipStrategy)],
+    ) -> ObservedGraph {
+        let text_len: usize = obs.edges.iter().map(|e| e.ship_strategy.len()).sum();
+        let mut strategies = String::with_capacity(text_len);
+        let fits = u32::try_from(text_len).is_ok()
+            && u32::try_from(by_position.len()).is_ok()
+            && endpoints.len() == obs.edges.len();
+        if !fits {
+            return ObservedGraph {
+                numbers: None,
+                strategies: strategies.into_boxed_str(),
+            };
+        }
+        // Every text end is at most `text_len` and every index below the vertex count, both of
+        // which fit in `u32`.
+        let index = |at: usize| by_position.get(at).map_or(u32::MAX, |&i| i as u32);
+        let mut numbers = Vec::with_capacity(by_position.len() + obs.edges.len() * EDGE_WORDS);
+        numbers.extend(by_position.iter().map(|&i| i as u32));
+        for (e, &(from, to, _)) in obs.edges.iter().zip(endpoints) {
+            strategies.push_str(&e.ship_strategy);
+            numbers.extend([index(from), index(to), strategies.len() as u32]);
+        }
+        ObservedGraph {
+            numbers: Some(numbers.into_boxed_slice()),
+            strategies: strategies.into_boxed_str(),
+        }
     }
 }
 
 /// The topology of an observation, with each observed vertex's index in it (by position in the
-/// observation).
-fn build(obs: &JobObservation) -> Result<(Topology, Vec<usize>), CycleError> {
+/// observation) and its edges by observation position.
+fn build(obs: &JobObservation) -> Result<(Topology, Vec<usize>, Edges), CycleError> {
     if obs.vertices.is_empty() {
         return Err(CycleError::NotReady(
             "No nodes found in the plan, job is not ready yet".into(),
@@ -265,7 +335,7 @@ fn build(obs: &JobObservation) -> Result<(Topology, Vec<usize>), CycleError> {
     let index = Arc::new(VertexIds::new(
         vertices.iter().map(|v| Arc::clone(&v.id)).collect(),
     ));
-    Ok((Topology { vertices, index }, new_index))
+    Ok((Topology { vertices, index }, new_index, edges))
 }
 
 /// Vertex ids to indices. Ids are engine-assigned (Flink: 32 hex digits), not adversarial, so a
@@ -325,6 +395,8 @@ fn positions(obs: &JobObservation) -> Result<IdMap<'_>, CycleError> {
 /// Inputs (with their ship strategies) and outputs per vertex, by position in the observation,
 /// each kept in edge order; one flat list per direction instead of a list per vertex.
 struct Edges {
+    /// Each edge's endpoints and strategy, in edge order.
+    resolved: Vec<(usize, usize, ShipStrategy)>,
     input_start: Vec<usize>,
     inputs: Vec<(usize, ShipStrategy)>,
     output_start: Vec<usize>,
@@ -368,6 +440,7 @@ impl Edges {
             next_out[from] += 1;
         }
         Ok(Edges {
+            resolved,
             input_start,
             inputs,
             output_start,
@@ -545,6 +618,133 @@ mod tests {
                 shape(&Topology::from_observation(&before).unwrap()),
                 "{what}"
             );
+        }
+    }
+
+    /// The comparison the kept graph made before it was kept in two buffers: through the
+    /// topology's vertices (each observed vertex by its index) and the observed edges.
+    fn describes_by_topology(before: &JobObservation, obs: &JobObservation) -> bool {
+        let t = Topology::from_observation(before).unwrap();
+        let by_position: Vec<usize> = before
+            .vertices
+            .iter()
+            .map(|v| *t.index.get(&v.id).unwrap())
+            .collect();
+        let at = |id: &str| *t.index.get(id).unwrap();
+        let edges: Vec<(usize, usize, String)> = before
+            .edges
+            .iter()
+            .map(|e| (at(&e.from), at(&e.to), e.ship_strategy.clone()))
+            .collect();
+        let vertices = &t.vertices;
+        if obs.vertices.len() != by_position.len() || obs.edges.len() != edges.len() {
+            return false;
+        }
+        let same_vertices = obs.vertices.iter().zip(&by_position).all(|(o, &i)| {
+            let v = &vertices[i];
+            *v.id == *o.id
+                && *v.name == *o.name
+                && v.parallelism == o.parallelism
+                && v.max_parallelism == o.max_parallelism
+                && v.source_partitions == o.source_partitions
+                && v.finished == o.finished
+        });
+        same_vertices
+            && obs
+                .edges
+                .iter()
+                .zip(&edges)
+                .all(|(e, (from, to, strategy))| {
+                    let is = |at: usize, id: &str| vertices.get(at).is_some_and(|v| *v.id == *id);
+                    is(*from, &e.from) && is(*to, &e.to) && *strategy == e.ship_strategy
+                })
+    }
+
+    #[test]
+    fn the_kept_graph_compares_as_the_topology_did() {
+        let changes: Vec<Change> = vec![
+            ("none", |_| {}),
+            ("parallelism", |o| o.vertices[1].parallelism = 4),
+            ("max parallelism", |o| o.vertices[0].max_parallelism = 256),
+            ("source partitions", |o| o.vertices[3].source_partitions = 8),
+            ("finished", |o| o.vertices[0].finished = true),
+            ("name", |o| o.vertices[2].name = "renamed".into()),
+            ("longer name", |o| o.vertices[3].name.push('x')),
+            ("empty name", |o| o.vertices[1].name.clear()),
+            ("vertex order", |o| o.vertices.swap(2, 3)),
+            ("id and name shifted", |o| {
+                // "c" + "c" becomes "cc" + "": the same text, split elsewhere.
+                o.vertices[1].id = "cc".into();
+                o.vertices[1].name = String::new();
+                o.edges[1].to = "cc".into();
+                o.edges[0].to = "cc".into();
+                o.edges[2].from = "cc".into();
+            }),
+            ("vertex id", |o| {
+                o.vertices[0].id = "e".into();
+                o.edges[2].to = "e".into();
+            }),
+            ("ship strategy", |o| {
+                o.edges[0].ship_strategy = "REBALANCE".into()
+            }),
+            ("ship strategy spelling", |o| {
+                o.edges[0].ship_strategy = "hash".into()
+            }),
+            ("strategy text moved", |o| {
+                o.edges[0].ship_strategy = "HASHREBALANCE".into();
+                o.edges[1].ship_strategy = String::new();
+            }),
+            ("edge order", |o| o.edges.swap(0, 1)),
+            ("edge endpoint", |o| o.edges[1].from = "a".into()),
+            ("edge end", |o| o.edges[2].to = "c".into()),
+            ("edge reversed", |o| {
+                o.edges[2].from = "d".into();
+                o.edges[2].to = "c".into();
+            }),
+            ("added edge", |o| {
+                o.edges.push(crate::engine::ObservedEdge {
+                    from: "a".into(),
+                    to: "d".into(),
+                    ship_strategy: "FORWARD".into(),
+                })
+            }),
+            ("removed edge", |o| {
+                o.edges.pop();
+            }),
+            ("removed vertex", |o| {
+                o.vertices.remove(0);
+                o.edges.pop();
+            }),
+            ("added vertex", |o| {
+                let mut e = o.vertices[0].clone();
+                e.id = "e".into();
+                o.vertices.push(e);
+            }),
+        ];
+        let variants: Vec<(&str, JobObservation)> = changes
+            .iter()
+            .map(|(what, change)| {
+                let mut obs = job().obs;
+                change(&mut obs);
+                (*what, obs)
+            })
+            .collect();
+        for (kept_what, kept) in &variants {
+            let Ok(cached) = CachedGraph::of(kept) else {
+                continue;
+            };
+            for (what, obs) in &variants {
+                assert_eq!(
+                    cached.describes(obs),
+                    describes_by_topology(kept, obs),
+                    "kept {kept_what}, observed {what}"
+                );
+                assert_eq!(
+                    cached.describes(obs),
+                    kept == obs,
+                    "kept {kept_what}, observed {what}"
+                );
+            }
         }
     }
 

@@ -60,16 +60,21 @@ impl<'a> WindowSeries<'a> {
         let mut metrics = vec![None; n * len];
         for (k, (&at, sample)) in history.samples.iter().enumerate() {
             ats.push(at);
-            let places = metrics.iter_mut().skip(k).step_by(len.max(1));
+            // Vertex `i`'s metrics of sample `k` go to place `i * len + k`; indexed directly, as
+            // a skipping, stepping iterator over the places cost more than the placing.
             match sample.vertices.values_on(ids) {
                 Some(values) => {
-                    for (place, vertex_metrics) in places.zip(values) {
-                        *place = Some(vertex_metrics);
+                    for (i, vertex_metrics) in values.iter().enumerate().take(n) {
+                        if let Some(place) = metrics.get_mut(i * len + k) {
+                            *place = Some(vertex_metrics);
+                        }
                     }
                 }
                 None => {
-                    for (place, vertex) in places.zip(&topology.vertices) {
-                        *place = sample.vertices.get(&vertex.id);
+                    for (i, vertex) in topology.vertices.iter().enumerate() {
+                        if let Some(place) = metrics.get_mut(i * len + k) {
+                            *place = sample.vertices.get(&vertex.id);
+                        }
                     }
                 }
             }

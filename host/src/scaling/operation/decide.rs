@@ -16,7 +16,7 @@ use crate::scaling::evaluation::Evaluation;
 use crate::scaling::metrics::{EvaluatedScalingMetric, ScalingMetric};
 use crate::scaling::options::{EXCLUDED_PERIODS_KEY, SCALING_ENABLED_KEY};
 use crate::scaling::outcome::{CycleOutcome, CycleStage, VertexDecision};
-use crate::scaling::state::{JobScalingState, ScalingSummary};
+use crate::scaling::state::{JobScalingState, ScalingSummary, VertexHistory};
 use crate::scaling::target::{
     DecisionSink, ParallelismChange, Reason, ScalerContext, align_targets, finish_scale_target,
     prepare_scale_target,
@@ -173,8 +173,8 @@ fn decide_vertices<'t>(
 /// cycle.
 fn histories_by_index<'h, K: Borrow<str>>(
     topology: &Topology,
-    history: &'h BTreeMap<K, BTreeMap<i64, ScalingSummary>>,
-) -> Vec<Option<&'h BTreeMap<i64, ScalingSummary>>> {
+    history: &'h BTreeMap<K, VertexHistory>,
+) -> Vec<Option<&'h VertexHistory>> {
     let mut found = vec![None; topology.vertices.len()];
     let mut entries = history.iter().peekable();
     for &index in topology.index.in_id_order() {
@@ -325,7 +325,7 @@ mod tests {
     fn histories_by_index_are_those_of_the_ids() {
         let graph = topology(&["m", "b", "zz", "a", "ba", "c"]);
         let summary = |p: u32| {
-            BTreeMap::from([(
+            VertexHistory::from([(
                 7,
                 ScalingSummary {
                     current_parallelism: p,

@@ -1,43 +1,35 @@
 //! Scaling history, scaling tracking and the restart time (docs/decision-pipeline.md#scaling-history).
 
 use std::borrow::Borrow;
+use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::scaling::metrics::VertexEvaluation;
+use super::vertex_history::{ScalingSummary, VertexHistory};
 use crate::scaling::options::{AutoscalerOptions, millis, whole_seconds};
 use crate::scaling::topology::Topology;
-
-/// One executed change of one vertex, with the metrics it was decided on.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ScalingSummary {
-    /// Parallelism before.
-    pub(crate) current_parallelism: u32,
-    /// Parallelism after.
-    pub(crate) new_parallelism: u32,
-    /// The vertex's evaluated metrics at decision time (incl. `EXPECTED_PROCESSING_RATE`).
-    pub(crate) metrics: VertexEvaluation,
-}
 
 /// Executed changes per vertex id, keyed by decision instant (ms). Persisted per job.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ScalingHistory {
     /// Vertex id -> instant -> summary.
-    pub vertices: BTreeMap<String, BTreeMap<i64, ScalingSummary>>,
+    pub vertices: BTreeMap<String, VertexHistory>,
 }
 
 impl ScalingHistory {
     /// Keeps entries not older than `history.max.age`, at most `history.max.count` per vertex,
-    /// and drops vertices left empty or not in `topology`. One walk over the history, every
-    /// cycle; the map is rebuilt only in a cycle in which some vertex goes (in most, none does).
+    /// and drops vertices left empty or not in `topology`. One walk along the history and the
+    /// graph's ids in id order (both are sorted the same way), every cycle; the map is rebuilt
+    /// only in a cycle in which some vertex goes (in most, none does).
     pub(crate) fn trim_to(&mut self, now_ms: i64, opts: &AutoscalerOptions, topology: &Topology) {
         let (min_ts, max_count) = trim_limits(now_ms, opts);
+        let mut graph = GraphWalk::new(topology);
         let mut drops = false;
         for (vertex, entries) in self.vertices.iter_mut() {
             trim_entries(entries, min_ts, max_count);
-            drops |= entries.is_empty() || !topology.index.contains_key(vertex.as_str());
+            drops |= entries.is_empty() || graph.index_of(vertex).is_none();
         }
         if drops {
             self.vertices
@@ -46,24 +38,76 @@ impl ScalingHistory {
     }
 
     /// Records the summaries of one executed operation (by vertex id). A vertex scaled before
-    /// keeps its entry: its id is copied only the first time.
-    pub(crate) fn add<K: Borrow<str>>(
+    /// keeps its entry: its id is copied only the first time. One walk along the history and
+    /// the summaries (both in id order) finds the vertices scaled before; searching the
+    /// history for each summary compared ids several times per vertex.
+    pub(crate) fn add<K: Borrow<str> + Ord>(
         &mut self,
         now_ms: i64,
         summaries: &BTreeMap<K, ScalingSummary>,
     ) {
-        for (v, s) in summaries {
-            let v: &str = v.borrow();
-            match self.vertices.get_mut(v) {
-                Some(entries) => {
-                    entries.insert(now_ms, s.clone());
-                }
-                None => {
-                    self.vertices
-                        .insert(v.to_string(), BTreeMap::from([(now_ms, s.clone())]));
+        let mut summaries = summaries.iter().peekable();
+        // Vertices without a history yet, in id order (usually none).
+        let mut first_time = Vec::new();
+        for (vertex, entries) in self.vertices.iter_mut() {
+            while let Some(&(v, s)) = summaries.peek() {
+                match v.borrow().cmp(vertex.as_str()) {
+                    Ordering::Less => {
+                        first_time.push((v, s));
+                        summaries.next();
+                    }
+                    Ordering::Equal => {
+                        entries.insert(now_ms, s.clone());
+                        summaries.next();
+                        break;
+                    }
+                    Ordering::Greater => break,
                 }
             }
+            if summaries.peek().is_none() {
+                break;
+            }
         }
+        for (v, s) in first_time.into_iter().chain(summaries) {
+            let v: &str = v.borrow();
+            self.vertices
+                .insert(v.to_string(), VertexHistory::from([(now_ms, s.clone())]));
+        }
+    }
+}
+
+/// The vertices of a graph in id order, for finding those of ids asked for in id order (as the
+/// history keeps them) in one walk: looking each up in the graph's index hashed every id,
+/// every cycle.
+struct GraphWalk<'t> {
+    topology: &'t Topology,
+    in_id_order: std::iter::Peekable<std::slice::Iter<'t, usize>>,
+}
+
+impl<'t> GraphWalk<'t> {
+    fn new(topology: &'t Topology) -> GraphWalk<'t> {
+        GraphWalk {
+            topology,
+            in_id_order: topology.index.in_id_order().iter().peekable(),
+        }
+    }
+
+    /// The index of vertex `id`; `id` must not come before any id asked for earlier.
+    fn index_of(&mut self, id: &str) -> Option<usize> {
+        let ids = self.topology.index.ids();
+        while let Some(&&index) = self.in_id_order.peek() {
+            match ids.get(index).map(|graph_id| (**graph_id).cmp(id)) {
+                Some(Ordering::Less) | None => {
+                    self.in_id_order.next();
+                }
+                Some(Ordering::Equal) => {
+                    self.in_id_order.next();
+                    return Some(index);
+                }
+                Some(Ordering::Greater) => return None,
+            }
+        }
+        None
     }
 }
 
@@ -75,16 +119,13 @@ fn trim_limits(now_ms: i64, opts: &AutoscalerOptions) -> (i64, usize) {
 }
 
 /// Drops a vertex's entries older than `min_ts` and the oldest beyond `max_count`, from the
-/// front: usually nothing, and without the new map a `split_off` builds.
-fn trim_entries(entries: &mut BTreeMap<i64, ScalingSummary>, min_ts: i64, max_count: usize) {
-    while entries
-        .first_key_value()
-        .is_some_and(|(&at, _)| at < min_ts)
-    {
-        entries.pop_first();
-    }
-    while entries.len() > max_count {
-        entries.pop_first();
+/// front: usually nothing.
+fn trim_entries(entries: &mut VertexHistory, min_ts: i64, max_count: usize) {
+    let too_old = entries.keys().take_while(|&&at| at < min_ts).count();
+    let too_many = entries.len().saturating_sub(max_count);
+    let drop = too_old.max(too_many);
+    if drop > 0 {
+        entries.drop_oldest(drop);
     }
 }
 
@@ -144,14 +185,15 @@ impl ScalingTracking {
         if record.restart_duration_ms.is_some() {
             return false;
         }
+        let mut graph = GraphWalk::new(topology);
         let matches = history.vertices.iter().all(|(v, entries)| {
+            let index = graph.index_of(v);
             let Some(summary) = entries.get(&at) else {
                 return true;
             };
-            topology
-                .index
-                .get(v.as_str())
-                .is_some_and(|&i| topology.vertices[i].parallelism == summary.new_parallelism)
+            index
+                .and_then(|i| topology.vertices.get(i))
+                .is_some_and(|vertex| vertex.parallelism == summary.new_parallelism)
         });
         if matches {
             record.restart_duration_ms = Some(running_since_ms - at);
@@ -183,8 +225,11 @@ impl ScalingTracking {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
     use crate::engine::{JobObservation, JobStatus, ObservedVertex};
+    use crate::scaling::metrics::VertexEvaluation;
 
     fn summary(cur: u32, new: u32) -> ScalingSummary {
         ScalingSummary {
@@ -248,6 +293,68 @@ mod tests {
         );
         assert!(!h.vertices.contains_key("old"));
         assert!(!h.vertices.contains_key("gone"));
+    }
+
+    #[test]
+    fn add_finds_each_vertex_as_a_search_does() {
+        let histories: [&[&str]; 4] = [&[], &["b"], &["a", "c", "e"], &["b", "d", "f", "g"]];
+        let scaled: [&[&str]; 5] = [&[], &["a"], &["g"], &["a", "b", "c"], &["0", "c", "d", "z"]];
+        for kept in histories {
+            for now in scaled {
+                let mut h = ScalingHistory::default();
+                for (p, v) in kept.iter().enumerate() {
+                    h.vertices.insert(
+                        v.to_string(),
+                        VertexHistory::from([(5, summary(1, p as u32))]),
+                    );
+                }
+                let mut searched = h.clone();
+                let summaries: BTreeMap<Arc<str>, ScalingSummary> = now
+                    .iter()
+                    .enumerate()
+                    .map(|(p, v)| (Arc::from(*v), summary(2, p as u32)))
+                    .collect();
+                h.add(9, &summaries);
+                for (v, s) in &summaries {
+                    searched
+                        .vertices
+                        .entry(v.to_string())
+                        .or_default()
+                        .insert(9, s.clone());
+                }
+                assert_eq!(h, searched, "{kept:?} {now:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_graph_walk_finds_what_the_index_finds() {
+        let mut obs = observation(1);
+        let template = obs.vertices[0].clone();
+        obs.vertices = ["m", "b", "zz", "a", "ba", "c"]
+            .iter()
+            .map(|id| ObservedVertex {
+                id: id.to_string(),
+                ..template.clone()
+            })
+            .collect();
+        let topology = Topology::from_observation(&obs).unwrap();
+        for asked in [
+            vec![],
+            vec!["a"],
+            vec!["0", "a", "b", "bb", "c", "m", "z", "zz", "zzz"],
+            vec!["b", "ba", "zz"],
+            vec!["zzz"],
+        ] {
+            let mut walk = GraphWalk::new(&topology);
+            for id in &asked {
+                assert_eq!(
+                    walk.index_of(id),
+                    topology.index.get(id).copied(),
+                    "{asked:?}"
+                );
+            }
+        }
     }
 
     #[test]

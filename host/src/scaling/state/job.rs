@@ -7,7 +7,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::delayed_scale_down::DelayedScaleDown;
-use super::history::{ScalingHistory, ScalingSummary, ScalingTracking};
+use super::history::{ScalingHistory, ScalingTracking};
+use super::vertex_history::ScalingSummary;
 use crate::scaling::metrics::MetricHistory;
 use crate::scaling::topology::GraphCache;
 

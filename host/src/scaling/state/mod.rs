@@ -5,9 +5,10 @@ pub(crate) mod by_id;
 mod delayed_scale_down;
 mod history;
 mod job;
+mod vertex_history;
 
 pub(crate) use delayed_scale_down::DelayedScaleDown;
-pub(crate) use history::ScalingSummary;
 pub use job::JobScalingState;
 #[cfg(test)]
 pub(crate) use job::SECTION_SCALING_HISTORY;
+pub(crate) use vertex_history::{ScalingSummary, VertexHistory};

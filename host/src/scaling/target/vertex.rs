@@ -21,7 +21,7 @@ use crate::scaling::metrics::{
 };
 use crate::scaling::options::{AutoscalerOptions, millis};
 use crate::scaling::outcome::VertexDecision;
-use crate::scaling::state::{DelayedScaleDown, ScalingSummary};
+use crate::scaling::state::{DelayedScaleDown, VertexHistory};
 use crate::scaling::topology::{Topology, VertexInfo};
 
 /// What the vertex scaler decided.
@@ -112,7 +112,7 @@ pub(crate) fn prepare_scale_target(
     ctx: &ScalerContext<'_>,
     vertex: &VertexInfo,
     metrics: &VertexEvaluation,
-    history: Option<&BTreeMap<i64, ScalingSummary>>,
+    history: Option<&VertexHistory>,
     requests: &mut Vec<AlignmentRequest>,
 ) -> PendingTarget {
     let opts = ctx.opts;
@@ -176,7 +176,7 @@ pub(crate) fn finish_scale_target(
     ctx: &ScalerContext<'_>,
     vertex: &VertexInfo,
     metrics: &mut VertexEvaluation,
-    history: Option<&BTreeMap<i64, ScalingSummary>>,
+    history: Option<&VertexHistory>,
     pending: PendingTarget,
     aligned: Option<AlignOutcome>,
     sink: DecisionSink<'_>,
@@ -272,7 +272,7 @@ impl ScaleFactor {
         opts: &AutoscalerOptions,
         capacity: f64,
         tpr: f64,
-        history: Option<&BTreeMap<i64, ScalingSummary>>,
+        history: Option<&VertexHistory>,
     ) -> ScaleFactor {
         let mut value = capacity / tpr;
         let coefficient = opts.observed_scalability_enabled.then(|| {
@@ -373,7 +373,7 @@ impl Note {
 fn scale_up(
     ctx: &ScalerContext<'_>,
     vertex: &VertexInfo,
-    history: Option<&BTreeMap<i64, ScalingSummary>>,
+    history: Option<&VertexHistory>,
     tpr: f64,
     new: u32,
     outside: bool,
@@ -533,6 +533,7 @@ mod tests {
     use super::*;
     use crate::alignment::{Explanation, JobAlignment, NoCustomModes};
     use crate::config::config_map;
+    use crate::scaling::state::ScalingSummary;
     use crate::scaling::testing::{BalancedAligner, TargetAligner};
     use crate::scaling::topology::VertexIds;
     use flowscale_sdk::ShipStrategy;
@@ -597,7 +598,7 @@ mod tests {
         ctx: &ScalerContext<'_>,
         v: &VertexInfo,
         metrics: &mut VertexEvaluation,
-        history: Option<&BTreeMap<i64, ScalingSummary>>,
+        history: Option<&VertexHistory>,
         delayed: &mut DelayedScaleDown,
         pending: PendingTarget,
         aligned: Option<AlignOutcome>,
@@ -637,7 +638,7 @@ mod tests {
         ctx: &ScalerContext<'_>,
         v: &VertexInfo,
         metrics: &mut VertexEvaluation,
-        history: Option<&BTreeMap<i64, ScalingSummary>>,
+        history: Option<&VertexHistory>,
         delayed: &mut DelayedScaleDown,
     ) -> VertexOutcome {
         let mut requests = Vec::new();
@@ -682,7 +683,7 @@ mod tests {
             v: &VertexInfo,
             tpr: f64,
             rate: f64,
-            history: Option<&BTreeMap<i64, ScalingSummary>>,
+            history: Option<&VertexHistory>,
             delayed: &mut DelayedScaleDown,
             now_ms: i64,
         ) -> VertexOutcome {
@@ -816,7 +817,7 @@ mod tests {
 
     #[test]
     fn ineffective_scale_up_is_reported_and_blocked_when_enabled() {
-        let mut history = BTreeMap::new();
+        let mut history = VertexHistory::default();
         history.insert(0, summary(4, 8, 100.0, 200.0));
         let mut d = DelayedScaleDown::default();
         // Now at 8 with TPR 105: expected +100, actual +5 -> 0.05 < 0.1.
@@ -900,7 +901,7 @@ mod tests {
             observed_scalability_min_observations: 2,
             ..no_delay()
         });
-        let mut history = BTreeMap::new();
+        let mut history = VertexHistory::default();
         history.insert(0, summary(1, 2, 100.0, 200.0));
         history.insert(1, summary(2, 4, 120.625, 241.25));
         let mut d = DelayedScaleDown::default();
