@@ -101,11 +101,12 @@
 //!   and refills it with the same names keeps their number
 //!   ([`AlignmentContextBuilder::metric_list`]), so the names are checked once per context,
 //!   not twice; a host that knows the names are those of the list's number refills the values
-//!   alone ([`MetricList::refill_values`], [`MetricList::names_number`]). On the plugin side, the kept context reads the lent identity, metrics, job
-//!   graph and per-subtask load only when the mode first reads one of them (once per lent
-//!   context; a clone of the context is complete), not on every call: modes that look at the
-//!   numbers, ship strategies and parameters alone have nothing else copied. What a mode reads
-//!   is unchanged, and so is the table.
+//!   alone ([`MetricList::refill_values`], [`MetricList::names_number`]). On the plugin side,
+//!   the kept context reads the lent identity, metrics, job graph and per-subtask load only
+//!   when the mode first reads one of them (once per lent context; a clone of the context is
+//!   complete), not on every call: modes that look at the numbers, ship strategies and
+//!   parameters alone have nothing else copied. What a mode reads is unchanged, and so is the
+//!   table.
 //!
 //! The manifest ([`abi::PluginManifest`]) has its own format number behind a fixed magic, so a
 //! host can always tell "not a plugin" from "a plugin of another format".
