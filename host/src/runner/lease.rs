@@ -31,6 +31,16 @@ impl JobLease {
         })
     }
 
+    /// A job's view of `leases` without asking for the job (tests drive `held` themselves).
+    #[cfg(test)]
+    pub(super) fn over(leases: Arc<dyn JobLeases>, job: &str) -> JobLease {
+        JobLease {
+            leases,
+            job: job.to_string(),
+            token: None,
+        }
+    }
+
     /// Runs a lease round now, for a run of one step (`run --once`): the job's one step acts
     /// if this host could claim the lease (its share when other hosts run), and is left to the
     /// host that holds it otherwise. An `AutoscalerError` event when the round failed.
@@ -46,7 +56,9 @@ impl JobLease {
     /// Whether the job's next step may act. A lease just taken (or taken again under a new
     /// token) makes `runner` resume what the store holds of the job, and adds a
     /// `LeaseAcquired` event (and what restoring found) to `events`; a lease just lost adds
-    /// `LeaseLost`.
+    /// `LeaseLost`. A lease lost and taken again between two steps (its token changed) adds
+    /// both, in that order: whatever the loop did under the old token was fenced from the
+    /// moment another host took the job.
     pub(super) fn before_step<E: Engine>(
         &mut self,
         runner: &mut JobRunner<E>,
@@ -54,6 +66,23 @@ impl JobLease {
         events: &mut Vec<Event>,
     ) -> bool {
         let held = self.leases.held(&self.job);
+        if let Some(mine) = self.token
+            && held != Some(mine)
+        {
+            self.token = None;
+            runner.lose_lease();
+            events.push(
+                self.event(
+                    EventReason::LeaseLost,
+                    Severity::Warning,
+                    format!(
+                        "host {} no longer holds the job's lease (fencing token {mine}): it stopped acting on the job",
+                        self.leases.host_id()
+                    ),
+                )
+                .detail("token", mine),
+            );
+        }
         match (self.token, held) {
             (Some(mine), Some(now)) if mine == now => true,
             (_, Some(token)) => {
@@ -92,23 +121,7 @@ impl JobLease {
                 }
                 true
             }
-            (Some(token), None) => {
-                self.token = None;
-                runner.lose_lease();
-                events.push(
-                    self.event(
-                        EventReason::LeaseLost,
-                        Severity::Warning,
-                        format!(
-                            "host {} no longer holds the job's lease (fencing token {token}): it stopped acting on the job",
-                            self.leases.host_id()
-                        ),
-                    )
-                    .detail("token", token),
-                );
-                false
-            }
-            (None, None) => false,
+            (_, None) => false,
         }
     }
 

@@ -536,6 +536,8 @@ fn an_engine_still_unreachable_after_a_restart_is_reported_at_its_first_step() {
 struct StubLeases {
     refuse: std::sync::atomic::AtomicBool,
     attempts: std::sync::Mutex<Vec<(i64, bool)>>,
+    /// The token `held` answers with (no lease when `None`).
+    holding: std::sync::Mutex<Option<i64>>,
 }
 
 impl crate::state::JobLeases for StubLeases {
@@ -546,7 +548,7 @@ impl crate::state::JobLeases for StubLeases {
     fn unwant(&self, _: &str) {}
     fn set_busy(&self, _: &str, _: bool) {}
     fn held(&self, _: &str) -> Option<i64> {
-        Some(1)
+        *self.holding.lock().expect("holding")
     }
     fn owners(&self) -> BTreeMap<String, crate::state::LeaseOwner> {
         BTreeMap::new()
@@ -641,4 +643,42 @@ fn a_taken_over_job_resumes_its_state_and_a_fenced_rescale_is_not_sent() {
             .any(|e| e.event.reason == EventReason::RescaleFenced),
         "the refusal is reported"
     );
+}
+
+#[test]
+fn a_lease_lost_and_taken_again_between_steps_reports_the_loss_then_the_new_token() {
+    use std::sync::{Arc, Mutex};
+
+    use super::lease::JobLease;
+    use crate::events::Event;
+    use crate::state::{InMemoryStateStore, JobLeases, StateStore};
+
+    let leases = Arc::new(StubLeases::default());
+    let mut lease = JobLease::over(Arc::clone(&leases) as Arc<dyn JobLeases>, "job");
+    let store: Mutex<Box<dyn StateStore + Send>> = Mutex::new(Box::new(InMemoryStateStore::new()));
+    let mut runner = runner(example("diurnal.toml"), FAST);
+    let mut step = |holding: Option<i64>| -> (bool, Vec<(EventReason, Option<i64>)>) {
+        *leases.holding.lock().expect("holding") = holding;
+        let mut events: Vec<Event> = Vec::new();
+        let acts = lease.before_step(&mut runner, &store, &mut events);
+        let seen = events
+            .iter()
+            .map(|e| {
+                let token = e.details.get("token").copied();
+                (e.reason, token)
+            })
+            .collect();
+        (acts, seen)
+    };
+    use EventReason::{LeaseAcquired, LeaseLost};
+    assert_eq!(step(None), (false, vec![]));
+    assert_eq!(step(Some(3)), (true, vec![(LeaseAcquired, Some(3))]));
+    assert_eq!(step(Some(3)), (true, vec![]));
+    // Lost to another host and claimed back before the next step: both are reported.
+    assert_eq!(
+        step(Some(5)),
+        (true, vec![(LeaseLost, Some(3)), (LeaseAcquired, Some(5))])
+    );
+    assert_eq!(step(None), (false, vec![(LeaseLost, Some(5))]));
+    assert_eq!(step(None), (false, vec![]));
 }
