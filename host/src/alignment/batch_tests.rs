@@ -53,6 +53,9 @@ impl HostMode for Fours {
     fn validate(&self, _: &ModeParams) -> Result<(), ModeError> {
         Ok(())
     }
+    fn aligns_many(&self) -> bool {
+        self.batched
+    }
     fn align_many(
         &self,
         ctxs: &[&AlignmentContext],
@@ -154,6 +157,41 @@ fn a_batch_gives_each_vertex_what_its_own_call_gives() {
     assert_eq!(single.batches.load(Ordering::Relaxed), 0);
 }
 
+/// [`Fours`] without batches that says it answers them, as a plugin worker that stopped
+/// batching between the question and the call.
+struct Unsure(Fours);
+
+impl HostMode for Unsure {
+    fn is_applicable(&self, ctx: &AlignmentContext) -> Result<bool, ModeError> {
+        self.0.is_applicable(ctx)
+    }
+    fn align(&self, ctx: &AlignmentContext) -> Result<u32, ModeError> {
+        self.0.align(ctx)
+    }
+    fn validate(&self, params: &ModeParams) -> Result<(), ModeError> {
+        self.0.validate(params)
+    }
+    fn aligns_many(&self) -> bool {
+        true
+    }
+    fn align_many(
+        &self,
+        ctxs: &[&AlignmentContext],
+    ) -> Option<Vec<Result<GatedAnswer, ModeError>>> {
+        self.0.align_many(ctxs)
+    }
+}
+
+#[test]
+fn a_mode_that_declines_the_batch_it_offered_is_called_vertex_by_vertex() {
+    let unsure = Arc::new(Unsure(Fours::new(false)));
+    let got = job_with(Arc::clone(&unsure) as Arc<dyn HostMode>).align_all(mixed());
+    let job = job_with(Arc::new(Fours::new(false)));
+    let expected: Vec<AlignOutcome> = mixed().into_iter().map(|r| job.align(r)).collect();
+    assert_eq!(got, expected);
+    assert!(unsure.0.singles.load(Ordering::Relaxed) > 0);
+}
+
 /// A mode whose batch call fails as a whole, as a plugin worker that dies mid-batch does.
 struct Broken(&'static str);
 
@@ -166,6 +204,9 @@ impl HostMode for Broken {
     }
     fn validate(&self, _: &ModeParams) -> Result<(), ModeError> {
         Ok(())
+    }
+    fn aligns_many(&self) -> bool {
+        true
     }
     fn align_many(
         &self,

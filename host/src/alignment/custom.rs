@@ -37,10 +37,19 @@ pub trait HostMode: Send + Sync {
     ) -> Option<Result<GatedAnswer, ModeError>> {
         None
     }
+    /// Whether [`HostMode::align_many`] answers now. Alignment asks before it builds a job's
+    /// contexts: a mode that answers gets them all together, any other one gets them one at a
+    /// time, each built, aligned and given back before the next (no batch of contexts is
+    /// held for a mode that would be called vertex by vertex anyway). False, the default,
+    /// for a mode without [`HostMode::align_many`].
+    fn aligns_many(&self) -> bool {
+        false
+    }
     /// [`HostMode::align_if_applicable`] for several vertices (of one job) at once: one answer
     /// per context, in order, for a mode that can answer them together in one call (a plugin
     /// worker speaking protocol 4: one round trip per job instead of one per vertex). `None`,
-    /// the default, means it cannot: alignment then calls the mode vertex by vertex.
+    /// the default, means it cannot: alignment then calls the mode vertex by vertex. Called
+    /// only when [`HostMode::aligns_many`] says so.
     fn align_many(
         &self,
         _ctxs: &[&AlignmentContext],

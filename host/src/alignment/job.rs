@@ -338,6 +338,9 @@ impl Aligner for JobAlignment {
         let Selection::Custom { name, mode } = &self.resolved.selection else {
             return requests.into_iter().map(|r| self.align(r)).collect();
         };
+        if !mode.mode.aligns_many() {
+            return requests.into_iter().map(|r| self.align(r)).collect();
+        }
         let ctxs: Vec<AlignmentContext> = requests
             .into_iter()
             .map(|r| r.into_context(self.resolved.params.clone()))

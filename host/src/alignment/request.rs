@@ -106,11 +106,33 @@ pub(crate) fn metric_list<'a, I: Iterator<Item = (&'a str, EvaluatedMetric)>>(
     key: u32,
     metrics: impl Fn() -> I,
 ) -> MetricList {
-    let mut list = SPARE_METRICS
-        .with(|spare| spare.borrow_mut().pop())
-        .unwrap_or_default();
-    let number = list.names_number();
-    let known = number != 0 && NUMBERS.with(|numbers| numbers.borrow().contains(&(key, number)));
+    // The vertices of a job take turns with a few sets of names (a source's list must not go
+    // to the operator after it): a spare list of the key's names when the key has a number,
+    // else one whose names no key claims yet (refilled with the same names, it teaches the
+    // key its number), else the last one given back.
+    let (wanted, mut list) = NUMBERS.with(|numbers| {
+        let numbers = numbers.borrow();
+        let wanted = numbers
+            .iter()
+            .find(|(kept, _)| *kept == key)
+            .map(|&(_, n)| n);
+        let list = SPARE_METRICS.with(|spare| {
+            let mut spare = spare.borrow_mut();
+            let at = match wanted {
+                Some(w) => spare.iter().rposition(|l| l.names_number() == w),
+                None => spare.iter().rposition(|l| {
+                    let n = l.names_number();
+                    n != 0 && numbers.iter().all(|&(_, claimed)| claimed != n)
+                }),
+            };
+            match at {
+                Some(at) => Some(spare.swap_remove(at)),
+                None => spare.pop(),
+            }
+        });
+        (wanted, list.unwrap_or_default())
+    });
+    let known = wanted.is_some_and(|w| w != 0 && w == list.names_number());
     if known && list.refill_values(metrics().map(|(_, value)| value)) {
         return list;
     }
@@ -241,6 +263,42 @@ mod tests {
         reused.sort_unstable();
         assert_eq!(reused, buffers);
         assert!(second.iter().all(|l| l[0].1 == value(2.0)));
+    }
+
+    #[test]
+    fn a_list_of_the_wanted_names_is_found_under_others_given_back_later() {
+        let source = || [("LAG", value(1.0)), ("RATE", value(2.0))].into_iter();
+        let operator = || [("BUSY", value(3.0))].into_iter();
+        let give_back = |list: MetricList| {
+            let mut request = AlignmentRequest::new(2, 3, 8);
+            request.metrics = list;
+            recycle(request.into_context(ModeParams::default()));
+        };
+        // Each key learns the number of its names once a spare of those names is refilled
+        // with them.
+        give_back(metric_list(11, source));
+        let first_source = metric_list(11, source);
+        give_back(metric_list(12, operator));
+        let first_operator = metric_list(12, operator);
+        let source_buffer = first_source[0].0.as_ptr();
+        let operator_buffer = first_operator[0].0.as_ptr();
+        give_back(first_source);
+        give_back(first_operator);
+        // The operator's list was given back last; the source still gets its own.
+        let again = metric_list(11, || {
+            [("LAG", value(5.0)), ("RATE", value(6.0))].into_iter()
+        });
+        assert_eq!(again[0].0.as_ptr(), source_buffer);
+        assert_eq!(
+            again.to_vec(),
+            vec![
+                ("LAG".to_string(), value(5.0)),
+                ("RATE".to_string(), value(6.0))
+            ]
+        );
+        let again = metric_list(12, || [("BUSY", value(7.0))].into_iter());
+        assert_eq!(again[0].0.as_ptr(), operator_buffer);
+        assert_eq!(again.to_vec(), vec![("BUSY".to_string(), value(7.0))]);
     }
 
     #[test]

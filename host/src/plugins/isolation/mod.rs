@@ -155,6 +155,10 @@ impl HostMode for ProcessMode {
         ))
     }
 
+    fn aligns_many(&self) -> bool {
+        self.supervisor.batches()
+    }
+
     /// One round trip for all the vertices, when the worker speaks protocol 4.
     fn align_many(
         &self,
