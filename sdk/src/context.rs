@@ -517,9 +517,10 @@ impl AlignmentContext {
     /// Takes the context apart for its metric list with the number of its names (see
     /// [`MetricList`]), so that whoever built it can refill the list for the next context
     /// instead of allocating it again, and keep the number (SDK 0.1.3).
-    pub fn into_metric_list(self) -> MetricList {
-        let details = self.details.into_inner();
-        MetricList::numbered(details.metrics, details.metric_names)
+    pub fn into_metric_list(mut self) -> MetricList {
+        // Taken out of the details in place: the rest is dropped where it is, not moved.
+        let details = self.details.get_mut();
+        MetricList::numbered(std::mem::take(&mut details.metrics), details.metric_names)
     }
     /// One evaluated metric by name (e.g. `TRUE_PROCESSING_RATE`).
     pub fn metric(&self, name: &str) -> Option<EvaluatedMetric> {
@@ -597,6 +598,80 @@ pub struct AlignmentContextBuilder {
     topology: Option<Arc<JobTopology>>,
     params: Option<ModeParams>,
     subtask_loads: Option<Vec<SubtaskLoad>>,
+}
+
+/// Every part of a context at once, for a host that builds many of them from parts it keeps
+/// and shares (SDK 0.1.3): [`AlignmentContext::from_parts`] makes the context in one step,
+/// where the builder's chain of calls moves the whole builder from one call to the next.
+/// Unlike the builder, it takes the parts as they are: the shared texts, strategies and graph
+/// of [`AlignmentContextBuilder::shared_identity`],
+/// [`AlignmentContextBuilder::shared_input_ship_strategies`] and
+/// [`AlignmentContextBuilder::shared_topology`], and a [`MetricList`] as
+/// [`AlignmentContextBuilder::metric_list`] takes it.
+#[derive(Debug, Clone)]
+pub struct ContextParts {
+    /// The job's name.
+    pub job: Arc<str>,
+    /// The engine-assigned vertex id.
+    pub vertex_id: Arc<str>,
+    /// The vertex's human-readable name.
+    pub vertex_name: Arc<str>,
+    /// The parallelism the vertex runs at now.
+    pub current: u32,
+    /// The computed target.
+    pub target: u32,
+    /// The vertex's number of key groups.
+    pub max_parallelism: u32,
+    /// Partition count of a source (0: not a source, or unknown).
+    pub source_partitions: u32,
+    /// The lower parallelism limit.
+    pub lower_limit: u32,
+    /// The upper parallelism limit.
+    pub upper_limit: u32,
+    /// The ship strategies of the vertex's input edges.
+    pub input_ship_strategies: Arc<[ShipStrategy]>,
+    /// The vertex's evaluated metrics (sorted and numbered unless the list keeps a number).
+    pub metrics: MetricList,
+    /// The job graph.
+    pub topology: Arc<JobTopology>,
+    /// The selected mode's prefix-stripped parameters.
+    pub params: ModeParams,
+    /// The per-subtask load at the current parallelism; empty: not known.
+    pub subtask_loads: Vec<SubtaskLoad>,
+}
+
+impl AlignmentContext {
+    /// The context of `parts`: what the builder makes of the same parts, in one step (see
+    /// [`ContextParts`]).
+    #[inline]
+    pub fn from_parts(parts: ContextParts) -> AlignmentContext {
+        let (mut metrics, names) = parts.metrics.into_numbered();
+        let metric_names = if names != 0 {
+            names
+        } else {
+            crate::names::sort_and_number(&mut metrics)
+        };
+        AlignmentContext {
+            current: parts.current,
+            target: parts.target,
+            source_partitions: parts.source_partitions,
+            max_parallelism: parts.max_parallelism,
+            lower_limit: parts.lower_limit,
+            upper_limit: parts.upper_limit,
+            input_ship_strategies: Ships::Shared(parts.input_ship_strategies),
+            params: parts.params,
+            serial: next_serial(),
+            details: LazyDetails::ready_with(Details {
+                job_name: Text::Shared(parts.job),
+                vertex_id: Text::Shared(parts.vertex_id),
+                vertex_name: Text::Shared(parts.vertex_name),
+                metrics,
+                metric_names,
+                topology: parts.topology,
+                subtask_loads: (!parts.subtask_loads.is_empty()).then_some(parts.subtask_loads),
+            }),
+        }
+    }
 }
 
 impl AlignmentContextBuilder {
@@ -837,6 +912,79 @@ mod tests {
         let mut kept = shared.details.get().vertex_id.clone();
         kept.owned_mut().push('x');
         assert_eq!(kept.as_str(), "x");
+    }
+
+    #[test]
+    fn a_context_from_parts_is_the_one_the_builder_makes_of_them() {
+        let ships: Arc<[ShipStrategy]> = Arc::from([ShipStrategy::Hash]);
+        let topology = Arc::new(JobTopology {
+            vertices: vec![TopologyVertex {
+                id: "v1".into(),
+                name: "map".into(),
+                parallelism: 2,
+                max_parallelism: 128,
+                source_partitions: 0,
+            }],
+            edges: Vec::new(),
+        });
+        let params = ModeParams::new("m", [("k".to_string(), "v".to_string())].into());
+        let loads = vec![SubtaskLoad {
+            busy_ratio: Some(0.5),
+            records_in_per_second: None,
+        }];
+        // Unsorted, with a repeated name: both sort them and keep the first.
+        let metrics = vec![
+            ("B".to_string(), value(2.0)),
+            ("A".to_string(), value(1.0)),
+            ("B".to_string(), value(3.0)),
+        ];
+        let built = AlignmentContext::builder(2, 5, 128)
+            .shared_identity("job".into(), "v1".into(), "map".into())
+            .source_partitions(7)
+            .limits(1, 40)
+            .shared_input_ship_strategies(Arc::clone(&ships))
+            .metrics(metrics.clone())
+            .shared_topology(Arc::clone(&topology))
+            .params(params.clone())
+            .subtask_loads(loads.clone())
+            .build();
+        let parts = ContextParts {
+            job: "job".into(),
+            vertex_id: "v1".into(),
+            vertex_name: "map".into(),
+            current: 2,
+            target: 5,
+            max_parallelism: 128,
+            source_partitions: 7,
+            lower_limit: 1,
+            upper_limit: 40,
+            input_ship_strategies: ships,
+            metrics: MetricList::from(metrics),
+            topology,
+            params,
+            subtask_loads: loads,
+        };
+        let from_parts = AlignmentContext::from_parts(parts.clone());
+        assert_eq!(format!("{from_parts:?}"), format!("{built:?}"));
+        assert_eq!(
+            from_parts.details.get().metric_names,
+            built.details.get().metric_names
+        );
+        assert_ne!(
+            from_parts.serial, built.serial,
+            "each context has its own serial"
+        );
+        // No per-subtask load reads as none, as with the builder.
+        let without = AlignmentContext::from_parts(ContextParts {
+            subtask_loads: Vec::new(),
+            ..parts
+        });
+        assert_eq!(without.subtask_loads(), None);
+        // Its metric list comes back with the number of its names.
+        let number = without.details.get().metric_names;
+        let list = without.into_metric_list();
+        assert_eq!(list.names_number(), number);
+        assert_eq!(list.len(), 2);
     }
 
     #[test]

@@ -106,7 +106,9 @@
 //!   when the mode first reads one of them (once per lent context; a clone of the context is
 //!   complete), not on every call: modes that look at the numbers, ship strategies and
 //!   parameters alone have nothing else copied. What a mode reads is unchanged, and so is the
-//!   table.
+//!   table. A host that builds many contexts from parts it keeps makes each in one step
+//!   ([`AlignmentContext::from_parts`] with [`ContextParts`]) instead of through the builder,
+//!   whose chain of calls moves the whole builder from call to call.
 //!
 //! The manifest ([`abi::PluginManifest`]) has its own format number behind a fixed magic, so a
 //! host can always tell "not a plugin" from "a plugin of another format".
@@ -140,8 +142,8 @@ mod params;
 mod ship;
 
 pub use crate::context::{
-    AlignmentContext, AlignmentContextBuilder, EvaluatedMetric, JobTopology, MetricList,
-    SubtaskLoad, TopologyEdge, TopologyVertex,
+    AlignmentContext, AlignmentContextBuilder, ContextParts, EvaluatedMetric, JobTopology,
+    MetricList, SubtaskLoad, TopologyEdge, TopologyVertex,
 };
 pub use crate::mode::{AlignmentMode, ModeError};
 pub use crate::params::{MODE_KEY, ModeParams, ParamError};

@@ -4,8 +4,8 @@ use std::cell::RefCell;
 use std::sync::{Arc, LazyLock};
 
 use flowscale_sdk::{
-    AlignmentContext, EvaluatedMetric, JobTopology, MetricList, ModeParams, ShipStrategy,
-    SubtaskLoad,
+    AlignmentContext, ContextParts, EvaluatedMetric, JobTopology, MetricList, ModeParams,
+    ShipStrategy, SubtaskLoad,
 };
 
 /// One vertex's decision as the scaling pipeline (or `flowscale align`) describes it: the
@@ -187,16 +187,22 @@ impl AlignmentRequest {
 
     /// The SDK's context of this decision, carrying the selected mode's parameters.
     pub(crate) fn into_context(self, params: ModeParams) -> AlignmentContext {
-        AlignmentContext::builder(self.current, self.target, self.max_parallelism)
-            .shared_identity(self.job, self.vertex_id, self.vertex_name)
-            .source_partitions(self.source_partitions)
-            .limits(self.lower_limit, self.upper_limit)
-            .shared_input_ship_strategies(self.input_ship_strategies)
-            .metric_list(self.metrics)
-            .shared_topology(self.topology)
-            .params(params)
-            .subtask_loads(self.subtask_loads)
-            .build()
+        AlignmentContext::from_parts(ContextParts {
+            job: self.job,
+            vertex_id: self.vertex_id,
+            vertex_name: self.vertex_name,
+            current: self.current,
+            target: self.target,
+            max_parallelism: self.max_parallelism,
+            source_partitions: self.source_partitions,
+            lower_limit: self.lower_limit,
+            upper_limit: self.upper_limit,
+            input_ship_strategies: self.input_ship_strategies,
+            metrics: self.metrics,
+            topology: self.topology,
+            params,
+            subtask_loads: self.subtask_loads,
+        })
     }
 }
 
