@@ -17,6 +17,8 @@ use crate::events::EventReason;
 /// `batched`, counting its calls.
 struct Fours {
     batched: bool,
+    /// What `aligns_many` says: `batched`, unless a test makes it offer batches it declines.
+    offers_batches: bool,
     batches: AtomicUsize,
     singles: AtomicUsize,
 }
@@ -25,6 +27,7 @@ impl Fours {
     fn new(batched: bool) -> Fours {
         Fours {
             batched,
+            offers_batches: batched,
             batches: AtomicUsize::new(0),
             singles: AtomicUsize::new(0),
         }
@@ -54,7 +57,7 @@ impl HostMode for Fours {
         Ok(())
     }
     fn aligns_many(&self) -> bool {
-        self.batched
+        self.offers_batches
     }
     fn align_many(
         &self,
@@ -157,39 +160,18 @@ fn a_batch_gives_each_vertex_what_its_own_call_gives() {
     assert_eq!(single.batches.load(Ordering::Relaxed), 0);
 }
 
-/// [`Fours`] without batches that says it answers them, as a plugin worker that stopped
-/// batching between the question and the call.
-struct Unsure(Fours);
-
-impl HostMode for Unsure {
-    fn is_applicable(&self, ctx: &AlignmentContext) -> Result<bool, ModeError> {
-        self.0.is_applicable(ctx)
-    }
-    fn align(&self, ctx: &AlignmentContext) -> Result<u32, ModeError> {
-        self.0.align(ctx)
-    }
-    fn validate(&self, params: &ModeParams) -> Result<(), ModeError> {
-        self.0.validate(params)
-    }
-    fn aligns_many(&self) -> bool {
-        true
-    }
-    fn align_many(
-        &self,
-        ctxs: &[&AlignmentContext],
-    ) -> Option<Vec<Result<GatedAnswer, ModeError>>> {
-        self.0.align_many(ctxs)
-    }
-}
-
 #[test]
 fn a_mode_that_declines_the_batch_it_offered_is_called_vertex_by_vertex() {
-    let unsure = Arc::new(Unsure(Fours::new(false)));
+    // As a plugin worker that stopped batching between the question and the call.
+    let unsure = Arc::new(Fours {
+        offers_batches: true,
+        ..Fours::new(false)
+    });
     let got = job_with(Arc::clone(&unsure) as Arc<dyn HostMode>).align_all(mixed());
     let job = job_with(Arc::new(Fours::new(false)));
     let expected: Vec<AlignOutcome> = mixed().into_iter().map(|r| job.align(r)).collect();
     assert_eq!(got, expected);
-    assert!(unsure.0.singles.load(Ordering::Relaxed) > 0);
+    assert!(unsure.singles.load(Ordering::Relaxed) > 0);
 }
 
 /// A mode whose batch call fails as a whole, as a plugin worker that dies mid-batch does.
