@@ -100,9 +100,17 @@ impl MetricList {
         MetricList { metrics, names }
     }
 
-    /// The metrics and the number of their names (0: not known), for the builder.
+    /// The metrics, sorted and distinct, and the number of their names, for a new context: a
+    /// list that kept its number is taken as it is (its names are those of a context built
+    /// before); any other is sorted and numbered now (see `names.rs`).
     pub(crate) fn into_numbered(self) -> (Vec<(String, EvaluatedMetric)>, u64) {
-        (self.metrics, self.names)
+        let MetricList { mut metrics, names } = self;
+        let names = if names != 0 {
+            names
+        } else {
+            crate::names::sort_and_number(&mut metrics)
+        };
+        (metrics, names)
     }
 
     /// The metrics, as a plain list.
@@ -645,12 +653,7 @@ impl AlignmentContext {
     /// [`ContextParts`]).
     #[inline]
     pub fn from_parts(parts: ContextParts) -> AlignmentContext {
-        let (mut metrics, names) = parts.metrics.into_numbered();
-        let metric_names = if names != 0 {
-            names
-        } else {
-            crate::names::sort_and_number(&mut metrics)
-        };
+        let (metrics, metric_names) = parts.metrics.into_numbered();
         AlignmentContext {
             current: parts.current,
             target: parts.target,
@@ -668,10 +671,15 @@ impl AlignmentContext {
                 metrics,
                 metric_names,
                 topology: parts.topology,
-                subtask_loads: (!parts.subtask_loads.is_empty()).then_some(parts.subtask_loads),
+                subtask_loads: known_loads(parts.subtask_loads),
             }),
         }
     }
+}
+
+/// A per-subtask load as a context keeps it: an empty list means "not known" (`None`).
+fn known_loads(loads: Vec<SubtaskLoad>) -> Option<Vec<SubtaskLoad>> {
+    (!loads.is_empty()).then_some(loads)
 }
 
 impl AlignmentContextBuilder {
@@ -743,13 +751,7 @@ impl AlignmentContextBuilder {
     /// (SDK 0.1.3).
     #[inline]
     pub fn metric_list(mut self, list: MetricList) -> Self {
-        let (mut metrics, names) = list.into_numbered();
-        self.metric_names = if names != 0 {
-            names
-        } else {
-            crate::names::sort_and_number(&mut metrics)
-        };
-        self.metrics = metrics;
+        (self.metrics, self.metric_names) = list.into_numbered();
         self
     }
     /// The job graph.
@@ -777,7 +779,7 @@ impl AlignmentContextBuilder {
     /// An empty list means "not known" and reads back as `None`.
     #[inline]
     pub fn subtask_loads(mut self, loads: Vec<SubtaskLoad>) -> Self {
-        self.subtask_loads = (!loads.is_empty()).then_some(loads);
+        self.subtask_loads = known_loads(loads);
         self
     }
     /// Freezes the context.
