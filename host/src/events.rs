@@ -65,6 +65,13 @@ pub enum EventReason {
     /// A rescale was not sent: this host's fencing token is no longer the job's current one
     /// (another host took the job over while this one was paused or cut off).
     RescaleFenced,
+    /// A rescale was given up part way and is not retried: this host's lease of the job ended
+    /// (or came within its margin) before every request of it had left, so nothing more was
+    /// sent. Whoever holds the job now decides again from what the engine holds.
+    RescaleAbandoned,
+    /// A rescale was not sent: the job on the engine is not as this host last saw or left it
+    /// (another writer changed it). The next cycle decides from what the engine holds.
+    RescaleConflict,
     /// A job's cycle has been inside one call into an in-process plugin for longer than
     /// `[host] plugin-call-timeout`: the job makes no progress until the call returns (nothing
     /// can interrupt it), and the other jobs go on on a substitute worker.
@@ -97,6 +104,8 @@ impl EventReason {
             EventReason::LeaseAcquired => "LeaseAcquired",
             EventReason::LeaseLost => "LeaseLost",
             EventReason::RescaleFenced => "RescaleFenced",
+            EventReason::RescaleAbandoned => "RescaleAbandoned",
+            EventReason::RescaleConflict => "RescaleConflict",
             EventReason::JobStuck => "JobStuck",
         }
     }

@@ -14,6 +14,7 @@ pub use observation::{
 };
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 /// How time passes for an engine's job.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,8 +48,15 @@ impl<E: Collector + ?Sized> Collector for Box<E> {
 }
 
 impl<E: Realizer + ?Sized> Realizer for Box<E> {
-    fn rescale(&mut self, parallelism: &BTreeMap<String, u32>) -> Result<(), EngineError> {
-        (**self).rescale(parallelism)
+    fn rescale_fenced(
+        &mut self,
+        parallelism: &BTreeMap<String, u32>,
+        fence: &dyn WriteFence,
+    ) -> Result<(), EngineError> {
+        (**self).rescale_fenced(parallelism, fence)
+    }
+    fn forget_writes(&mut self) {
+        (**self).forget_writes()
     }
     fn set_rate_limit(
         &mut self,
@@ -74,10 +82,60 @@ pub trait Collector {
     fn observe(&mut self, now_ms: i64) -> Result<JobObservation, EngineError>;
 }
 
+/// What every request that changes a job must pass right before it leaves the host: each
+/// attempt, and each retry of one.
+///
+/// With state shared by several hosts, a job is changed only under its lease, and a lease can
+/// be lost while a change is under way (the host paused, its database slow): a fence checked
+/// once, before the change started, would let a retry out long after another host took the
+/// job. So the realizer asks the fence again before every attempt, and bounds each attempt by
+/// the time the fence has left.
+pub trait WriteFence {
+    /// `Ok` when a request may leave now, with the time left before the change's deadline
+    /// (`None`: no deadline), which bounds the request; `Err` with the reason when nothing more
+    /// may leave: the change is then abandoned, not retried.
+    fn check(&self) -> Result<Option<Duration>, String>;
+
+    /// Who makes the change: this host's id and its fencing token, sent along with the
+    /// request (`X-Flowscale-Host`, `X-Flowscale-Fencing-Token`) so that the engine's side
+    /// (its logs, a proxy in front of it) can tell the writers apart.
+    fn writer(&self) -> Option<(&str, i64)> {
+        None
+    }
+}
+
+/// The fence of a job that is only ever this host's: everything may leave, with no deadline.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Unfenced;
+
+impl WriteFence for Unfenced {
+    fn check(&self) -> Result<Option<Duration>, String> {
+        Ok(None)
+    }
+}
+
 /// Applies decisions to a job.
 pub trait Realizer {
-    /// Rescales the job to `parallelism` (vertex id -> parallelism, every vertex listed).
-    fn rescale(&mut self, parallelism: &BTreeMap<String, u32>) -> Result<(), EngineError>;
+    /// Rescales the job to `parallelism` (vertex id -> parallelism, every vertex listed),
+    /// asking `fence` before each request that changes the job.
+    ///
+    /// An engine that can tell that another writer changed the job since this realizer last
+    /// saw or changed it answers [`EngineError::Conflict`] and sends nothing; one whose fence
+    /// refused a request answers [`EngineError::Abandoned`].
+    fn rescale_fenced(
+        &mut self,
+        parallelism: &BTreeMap<String, u32>,
+        fence: &dyn WriteFence,
+    ) -> Result<(), EngineError>;
+
+    /// [`Realizer::rescale_fenced`] for a job that is only ever this host's.
+    fn rescale(&mut self, parallelism: &BTreeMap<String, u32>) -> Result<(), EngineError> {
+        self.rescale_fenced(parallelism, &Unfenced)
+    }
+
+    /// Forgets what this realizer last saw or wrote of the job: it takes over the job (a new
+    /// lease), and what the engine holds now is the truth to build on, whoever wrote it.
+    fn forget_writes(&mut self) {}
 
     /// Limits the intake of a source vertex to `records_per_second` (None lifts the limit).
     /// Engines that cannot enforce a limit report it and carry on.

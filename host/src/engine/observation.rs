@@ -200,6 +200,15 @@ pub enum EngineError {
     /// The engine does not support this operation.
     #[error("not supported by this engine: {0}")]
     Unsupported(String),
+    /// A change was given up part way: its [`WriteFence`](crate::engine::WriteFence) let no
+    /// further request leave (the lease it was made under is gone, or its deadline passed).
+    /// Not retried: whoever holds the job now decides again from what the engine holds.
+    #[error("rescale abandoned: {0}")]
+    Abandoned(String),
+    /// The job is not as this host last saw or left it: another writer changed it since.
+    /// Nothing was sent; the next cycle decides from what the engine holds now.
+    #[error("the job was changed by another writer: {0}")]
+    Conflict(String),
     /// Anything else.
     #[error("{0}")]
     Other(String),

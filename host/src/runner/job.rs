@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use crate::alignment::JobAlignment;
 use crate::backpressure::{BackpressureSettings, BatchInfo, RateController};
-use crate::engine::{Engine, EngineError, JobObservation, JobStatus};
+use crate::engine::{Engine, EngineError, JobObservation, JobStatus, Unfenced, WriteFence};
 use crate::events::{Event, EventReason, Severity};
 use crate::plan::{COOLDOWN_PERIOD_KEY, JobSettings};
 use crate::scaling::{Autoscaler, JobScalingState, REPORT_HEADER_ENABLED};
@@ -20,6 +20,7 @@ use crate::state::{
 use super::cooldown::CooldownExecutor;
 #[cfg(test)]
 use super::cooldown::CooldownState;
+use super::fence::LeaseFence;
 use super::report::{CycleReport, format_time};
 use super::restore::{RestoreError, restore};
 
@@ -55,8 +56,8 @@ pub struct JobRunner<E: Engine> {
     rate_settings: Option<BackpressureSettings>,
     scaling: JobScalingState,
     events: EventLog,
-    /// With shared state: the leases and this host's token, which every rescale must pass.
-    fence: Option<(Arc<dyn JobLeases>, i64)>,
+    /// With shared state: the lease this host acts under, which every rescale must pass.
+    fence: Option<LeaseFence>,
 }
 
 impl<E: Engine> JobRunner<E> {
@@ -163,7 +164,9 @@ impl<E: Engine> JobRunner<E> {
         let period = Duration::from_millis(u64::try_from(self.cooldown.period_ms()).unwrap_or(0));
         self.cooldown = CooldownExecutor::new(self.name.clone(), period);
         self.scaling = JobScalingState::default();
-        self.fence = Some((leases, token));
+        self.fence = Some(LeaseFence::new(leases, &self.name, token));
+        // What the engine holds now is the truth, whoever wrote it.
+        self.engine.forget_writes();
         self.restore(store)
     }
 
@@ -390,10 +393,23 @@ impl<E: Engine> JobRunner<E> {
         events.extend(cooled.events);
         if let Some(operation) = cooled.operation {
             let full = operation.full_parallelism(&running);
+            // With shared state: the change's deadline is fixed from the lease first, then the
+            // database admits it under the token, then every request of it asks the fence.
+            let change = match self.fence.as_ref().map(LeaseFence::for_change) {
+                None => None,
+                Some(Ok(change)) => Some(change),
+                Some(Err(why)) => {
+                    events.push(self.warning(
+                        EventReason::RescaleAbandoned,
+                        format!("rescale to {full:?} not sent: {why}"),
+                    ));
+                    return;
+                }
+            };
             let fenced = self
                 .fence
                 .as_ref()
-                .and_then(|(leases, token)| leases.admit(&self.name, *token, &full).err());
+                .and_then(|fence| fence.leases().admit(&self.name, fence.token(), &full).err());
             if let Some(why) = fenced {
                 events.push(self.warning(
                     EventReason::RescaleFenced,
@@ -401,12 +417,24 @@ impl<E: Engine> JobRunner<E> {
                 ));
                 return;
             }
-            match self.engine.rescale(&full) {
+            let fence: &dyn WriteFence = match &change {
+                Some(change) => change,
+                None => &Unfenced,
+            };
+            match self.engine.rescale_fenced(&full, fence) {
                 Ok(()) => {
                     self.scaling
                         .record_execution(now_ms, &operation.parallelism, &recorded_now);
                     report.operation = Some(operation.parallelism);
                 }
+                Err(EngineError::Abandoned(why)) => events.push(self.warning(
+                    EventReason::RescaleAbandoned,
+                    format!("rescale to {full:?} abandoned, not retried: {why}"),
+                )),
+                Err(EngineError::Conflict(why)) => events.push(self.warning(
+                    EventReason::RescaleConflict,
+                    format!("rescale to {full:?} not sent: {why}"),
+                )),
                 Err(err) => {
                     report.engine_failed = true;
                     events.push(self.warning(
@@ -473,7 +501,9 @@ fn dedupe_key(event: &Event) -> Dedupe {
             | EventReason::StateFileIgnored
             | EventReason::LeaseAcquired
             | EventReason::LeaseLost
-            | EventReason::RescaleFenced,
+            | EventReason::RescaleFenced
+            | EventReason::RescaleAbandoned
+            | EventReason::RescaleConflict,
             _,
         ) => Dedupe::Never,
         (_, Some(key)) => Dedupe::Key(key.clone()),

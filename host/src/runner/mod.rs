@@ -2,6 +2,7 @@
 
 mod cooldown;
 mod engines;
+mod fence;
 mod fleet;
 mod job;
 mod job_task;

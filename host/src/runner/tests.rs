@@ -293,11 +293,12 @@ impl crate::engine::Collector for Flaky {
 }
 
 impl crate::engine::Realizer for Flaky {
-    fn rescale(
+    fn rescale_fenced(
         &mut self,
         parallelism: &BTreeMap<String, u32>,
+        fence: &dyn crate::engine::WriteFence,
     ) -> Result<(), crate::engine::EngineError> {
-        self.inner.rescale(parallelism)
+        self.inner.rescale_fenced(parallelism, fence)
     }
 }
 
@@ -547,8 +548,15 @@ impl crate::state::JobLeases for StubLeases {
     fn want(&self, _: &str) {}
     fn unwant(&self, _: &str) {}
     fn set_busy(&self, _: &str, _: bool) {}
-    fn held(&self, _: &str) -> Option<i64> {
-        *self.holding.lock().expect("holding")
+    fn lease(&self, _: &str) -> Option<crate::state::HeldLease> {
+        let token = (*self.holding.lock().expect("holding"))?;
+        let now = std::time::Instant::now();
+        let hour = std::time::Duration::from_secs(3600);
+        Some(crate::state::HeldLease {
+            token,
+            since: now.checked_sub(hour).unwrap_or(now),
+            until: now + hour,
+        })
     }
     fn owners(&self) -> BTreeMap<String, crate::state::LeaseOwner> {
         BTreeMap::new()
@@ -600,6 +608,7 @@ fn a_taken_over_job_resumes_its_state_and_a_fenced_rescale_is_not_sent() {
     );
     run(&mut heir, 2);
     let leases = Arc::new(StubLeases::default());
+    *leases.holding.lock().expect("holding") = Some(5);
     let reported = heir
         .take_over(&mut store, Arc::clone(&leases) as Arc<dyn JobLeases>, 5)
         .expect("taken over");

@@ -457,11 +457,17 @@ fn promtool_accepts_the_metrics() {
     );
 }
 
-/// Leases whose owners a test sets: this host is `h1`.
+/// Leases whose owners a test sets: this host is `h1`, and holds the leases owned by `h1`.
 struct OwnerLeases(std::sync::Mutex<BTreeMap<String, crate::state::LeaseOwner>>);
 
 impl OwnerLeases {
     fn set(&self, owners: &[(&str, &str, i64)]) {
+        let mut last = LAST_TOKENS.lock().expect("last tokens");
+        for (job, host, token) in owners {
+            if *host == "h1" {
+                last.insert(job.to_string(), *token);
+            }
+        }
         *self.0.lock().expect("owners") = owners
             .iter()
             .map(|(job, host, token)| {
@@ -482,8 +488,18 @@ impl crate::state::JobLeases for OwnerLeases {
     fn want(&self, _: &str) {}
     fn unwant(&self, _: &str) {}
     fn set_busy(&self, _: &str, _: bool) {}
-    fn held(&self, _: &str) -> Option<i64> {
-        None
+    fn lease(&self, job: &str) -> Option<crate::state::HeldLease> {
+        let owners = self.0.lock().expect("owners");
+        let owner = owners.get(job).filter(|o| o.host == "h1")?;
+        let now = std::time::Instant::now();
+        Some(crate::state::HeldLease {
+            token: owner.token,
+            since: now,
+            until: now + std::time::Duration::from_secs(60),
+        })
+    }
+    fn last_token(&self, job: &str) -> Option<i64> {
+        LAST_TOKENS.lock().expect("last tokens").get(job).copied()
     }
     fn owners(&self) -> BTreeMap<String, crate::state::LeaseOwner> {
         self.0.lock().expect("owners").clone()
@@ -581,6 +597,34 @@ fn the_api_dashboard_and_metrics_name_the_owner_of_every_job_also_another_hosts(
         ],
         "{text}"
     );
+}
+
+/// The last token `h1` held of each job, per test thread's jobs (their names are unique).
+static LAST_TOKENS: std::sync::Mutex<BTreeMap<String, i64>> =
+    std::sync::Mutex::new(BTreeMap::new());
+
+#[test]
+fn the_apis_lease_is_the_live_lease_not_the_last_event() {
+    let view = Arc::new(FleetView::new());
+    view.add_job("live-j", "flink", "BALANCED");
+    let leases = Arc::new(OwnerLeases(std::sync::Mutex::new(BTreeMap::new())));
+    view.set_leases(Arc::clone(&leases) as Arc<dyn crate::state::JobLeases>);
+    let server = start(Arc::clone(&view), None);
+    let lease = || {
+        let (status, body) = get(server.local_addr(), "/api/v1/jobs", "");
+        assert_eq!(status, 200, "{body}");
+        let jobs: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+        jobs[0]["lease"].clone()
+    };
+    // Never held: no lease.
+    assert!(lease().is_null());
+    // Taken: held, though no step has reported it yet.
+    leases.set(&[("live-j", "h1", 4)]);
+    assert_eq!(lease(), serde_json::json!({"held": true, "token": 4}));
+    // Lost to another host between two steps: no longer held, with the last token.
+    leases.set(&[("live-j", "h2", 5)]);
+    view.record(&report("live-j", 10_000, 10, None));
+    assert_eq!(lease(), serde_json::json!({"held": false, "token": 4}));
 }
 
 #[test]

@@ -513,6 +513,22 @@ impl FleetView {
         self.metrics.record(report, &mode);
     }
 
+    /// This host's lease of `job` as it is now (not as the job's last step found it): held
+    /// while the lease has time left on this host's clock, and the token of the last lease
+    /// held. `None` without shared state (the last lease event tells then) and for a job this
+    /// host never held.
+    fn live_lease(&self, job: &str) -> Option<Option<LeaseView>> {
+        let leases = self.leases.get()?;
+        let held = leases.held(job);
+        Some(
+            held.or_else(|| leases.last_token(job))
+                .map(|token| LeaseView {
+                    held: held.is_some(),
+                    token,
+                }),
+        )
+    }
+
     /// The jobs, by name, with their owners.
     pub(crate) fn jobs(&self) -> Vec<JobSummary> {
         let mut owners = self.owners();
@@ -520,6 +536,9 @@ impl FleetView {
             .iter()
             .map(|(name, e)| {
                 let mut summary = e.summary(name);
+                if let Some(live) = self.live_lease(name) {
+                    summary.lease = live;
+                }
                 summary.owner = owners.remove(name);
                 if summary.owner.as_ref().is_some_and(|o| !o.this_host) {
                     summary.status = OWNED_ELSEWHERE.into();

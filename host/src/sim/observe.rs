@@ -10,7 +10,7 @@ use super::simulation::{Simulation, Subtask, VertexState};
 use super::spec::{VertexKind, VertexSpec};
 use crate::engine::{
     AggregatedMetric, Collector, EngineError, IoMetrics, JobObservation, JobStatus, ObservedEdge,
-    ObservedVertex, Realizer, SubtaskMetrics, VertexMetrics,
+    ObservedVertex, Realizer, SubtaskMetrics, VertexMetrics, WriteFence,
 };
 
 impl Simulation {
@@ -188,7 +188,13 @@ impl Collector for Simulation {
 
 impl Realizer for Simulation {
     /// Restarts the job with the new parallelism; it applies after the restart downtime.
-    fn rescale(&mut self, parallelism: &BTreeMap<String, u32>) -> Result<(), EngineError> {
+    /// The simulation is changed in one step: the fence is asked once.
+    fn rescale_fenced(
+        &mut self,
+        parallelism: &BTreeMap<String, u32>,
+        fence: &dyn WriteFence,
+    ) -> Result<(), EngineError> {
+        fence.check().map_err(EngineError::Abandoned)?;
         self.request_rescale(parallelism)
     }
 

@@ -2,6 +2,7 @@
 //! jobs this host may act on now, and the fence every rescale passes.
 
 use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
 
 use super::error::StateError;
 
@@ -25,8 +26,24 @@ pub trait JobLeases: Send + Sync {
     /// waiting for the renewal thread: a run of one step (`run --once`) steps only the jobs it
     /// holds, and would otherwise step none.
     fn claim_now(&self) -> Result<(), StateError>;
+    /// `job`'s lease when this host holds it now, on this host's own clock.
+    fn lease(&self, job: &str) -> Option<HeldLease>;
     /// The fencing token of `job`'s lease when this host holds it now.
-    fn held(&self, job: &str) -> Option<i64>;
+    fn held(&self, job: &str) -> Option<i64> {
+        self.lease(job).map(|lease| lease.token)
+    }
+    /// The token of the last lease this host held of `job`, held now or not.
+    fn last_token(&self, job: &str) -> Option<i64> {
+        self.held(job)
+    }
+    /// How long before its lease ends on this host's clock a change must have left the host
+    /// (and how long after a claim a new owner waits before it changes a job). It covers what
+    /// happens between the last check and the engine applying a request (the request on the
+    /// wire, the engine reading it) and a difference in pace between this host's clock and
+    /// the database's.
+    fn margin(&self) -> Duration {
+        Duration::ZERO
+    }
     /// The host holding each job this host runs a loop for, with its fencing token, as this
     /// host's last lease round left them (this host's own claims and give-ups included). A job
     /// no host holds is left out; so is everything when the last round is older than the TTL
@@ -40,6 +57,19 @@ pub trait JobLeases: Send + Sync {
         token: i64,
         parallelism: &BTreeMap<String, u32>,
     ) -> Result<(), Fenced>;
+}
+
+/// A lease this host holds, on this host's monotonic clock (which goes on while the process
+/// is paused: a paused host that wakes up sees at once that its time ran out).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeldLease {
+    /// Its fencing token.
+    pub token: i64,
+    /// The start of the lease round that claimed it under this token: the previous holder's
+    /// lease had run out in the database by then.
+    pub since: Instant,
+    /// When this host stops counting on it: never later than its expiry in the database.
+    pub until: Instant,
 }
 
 /// The current holder of a job's lease.

@@ -8,7 +8,12 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::limit::RequestLimit;
-use crate::engine::EngineError;
+use crate::engine::{EngineError, Unfenced, WriteFence};
+
+/// The request header that names the host making a change (with shared state).
+pub(crate) const WRITER_HOST_HEADER: &str = "X-Flowscale-Host";
+/// The request header that carries the fencing token a change is made under.
+pub(crate) const WRITER_TOKEN_HEADER: &str = "X-Flowscale-Fencing-Token";
 
 /// How to reach a Flink cluster's REST API and how patient to be with it.
 #[derive(Debug, Clone, PartialEq)]
@@ -134,14 +139,45 @@ impl FlinkClient {
 
     /// `GET path` deserialized into `T`.
     pub(crate) fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, EngineError> {
-        let body = self.with_retries("GET", path, || self.attempt_get(path))?;
+        self.get_fenced(path, &Unfenced)
+    }
+
+    /// `GET path` deserialized into `T`, as a step of a change under `fence`: no attempt starts
+    /// once the fence refuses, and each is bounded by the time it has left.
+    pub(crate) fn get_fenced<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        fence: &dyn WriteFence,
+    ) -> Result<T, EngineError> {
+        let body = self.with_retries("GET", path, fence, |timeout| {
+            let request = self.agent.get(self.url(path));
+            read_answer(bounded(request, timeout).call())
+        })?;
         parse_body("GET", path, &body)
     }
 
-    /// `PUT path` with a JSON body; the answer parsed as JSON (`{}` when empty).
-    pub(crate) fn put_json(&self, path: &str, body: &Value) -> Result<Value, EngineError> {
+    /// `PUT path` with a JSON body, each attempt (the first and every retry) only while `fence`
+    /// lets it leave and bounded by the time the fence has left; the answer parsed as JSON
+    /// (`{}` when empty). The writer the fence names goes along in two headers.
+    pub(crate) fn put_json_fenced(
+        &self,
+        path: &str,
+        body: &Value,
+        fence: &dyn WriteFence,
+    ) -> Result<Value, EngineError> {
         let text = body.to_string();
-        let answer = self.with_retries("PUT", path, || self.attempt_put(path, &text))?;
+        let answer = self.with_retries("PUT", path, fence, |timeout| {
+            let mut request = self
+                .agent
+                .put(self.url(path))
+                .header("Content-Type", "application/json");
+            if let Some((host, token)) = fence.writer() {
+                request = request
+                    .header(WRITER_HOST_HEADER, host)
+                    .header(WRITER_TOKEN_HEADER, token.to_string());
+            }
+            read_answer(bounded(request, timeout).send(&text))
+        })?;
         if answer.trim().is_empty() {
             return Ok(Value::Object(Default::default()));
         }
@@ -152,33 +188,37 @@ impl FlinkClient {
         format!("{}{}", self.options.rest_url.trim_end_matches('/'), path)
     }
 
-    fn attempt_get(&self, path: &str) -> Result<String, Failure> {
-        let response = self.agent.get(self.url(path)).call();
-        read_answer(response)
-    }
-
-    fn attempt_put(&self, path: &str, body: &str) -> Result<String, Failure> {
-        let response = self
-            .agent
-            .put(self.url(path))
-            .header("Content-Type", "application/json")
-            .send(body);
-        read_answer(response)
-    }
-
     /// Runs `attempt` up to `1 + retries` times with doubling backoff while it fails in a way that
-    /// may pass. PUTs of resource requirements are idempotent, so retrying them is safe.
+    /// may pass. PUTs of resource requirements are idempotent, so retrying them is safe as long
+    /// as the writer still may write: `fence` is asked right before every attempt (after the
+    /// wait for a place among the cluster's requests in flight), and an attempt gets at most
+    /// the time the fence has left (`attempt` is passed that bound). Once the fence refuses,
+    /// nothing more is sent: [`EngineError::Abandoned`].
     fn with_retries(
         &self,
         method: &str,
         path: &str,
-        mut attempt: impl FnMut() -> Result<String, Failure>,
+        fence: &dyn WriteFence,
+        mut attempt: impl FnMut(Option<Duration>) -> Result<String, Failure>,
     ) -> Result<String, EngineError> {
         let mut delay = self.options.backoff;
         let mut tries = 0;
         loop {
             let permit = self.in_flight.as_deref().map(RequestLimit::acquire);
-            let answer = attempt();
+            let left = match fence.check() {
+                Ok(left) => left,
+                Err(why) => {
+                    let attempts = if tries == 0 {
+                        "nothing was sent".to_string()
+                    } else {
+                        format!("not retried after {tries} failed attempt(s)")
+                    };
+                    return Err(EngineError::Abandoned(format!(
+                        "{method} {path}: {why}; {attempts}"
+                    )));
+                }
+            };
+            let answer = attempt(left.map(|left| left.min(self.options.request_timeout)));
             drop(permit);
             match answer {
                 Ok(body) => return Ok(body),
@@ -191,6 +231,18 @@ impl FlinkClient {
                 Err(failure) => return Err(to_engine_error(method, path, failure)),
             }
         }
+    }
+}
+
+/// `request` bounded by `timeout` from connect to last byte, when there is one (else by the
+/// agent's own timeouts).
+fn bounded<B>(
+    request: ureq::RequestBuilder<B>,
+    timeout: Option<Duration>,
+) -> ureq::RequestBuilder<B> {
+    match timeout {
+        Some(timeout) => request.config().timeout_global(Some(timeout)).build(),
+        None => request,
     }
 }
 

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use super::client::FlinkClient;
 use super::collector::FlinkCollector;
 use super::realizer::FlinkRealizer;
-use crate::engine::{Clock, Collector, Engine, EngineError, JobObservation, Realizer};
+use crate::engine::{Clock, Collector, Engine, EngineError, JobObservation, Realizer, WriteFence};
 
 /// A job on a real Flink cluster.
 pub(crate) struct FlinkEngine {
@@ -31,8 +31,15 @@ impl Collector for FlinkEngine {
 }
 
 impl Realizer for FlinkEngine {
-    fn rescale(&mut self, parallelism: &BTreeMap<String, u32>) -> Result<(), EngineError> {
-        self.realizer.rescale(parallelism)
+    fn rescale_fenced(
+        &mut self,
+        parallelism: &BTreeMap<String, u32>,
+        fence: &dyn WriteFence,
+    ) -> Result<(), EngineError> {
+        self.realizer.rescale_fenced(parallelism, fence)
+    }
+    fn forget_writes(&mut self) {
+        self.realizer.forget_writes()
     }
     fn set_rate_limit(&mut self, vertex: &str, rate: Option<f64>) -> Result<(), EngineError> {
         self.realizer.set_rate_limit(vertex, rate)

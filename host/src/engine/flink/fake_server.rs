@@ -29,6 +29,8 @@ pub(crate) struct Recorded {
     pub(crate) method: String,
     pub(crate) target: String,
     pub(crate) body: String,
+    /// The headers, names in lower case.
+    pub(crate) headers: BTreeMap<String, String>,
 }
 
 type Routes = Arc<Mutex<BTreeMap<String, Vec<Reply>>>>;
@@ -136,15 +138,18 @@ fn serve(stream: TcpStream, routes: &Routes, requests: &Mutex<Vec<Recorded>>) {
     let method = parts.next().unwrap_or_default().to_string();
     let target = parts.next().unwrap_or_default().to_string();
     let mut length = 0usize;
+    let mut headers = BTreeMap::new();
     loop {
         let mut header = String::new();
         if reader.read_line(&mut header).unwrap_or(0) == 0 || header.trim().is_empty() {
             break;
         }
-        if let Some((name, value)) = header.split_once(':')
-            && name.trim().eq_ignore_ascii_case("content-length")
-        {
-            length = value.trim().parse().unwrap_or(0);
+        if let Some((name, value)) = header.split_once(':') {
+            let name = name.trim().to_ascii_lowercase();
+            if name == "content-length" {
+                length = value.trim().parse().unwrap_or(0);
+            }
+            headers.insert(name, value.trim().to_string());
         }
     }
     let mut body = vec![0u8; length];
@@ -156,6 +161,7 @@ fn serve(stream: TcpStream, routes: &Routes, requests: &Mutex<Vec<Recorded>>) {
         method,
         target,
         body: String::from_utf8_lossy(&body).into_owned(),
+        headers,
     });
     let reply = {
         let mut routes = routes.lock().expect("routes");

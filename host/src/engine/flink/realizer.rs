@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use super::client::FlinkClient;
 use super::rest::{JobDetails, ParallelismBounds, ResourceRequirements, VertexRequirement};
-use crate::engine::{EngineError, Realizer};
+use crate::engine::{EngineError, Realizer, Unfenced, WriteFence};
 
 /// What the realizer knows about a vertex when it checks a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -130,10 +130,20 @@ pub(crate) fn apply_parallelism(
 /// like the Flink autoscaler's `RescaleApiScalingRealizer`: read the requirements, set `(1, p)` for every
 /// decided vertex, and PUT the full map if anything changed. Flink then rescales in place (about
 /// a second without checkpointing); it runs at what the free slots allow if fewer are free.
+///
+/// Flink's REST API has no compare-and-set: a PUT replaces whatever another writer (another
+/// host, an operator, a second autoscaler) set. So the realizer remembers the requirements it
+/// last read or wrote, and refuses to build on requirements it did not expect
+/// ([`EngineError::Conflict`]): the next cycle decides from what Flink holds.
 #[derive(Debug)]
 pub struct FlinkRealizer {
     client: FlinkClient,
     job_id: String,
+    /// The requirements as this realizer last read them or left them; several when a PUT's
+    /// outcome is unknown (it failed in a way that may or may not have reached Flink: both the
+    /// old and the new map are this realizer's own). Empty before the first read: what Flink
+    /// holds then is the truth to build on.
+    expected: Vec<ResourceRequirements>,
 }
 
 impl FlinkRealizer {
@@ -142,18 +152,33 @@ impl FlinkRealizer {
         FlinkRealizer {
             client,
             job_id: job_id.into(),
+            expected: Vec::new(),
         }
+    }
+
+    fn requirements_path(&self) -> String {
+        format!("/jobs/{}/resource-requirements", self.job_id)
     }
 
     /// The job's current resource requirements.
     pub fn requirements(&self) -> Result<ResourceRequirements, EngineError> {
-        self.client
-            .get(&format!("/jobs/{}/resource-requirements", self.job_id))
+        self.client.get(&self.requirements_path())
     }
 
     /// Validates `requirements` against the job as it is now and, only if valid, PUTs them.
     pub fn put_requirements(&self, requirements: &ResourceRequirements) -> Result<(), EngineError> {
-        let details: JobDetails = self.client.get(&format!("/jobs/{}", self.job_id))?;
+        self.put_requirements_fenced(requirements, &Unfenced)
+    }
+
+    /// [`FlinkRealizer::put_requirements`], each request only while `fence` lets it leave.
+    fn put_requirements_fenced(
+        &self,
+        requirements: &ResourceRequirements,
+        fence: &dyn WriteFence,
+    ) -> Result<(), EngineError> {
+        let details: JobDetails = self
+            .client
+            .get_fenced(&format!("/jobs/{}", self.job_id), fence)?;
         require_adaptive(&self.job_id, details.scheduler_type.as_deref())?;
         let mut limits = BTreeMap::new();
         for vertex in &details.vertices {
@@ -165,23 +190,67 @@ impl FlinkRealizer {
         validate_requirements(&details.state, &limits, requirements)?;
         let body = serde_json::to_value(requirements)
             .map_err(|e| EngineError::Other(format!("encoding the requirements: {e}")))?;
-        self.client.put_json(
-            &format!("/jobs/{}/resource-requirements", self.job_id),
-            &body,
-        )?;
+        self.client
+            .put_json_fenced(&self.requirements_path(), &body, fence)?;
         tracing::info!(job = %self.job_id, ?requirements, "in-place rescaling requested");
         Ok(())
     }
 }
 
 impl Realizer for FlinkRealizer {
-    fn rescale(&mut self, parallelism: &BTreeMap<String, u32>) -> Result<(), EngineError> {
-        let current = self.requirements()?;
+    fn rescale_fenced(
+        &mut self,
+        parallelism: &BTreeMap<String, u32>,
+        fence: &dyn WriteFence,
+    ) -> Result<(), EngineError> {
+        let current: ResourceRequirements =
+            self.client.get_fenced(&self.requirements_path(), fence)?;
+        if !self.expected.is_empty() && !self.expected.contains(&current) {
+            let message = format!(
+                "Flink holds {} for job {}, which this host neither read nor set last ({}); \
+                 nothing was sent, the next cycle decides from what Flink holds",
+                upper_bounds(&current),
+                self.job_id,
+                self.expected
+                    .iter()
+                    .map(upper_bounds)
+                    .collect::<Vec<_>>()
+                    .join(" or "),
+            );
+            self.expected = vec![current];
+            return Err(EngineError::Conflict(message));
+        }
         let next = apply_parallelism(&current, parallelism)?;
         if next == current {
+            self.expected = vec![current];
             return Ok(());
         }
-        self.put_requirements(&next)
+        match self.put_requirements_fenced(&next, fence) {
+            Ok(()) => {
+                self.expected = vec![next];
+                Ok(())
+            }
+            // Refused before or by Flink: nothing changed there.
+            Err(
+                err @ (EngineError::InvalidRequest(_)
+                | EngineError::Unsupported(_)
+                | EngineError::Refused(_)
+                | EngineError::NotReady(_)
+                | EngineError::JobGone(_)),
+            ) => {
+                self.expected = vec![current];
+                Err(err)
+            }
+            // A PUT that may have reached Flink: either map is this host's own.
+            Err(err) => {
+                self.expected = vec![current, next];
+                Err(err)
+            }
+        }
+    }
+
+    fn forget_writes(&mut self) {
+        self.expected.clear();
     }
 
     /// Flink cannot change a source's rate in place; the loop records the refusal.
@@ -195,6 +264,15 @@ impl Realizer for FlinkRealizer {
             "Flink cannot change the rate of source {source_vertex} of a running job"
         )))
     }
+}
+
+/// The upper bounds of `requirements`, `{vertex: p, ...}`: what a conflict names.
+fn upper_bounds(requirements: &ResourceRequirements) -> String {
+    let bounds: Vec<String> = requirements
+        .iter()
+        .map(|(vertex, r)| format!("{vertex}: {}", r.parallelism.upper_bound))
+        .collect();
+    format!("{{{}}}", bounds.join(", "))
 }
 
 #[cfg(test)]

@@ -268,8 +268,12 @@ fn the_realizer_puts_the_full_map_with_the_new_bound() {
     .unwrap();
     assert_eq!(sent, expected);
 
-    // Nothing changes: nothing is sent.
-    realizer.rescale(&[(COST.to_string(), 1)].into()).unwrap();
+    // Flink now holds what was sent; asking for it again changes nothing: nothing is sent.
+    fake.replace_json(
+        &format!("GET /jobs/{JOB}/resource-requirements"),
+        &requirements_json(&[(SRC, 1), (COST, 4), (COUNT, 1), (SINK, 1)]),
+    );
+    realizer.rescale(&[(COST.to_string(), 4)].into()).unwrap();
     assert_eq!(
         fake.count("PUT", &format!("/jobs/{JOB}/resource-requirements")),
         1
@@ -279,6 +283,178 @@ fn the_realizer_puts_the_full_map_with_the_new_bound() {
         realizer.set_rate_limit(SRC, Some(10.0)),
         Err(EngineError::Unsupported(_))
     ));
+}
+
+#[test]
+fn a_change_by_another_writer_is_not_overwritten_and_the_next_rescale_builds_on_it() {
+    let fake = FakeFlink::start();
+    fake.json(&format!("GET /jobs/{JOB}"), DETAILS);
+    let reqs = |cost| {
+        let json = requirements_json(&[(SRC, 1), (COST, cost), (COUNT, 1), (SINK, 1)]);
+        fake.replace_json(&format!("GET /jobs/{JOB}/resource-requirements"), &json);
+    };
+    let puts = || fake.count("PUT", &format!("/jobs/{JOB}/resource-requirements"));
+    fake.json(&format!("PUT /jobs/{JOB}/resource-requirements"), "{}");
+    let mut realizer = FlinkRealizer::new(client(&fake), JOB);
+    // The first rescale builds on what Flink holds, whoever set it.
+    reqs(3);
+    realizer.rescale(&[(COST.to_string(), 4)].into()).unwrap();
+    assert_eq!(puts(), 1);
+    // Another writer sets 6 over this realizer's 4: the next rescale sends nothing.
+    reqs(6);
+    let err = realizer
+        .rescale(&[(COST.to_string(), 2)].into())
+        .unwrap_err();
+    assert!(
+        matches!(err, EngineError::Conflict(ref m) if m.contains(&format!("{COST}: 6")) && m.contains(&format!("{COST}: 4"))),
+        "{err:?}"
+    );
+    assert_eq!(puts(), 1);
+    // What Flink held then is the new base: a rescale decided from it goes out.
+    realizer.rescale(&[(COST.to_string(), 2)].into()).unwrap();
+    assert_eq!(puts(), 2);
+    // A new owner (forget_writes) builds on whatever Flink holds.
+    reqs(9);
+    realizer.forget_writes();
+    realizer.rescale(&[(COST.to_string(), 5)].into()).unwrap();
+    assert_eq!(puts(), 3);
+}
+
+#[test]
+fn a_put_whose_outcome_is_unknown_leaves_either_map_expected() {
+    let fake = FakeFlink::start();
+    fake.json(&format!("GET /jobs/{JOB}"), DETAILS);
+    let reqs = |cost| {
+        let json = requirements_json(&[(SRC, 1), (COST, cost), (COUNT, 1), (SINK, 1)]);
+        fake.replace_json(&format!("GET /jobs/{JOB}/resource-requirements"), &json);
+    };
+    // Every attempt of the PUT hangs up: whether Flink applied it is unknown.
+    fake.route(
+        &format!("PUT /jobs/{JOB}/resource-requirements"),
+        Reply::HangUp,
+    );
+    let mut realizer = FlinkRealizer::new(client(&fake), JOB);
+    reqs(1);
+    assert!(matches!(
+        realizer.rescale(&[(COST.to_string(), 4)].into()),
+        Err(EngineError::Unreachable(_))
+    ));
+    // It did apply: the next rescale builds on it, no conflict.
+    reqs(4);
+    fake.replace_json(&format!("PUT /jobs/{JOB}/resource-requirements"), "{}");
+    realizer.rescale(&[(COST.to_string(), 7)].into()).unwrap();
+    // A value neither read nor set is a conflict again.
+    reqs(2);
+    assert!(matches!(
+        realizer.rescale(&[(COST.to_string(), 8)].into()),
+        Err(EngineError::Conflict(_))
+    ));
+}
+
+/// A fence that lets `allowed` attempts out, each bounded by `left`, and counts the checks.
+struct CountingFence {
+    allowed: usize,
+    left: Option<Duration>,
+    checks: std::cell::Cell<usize>,
+}
+
+impl crate::engine::WriteFence for CountingFence {
+    fn check(&self) -> Result<Option<Duration>, String> {
+        let n = self.checks.get() + 1;
+        self.checks.set(n);
+        if n <= self.allowed {
+            Ok(self.left)
+        } else {
+            Err("the lease is gone".into())
+        }
+    }
+    fn writer(&self) -> Option<(&str, i64)> {
+        Some(("h1", 42))
+    }
+}
+
+/// A fake job whose requirements PUT fails with a 503, then a reset, then passes.
+fn flaky_put() -> FakeFlink {
+    let fake = FakeFlink::start();
+    fake.json(&format!("GET /jobs/{JOB}"), DETAILS);
+    let current = requirements_json(&[(SRC, 1), (COST, 1), (COUNT, 1), (SINK, 1)]);
+    fake.json(&format!("GET /jobs/{JOB}/resource-requirements"), &current);
+    let put = format!("PUT /jobs/{JOB}/resource-requirements");
+    fake.route(&put, Reply::Json(503, r#"{"errors":["busy"]}"#.into()));
+    fake.route(&put, Reply::HangUp);
+    fake.json(&put, "{}");
+    fake
+}
+
+#[test]
+fn a_put_is_not_retried_once_the_fence_refuses_and_carries_its_writer() {
+    let puts = |fake: &FakeFlink| -> Vec<super::fake_server::Recorded> {
+        let requests = fake.requests().into_iter();
+        requests.filter(|r| r.method == "PUT").collect()
+    };
+    // Without a fence, the 503 and the reset are retried until the PUT gets through.
+    let fake = flaky_put();
+    FlinkRealizer::new(client(&fake), JOB)
+        .rescale(&[(COST.to_string(), 4)].into())
+        .unwrap();
+    assert_eq!(puts(&fake).len(), 3);
+    assert!(!puts(&fake)[0].headers.contains_key("x-flowscale-host"));
+
+    // Under a fence that refuses after three checks (the two GETs and the first PUT), the
+    // failed PUT is not retried.
+    let fake = flaky_put();
+    let fence = CountingFence {
+        allowed: 3,
+        left: None,
+        checks: Default::default(),
+    };
+    let err = FlinkRealizer::new(client(&fake), JOB)
+        .rescale_fenced(&[(COST.to_string(), 4)].into(), &fence)
+        .unwrap_err();
+    assert!(
+        matches!(err, EngineError::Abandoned(ref m) if m.contains("the lease is gone") && m.contains("not retried after 1")),
+        "{err:?}"
+    );
+    assert_eq!(fence.checks.get(), 4);
+    let sent = puts(&fake);
+    assert_eq!(sent.len(), 1);
+    assert_eq!(
+        sent[0].headers.get("x-flowscale-host").map(String::as_str),
+        Some("h1")
+    );
+    assert_eq!(
+        sent[0]
+            .headers
+            .get("x-flowscale-fencing-token")
+            .map(String::as_str),
+        Some("42")
+    );
+}
+
+#[test]
+fn each_attempt_is_bounded_by_the_time_the_fence_has_left() {
+    let fake = FakeFlink::start();
+    // The client's own timeout is 400 ms; the fence leaves 100 ms.
+    fake.route(
+        &format!("GET /jobs/{JOB}/resource-requirements"),
+        Reply::Stall(Duration::from_secs(2)),
+    );
+    let mut realizer = FlinkRealizer::new(client(&fake), JOB);
+    let fence = CountingFence {
+        allowed: 1,
+        left: Some(Duration::from_millis(100)),
+        checks: Default::default(),
+    };
+    let started = std::time::Instant::now();
+    let err = realizer
+        .rescale_fenced(&[(COST.to_string(), 4)].into(), &fence)
+        .unwrap_err();
+    assert!(matches!(err, EngineError::Abandoned(_)), "{err:?}");
+    assert!(
+        started.elapsed() < Duration::from_millis(350),
+        "{:?}",
+        started.elapsed()
+    );
 }
 
 #[test]

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use super::recording::{ReplayCollector, ReplayError, ReplayRealizer, RescalePolicy};
-use crate::engine::{Clock, Collector, Engine, EngineError, JobObservation, Realizer};
+use crate::engine::{Clock, Collector, Engine, EngineError, JobObservation, Realizer, WriteFence};
 
 /// A recorded job replayed from a file.
 pub struct ReplayEngine {
@@ -42,8 +42,12 @@ impl Collector for ReplayEngine {
 }
 
 impl Realizer for ReplayEngine {
-    fn rescale(&mut self, parallelism: &BTreeMap<String, u32>) -> Result<(), EngineError> {
-        self.realizer.rescale(parallelism)
+    fn rescale_fenced(
+        &mut self,
+        parallelism: &BTreeMap<String, u32>,
+        fence: &dyn WriteFence,
+    ) -> Result<(), EngineError> {
+        self.realizer.rescale_fenced(parallelism, fence)
     }
     fn set_rate_limit(&mut self, vertex: &str, rate: Option<f64>) -> Result<(), EngineError> {
         self.realizer.set_rate_limit(vertex, rate)

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde::{Deserialize, Serialize};
 
-use crate::engine::{Collector, EngineError, JobObservation, Realizer};
+use crate::engine::{Collector, EngineError, JobObservation, Realizer, WriteFence};
 
 /// One line of a replay file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -238,7 +238,12 @@ impl ReplayRealizer {
 }
 
 impl Realizer for ReplayRealizer {
-    fn rescale(&mut self, parallelism: &BTreeMap<String, u32>) -> Result<(), EngineError> {
+    fn rescale_fenced(
+        &mut self,
+        parallelism: &BTreeMap<String, u32>,
+        fence: &dyn WriteFence,
+    ) -> Result<(), EngineError> {
+        fence.check().map_err(EngineError::Abandoned)?;
         let mut s = lock(&self.shared);
         if let Some((v, _)) = parallelism.iter().find(|(_, p)| **p == 0) {
             return Err(EngineError::InvalidRequest(format!(

@@ -79,7 +79,11 @@ impl Collector for Unreachable {
 }
 
 impl Realizer for Unreachable {
-    fn rescale(&mut self, _: &BTreeMap<String, u32>) -> Result<(), EngineError> {
+    fn rescale_fenced(
+        &mut self,
+        _: &BTreeMap<String, u32>,
+        _: &dyn crate::engine::WriteFence,
+    ) -> Result<(), EngineError> {
         Ok(())
     }
     fn set_rate_limit(&mut self, _: &str, _: Option<f64>) -> Result<(), EngineError> {

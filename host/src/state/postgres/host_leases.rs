@@ -11,23 +11,16 @@ use postgres::Client;
 use super::error::{connect, db_error};
 use super::round::{DB_NOW_MS, RoundOutcome, leave, run_round};
 use super::schema::migrate;
-use crate::state::{Fenced, JobLeases, LeaseOwner, StateError};
-
-/// A lease as this host sees it.
-#[derive(Debug, Clone, Copy)]
-struct Held {
-    token: i64,
-    /// When this host stops counting on it: the start of the round that renewed it plus the
-    /// TTL. The database's expiry is the TTL after a later instant, so this host always stops
-    /// before another one can take the job.
-    until: Instant,
-}
+use crate::state::{Fenced, HeldLease, JobLeases, LeaseOwner, StateError};
 
 #[derive(Debug, Default)]
 struct Book {
     wanted: BTreeSet<String>,
     busy: BTreeSet<String>,
-    held: BTreeMap<String, Held>,
+    /// The leases held after the last round. `until` is the start of the round that renewed
+    /// a lease plus the TTL: the database's expiry is the TTL after a later instant, so this
+    /// host always stops before another one can take the job.
+    held: BTreeMap<String, HeldLease>,
     /// The token of the last lease this host held of each job, also once it is given up.
     last_tokens: BTreeMap<String, i64>,
     /// Who held each job after the last round, and until when that is worth telling.
@@ -110,11 +103,27 @@ impl HostLeases {
         };
         let until = started + self.ttl;
         let mut book = self.book();
-        book.held = outcome
+        let held = outcome
             .held
             .iter()
-            .map(|(job, &token)| (job.clone(), Held { token, until }))
+            .map(|(job, &token)| {
+                // A lease renewed under the same token keeps the instant it was claimed.
+                let since = book
+                    .held
+                    .get(job)
+                    .filter(|h| h.token == token)
+                    .map_or(started, |h| h.since);
+                (
+                    job.clone(),
+                    HeldLease {
+                        token,
+                        since,
+                        until,
+                    },
+                )
+            })
             .collect();
+        book.held = held;
         book.last_tokens.extend(
             outcome
                 .held
@@ -178,13 +187,6 @@ impl HostLeases {
         leave(&mut tx, &self.id)?;
         tx.commit().map_err(db_error("commit leaving"))
     }
-
-    /// The token of the last lease this host held of `job`, held now or not. The job's state
-    /// may still be written under it while no other host claimed the job since (a claim
-    /// increments the token): what this host decided before giving the job up is not lost.
-    pub(crate) fn last_token(&self, job: &str) -> Option<i64> {
-        self.book().last_tokens.get(job).copied()
-    }
 }
 
 impl JobLeases for HostLeases {
@@ -229,10 +231,23 @@ impl JobLeases for HostLeases {
         self.renew().map(|_| ())
     }
 
-    fn held(&self, job: &str) -> Option<i64> {
+    fn lease(&self, job: &str) -> Option<HeldLease> {
         let book = self.book();
         let held = book.held.get(job)?;
-        (Instant::now() < held.until).then_some(held.token)
+        (Instant::now() < held.until).then_some(*held)
+    }
+
+    /// The job's state may still be written under the last token while no other host claimed
+    /// the job since (a claim increments the token): what this host decided before giving the
+    /// job up is not lost.
+    fn last_token(&self, job: &str) -> Option<i64> {
+        self.book().last_tokens.get(job).copied()
+    }
+
+    /// A tenth of the TTL: far more than a request takes to reach the engine on a healthy
+    /// network and than two clocks drift apart over one TTL, and little of the lease.
+    fn margin(&self) -> Duration {
+        self.ttl / 10
     }
 
     fn admit(
