@@ -3,12 +3,17 @@
 //! operators get less busy as their parallelism grows, and which applies the resource
 //! requirements `flowscale` PUTs (the job restarts at the new parallelism). Every answer has the
 //! shape a Flink 2.x cluster gives; anything else is a 404 as Flink answers it.
+//!
+//! For the tests of stale writes it can listen on several ports (one per host, so that it can
+//! tell whose request it got even from a host that names no writer), hold a PUT and answer it
+//! late (a reset, a 503, or never), and log every change it applied with the writer headers.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -50,34 +55,79 @@ struct Job {
     running_since_ms: i64,
     /// Resource requirements applied so far (rescales).
     rescales: usize,
+    /// Every change applied, in order.
+    applied: Vec<Applied>,
+}
+
+/// A change the fake applied: when, through which of its ports, and who says it wrote it.
+#[derive(Debug, Clone)]
+pub(crate) struct Applied {
+    /// The fake's wall clock when it applied the change (ms since the epoch).
+    pub(crate) at_ms: i64,
+    /// The port it came in on (its index in [`FakeFlink::urls`]).
+    pub(crate) via: usize,
+    /// The `X-Flowscale-Host` header, if sent.
+    pub(crate) host: Option<String>,
+    /// The `X-Flowscale-Fencing-Token` header, if sent.
+    pub(crate) token: Option<i64>,
+}
+
+/// How the fake answers the PUT it holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    /// The connection is reset (RST), without an answer.
+    Reset,
+    /// `503 Service Unavailable`, as a JobManager in trouble answers.
+    Unavailable,
+    /// No answer ever: the connection stays open until the fake stops.
+    Silent,
+}
+
+/// The PUT held on purpose: armed, then the port it arrived on, then its verdict.
+#[derive(Default)]
+struct PutHold {
+    armed: bool,
+    arrived: Option<usize>,
+    verdict: Option<Verdict>,
 }
 
 /// The running fake; stops when dropped.
 pub(crate) struct FakeFlink {
-    addr: SocketAddr,
+    addrs: Vec<SocketAddr>,
     job: Arc<Mutex<Job>>,
     held: Arc<Held>,
+    put_hold: Arc<(Mutex<PutHold>, Condvar)>,
     stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
+    threads: Vec<JoinHandle<()>>,
 }
 
 impl FakeFlink {
     /// Starts serving on a loopback port. The job has been running for an hour.
     pub(crate) fn start() -> FakeFlink {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
-        let addr = listener.local_addr().expect("its address");
+        FakeFlink::start_on(1)
+    }
+
+    /// Starts serving one job on `ports` loopback ports.
+    pub(crate) fn start_on(ports: usize) -> FakeFlink {
         let job = Arc::new(Mutex::new(Job {
             parallelism: VERTICES.iter().map(|(id, _, p, _)| (*id, *p)).collect(),
             running_since_ms: now_ms() - 3_600_000,
             rescales: 0,
+            applied: Vec::new(),
         }));
         let stop = Arc::new(AtomicBool::new(false));
         let held = Arc::new(Held::default());
-        let thread = {
+        let put_hold = Arc::new((Mutex::new(PutHold::default()), Condvar::new()));
+        let mut addrs = Vec::new();
+        let mut threads = Vec::new();
+        for via in 0..ports.max(1) {
+            let listener = TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
+            addrs.push(listener.local_addr().expect("its address"));
             let held = Arc::clone(&held);
             let job = Arc::clone(&job);
             let stop = Arc::clone(&stop);
-            std::thread::spawn(move || {
+            let put_hold = Arc::clone(&put_hold);
+            threads.push(std::thread::spawn(move || {
                 for stream in listener.incoming() {
                     if stop.load(Ordering::SeqCst) {
                         break;
@@ -85,27 +135,67 @@ impl FakeFlink {
                     let Ok(stream) = stream else { continue };
                     let job = Arc::clone(&job);
                     let held = Arc::clone(&held);
-                    std::thread::spawn(move || serve(stream, &job, &held));
+                    let put_hold = Arc::clone(&put_hold);
+                    let stop = Arc::clone(&stop);
+                    std::thread::spawn(move || serve(stream, via, &job, &held, &put_hold, &stop));
                 }
-            })
-        };
+            }));
+        }
         FakeFlink {
-            addr,
+            addrs,
             job,
             held,
+            put_hold,
             stop,
-            thread: Some(thread),
+            threads,
         }
     }
 
-    /// The REST endpoint.
+    /// The REST endpoint (the first port).
     pub(crate) fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        format!("http://{}", self.addrs[0])
+    }
+
+    /// The REST endpoint of every port, in order.
+    pub(crate) fn urls(&self) -> Vec<String> {
+        self.addrs.iter().map(|a| format!("http://{a}")).collect()
     }
 
     /// How many rescales (resource requirements) were applied.
     pub(crate) fn rescales(&self) -> usize {
         self.job.lock().unwrap_or_else(|e| e.into_inner()).rescales
+    }
+
+    /// Every change applied so far, in order.
+    pub(crate) fn applied(&self) -> Vec<Applied> {
+        self.job
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .applied
+            .clone()
+    }
+
+    /// Holds the next PUT of resource requirements, on whichever port it comes: it is not
+    /// applied, and is answered as [`FakeFlink::answer_held`] says.
+    pub(crate) fn hold_next_put(&self) {
+        let (hold, _) = &*self.put_hold;
+        *hold.lock().unwrap_or_else(|e| e.into_inner()) = PutHold {
+            armed: true,
+            ..PutHold::default()
+        };
+    }
+
+    /// The port the held PUT came in on, once one is held.
+    pub(crate) fn held_put(&self) -> Option<usize> {
+        let (hold, _) = &*self.put_hold;
+        hold.lock().unwrap_or_else(|e| e.into_inner()).arrived
+    }
+
+    /// Answers the held PUT (never applied) with `verdict`.
+    pub(crate) fn answer_held(&self, verdict: Verdict) {
+        let (hold, wake) = &*self.put_hold;
+        hold.lock().unwrap_or_else(|e| e.into_inner()).verdict = Some(verdict);
+        wake.notify_all();
     }
 
     /// Holds every answer to a metrics request until [`FakeFlink::release`] (a host's step
@@ -135,9 +225,12 @@ struct Held {
 impl Drop for FakeFlink {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
-        // Wake the accept loop up so that it sees the flag.
-        let _ = TcpStream::connect(self.addr);
-        if let Some(thread) = self.thread.take() {
+        self.put_hold.1.notify_all();
+        // Wake the accept loops up so that they see the flag.
+        for addr in &self.addrs {
+            let _ = TcpStream::connect(addr);
+        }
+        for thread in self.threads.drain(..) {
             let _ = thread.join();
         }
     }
@@ -149,7 +242,14 @@ fn now_ms() -> i64 {
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
-fn serve(stream: TcpStream, job: &Mutex<Job>, held: &Held) {
+fn serve(
+    stream: TcpStream,
+    via: usize,
+    job: &Mutex<Job>,
+    held: &Held,
+    put_hold: &(Mutex<PutHold>, Condvar),
+    stop: &AtomicBool,
+) {
     let Ok(mut writer) = stream.try_clone() else {
         return;
     };
@@ -162,20 +262,54 @@ fn serve(stream: TcpStream, job: &Mutex<Job>, held: &Held) {
     let method = parts.next().unwrap_or_default().to_string();
     let target = parts.next().unwrap_or_default().to_string();
     let mut length = 0usize;
+    let mut headers = BTreeMap::new();
     loop {
         let mut header = String::new();
         if reader.read_line(&mut header).unwrap_or(0) == 0 || header.trim().is_empty() {
             break;
         }
-        if let Some((name, value)) = header.split_once(':')
-            && name.trim().eq_ignore_ascii_case("content-length")
-        {
-            length = value.trim().parse().unwrap_or(0);
+        if let Some((name, value)) = header.split_once(':') {
+            let name = name.trim().to_ascii_lowercase();
+            if name == "content-length" {
+                length = value.trim().parse().unwrap_or(0);
+            }
+            headers.insert(name, value.trim().to_string());
         }
     }
     let mut body = vec![0u8; length];
     if reader.read_exact(&mut body).is_err() {
         return;
+    }
+    if method == "PUT" && target.ends_with("/resource-requirements") {
+        let (hold, wake) = put_hold;
+        let mut state = hold.lock().unwrap_or_else(|e| e.into_inner());
+        if state.armed {
+            state.armed = false;
+            state.arrived = Some(via);
+            while state.verdict.is_none() && !stop.load(Ordering::SeqCst) {
+                state = wake.wait(state).unwrap_or_else(|e| e.into_inner());
+            }
+            let verdict = state.verdict;
+            drop(state);
+            match verdict {
+                Some(Verdict::Reset) => reset(&writer),
+                Some(Verdict::Unavailable) => {
+                    let text = r#"{"errors":["Service temporarily unavailable"]}"#;
+                    let reply = format!(
+                        "HTTP/1.1 503 X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{text}",
+                        text.len()
+                    );
+                    let _ = writer.write_all(reply.as_bytes());
+                }
+                // Silent, or the fake stops: the connection closes with the fake.
+                _ => {
+                    while !stop.load(Ordering::SeqCst) {
+                        std::thread::sleep(std::time::Duration::from_millis(50));
+                    }
+                }
+            }
+            return;
+        }
     }
     if target.contains("/metrics?get=") && held.on.load(Ordering::SeqCst) {
         held.waiting.fetch_add(1, Ordering::SeqCst);
@@ -186,7 +320,19 @@ fn serve(stream: TcpStream, job: &Mutex<Job>, held: &Held) {
     }
     let (status, answer) = {
         let mut job = job.lock().unwrap_or_else(|e| e.into_inner());
-        answer(&mut job, &method, &target, &body)
+        let before = job.rescales;
+        let answered = answer(&mut job, &method, &target, &body);
+        if job.rescales > before {
+            job.applied.push(Applied {
+                at_ms: now_ms(),
+                via,
+                host: headers.get("x-flowscale-host").cloned(),
+                token: headers
+                    .get("x-flowscale-fencing-token")
+                    .and_then(|t| t.parse().ok()),
+            });
+        }
+        answered
     };
     let text = answer.to_string();
     let reply = format!(
@@ -195,6 +341,26 @@ fn serve(stream: TcpStream, job: &Mutex<Job>, held: &Held) {
     );
     let _ = writer.write_all(reply.as_bytes());
     let _ = writer.flush();
+}
+
+/// Resets `stream` (an RST, not an orderly close): what a crashed or restarted peer, or a
+/// proxy dropping the connection, looks like to the client.
+fn reset(stream: &TcpStream) {
+    let linger = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: a valid socket descriptor and a `linger` value of the size passed.
+    unsafe {
+        libc::setsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            (&linger as *const libc::linger).cast(),
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        );
+    }
+    // The last descriptor of the socket closes when the request's thread returns: an RST.
 }
 
 fn answer(job: &mut Job, method: &str, target: &str, body: &[u8]) -> (u16, Value) {

@@ -6,7 +6,8 @@
 //! locked), `reload` for a fleet file edited while `run` runs, `scale` for the memory of a
 //! large simulated fleet, `multi_host` for several hosts sharing a fleet through PostgreSQL
 //! (`#[ignore]`d: it runs with `--ignored` and `FLOWSCALE_POSTGRES_URL`, which `.ci/run` sets),
-//! `multi_host_flink` for three hosts on one PostgreSQL and a real Flink cluster (`#[ignore]`d:
+//! (its `stale_writes` tests: a host that lost a lease never changes the job again, with
+//! paused hosts, held requests and delaying proxies), `multi_host_flink` for three hosts on one PostgreSQL and a real Flink cluster (`#[ignore]`d:
 //! it needs both `FLOWSCALE_FLINK_E2E=1` and `FLOWSCALE_POSTGRES_URL`),
 //! `flink` for `flowscale run` against a real Flink cluster and `flink_load_align` for
 //! load-aware alignment on a real cluster with skewed keys (both `#[ignore]`d: they run with
@@ -25,6 +26,7 @@ mod isolation;
 mod multi_host;
 mod multi_host_flink;
 mod plugin_loading;
+mod proxy;
 mod readme;
 mod reload;
 mod run;
