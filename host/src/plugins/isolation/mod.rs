@@ -29,7 +29,7 @@ use flowscale_sdk::{AlignmentContext, ModeError, ModeParams};
 use self::compact::ContextCall;
 use self::protocol::Outcome;
 pub use self::supervisor::IsolationOptions;
-pub(crate) use self::supervisor::{Ask, Fault, Supervisor};
+pub(crate) use self::supervisor::{Ask, Fault, Supervisor, end_worker_groups};
 pub(crate) use self::worker::{WorkerLimits, serve};
 use crate::alignment::{CustomMode, GatedAnswer, HostMode, ModeOrigin};
 use crate::config::PluginIsolation;
