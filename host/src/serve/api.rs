@@ -16,7 +16,7 @@ use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::timeout::TimeoutLayer;
 use utoipa::{OpenApi, ToSchema};
 
-use super::shared::{AppState, MAX_BODY_BYTES, REQUEST_TIMEOUT};
+use super::shared::{AppState, MAX_BODY_BYTES, MAX_WHAT_IF_CALLS, REQUEST_TIMEOUT};
 use super::view::{
     CooldownView, DecisionSummary, DecisionView, EventView, JobDetail, JobSummary, LeaseView,
     OwnerView, Point, VertexDecisionView, VertexView,
@@ -308,19 +308,40 @@ async fn plugins(State(state): State<Arc<AppState>>) -> Json<serde_json::Value> 
 }
 
 /// A what-if: aligns one vertex as `flowscale align --batch` answers one request line, with the
-/// plugins the host loaded.
+/// plugins the host loaded. A plugin mode runs in a what-if worker process, never in the host
+/// or in the fleet's workers, each call with the deadline `[host] plugin-call-timeout`.
 #[utoipa::path(post, path = "/api/v1/align",
     request_body(content = AlignRequestDoc, content_type = "application/json"),
     responses(
         (status = 200, description = "The answer", body = AlignAnswerDoc),
         (status = 413, description = "The body is larger than 64 KiB"),
-        (status = 422, description = "The request cannot be answered", body = AlignErrorDoc)
+        (status = 422, description = "The request cannot be answered", body = AlignErrorDoc),
+        (status = 503, description = "As many what-if requests as the host answers at once (2) are running; try again after Retry-After seconds", body = ApiError,
+            headers(("Retry-After" = u32, description = "Seconds to wait")))
     ))]
 async fn align(State(state): State<Arc<AppState>>, body: Bytes) -> Response {
+    let Ok(permit) = Arc::clone(&state.what_ifs).try_acquire_owned() else {
+        let mut busy = error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "{MAX_WHAT_IF_CALLS} what-if requests are running, as many as this host \
+                 answers at once; try again shortly"
+            ),
+        );
+        busy.headers_mut()
+            .insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
+        return busy;
+    };
     // A plugin mode runs outside the connection loop, so that a slow one holds up only its
-    // own request.
+    // own request. The permit goes with the call: a request given up on (its deadline passed)
+    // still counts until its call returns.
     let backend = Arc::clone(&state.backend);
-    match tokio::task::spawn_blocking(move || backend.align(&body)).await {
+    let answered = tokio::task::spawn_blocking(move || {
+        let answer = backend.align(&body);
+        drop(permit);
+        answer
+    });
+    match answered.await {
         Ok(Ok(answer)) => Json(answer).into_response(),
         Ok(Err(answer)) => (StatusCode::UNPROCESSABLE_ENTITY, Json(answer)).into_response(),
         Err(_) => error(

@@ -7,6 +7,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::shared::MAX_WHAT_IF_CALLS;
 use super::view::MAX_POINTS;
 use super::{Backend, FleetView, HEADER_TIMEOUT, MAX_BODY_BYTES, ServeConfig, Server};
 use crate::events::{Event, EventReason, Severity};
@@ -58,11 +59,51 @@ fn report(job: &str, at_ms: i64, current: u32, scaled_to: Option<u32>) -> CycleR
 }
 
 fn start(view: Arc<FleetView>, token: Option<&str>) -> Server {
+    start_with(view, token, Arc::new(FakeBackend))
+}
+
+fn start_with(view: Arc<FleetView>, token: Option<&str>, backend: Arc<dyn Backend>) -> Server {
     let config = ServeConfig {
         listen: "127.0.0.1:0".parse().expect("an address"),
         api_token: token.map(str::to_string),
     };
-    Server::start(&config, view, Arc::new(FakeBackend)).expect("the server starts")
+    Server::start(&config, view, backend).expect("the server starts")
+}
+
+/// A backend whose what-if answers only once `open` is set (or after a minute), counting the
+/// calls running meanwhile.
+#[derive(Default)]
+struct GatedBackend {
+    open: std::sync::atomic::AtomicBool,
+    running: std::sync::atomic::AtomicUsize,
+}
+
+impl Backend for GatedBackend {
+    fn plugins(&self) -> serde_json::Value {
+        serde_json::json!([])
+    }
+    fn align(&self, _: &[u8]) -> Result<serde_json::Value, serde_json::Value> {
+        use std::sync::atomic::Ordering;
+        self.running.fetch_add(1, Ordering::SeqCst);
+        let until = Instant::now() + Duration::from_secs(60);
+        while !self.open.load(Ordering::SeqCst) && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        self.running.fetch_sub(1, Ordering::SeqCst);
+        Ok(serde_json::json!({"done": true}))
+    }
+}
+
+/// Waits up to 5 s for `check`.
+fn eventually(mut check: impl FnMut() -> bool) -> bool {
+    let until = Instant::now() + Duration::from_secs(5);
+    while !check() {
+        if Instant::now() > until {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    true
 }
 
 /// Sends `request` as is and returns the status code and the body of the answer.
@@ -295,6 +336,78 @@ fn the_openapi_document_describes_every_api_route() {
     }
     assert!(doc["paths"]["/api/v1/align"]["post"]["requestBody"].is_object());
     assert!(doc["components"]["schemas"]["JobDetail"].is_object());
+    // The answer of a what-if beyond the bound.
+    let align = &doc["paths"]["/api/v1/align"]["post"]["responses"];
+    assert!(align["503"].is_object(), "no 503 for the what-if");
+    assert!(
+        align["503"]["headers"]["Retry-After"].is_object(),
+        "{align}"
+    );
+}
+
+#[test]
+fn what_ifs_beyond_the_bound_are_refused_and_a_stopping_server_does_not_wait_for_them() {
+    use std::sync::atomic::Ordering;
+    let backend = Arc::new(GatedBackend::default());
+    let server = start_with(
+        Arc::new(FleetView::new()),
+        None,
+        Arc::clone(&backend) as Arc<dyn Backend>,
+    );
+    let addr = server.local_addr();
+    let waiting: Vec<_> = (0..MAX_WHAT_IF_CALLS)
+        .map(|_| std::thread::spawn(move || post(addr, "/api/v1/align", b"{}")))
+        .collect();
+    assert!(eventually(
+        || backend.running.load(Ordering::SeqCst) == MAX_WHAT_IF_CALLS
+    ));
+    let one_more: &[u8] = b"POST /api/v1/align HTTP/1.1\r\nHost: localhost\r\n\
+        Connection: close\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}";
+    let refused = raw(addr, one_more);
+    assert_eq!(refused.0, 503, "{refused:?}");
+    let error: serde_json::Value = serde_json::from_str(&refused.1).expect("JSON");
+    assert!(
+        error["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("what-if")),
+        "{error}"
+    );
+    let mut stream = TcpStream::connect(addr).expect("connects");
+    stream.write_all(one_more).expect("sends");
+    let mut head = String::new();
+    let _ = stream.read_to_string(&mut head);
+    assert!(
+        head.to_ascii_lowercase().contains("retry-after: 1"),
+        "{head}"
+    );
+    // Other routes are served meanwhile.
+    assert_eq!(get(addr, "/healthz", "").0, 200);
+    backend.open.store(true, Ordering::SeqCst);
+    for call in waiting {
+        assert_eq!(call.join().expect("a client").0, 200);
+    }
+    assert_eq!(
+        post(addr, "/api/v1/align", b"{}").0,
+        200,
+        "the permits are back"
+    );
+
+    // Calls that never return do not keep a stopping server.
+    backend.open.store(false, Ordering::SeqCst);
+    for _ in 0..MAX_WHAT_IF_CALLS {
+        std::thread::spawn(move || post(addr, "/api/v1/align", b"{}"));
+    }
+    assert!(eventually(
+        || backend.running.load(Ordering::SeqCst) == MAX_WHAT_IF_CALLS
+    ));
+    let stopping = Instant::now();
+    drop(server);
+    assert!(
+        stopping.elapsed() < Duration::from_secs(3),
+        "the server took {:?} to stop",
+        stopping.elapsed()
+    );
+    backend.open.store(true, Ordering::SeqCst);
 }
 
 #[test]

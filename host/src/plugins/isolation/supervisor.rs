@@ -20,13 +20,16 @@
 //!   program, a forked copy of itself) is in it: a worker is always ended with its whole group,
 //!   whether it is killed after a fault, retired or ended with its supervisor, and the groups
 //!   still running when the host exits are ended then ([`end_worker_groups`]).
+//! * The what-if calls of the HTTP API are served by supervisors of their own
+//!   ([`Serves::WhatIf`], see `what_if`): never the fleet's workers, never counted towards the
+//!   fleet's quarantine.
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::io::{self, Read, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use rustix::event::{PollFd, PollFlags, Timespec, poll};
@@ -69,6 +72,20 @@ pub struct IsolationOptions {
     pub(crate) quarantine_window: Duration,
     /// How long a quarantined mode is not called.
     pub(crate) quarantine_for: Duration,
+    /// Whose calls the workers serve.
+    pub(crate) serves: Serves,
+}
+
+/// Whose calls a supervisor serves: the fleet's, or the what-if calls of the HTTP API
+/// (`POST /api/v1/align`). The two never share a worker or a quarantine, and say which they are
+/// in their messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum Serves {
+    /// The jobs of the fleet (and the command line's own calls).
+    #[default]
+    Fleet,
+    /// What-if calls of the HTTP API.
+    WhatIf,
 }
 
 /// Default `RLIMIT_AS` of a worker: generous for a mode (the worker itself needs a few
@@ -94,6 +111,7 @@ impl IsolationOptions {
             quarantine_after: 3,
             quarantine_window: Duration::from_secs(60),
             quarantine_for: Duration::from_secs(300),
+            serves: Serves::Fleet,
         }
     }
 }
@@ -423,21 +441,30 @@ struct State {
     consecutive: u32,
     /// No worker is started before this instant.
     not_before: Option<Instant>,
-    /// Recent faults of each mode.
-    faults: HashMap<String, VecDeque<Instant>>,
-    /// Quarantined modes and until when.
-    quarantined: HashMap<String, Instant>,
     /// Time spent in calls by the current worker.
     busy: Duration,
     /// The protocol version agreed with the last worker started.
     agreed: u32,
 }
 
+/// The standing of the modes of one plugin file: their recent faults and their quarantines. A
+/// fleet's supervisor has one of its own; the supervisors of a what-if pool share one, so that
+/// a mode's faults count whichever of them served the call.
+#[derive(Debug, Default)]
+pub(crate) struct Standing {
+    /// Recent faults of each mode.
+    faults: HashMap<String, VecDeque<Instant>>,
+    /// Quarantined modes and until when.
+    quarantined: HashMap<String, Instant>,
+}
+
 /// The supervisor of one plugin file's worker.
 pub(crate) struct Supervisor {
     file: PathBuf,
     options: IsolationOptions,
+    /// Locked first when both are.
     state: Mutex<State>,
+    standing: Arc<Mutex<Standing>>,
 }
 
 impl Supervisor {
@@ -446,11 +473,7 @@ impl Supervisor {
         file: &Path,
         options: IsolationOptions,
     ) -> Result<(Supervisor, Hello), Fault> {
-        let supervisor = Supervisor {
-            file: file.to_path_buf(),
-            options,
-            state: Mutex::new(State::default()),
-        };
+        let supervisor = Supervisor::idle(file, options, Arc::default());
         let (worker, hello) = supervisor.spawn()?;
         let mut state = supervisor.lock();
         state.agreed = worker.protocol;
@@ -459,10 +482,29 @@ impl Supervisor {
         Ok((supervisor, hello))
     }
 
+    /// A supervisor of `file` with no worker yet (the first call starts one), whose modes'
+    /// faults and quarantines are kept in `standing`.
+    pub(crate) fn idle(
+        file: &Path,
+        options: IsolationOptions,
+        standing: Arc<Mutex<Standing>>,
+    ) -> Supervisor {
+        Supervisor {
+            file: file.to_path_buf(),
+            options,
+            state: Mutex::new(State::default()),
+            standing,
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         // A panic while holding the lock cannot leave the state inconsistent in a way that
         // matters more than stopping all calls to the plugin would.
         self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn standing(&self) -> MutexGuard<'_, Standing> {
+        self.standing.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn spawn(&self) -> Result<(Worker, Hello), Fault> {
@@ -575,12 +617,12 @@ impl Supervisor {
 
     /// Why `mode` is not called at the moment, if it is quarantined.
     pub(crate) fn quarantined(&self, mode: &str) -> Option<String> {
-        let mut state = self.lock();
-        let until = *state.quarantined.get(mode)?;
+        let mut standing = self.standing();
+        let until = *standing.quarantined.get(mode)?;
         if Instant::now() >= until {
-            state.quarantined.remove(mode);
-            state.faults.remove(mode);
-            tracing::info!(file = %self.file.display(), mode, "plugin mode leaves quarantine");
+            standing.quarantined.remove(mode);
+            standing.faults.remove(mode);
+            tracing::info!(file = %self.file.display(), mode, serves = ?self.options.serves, "plugin mode leaves quarantine");
             return None;
         }
         Some(self.quarantine_text(mode))
@@ -588,8 +630,12 @@ impl Supervisor {
 
     /// Stable (it is the text of an event deduplicated by message).
     fn quarantine_text(&self, mode: &str) -> String {
+        let (quarantined, called) = match self.options.serves {
+            Serves::Fleet => ("quarantined", "called"),
+            Serves::WhatIf => ("quarantined for what-if calls", "called by them"),
+        };
         format!(
-            "plugin mode `{mode}` is quarantined after {} faults within {}: it is not called \
+            "plugin mode `{mode}` is {quarantined} after {} faults within {}: it is not {called} \
              for {}",
             self.options.quarantine_after,
             format_duration(self.options.quarantine_window),
@@ -670,7 +716,8 @@ impl Supervisor {
         accept: impl FnOnce(u64, WorkerMessage) -> Result<T, WorkerMessage>,
     ) -> Result<T, CallError> {
         let mut state = self.lock();
-        if state
+        if self
+            .standing()
             .quarantined
             .get(mode)
             .is_some_and(|until| Instant::now() < *until)
@@ -796,7 +843,8 @@ impl Supervisor {
             .min(self.options.backoff_max);
         state.not_before = Some(now + delay);
         let window = self.options.quarantine_window;
-        let recent = state.faults.entry(mode.to_string()).or_default();
+        let mut standing = self.standing();
+        let recent = standing.faults.entry(mode.to_string()).or_default();
         recent.push_back(now);
         while recent
             .front()
@@ -806,19 +854,27 @@ impl Supervisor {
         }
         let quarantine = if recent.len() >= self.options.quarantine_after {
             recent.clear();
-            state
+            standing
                 .quarantined
                 .insert(mode.to_string(), now + self.options.quarantine_for);
-            let text = format!(
-                "{}; the jobs that use it align with BALANCED meanwhile",
-                self.quarantine_text(mode)
-            );
+            let meanwhile = match self.options.serves {
+                Serves::Fleet => "the jobs that use it align with BALANCED meanwhile",
+                Serves::WhatIf => {
+                    "what-if requests naming it are answered without it meanwhile; the \
+                     fleet's own calls of it are not affected"
+                }
+            };
+            let text = format!("{}; {meanwhile}", self.quarantine_text(mode));
             tracing::warn!(file = %self.file.display(), mode, "{text}");
             Some(text)
         } else {
             None
         };
-        tracing::warn!(file = %self.file.display(), mode, "plugin fault: {fault}");
+        let serves = match self.options.serves {
+            Serves::Fleet => "plugin fault",
+            Serves::WhatIf => "plugin fault in a what-if call",
+        };
+        tracing::warn!(file = %self.file.display(), mode, "{serves}: {fault}");
         CallError { fault, quarantine }
     }
 
@@ -850,11 +906,7 @@ mod tests {
     use super::*;
 
     fn idle(options: IsolationOptions) -> Supervisor {
-        Supervisor {
-            file: PathBuf::from("/p/libx.so"),
-            options,
-            state: Mutex::new(State::default()),
-        }
+        Supervisor::idle(Path::new("/p/libx.so"), options, Arc::default())
     }
 
     #[test]
