@@ -5,11 +5,13 @@
 //! never waits for it. Every connection has a deadline for its request headers and a lifetime,
 //! every request a deadline, the number of connections is bounded, and a request body is
 //! bounded, so slow or malformed clients cost a connection slot for a few seconds at most.
-//! What-if requests are bounded in number; the command behind them runs their plugin calls
-//! outside the host.
+//! Without a token, only requests for a loopback name are answered, and a request that computes
+//! something must be JSON (see `checks`): a web page cannot use the server. What-if requests
+//! are bounded in number; the command behind them runs their plugin calls outside the host.
 
 mod api;
 mod auth;
+mod checks;
 mod dashboard;
 pub(crate) mod metrics;
 mod series;

@@ -131,14 +131,15 @@ fn raw(addr: SocketAddr, request: &[u8]) -> (u16, String) {
 fn get(addr: SocketAddr, path: &str, extra: &str) -> (u16, String) {
     raw(
         addr,
-        format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n{extra}\r\n").as_bytes(),
+        format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n{extra}\r\n")
+            .as_bytes(),
     )
 }
 
 fn post(addr: SocketAddr, path: &str, body: &[u8]) -> (u16, String) {
     let mut request = format!(
-        "POST {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\n\
-         Content-Length: {}\r\n\r\n",
+        "POST {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
         body.len()
     )
     .into_bytes();
@@ -336,13 +337,122 @@ fn the_openapi_document_describes_every_api_route() {
     }
     assert!(doc["paths"]["/api/v1/align"]["post"]["requestBody"].is_object());
     assert!(doc["components"]["schemas"]["JobDetail"].is_object());
-    // The answer of a what-if beyond the bound.
+    // The answers of the rules every request and every what-if pass.
     let align = &doc["paths"]["/api/v1/align"]["post"]["responses"];
-    assert!(align["503"].is_object(), "no 503 for the what-if");
+    for status in ["415", "503"] {
+        assert!(align[status].is_object(), "no {status} for the what-if");
+    }
     assert!(
         align["503"]["headers"]["Retry-After"].is_object(),
         "{align}"
     );
+    for (path, item) in doc["paths"].as_object().expect("paths") {
+        for (method, operation) in item.as_object().expect("a path item") {
+            assert_eq!(
+                operation["responses"]["421"]["content"]["application/json"]["schema"]["$ref"],
+                "#/components/schemas/ApiError",
+                "{method} {path} does not declare the Host rule's 421"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_request_from_a_web_page_is_refused() {
+    let server = start(Arc::new(FleetView::new()), None);
+    let addr = server.local_addr();
+    let port = addr.port();
+    let align = |headers: &str| {
+        raw(
+            addr,
+            format!(
+                "POST /api/v1/align HTTP/1.1\r\nConnection: close\r\n{headers}\
+                 Content-Length: 2\r\n\r\n{{}}"
+            )
+            .as_bytes(),
+        )
+    };
+    // An answer with `status` whose JSON error says `says`.
+    let refused = |(status, body): (u16, String), expected: u16, says: &str| {
+        assert_eq!(status, expected, "{body}");
+        let error: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+        assert!(
+            error["error"].as_str().is_some_and(|e| e.contains(says)),
+            "{body}"
+        );
+    };
+    // What a form or a fetch without a preflight can send.
+    for content_type in [
+        "Content-Type: text/plain\r\n",
+        "Content-Type: application/x-www-form-urlencoded\r\n",
+        "Content-Type: multipart/form-data; boundary=x\r\n",
+        "",
+    ] {
+        let headers = format!("Host: localhost\r\n{content_type}");
+        refused(align(&headers), 415, "application/json");
+    }
+    let json = "Content-Type: application/json\r\n";
+    assert_eq!(
+        align("Host: localhost\r\nContent-Type: Application/JSON; charset=utf-8\r\n").0,
+        200
+    );
+    // Names other than loopback ones (a DNS-rebinding page sends its own), on any route.
+    for host in [
+        "evil.example".to_string(),
+        format!("evil.example:{port}"),
+        format!("localhost.evil.example:{port}"),
+        "127.0.0.1.evil.example".to_string(),
+        "10.0.0.1".to_string(),
+        "[::2]".to_string(),
+        "localhost:80:80".to_string(),
+        String::new(),
+    ] {
+        refused(align(&format!("Host: {host}\r\n{json}")), 421, "loopback");
+        let (status, _) = raw(
+            addr,
+            format!("GET /api/v1/jobs HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n")
+                .as_bytes(),
+        );
+        assert_eq!(status, 421, "GET with Host: {host}");
+    }
+    // No Host at all, and a target naming another host.
+    assert_eq!(raw(addr, b"GET /healthz HTTP/1.0\r\n\r\n").0, 421);
+    assert_eq!(
+        raw(
+            addr,
+            b"GET http://evil.example/healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+        )
+        .0,
+        421
+    );
+    for host in [
+        format!("localhost:{port}"),
+        format!("127.0.0.1:{port}"),
+        format!("[::1]:{port}"),
+        "LOCALHOST".to_string(),
+        "localhost.".to_string(),
+        format!("dashboard.localhost:{port}"),
+        "127.8.9.10".to_string(),
+        "[::ffff:127.0.0.1]".to_string(),
+    ] {
+        let (status, body) = align(&format!("Host: {host}\r\n{json}"));
+        assert_eq!(status, 200, "Host: {host}: {body}");
+    }
+}
+
+#[test]
+fn with_a_token_any_host_name_is_served() {
+    let token = "s3cret-token-0123456789";
+    let server = start(Arc::new(FleetView::new()), Some(token));
+    let (status, _) = raw(
+        server.local_addr(),
+        format!(
+            "GET /api/v1/jobs HTTP/1.1\r\nHost: flowscale.example:9464\r\n\
+             Authorization: Bearer {token}\r\nConnection: close\r\n\r\n"
+        )
+        .as_bytes(),
+    );
+    assert_eq!(status, 200);
 }
 
 #[test]
@@ -446,7 +556,7 @@ fn malformed_requests_get_an_error_and_the_server_carries_on() {
     assert_eq!(
         raw(
             addr,
-            b"POST /api/v1/align HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999\r\n\r\n{}"
+            b"POST /api/v1/align HTTP/1.1\r\nHost: localhost\r\nContent-Length: 99999999\r\n\r\n{}"
         )
         .0,
         413
@@ -455,8 +565,8 @@ fn malformed_requests_get_an_error_and_the_server_carries_on() {
         &b"\x00\x01\x02 garbage\r\n\r\n"[..],
         b"GET\r\n\r\n",
         b"GET / HTTP/9.9\r\n\r\n",
-        b"GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: -3\r\n\r\n",
-        b"GET /%ff%fe HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nContent-Length: -3\r\n\r\n",
+        b"GET /%ff%fe HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
     ] {
         let (status, _) = raw(addr, garbage);
         assert!(
@@ -467,7 +577,7 @@ fn malformed_requests_get_an_error_and_the_server_carries_on() {
     }
     // Headers larger than the server's buffer.
     let huge = format!(
-        "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\n\r\n",
+        "GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Big: {}\r\n\r\n",
         "a".repeat(200_000)
     );
     let (status, _) = raw(addr, huge.as_bytes());
@@ -491,7 +601,7 @@ fn slow_clients_neither_block_others_nor_stay_forever() {
         .collect();
     let mut dribble = TcpStream::connect(addr).expect("connects");
     dribble
-        .write_all(b"POST /api/v1/align HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{")
+        .write_all(b"POST /api/v1/align HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")
         .expect("sends");
     let started = Instant::now();
     assert_eq!(get(addr, "/healthz", ""), (200, "ok\n".to_string()));

@@ -1,7 +1,7 @@
 //! `POST /api/v1/align` on a running host, the way an attacker would use it: a what-if that
 //! trips a plugin (a segfault, an endless loop, a child process left behind) costs neither the
-//! host nor its fleet, what-if calls are bounded in number and time, and SIGTERM ends the host
-//! whatever they do.
+//! host nor its fleet, what-if calls are bounded in number and time, SIGTERM ends the host
+//! whatever they do, and a web page in the operator's browser cannot send one.
 //!
 //! The fixture's `tripwire` mode aligns to the target, except at the targets a request picks:
 //! 666 segfaults, 667 spins, 668 starts a child process that sleeps for ten minutes.
@@ -568,4 +568,51 @@ fn a_plugins_child_processes_end_with_its_worker_and_with_the_host() {
         wait_until(Duration::from_secs(2), || !alive(second[1])),
         "the child outlived the host"
     );
+}
+
+/// What a web page (or a DNS-rebinding one) can send is refused: a body that is not JSON by its
+/// `Content-Type`, a `Host` that is not a loopback name. The loopback names pass.
+#[test]
+fn a_web_page_cannot_send_a_what_if() {
+    let host = Host::start("in-process", "1s");
+    let port = host.port;
+    let balanced = json!({"current": 16, "target": 24, "max_parallelism": 128,
+                          "ship_strategies": ["HASH"]})
+    .to_string();
+    let post = |headers: &[(&str, &str)]| {
+        http(port, "POST", "/api/v1/align", headers, balanced.as_bytes()).expect("an answer")
+    };
+    for refused in [
+        vec![("Content-Type", "text/plain")],
+        vec![("Content-Type", "application/x-www-form-urlencoded")],
+        vec![],
+    ] {
+        let answer = post(&refused);
+        assert_eq!(answer.status, 415, "{refused:?}: {answer:?}");
+        assert!(answer.json()["error"].is_string(), "{answer:?}");
+    }
+    let evil = post(&[JSON, ("Host", "evil.example")]);
+    assert_eq!(evil.status, 421, "{evil:?}");
+    assert!(evil.json()["error"].is_string(), "{evil:?}");
+    let rebound = http(
+        port,
+        "GET",
+        "/api/v1/jobs",
+        &[("Host", &format!("evil.example:{port}"))],
+        b"",
+    )
+    .expect("an answer");
+    assert_eq!(rebound.status, 421, "{rebound:?}");
+    for name in [
+        format!("localhost:{port}"),
+        format!("127.0.0.1:{port}"),
+        format!("[::1]:{port}"),
+        "localhost".to_string(),
+    ] {
+        let answer = post(&[JSON, ("Host", &name)]);
+        assert_eq!(answer.status, 200, "Host: {name}: {answer:?}");
+        assert_eq!(answer.json()["parallelism"], 26, "{answer:?}");
+    }
+    let charset = post(&[("Content-Type", "application/json; charset=utf-8")]);
+    assert_eq!(charset.status, 200, "{charset:?}");
 }
