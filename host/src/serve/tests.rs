@@ -456,6 +456,40 @@ fn with_a_token_any_host_name_is_served() {
 }
 
 #[test]
+fn the_bearer_scheme_is_read_in_any_case() {
+    use super::auth::authorized;
+    let token = "s3cret-token-0123456789";
+    for given in [
+        format!("Bearer {token}"),
+        format!("bearer {token}"),
+        format!("BEARER {token}"),
+        format!("bEaReR   {token} "),
+    ] {
+        assert!(authorized(Some(given.as_bytes()), token), "{given}");
+    }
+    for given in [
+        format!("Basic {token}"),
+        format!("Bearer{token}"),
+        format!("Bearer x{token}"),
+        "Bearer".to_string(),
+        String::new(),
+    ] {
+        assert!(!authorized(Some(given.as_bytes()), token), "{given}");
+    }
+    let server = start(Arc::new(FleetView::new()), Some(token));
+    let addr = server.local_addr();
+    assert_eq!(
+        get(
+            addr,
+            "/api/v1/jobs",
+            &format!("Authorization: bearer {token}\r\n")
+        )
+        .0,
+        200
+    );
+}
+
+#[test]
 fn what_ifs_beyond_the_bound_are_refused_and_a_stopping_server_does_not_wait_for_them() {
     use std::sync::atomic::Ordering;
     let backend = Arc::new(GatedBackend::default());
