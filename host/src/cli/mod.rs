@@ -76,6 +76,9 @@ pub fn main_impl() -> ExitCode {
         Command::Status(args) => status::exec(args),
         Command::PluginWorker(args) => worker::exec(args),
     };
+    // A plugin call still running on a thread the exit does not wait for would leave its
+    // worker, and what the plugin started, behind.
+    crate::plugins::isolation::end_worker_groups();
     ExitCode::from(code)
 }
 

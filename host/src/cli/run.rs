@@ -212,6 +212,7 @@ fn exit_if_stuck(stop: Arc<AtomicBool>, done: Arc<AtomicBool>, grace: Duration) 
              bounds every plugin call",
             grace.as_secs()
         );
+        crate::plugins::isolation::end_worker_groups();
         std::process::exit(i32::from(exit_codes::INTERRUPTED));
     });
 }

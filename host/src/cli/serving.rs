@@ -1,14 +1,20 @@
 //! `flowscale run`'s side of the HTTP server: what the server asks of the running host (the
 //! plugin listing, the align what-if) and keeping the server's view of the fleet in step with
 //! reloads of the fleet file and of the plugins directory.
+//!
+//! The what-if runs with the host's modes as a [`WhatIfCatalog`] sees them: a plugin mode's
+//! calls go to what-if workers of their own, never into the host's process or the fleet's
+//! workers.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use super::align::answer_request;
 use crate::alignment::ModeCatalog;
 use crate::config::{EngineSpec, check_listen};
 use crate::plan::FleetPlan;
+use crate::plugins::isolation::WhatIfCatalog;
 use crate::plugins::{LivePlugins, PluginFileReport, PluginStatus};
 use crate::serve::{Backend, FleetView, ServeConfig, Server};
 
@@ -18,7 +24,8 @@ use super::reload::Changed;
 /// read them, the plugins watcher replaces them.
 struct PluginsNow {
     listing: serde_json::Value,
-    catalog: Arc<dyn ModeCatalog + Send + Sync>,
+    /// The what-if view of the host's modes.
+    catalog: Arc<WhatIfCatalog>,
 }
 
 /// What the server asks of `run`.
@@ -65,6 +72,9 @@ pub(super) struct Serving {
     _server: Server,
     view: Arc<FleetView>,
     plugins: Arc<Mutex<PluginsNow>>,
+    /// The deadline of a what-if's plugin calls: `[host] plugin-call-timeout` as the host
+    /// started with it.
+    call_timeout: Duration,
     /// The fleet entries shown, to forget those a reload removes (a Flink entry without a job
     /// id shows its jobs under their own names: those come and go with their reports).
     entries: Mutex<Vec<String>>,
@@ -91,9 +101,10 @@ impl Serving {
         let listing = plugins.map(LivePlugins::listing);
         let reports = listing.as_ref().map_or(&[][..], |l| l.files.as_slice());
         view.metrics().set_plugins_loaded(loaded(reports));
+        let call_timeout = plan.fleet.host.plugin_call_timeout;
         let plugins = Arc::new(Mutex::new(PluginsNow {
             listing: serde_json::to_value(&listing).unwrap_or_default(),
-            catalog,
+            catalog: Arc::new(WhatIfCatalog::new(catalog, call_timeout)),
         }));
         let serving_plugins = Arc::clone(&plugins);
         let backend = Arc::new(RunBackend { plugins });
@@ -111,6 +122,7 @@ impl Serving {
                     _server: server,
                     view,
                     plugins: serving_plugins,
+                    call_timeout,
                     entries: Mutex::new(Vec::new()),
                 };
                 serving.show(plan);
@@ -154,9 +166,17 @@ impl Serving {
                 self.view
                     .metrics()
                     .set_plugins_loaded(loaded(&listing.files));
+                let catalog = Arc::new(WhatIfCatalog::new(
+                    Arc::new(live.registry()),
+                    self.call_timeout,
+                ));
                 let mut now = self.plugins.lock().unwrap_or_else(PoisonError::into_inner);
                 now.listing = serde_json::to_value(&listing).unwrap_or_default();
-                now.catalog = Arc::new(live.registry());
+                let before = std::mem::replace(&mut now.catalog, catalog);
+                drop(now);
+                // Its idle what-if workers end here, outside the lock (a call still running
+                // keeps its pool until it returns).
+                drop(before);
             }
         }
     }

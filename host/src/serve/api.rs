@@ -14,14 +14,15 @@ use axum::routing::{get, post};
 use serde::Serialize;
 use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::timeout::TimeoutLayer;
-use utoipa::{OpenApi, ToSchema};
+use utoipa::openapi::{ContentBuilder, Ref, ResponseBuilder};
+use utoipa::{Modify, OpenApi, ToSchema};
 
-use super::shared::{AppState, MAX_BODY_BYTES, REQUEST_TIMEOUT};
+use super::shared::{AppState, MAX_BODY_BYTES, MAX_WHAT_IF_CALLS, REQUEST_TIMEOUT};
 use super::view::{
     CooldownView, DecisionSummary, DecisionView, EventView, JobDetail, JobSummary, LeaseView,
     OwnerView, Point, VertexDecisionView, VertexView,
 };
-use super::{auth, dashboard, metrics};
+use super::{auth, checks, dashboard, metrics};
 
 /// An error answer of the API.
 #[derive(Debug, Serialize, ToSchema)]
@@ -160,9 +161,39 @@ pub(super) struct AlignErrorDoc {
         AlignRequestDoc,
         AlignAnswerDoc,
         AlignErrorDoc
-    ))
+    )),
+    modifiers(&LoopbackNames)
 )]
 struct ApiDoc;
+
+/// Declares on every route the answer of `checks::require_loopback_host`, which every request
+/// passes before its route.
+struct LoopbackNames;
+
+impl Modify for LoopbackNames {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let refused = ResponseBuilder::new()
+            .description(
+                "Without [host] api-token, the Host header is not a loopback name or address \
+                 (localhost, 127.0.0.1, [::1])",
+            )
+            .content(
+                "application/json",
+                ContentBuilder::new()
+                    .schema(Some(Ref::from_schema_name("ApiError")))
+                    .build(),
+            )
+            .build();
+        for item in openapi.paths.paths.values_mut() {
+            for operation in [&mut item.get, &mut item.post].into_iter().flatten() {
+                operation
+                    .responses
+                    .responses
+                    .insert("421".to_string(), refused.clone().into());
+            }
+        }
+    }
+}
 
 /// The OpenAPI document of the API.
 pub(crate) fn openapi_json() -> String {
@@ -171,7 +202,8 @@ pub(crate) fn openapi_json() -> String {
         .unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
 }
 
-/// Every route, behind the token check, the body limit and the request deadline.
+/// Every route, behind the Host check, the token check, the body limit, the JSON check (of
+/// requests that compute something) and the request deadline.
 pub(super) fn router(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
@@ -184,11 +216,16 @@ pub(super) fn router(state: Arc<AppState>) -> Router {
         .route("/api/v1/align", post(align))
         .route("/api/v1/openapi.json", get(openapi))
         .merge(dashboard::routes())
+        .route_layer(axum::middleware::from_fn(checks::require_json))
         .fallback(not_found)
         .layer(RequestBodyLimitLayer::new(MAX_BODY_BYTES))
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&state),
             auth::require_token,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&state),
+            checks::require_loopback_host,
         ))
         .layer(TimeoutLayer::with_status_code(
             StatusCode::REQUEST_TIMEOUT,
@@ -197,7 +234,7 @@ pub(super) fn router(state: Arc<AppState>) -> Router {
         .with_state(state)
 }
 
-fn error(status: StatusCode, message: impl Into<String>) -> Response {
+pub(super) fn error(status: StatusCode, message: impl Into<String>) -> Response {
     (
         status,
         Json(ApiError {
@@ -308,19 +345,41 @@ async fn plugins(State(state): State<Arc<AppState>>) -> Json<serde_json::Value> 
 }
 
 /// A what-if: aligns one vertex as `flowscale align --batch` answers one request line, with the
-/// plugins the host loaded.
+/// plugins the host loaded. A plugin mode runs in a what-if worker process, never in the host
+/// or in the fleet's workers, each call with the deadline `[host] plugin-call-timeout`.
 #[utoipa::path(post, path = "/api/v1/align",
     request_body(content = AlignRequestDoc, content_type = "application/json"),
     responses(
         (status = 200, description = "The answer", body = AlignAnswerDoc),
         (status = 413, description = "The body is larger than 64 KiB"),
-        (status = 422, description = "The request cannot be answered", body = AlignErrorDoc)
+        (status = 415, description = "The request's Content-Type is not application/json", body = ApiError),
+        (status = 422, description = "The request cannot be answered", body = AlignErrorDoc),
+        (status = 503, description = "As many what-if requests as the host answers at once (2) are running; try again after Retry-After seconds", body = ApiError,
+            headers(("Retry-After" = u32, description = "Seconds to wait")))
     ))]
 async fn align(State(state): State<Arc<AppState>>, body: Bytes) -> Response {
+    let Ok(permit) = Arc::clone(&state.what_ifs).try_acquire_owned() else {
+        let mut busy = error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "{MAX_WHAT_IF_CALLS} what-if requests are running, as many as this host \
+                 answers at once; try again shortly"
+            ),
+        );
+        busy.headers_mut()
+            .insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
+        return busy;
+    };
     // A plugin mode runs outside the connection loop, so that a slow one holds up only its
-    // own request.
+    // own request. The permit goes with the call: a request given up on (its deadline passed)
+    // still counts until its call returns.
     let backend = Arc::clone(&state.backend);
-    match tokio::task::spawn_blocking(move || backend.align(&body)).await {
+    let answered = tokio::task::spawn_blocking(move || {
+        let answer = backend.align(&body);
+        drop(permit);
+        answer
+    });
+    match answered.await {
         Ok(Ok(answer)) => Json(answer).into_response(),
         Ok(Err(answer)) => (StatusCode::UNPROCESSABLE_ENTITY, Json(answer)).into_response(),
         Err(_) => error(

@@ -16,11 +16,17 @@ fn same(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-/// Whether `authorization` (the header's value) carries `token`.
+/// Whether `authorization` (the header's value) carries `token`: the scheme `Bearer`, in any
+/// case (schemes are case-insensitive), then the token after one or more spaces.
 pub(super) fn authorized(authorization: Option<&[u8]>, token: &str) -> bool {
-    authorization
-        .and_then(|value| value.strip_prefix(b"Bearer "))
-        .is_some_and(|given| same(given.trim_ascii(), token.as_bytes()))
+    let Some(value) = authorization.map(<[u8]>::trim_ascii) else {
+        return false;
+    };
+    let Some(space) = value.iter().position(|b| *b == b' ') else {
+        return false;
+    };
+    let (scheme, given) = value.split_at(space);
+    scheme.eq_ignore_ascii_case(b"Bearer") && same(given.trim_ascii(), token.as_bytes())
 }
 
 /// The middleware: passes the request on when no token is configured or it carries it.

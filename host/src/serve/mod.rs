@@ -5,9 +5,13 @@
 //! never waits for it. Every connection has a deadline for its request headers and a lifetime,
 //! every request a deadline, the number of connections is bounded, and a request body is
 //! bounded, so slow or malformed clients cost a connection slot for a few seconds at most.
+//! Without a token, only requests for a loopback name are answered, and a request that computes
+//! something must be JSON (see `checks`): a web page cannot use the server. What-if requests
+//! are bounded in number; the command behind them runs their plugin calls outside the host.
 
 mod api;
 mod auth;
+mod checks;
 mod dashboard;
 pub(crate) mod metrics;
 mod series;
@@ -28,7 +32,9 @@ use api::openapi_json;
 pub use shared::Backend;
 #[cfg(test)]
 use shared::MAX_BODY_BYTES;
-use shared::{CONNECTION_LIFETIME, HEADER_TIMEOUT, MAX_CONNECTIONS};
+use shared::{
+    CONNECTION_LIFETIME, HEADER_TIMEOUT, MAX_CONNECTIONS, MAX_WHAT_IF_CALLS, SHUTDOWN_GRACE,
+};
 
 use shared::AppState;
 pub use view::FleetView;
@@ -83,6 +89,7 @@ impl Server {
             view,
             backend,
             token: config.api_token.clone(),
+            what_ifs: Arc::new(Semaphore::new(MAX_WHAT_IF_CALLS)),
         });
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -98,6 +105,9 @@ impl Server {
                         Err(err) => tracing::error!("the HTTP server cannot listen: {err}"),
                     }
                 });
+                // Dropping the runtime would wait for every blocking task, a what-if call
+                // included, however long it takes: a stopping host does not.
+                runtime.shutdown_timeout(SHUTDOWN_GRACE);
             })
             .map_err(ServeError::Start)?;
         Ok(Server {

@@ -4,6 +4,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::sync::Semaphore;
+
 use super::view::FleetView;
 
 /// The largest `POST /api/v1/align` body.
@@ -16,6 +18,13 @@ pub(crate) const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 pub(crate) const CONNECTION_LIFETIME: Duration = Duration::from_secs(120);
 /// Connections served at once; more wait in the listen backlog.
 pub(crate) const MAX_CONNECTIONS: usize = 128;
+/// What-if requests (`POST /api/v1/align`) answered at once; more get 503. Each may keep a
+/// plugin worker busy up to `[host] plugin-call-timeout` per plugin call, so this bounds what
+/// what-ifs take from the fleet (the machine's cores and processes).
+pub(crate) const MAX_WHAT_IF_CALLS: usize = 2;
+/// How long a stopping server waits for what-if calls still running before it lets go of them
+/// (their workers are ended when the host exits).
+pub(crate) const SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
 
 /// What the server asks of the command that runs it: the documents it cannot build from the
 /// fleet view.
@@ -32,4 +41,6 @@ pub(crate) struct AppState {
     pub(crate) view: Arc<FleetView>,
     pub(crate) backend: Arc<dyn Backend>,
     pub(crate) token: Option<String>,
+    /// One permit per what-if request running ([`MAX_WHAT_IF_CALLS`]).
+    pub(crate) what_ifs: Arc<Semaphore>,
 }

@@ -7,6 +7,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::shared::MAX_WHAT_IF_CALLS;
 use super::view::MAX_POINTS;
 use super::{Backend, FleetView, HEADER_TIMEOUT, MAX_BODY_BYTES, ServeConfig, Server};
 use crate::events::{Event, EventReason, Severity};
@@ -58,11 +59,51 @@ fn report(job: &str, at_ms: i64, current: u32, scaled_to: Option<u32>) -> CycleR
 }
 
 fn start(view: Arc<FleetView>, token: Option<&str>) -> Server {
+    start_with(view, token, Arc::new(FakeBackend))
+}
+
+fn start_with(view: Arc<FleetView>, token: Option<&str>, backend: Arc<dyn Backend>) -> Server {
     let config = ServeConfig {
         listen: "127.0.0.1:0".parse().expect("an address"),
         api_token: token.map(str::to_string),
     };
-    Server::start(&config, view, Arc::new(FakeBackend)).expect("the server starts")
+    Server::start(&config, view, backend).expect("the server starts")
+}
+
+/// A backend whose what-if answers only once `open` is set (or after a minute), counting the
+/// calls running meanwhile.
+#[derive(Default)]
+struct GatedBackend {
+    open: std::sync::atomic::AtomicBool,
+    running: std::sync::atomic::AtomicUsize,
+}
+
+impl Backend for GatedBackend {
+    fn plugins(&self) -> serde_json::Value {
+        serde_json::json!([])
+    }
+    fn align(&self, _: &[u8]) -> Result<serde_json::Value, serde_json::Value> {
+        use std::sync::atomic::Ordering;
+        self.running.fetch_add(1, Ordering::SeqCst);
+        let until = Instant::now() + Duration::from_secs(60);
+        while !self.open.load(Ordering::SeqCst) && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        self.running.fetch_sub(1, Ordering::SeqCst);
+        Ok(serde_json::json!({"done": true}))
+    }
+}
+
+/// Waits up to 5 s for `check`.
+fn eventually(mut check: impl FnMut() -> bool) -> bool {
+    let until = Instant::now() + Duration::from_secs(5);
+    while !check() {
+        if Instant::now() > until {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    true
 }
 
 /// Sends `request` as is and returns the status code and the body of the answer.
@@ -90,14 +131,15 @@ fn raw(addr: SocketAddr, request: &[u8]) -> (u16, String) {
 fn get(addr: SocketAddr, path: &str, extra: &str) -> (u16, String) {
     raw(
         addr,
-        format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n{extra}\r\n").as_bytes(),
+        format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n{extra}\r\n")
+            .as_bytes(),
     )
 }
 
 fn post(addr: SocketAddr, path: &str, body: &[u8]) -> (u16, String) {
     let mut request = format!(
-        "POST {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\n\
-         Content-Length: {}\r\n\r\n",
+        "POST {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
         body.len()
     )
     .into_bytes();
@@ -295,6 +337,221 @@ fn the_openapi_document_describes_every_api_route() {
     }
     assert!(doc["paths"]["/api/v1/align"]["post"]["requestBody"].is_object());
     assert!(doc["components"]["schemas"]["JobDetail"].is_object());
+    // The answers of the rules every request and every what-if pass.
+    let align = &doc["paths"]["/api/v1/align"]["post"]["responses"];
+    for status in ["415", "503"] {
+        assert!(align[status].is_object(), "no {status} for the what-if");
+    }
+    assert!(
+        align["503"]["headers"]["Retry-After"].is_object(),
+        "{align}"
+    );
+    for (path, item) in doc["paths"].as_object().expect("paths") {
+        for (method, operation) in item.as_object().expect("a path item") {
+            assert_eq!(
+                operation["responses"]["421"]["content"]["application/json"]["schema"]["$ref"],
+                "#/components/schemas/ApiError",
+                "{method} {path} does not declare the Host rule's 421"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_request_from_a_web_page_is_refused() {
+    let server = start(Arc::new(FleetView::new()), None);
+    let addr = server.local_addr();
+    let port = addr.port();
+    let align = |headers: &str| {
+        raw(
+            addr,
+            format!(
+                "POST /api/v1/align HTTP/1.1\r\nConnection: close\r\n{headers}\
+                 Content-Length: 2\r\n\r\n{{}}"
+            )
+            .as_bytes(),
+        )
+    };
+    // An answer with `status` whose JSON error says `says`.
+    let refused = |(status, body): (u16, String), expected: u16, says: &str| {
+        assert_eq!(status, expected, "{body}");
+        let error: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+        assert!(
+            error["error"].as_str().is_some_and(|e| e.contains(says)),
+            "{body}"
+        );
+    };
+    // What a form or a fetch without a preflight can send.
+    for content_type in [
+        "Content-Type: text/plain\r\n",
+        "Content-Type: application/x-www-form-urlencoded\r\n",
+        "Content-Type: multipart/form-data; boundary=x\r\n",
+        "",
+    ] {
+        let headers = format!("Host: localhost\r\n{content_type}");
+        refused(align(&headers), 415, "application/json");
+    }
+    let json = "Content-Type: application/json\r\n";
+    assert_eq!(
+        align("Host: localhost\r\nContent-Type: Application/JSON; charset=utf-8\r\n").0,
+        200
+    );
+    // Names other than loopback ones (a DNS-rebinding page sends its own), on any route.
+    for host in [
+        "evil.example".to_string(),
+        format!("evil.example:{port}"),
+        format!("localhost.evil.example:{port}"),
+        "127.0.0.1.evil.example".to_string(),
+        "10.0.0.1".to_string(),
+        "[::2]".to_string(),
+        "localhost:80:80".to_string(),
+        String::new(),
+    ] {
+        refused(align(&format!("Host: {host}\r\n{json}")), 421, "loopback");
+        let (status, _) = raw(
+            addr,
+            format!("GET /api/v1/jobs HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n")
+                .as_bytes(),
+        );
+        assert_eq!(status, 421, "GET with Host: {host}");
+    }
+    // No Host at all, and a target naming another host.
+    assert_eq!(raw(addr, b"GET /healthz HTTP/1.0\r\n\r\n").0, 421);
+    assert_eq!(
+        raw(
+            addr,
+            b"GET http://evil.example/healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+        )
+        .0,
+        421
+    );
+    for host in [
+        format!("localhost:{port}"),
+        format!("127.0.0.1:{port}"),
+        format!("[::1]:{port}"),
+        "LOCALHOST".to_string(),
+        "localhost.".to_string(),
+        format!("dashboard.localhost:{port}"),
+        "127.8.9.10".to_string(),
+        "[::ffff:127.0.0.1]".to_string(),
+    ] {
+        let (status, body) = align(&format!("Host: {host}\r\n{json}"));
+        assert_eq!(status, 200, "Host: {host}: {body}");
+    }
+}
+
+#[test]
+fn with_a_token_any_host_name_is_served() {
+    let token = "s3cret-token-0123456789";
+    let server = start(Arc::new(FleetView::new()), Some(token));
+    let (status, _) = raw(
+        server.local_addr(),
+        format!(
+            "GET /api/v1/jobs HTTP/1.1\r\nHost: flowscale.example:9464\r\n\
+             Authorization: Bearer {token}\r\nConnection: close\r\n\r\n"
+        )
+        .as_bytes(),
+    );
+    assert_eq!(status, 200);
+}
+
+#[test]
+fn the_bearer_scheme_is_read_in_any_case() {
+    use super::auth::authorized;
+    let token = "s3cret-token-0123456789";
+    for given in [
+        format!("Bearer {token}"),
+        format!("bearer {token}"),
+        format!("BEARER {token}"),
+        format!("bEaReR   {token} "),
+    ] {
+        assert!(authorized(Some(given.as_bytes()), token), "{given}");
+    }
+    for given in [
+        format!("Basic {token}"),
+        format!("Bearer{token}"),
+        format!("Bearer x{token}"),
+        "Bearer".to_string(),
+        String::new(),
+    ] {
+        assert!(!authorized(Some(given.as_bytes()), token), "{given}");
+    }
+    let server = start(Arc::new(FleetView::new()), Some(token));
+    let addr = server.local_addr();
+    assert_eq!(
+        get(
+            addr,
+            "/api/v1/jobs",
+            &format!("Authorization: bearer {token}\r\n")
+        )
+        .0,
+        200
+    );
+}
+
+#[test]
+fn what_ifs_beyond_the_bound_are_refused_and_a_stopping_server_does_not_wait_for_them() {
+    use std::sync::atomic::Ordering;
+    let backend = Arc::new(GatedBackend::default());
+    let server = start_with(
+        Arc::new(FleetView::new()),
+        None,
+        Arc::clone(&backend) as Arc<dyn Backend>,
+    );
+    let addr = server.local_addr();
+    let waiting: Vec<_> = (0..MAX_WHAT_IF_CALLS)
+        .map(|_| std::thread::spawn(move || post(addr, "/api/v1/align", b"{}")))
+        .collect();
+    assert!(eventually(
+        || backend.running.load(Ordering::SeqCst) == MAX_WHAT_IF_CALLS
+    ));
+    let one_more: &[u8] = b"POST /api/v1/align HTTP/1.1\r\nHost: localhost\r\n\
+        Connection: close\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}";
+    let refused = raw(addr, one_more);
+    assert_eq!(refused.0, 503, "{refused:?}");
+    let error: serde_json::Value = serde_json::from_str(&refused.1).expect("JSON");
+    assert!(
+        error["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("what-if")),
+        "{error}"
+    );
+    let mut stream = TcpStream::connect(addr).expect("connects");
+    stream.write_all(one_more).expect("sends");
+    let mut head = String::new();
+    let _ = stream.read_to_string(&mut head);
+    assert!(
+        head.to_ascii_lowercase().contains("retry-after: 1"),
+        "{head}"
+    );
+    // Other routes are served meanwhile.
+    assert_eq!(get(addr, "/healthz", "").0, 200);
+    backend.open.store(true, Ordering::SeqCst);
+    for call in waiting {
+        assert_eq!(call.join().expect("a client").0, 200);
+    }
+    assert_eq!(
+        post(addr, "/api/v1/align", b"{}").0,
+        200,
+        "the permits are back"
+    );
+
+    // Calls that never return do not keep a stopping server.
+    backend.open.store(false, Ordering::SeqCst);
+    for _ in 0..MAX_WHAT_IF_CALLS {
+        std::thread::spawn(move || post(addr, "/api/v1/align", b"{}"));
+    }
+    assert!(eventually(
+        || backend.running.load(Ordering::SeqCst) == MAX_WHAT_IF_CALLS
+    ));
+    let stopping = Instant::now();
+    drop(server);
+    assert!(
+        stopping.elapsed() < Duration::from_secs(3),
+        "the server took {:?} to stop",
+        stopping.elapsed()
+    );
+    backend.open.store(true, Ordering::SeqCst);
 }
 
 #[test]
@@ -333,7 +590,7 @@ fn malformed_requests_get_an_error_and_the_server_carries_on() {
     assert_eq!(
         raw(
             addr,
-            b"POST /api/v1/align HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999\r\n\r\n{}"
+            b"POST /api/v1/align HTTP/1.1\r\nHost: localhost\r\nContent-Length: 99999999\r\n\r\n{}"
         )
         .0,
         413
@@ -342,8 +599,8 @@ fn malformed_requests_get_an_error_and_the_server_carries_on() {
         &b"\x00\x01\x02 garbage\r\n\r\n"[..],
         b"GET\r\n\r\n",
         b"GET / HTTP/9.9\r\n\r\n",
-        b"GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: -3\r\n\r\n",
-        b"GET /%ff%fe HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nContent-Length: -3\r\n\r\n",
+        b"GET /%ff%fe HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
     ] {
         let (status, _) = raw(addr, garbage);
         assert!(
@@ -354,7 +611,7 @@ fn malformed_requests_get_an_error_and_the_server_carries_on() {
     }
     // Headers larger than the server's buffer.
     let huge = format!(
-        "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\n\r\n",
+        "GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Big: {}\r\n\r\n",
         "a".repeat(200_000)
     );
     let (status, _) = raw(addr, huge.as_bytes());
@@ -378,7 +635,7 @@ fn slow_clients_neither_block_others_nor_stay_forever() {
         .collect();
     let mut dribble = TcpStream::connect(addr).expect("connects");
     dribble
-        .write_all(b"POST /api/v1/align HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{")
+        .write_all(b"POST /api/v1/align HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")
         .expect("sends");
     let started = Instant::now();
     assert_eq!(get(addr, "/healthz", ""), (200, "ok\n".to_string()));

@@ -9,6 +9,16 @@ pub(crate) fn flowscale_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_flowscale-dup"))
 }
 
+/// A plugins directory holding the fixture plugin whose modes crash, spin or misbehave
+/// otherwise (built first), as `libmisbehaving.so`.
+pub(crate) fn misbehaving_plugins() -> tempfile::TempDir {
+    let profile = flowscale_tests::build(&["fixture-misbehaving"]);
+    flowscale_tests::plugins_dir(&[(
+        &flowscale_tests::plugin_file(&profile, "fixture-misbehaving"),
+        "libmisbehaving.so",
+    )])
+}
+
 /// The repository root (for example configs and plugins).
 pub(crate) fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -6,7 +6,7 @@ use std::path::Path;
 use flowscale_tests::{build, plugin_file, plugins_dir};
 use serde_json::Value;
 
-use crate::harness::{Cli, Output, flowscale_bin, repo_root};
+use crate::harness::{Cli, Output, flowscale_bin, misbehaving_plugins, repo_root};
 
 /// The misbehaving fixture's modes and what their `PluginFault` events must say.
 const BAD: &[(&str, &str)] = &[
@@ -319,11 +319,7 @@ fn align_and_simulate_take_the_isolation_flag() {
 /// still ends the host, a few seconds later, saying why.
 #[test]
 fn ctrl_c_ends_a_host_whose_in_process_plugin_never_returns() {
-    let profile = build(&["fixture-misbehaving"]);
-    let plugins = plugins_dir(&[(
-        &plugin_file(&profile, "fixture-misbehaving"),
-        "libmisbehaving.so",
-    )]);
+    let plugins = misbehaving_plugins();
     let dir = tempfile::tempdir().expect("tempdir");
     let keyed = repo_root().join("examples/jobs/keyed-step-spike.toml");
     let file = dir.path().join("stuck.toml");
@@ -399,11 +395,7 @@ job = "{keyed}"
 /// Ctrl-C still ends the host.
 #[test]
 fn a_job_stuck_in_an_in_process_plugin_is_reported_and_the_others_go_on_with_one_worker() {
-    let profile = build(&["fixture-misbehaving"]);
-    let plugins = plugins_dir(&[(
-        &plugin_file(&profile, "fixture-misbehaving"),
-        "libmisbehaving.so",
-    )]);
+    let plugins = misbehaving_plugins();
     let dir = tempfile::tempdir().expect("tempdir");
     let keyed = repo_root().join("examples/jobs/keyed-step-spike.toml");
     let file = dir.path().join("stuck.toml");

@@ -12,6 +12,8 @@
 //! `flink` for `flowscale run` against a real Flink cluster and `flink_load_align` for
 //! load-aware alignment on a real cluster with skewed keys (both `#[ignore]`d: they run with
 //! `--ignored` and `FLOWSCALE_FLINK_E2E=1`).
+//! `what_if` drives `POST /api/v1/align` on a running host as an attacker would (a plugin that
+//! crashes, spins or forks; a request from a web page).
 //! Shared helpers live in `harness`; `fake_flink` serves a Flink REST API for wall-clock jobs
 //! without a cluster.
 
@@ -34,3 +36,4 @@ mod scale;
 mod serve;
 mod state;
 mod validate;
+mod what_if;

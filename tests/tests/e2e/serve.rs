@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use crate::harness::{Cli, flowscale_bin, repo_root};
 
 /// A free loopback port (bound, then released for the child to take).
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .expect("a free port")

@@ -8,6 +8,7 @@
 //!   what changed (protocol 3).
 //! * [`worker`]: the worker side (`flowscale plugin-worker FILE`).
 //! * [`supervisor`]: starting, calling under a deadline, restarting and quarantining workers.
+//! * [`what_if`]: the workers of the HTTP API's what-if calls, apart from the fleet's.
 //!
 //! A mode of an isolated plugin is registered like any other, as a [`HostMode`] that forwards
 //! each call to its file's supervisor: alignment does not know where the mode runs.
@@ -17,6 +18,7 @@ pub mod protocol;
 pub mod slots;
 mod stderr;
 pub(crate) mod supervisor;
+mod what_if;
 pub(crate) mod worker;
 
 use std::path::Path;
@@ -29,7 +31,8 @@ use flowscale_sdk::{AlignmentContext, ModeError, ModeParams};
 use self::compact::ContextCall;
 use self::protocol::Outcome;
 pub use self::supervisor::IsolationOptions;
-pub(crate) use self::supervisor::{Ask, Fault, Supervisor};
+pub(crate) use self::supervisor::{Ask, Fault, Supervisor, end_worker_groups};
+pub(crate) use self::what_if::WhatIfCatalog;
 pub(crate) use self::worker::{WorkerLimits, serve};
 use crate::alignment::{CustomMode, GatedAnswer, HostMode, ModeOrigin};
 use crate::config::PluginIsolation;
@@ -92,21 +95,42 @@ pub(super) fn serve_file(
             },
             mode: Arc::new(ProcessMode {
                 id: mode.id,
-                supervisor: Arc::clone(&supervisor),
+                workers: Workers::One(Arc::clone(&supervisor)),
             }),
         })
         .collect())
 }
 
-/// A mode of an isolated plugin: each call is a request to the file's worker.
+/// The workers the calls of an isolated mode go to.
+pub(crate) enum Workers {
+    /// The one worker of its file, which serves every job using a mode of the file.
+    One(Arc<Supervisor>),
+    /// A what-if pool: a worker of its own for each call running at once.
+    Pool(Arc<what_if::Pool>),
+}
+
+impl Workers {
+    /// Runs `call` with a supervisor of these workers, the same one throughout.
+    fn with<T>(&self, call: impl FnOnce(&Supervisor) -> T) -> T {
+        match self {
+            Workers::One(supervisor) => call(supervisor),
+            Workers::Pool(pool) => pool.with(call),
+        }
+    }
+}
+
+/// A mode of an isolated plugin: each call is a request to a worker of its file.
 pub(crate) struct ProcessMode {
     id: String,
-    supervisor: Arc<Supervisor>,
+    workers: Workers,
 }
 
 impl ProcessMode {
     fn call(&self, ask: Ask<'_>) -> Result<Outcome, ModeError> {
-        match self.supervisor.call(&self.id, ask) {
+        match self
+            .workers
+            .with(|supervisor| supervisor.call(&self.id, ask))
+        {
             Ok(Outcome::Error(message)) => Err(ModeError::new(message)),
             Ok(outcome) => Ok(outcome),
             Err(err) => Err(ModeError::new(err.to_string())),
@@ -156,7 +180,7 @@ impl HostMode for ProcessMode {
     }
 
     fn aligns_many(&self) -> bool {
-        self.supervisor.batches()
+        self.workers.with(Supervisor::batches)
     }
 
     /// One round trip for all the vertices, when the worker speaks protocol 4.
@@ -164,12 +188,11 @@ impl HostMode for ProcessMode {
         &self,
         ctxs: &[&AlignmentContext],
     ) -> Option<Vec<Result<GatedAnswer, ModeError>>> {
-        if !self.supervisor.batches() {
-            return None;
-        }
-        let answers = self
-            .supervisor
-            .call_many(&self.id, ContextCall::AlignIfApplicable, ctxs);
+        let answers = self.workers.with(|supervisor| {
+            supervisor
+                .batches()
+                .then(|| supervisor.call_many(&self.id, ContextCall::AlignIfApplicable, ctxs))
+        })?;
         Some(
             answers
                 .into_iter()
@@ -192,6 +215,7 @@ impl HostMode for ProcessMode {
     }
 
     fn unavailable(&self) -> Option<String> {
-        self.supervisor.quarantined(&self.id)
+        self.workers
+            .with(|supervisor| supervisor.quarantined(&self.id))
     }
 }

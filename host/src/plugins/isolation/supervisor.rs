@@ -16,16 +16,24 @@
 //! * `RLIMIT_CPU` counts CPU time over a worker's whole life, so a healthy worker would hit it
 //!   eventually: once the calls it served add up to half the limit, the worker is retired
 //!   (stdin closed) and the next call starts a fresh one. That is not a fault.
+//! * A worker leads a process group of its own, and whatever its plugin starts (a helper
+//!   program, a forked copy of itself) is in it: a worker is always ended with its whole group,
+//!   whether it is killed after a fault, retired or ended with its supervisor, and the groups
+//!   still running when the host exits are ended then ([`end_worker_groups`]).
+//! * The what-if calls of the HTTP API are served by supervisors of their own
+//!   ([`Serves::WhatIf`], see `what_if`): never the fleet's workers, never counted towards the
+//!   fleet's quarantine.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::io::{self, Read, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use rustix::event::{PollFd, PollFlags, Timespec, poll};
+use rustix::process::{Pid, Signal, WaitId, WaitIdOptions, kill_process_group, waitid};
 
 use flowscale_sdk::{AlignmentContext, ModeParams};
 
@@ -64,6 +72,20 @@ pub struct IsolationOptions {
     pub(crate) quarantine_window: Duration,
     /// How long a quarantined mode is not called.
     pub(crate) quarantine_for: Duration,
+    /// Whose calls the workers serve.
+    pub(crate) serves: Serves,
+}
+
+/// Whose calls a supervisor serves: the fleet's, or the what-if calls of the HTTP API
+/// (`POST /api/v1/align`). The two never share a worker or a quarantine, and say which they are
+/// in their messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum Serves {
+    /// The jobs of the fleet (and the command line's own calls).
+    #[default]
+    Fleet,
+    /// What-if calls of the HTTP API.
+    WhatIf,
 }
 
 /// Default `RLIMIT_AS` of a worker: generous for a mode (the worker itself needs a few
@@ -89,6 +111,7 @@ impl IsolationOptions {
             quarantine_after: 3,
             quarantine_window: Duration::from_secs(60),
             quarantine_for: Duration::from_secs(300),
+            serves: Serves::Fleet,
         }
     }
 }
@@ -206,9 +229,31 @@ impl Ask<'_> {
     }
 }
 
-/// A running worker and its pipes.
+/// The process groups of the workers started and not yet reaped: [`end_worker_groups`] ends
+/// them when the host exits (a call still running then, on a thread the exit does not wait
+/// for, would otherwise leave its worker and the worker's children behind).
+static LIVE_GROUPS: Mutex<BTreeSet<i32>> = Mutex::new(BTreeSet::new());
+
+fn live_groups() -> MutexGuard<'static, BTreeSet<i32>> {
+    LIVE_GROUPS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Kills (`SIGKILL`) the process group of every worker still running: what the host does last,
+/// as it exits, so that no worker and nothing a plugin started outlives it.
+pub(crate) fn end_worker_groups() {
+    for group in std::mem::take(&mut *live_groups()) {
+        if let Some(pgid) = Pid::from_raw(group) {
+            let _ = kill_process_group(pgid, Signal::KILL);
+        }
+    }
+}
+
+/// A running worker and its pipes. It leads its own process group (whose id is its process
+/// id): ending it ends the group, so that nothing its plugin started outlives it.
 struct Worker {
     child: Child,
+    /// Set once the worker was reaped: its process id (and its group's) may be reused.
+    reaped: bool,
     stdin: Option<ChildStdin>,
     stdout: ChildStdout,
     buffer: FrameBuffer,
@@ -277,17 +322,18 @@ impl Worker {
         }
     }
 
-    /// Waits up to `grace` for the worker to exit by itself, then kills it; its exit status.
+    /// Closes the worker's stdin, waits up to `grace` for it to exit by itself, then ends its
+    /// group; its exit status.
     fn end(mut self, grace: Duration) -> Option<ExitStatus> {
         self.stdin = None;
-        wait_or_kill(&mut self.child, grace)
+        self.reap(grace)
     }
 
     /// Like [`Worker::end`], and says how the worker ended: its exit status, or a stack
     /// overflow when the Rust runtime reported one on its stderr before the SIGABRT.
     fn end_and_describe(mut self, grace: Duration) -> String {
         self.stdin = None;
-        let status = wait_or_kill(&mut self.child, grace);
+        let status = self.reap(grace);
         let aborted = status.and_then(|s| s.signal()) == Some(SIGABRT);
         if aborted && self.stderr.stack_overflowed(Duration::from_millis(200)) {
             STACK_OVERFLOW.to_string()
@@ -296,25 +342,54 @@ impl Worker {
         }
     }
 
-    /// Kills the worker at once.
+    /// Kills the worker and its group at once.
     fn kill(mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.reap(Duration::ZERO);
+    }
+
+    /// Waits up to `grace` for the worker to exit by itself, then kills its process group
+    /// (the worker, if still running, and whatever its plugin started) and reaps the worker;
+    /// its exit status. The group is killed before the worker is reaped: until then, no other
+    /// process can be given its id.
+    fn reap(&mut self, grace: Duration) -> Option<ExitStatus> {
+        if self.reaped {
+            return None;
+        }
+        let until = Instant::now() + grace;
+        if let Some(pid) = Pid::from_raw(self.group()) {
+            // Exited, but left as it is (NOWAIT): still a zombie holding its id.
+            let exited = WaitIdOptions::EXITED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT;
+            while !grace.is_zero() {
+                match waitid(WaitId::Pid(pid), exited) {
+                    Ok(None) if Instant::now() < until => {
+                        std::thread::sleep(Duration::from_millis(2));
+                    }
+                    _ => break,
+                }
+            }
+            let _ = kill_process_group(pid, Signal::KILL);
+        } else {
+            let _ = self.child.kill();
+        }
+        let status = self.child.wait().ok();
+        self.reaped = true;
+        live_groups().remove(&self.group());
+        status
+    }
+
+    /// The worker's process group id: its own process id.
+    fn group(&self) -> i32 {
+        i32::try_from(self.child.id()).unwrap_or(0)
     }
 }
 
-/// Waits up to `grace` for `child` to exit by itself, then kills it; its exit status.
-fn wait_or_kill(child: &mut Child, grace: Duration) -> Option<ExitStatus> {
-    let until = Instant::now() + grace;
-    loop {
-        match child.try_wait() {
-            Ok(Some(status)) => return Some(status),
-            Ok(None) if Instant::now() < until => std::thread::sleep(Duration::from_millis(2)),
-            _ => break,
-        }
+/// A worker dropped without being ended (a supervisor's state dropped whole, a panic) is ended
+/// all the same.
+impl Drop for Worker {
+    fn drop(&mut self) {
+        self.stdin = None;
+        self.reap(Duration::ZERO);
     }
-    let _ = child.kill();
-    child.wait().ok()
 }
 
 /// The signal the Rust runtime raises after reporting a stack overflow.
@@ -366,21 +441,30 @@ struct State {
     consecutive: u32,
     /// No worker is started before this instant.
     not_before: Option<Instant>,
-    /// Recent faults of each mode.
-    faults: HashMap<String, VecDeque<Instant>>,
-    /// Quarantined modes and until when.
-    quarantined: HashMap<String, Instant>,
     /// Time spent in calls by the current worker.
     busy: Duration,
     /// The protocol version agreed with the last worker started.
     agreed: u32,
 }
 
+/// The standing of the modes of one plugin file: their recent faults and their quarantines. A
+/// fleet's supervisor has one of its own; the supervisors of a what-if pool share one, so that
+/// a mode's faults count whichever of them served the call.
+#[derive(Debug, Default)]
+pub(crate) struct Standing {
+    /// Recent faults of each mode.
+    faults: HashMap<String, VecDeque<Instant>>,
+    /// Quarantined modes and until when.
+    quarantined: HashMap<String, Instant>,
+}
+
 /// The supervisor of one plugin file's worker.
 pub(crate) struct Supervisor {
     file: PathBuf,
     options: IsolationOptions,
+    /// Locked first when both are.
     state: Mutex<State>,
+    standing: Arc<Mutex<Standing>>,
 }
 
 impl Supervisor {
@@ -389,11 +473,7 @@ impl Supervisor {
         file: &Path,
         options: IsolationOptions,
     ) -> Result<(Supervisor, Hello), Fault> {
-        let supervisor = Supervisor {
-            file: file.to_path_buf(),
-            options,
-            state: Mutex::new(State::default()),
-        };
+        let supervisor = Supervisor::idle(file, options, Arc::default());
         let (worker, hello) = supervisor.spawn()?;
         let mut state = supervisor.lock();
         state.agreed = worker.protocol;
@@ -402,10 +482,29 @@ impl Supervisor {
         Ok((supervisor, hello))
     }
 
+    /// A supervisor of `file` with no worker yet (the first call starts one), whose modes'
+    /// faults and quarantines are kept in `standing`.
+    pub(crate) fn idle(
+        file: &Path,
+        options: IsolationOptions,
+        standing: Arc<Mutex<Standing>>,
+    ) -> Supervisor {
+        Supervisor {
+            file: file.to_path_buf(),
+            options,
+            state: Mutex::new(State::default()),
+            standing,
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         // A panic while holding the lock cannot leave the state inconsistent in a way that
         // matters more than stopping all calls to the plugin would.
         self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn standing(&self) -> MutexGuard<'_, Standing> {
+        self.standing.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn spawn(&self) -> Result<(Worker, Hello), Fault> {
@@ -439,8 +538,10 @@ impl Supervisor {
             let _ = child.wait();
             return Err(Fault::Start("its pipes are missing".to_string()));
         };
+        live_groups().insert(i32::try_from(child.id()).unwrap_or(0));
         let mut worker = Worker {
             child,
+            reaped: false,
             stdin: Some(stdin),
             stdout,
             buffer: FrameBuffer::default(),
@@ -516,12 +617,12 @@ impl Supervisor {
 
     /// Why `mode` is not called at the moment, if it is quarantined.
     pub(crate) fn quarantined(&self, mode: &str) -> Option<String> {
-        let mut state = self.lock();
-        let until = *state.quarantined.get(mode)?;
+        let mut standing = self.standing();
+        let until = *standing.quarantined.get(mode)?;
         if Instant::now() >= until {
-            state.quarantined.remove(mode);
-            state.faults.remove(mode);
-            tracing::info!(file = %self.file.display(), mode, "plugin mode leaves quarantine");
+            standing.quarantined.remove(mode);
+            standing.faults.remove(mode);
+            tracing::info!(file = %self.file.display(), mode, serves = ?self.options.serves, "plugin mode leaves quarantine");
             return None;
         }
         Some(self.quarantine_text(mode))
@@ -529,8 +630,12 @@ impl Supervisor {
 
     /// Stable (it is the text of an event deduplicated by message).
     fn quarantine_text(&self, mode: &str) -> String {
+        let (quarantined, called) = match self.options.serves {
+            Serves::Fleet => ("quarantined", "called"),
+            Serves::WhatIf => ("quarantined for what-if calls", "called by them"),
+        };
         format!(
-            "plugin mode `{mode}` is quarantined after {} faults within {}: it is not called \
+            "plugin mode `{mode}` is {quarantined} after {} faults within {}: it is not {called} \
              for {}",
             self.options.quarantine_after,
             format_duration(self.options.quarantine_window),
@@ -611,7 +716,8 @@ impl Supervisor {
         accept: impl FnOnce(u64, WorkerMessage) -> Result<T, WorkerMessage>,
     ) -> Result<T, CallError> {
         let mut state = self.lock();
-        if state
+        if self
+            .standing()
             .quarantined
             .get(mode)
             .is_some_and(|until| Instant::now() < *until)
@@ -737,7 +843,8 @@ impl Supervisor {
             .min(self.options.backoff_max);
         state.not_before = Some(now + delay);
         let window = self.options.quarantine_window;
-        let recent = state.faults.entry(mode.to_string()).or_default();
+        let mut standing = self.standing();
+        let recent = standing.faults.entry(mode.to_string()).or_default();
         recent.push_back(now);
         while recent
             .front()
@@ -747,19 +854,27 @@ impl Supervisor {
         }
         let quarantine = if recent.len() >= self.options.quarantine_after {
             recent.clear();
-            state
+            standing
                 .quarantined
                 .insert(mode.to_string(), now + self.options.quarantine_for);
-            let text = format!(
-                "{}; the jobs that use it align with BALANCED meanwhile",
-                self.quarantine_text(mode)
-            );
+            let meanwhile = match self.options.serves {
+                Serves::Fleet => "the jobs that use it align with BALANCED meanwhile",
+                Serves::WhatIf => {
+                    "what-if requests naming it are answered without it meanwhile; the \
+                     fleet's own calls of it are not affected"
+                }
+            };
+            let text = format!("{}; {meanwhile}", self.quarantine_text(mode));
             tracing::warn!(file = %self.file.display(), mode, "{text}");
             Some(text)
         } else {
             None
         };
-        tracing::warn!(file = %self.file.display(), mode, "plugin fault: {fault}");
+        let serves = match self.options.serves {
+            Serves::Fleet => "plugin fault",
+            Serves::WhatIf => "plugin fault in a what-if call",
+        };
+        tracing::warn!(file = %self.file.display(), mode, "{serves}: {fault}");
         CallError { fault, quarantine }
     }
 
@@ -791,11 +906,7 @@ mod tests {
     use super::*;
 
     fn idle(options: IsolationOptions) -> Supervisor {
-        Supervisor {
-            file: PathBuf::from("/p/libx.so"),
-            options,
-            state: Mutex::new(State::default()),
-        }
+        Supervisor::idle(Path::new("/p/libx.so"), options, Arc::default())
     }
 
     #[test]
@@ -893,13 +1004,13 @@ mod tests {
         );
     }
 
-    /// Starts a stand-in worker that greets with `protocol` and `protocols`, then waits for
-    /// stdin, under a host offering at most `offered`.
-    fn greeted_by(
+    /// Options whose worker is a stand-in shell script: it runs `first`, greets with
+    /// `protocol` and `protocols`, then reads stdin until it closes, answering nothing.
+    fn stand_in(
         protocol: u32,
         protocols: Vec<u32>,
-        offered: u32,
-    ) -> (Result<(Supervisor, Hello), Fault>, tempfile::TempDir) {
+        first: &str,
+    ) -> (IsolationOptions, tempfile::TempDir) {
         use std::os::unix::fs::PermissionsExt;
         let hello = super::super::protocol::encode(&WorkerMessage::Hello {
             protocol,
@@ -914,14 +1025,91 @@ mod tests {
         let exe = dir.path().join("stand-in-worker");
         std::fs::write(
             &exe,
-            format!("#!/bin/sh\nprintf '{octal}'\nexec cat >/dev/null\n"),
+            format!("#!/bin/sh\n{first}\nprintf '{octal}'\nexec cat >/dev/null\n"),
         )
         .unwrap();
         std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
         let mut options = IsolationOptions::new(Duration::from_secs(1));
         options.worker_exe = exe;
+        (options, dir)
+    }
+
+    /// Starts a stand-in worker that greets with `protocol` and `protocols`, then waits for
+    /// stdin, under a host offering at most `offered`.
+    fn greeted_by(
+        protocol: u32,
+        protocols: Vec<u32>,
+        offered: u32,
+    ) -> (Result<(Supervisor, Hello), Fault>, tempfile::TempDir) {
+        let (mut options, dir) = stand_in(protocol, protocols, "");
         options.protocol = offered;
         (Supervisor::start(Path::new("/p/libx.so"), options), dir)
+    }
+
+    /// Whether `pid` runs (a zombie, reaped by nobody yet, does not).
+    fn runs(pid: i32) -> bool {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|stat| stat.rsplit_once(") ").map(|(_, rest)| rest.to_string()))
+            .is_some_and(|rest| !rest.starts_with('Z') && !rest.starts_with('X'))
+    }
+
+    /// Waits up to 2 s for `pid` to stop running.
+    fn ends(pid: i32) -> bool {
+        let until = Instant::now() + Duration::from_secs(2);
+        while runs(pid) {
+            if Instant::now() > until {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        true
+    }
+
+    #[test]
+    fn what_a_worker_starts_ends_with_it() {
+        // The stand-in starts a child, as a plugin running a helper program would, and never
+        // answers a call. The child holds the worker's pipes too.
+        let pids = tempfile::tempdir().unwrap();
+        let file = pids.path().join("children");
+        let (mut options, _dir) = stand_in(
+            2,
+            vec![2, 3, 4],
+            &format!("sleep 600 & echo $! >> '{}'", file.display()),
+        );
+        options.call_timeout = Duration::from_millis(200);
+        options.backoff_min = Duration::ZERO;
+        let (supervisor, _) = Supervisor::start(Path::new("/p/libx.so"), options).unwrap();
+        let children = || -> Vec<i32> {
+            std::fs::read_to_string(&file)
+                .unwrap_or_default()
+                .lines()
+                .filter_map(|l| l.trim().parse().ok())
+                .collect()
+        };
+        let first = children()[0];
+        assert!(runs(first));
+        assert!(live_groups().contains(&supervisor.lock().worker.as_ref().unwrap().group()));
+        // A worker killed after a fault takes its child along.
+        let err = supervisor
+            .call(
+                "m",
+                Ask::Validate(&ModeParams::new("m", Default::default())),
+            )
+            .unwrap_err();
+        assert!(matches!(err.fault, Fault::TimedOut { .. }), "{err}");
+        assert!(ends(first), "the child of a killed worker lives on");
+        // Another worker (and child), as the next call would start; the supervisor ends, and
+        // so do they.
+        let group = {
+            let mut state = supervisor.lock();
+            supervisor.ensure_worker(&mut state, "m").unwrap().group()
+        };
+        let second = children()[1];
+        assert!(runs(second));
+        drop(supervisor);
+        assert!(ends(second), "the child outlived its supervisor");
+        assert!(!live_groups().contains(&group));
     }
 
     #[test]

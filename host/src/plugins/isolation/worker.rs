@@ -4,8 +4,8 @@
 //! Before anything of the plugin runs, the worker
 //! * keeps its original stdout for the protocol only and points file descriptor 1 at stderr, so
 //!   that a stray `println!` in a plugin lands in the log instead of corrupting a frame;
-//! * applies its resource limits to itself (`setrlimit`, inherited by nothing: the worker does
-//!   not spawn), so that a plugin that allocates without end or spins in a background thread
+//! * applies its resource limits to itself (`setrlimit`, inherited by what its plugin starts),
+//!   so that a plugin that allocates without end or spins in a background thread
 //!   is stopped by the kernel even if the supervisor is not looking.
 
 use std::collections::HashMap;
@@ -120,9 +120,12 @@ fn apply_limits(limits: WorkerLimits) -> Result<(), WorkerError> {
 }
 
 /// Moves the protocol off file descriptor 1: the protocol keeps a duplicate of the original
-/// stdout, and 1 becomes a copy of stderr.
+/// stdout, and 1 becomes a copy of stderr. The duplicate is closed on exec: a program the
+/// plugin starts does not hold the protocol pipe open, so the host sees the worker's end when
+/// the worker dies, whatever its children do.
 fn take_stdout() -> Result<File, WorkerError> {
-    let protocol = rustix::io::dup(io::stdout()).map_err(|e| WorkerError::Pipe(e.into()))?;
+    let protocol = rustix::io::fcntl_dupfd_cloexec(io::stdout(), 3)
+        .map_err(|e| WorkerError::Pipe(e.into()))?;
     rustix::stdio::dup2_stdout(io::stderr()).map_err(|e| WorkerError::Pipe(e.into()))?;
     Ok(File::from(protocol))
 }
