@@ -184,3 +184,31 @@ fn a_misspelt_key_is_an_error_naming_the_known_key_in_validate_and_run() {
     assert_eq!(out.code, 1, "{}", out.stderr);
     assert_problems(&out.stderr, &expected);
 }
+
+#[test]
+fn a_bad_api_token_is_reported_at_its_own_line_and_key() {
+    let (_dir, file) = fleet_with(
+        "[host]\ninterval = \"10s\"\nlisten = \"127.0.0.1:9464\"\napi-token = \"short\"\n\n[[jobs]]\nname = \"a\"\njob = \"keyed.toml\"\n",
+    );
+    let out = Cli::new(["validate", &file]).run();
+    assert_eq!(out.code, 1, "{}", out.stdout);
+    assert_problems(
+        &out.stdout,
+        &[(
+            "fleet.toml:4: host.api-token",
+            "api-token must be 16 to 256 visible ASCII characters",
+        )],
+    );
+    assert!(!out.stdout.contains("host.listen"), "{}", out.stdout);
+
+    // Without a token, another address than loopback is reported at `listen`.
+    let (_dir, file) = fleet_with(
+        "[host]\ninterval = \"10s\"\nlisten = \"0.0.0.0:9464\"\n\n[[jobs]]\nname = \"a\"\njob = \"keyed.toml\"\n",
+    );
+    let out = Cli::new(["validate", &file]).run();
+    assert_eq!(out.code, 1, "{}", out.stdout);
+    assert_problems(
+        &out.stdout,
+        &[("fleet.toml:3: host.listen", "is not a loopback address")],
+    );
+}
