@@ -1,7 +1,7 @@
 //! Hot configuration and plugins: `flowscale run` reads its fleet file again on SIGHUP and when
 //! the file changes, and hands the running fleet the new plan only when it is valid; and it
 //! watches its plugins directory, planning the fleet again with the modes available now when a
-//! plugin file comes, goes or is replaced.
+//! plugin file comes, goes or is replaced (or, on SIGHUP, when a refused file is now accepted).
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -40,7 +40,8 @@ pub(super) type OnChange<'p> = Box<dyn FnMut(Changed<'_>) + 'p>;
 /// A change of the plugins directory (see `plugins::LivePlugins`) is printed as its events and,
 /// when the modes on offer changed, the running configuration is planned again with them
 /// ([`replan_fleet`]): a job whose mode has a new version takes it at its next decision, a job
-/// whose mode is gone aligns with BALANCED (a `ModeFallback` event) until it is back.
+/// whose mode is gone aligns with BALANCED (a `ModeFallback` event) until it is back. SIGHUP
+/// also discovers the plugins directory again, refused files included.
 pub(super) struct FleetWatcher<'p, W: Write> {
     path: PathBuf,
     /// The configuration the fleet runs with.
@@ -60,6 +61,10 @@ pub(super) struct FleetWatcher<'p, W: Write> {
     acted_on: Option<Vec<u8>>,
     /// The bytes seen at the last look, not yet acted on.
     seen: Option<Vec<u8>>,
+    /// A SIGHUP came: the plugins directory is to be discovered again at once.
+    hup_plugins: bool,
+    /// A SIGHUP came: the file is to be read again at once.
+    hup_file: bool,
 }
 
 impl<'p, W: Write> FleetWatcher<'p, W> {
@@ -85,6 +90,8 @@ impl<'p, W: Write> FleetWatcher<'p, W> {
             printer,
             acted_on,
             seen: None,
+            hup_plugins: false,
+            hup_file: false,
         }
     }
 
@@ -134,11 +141,15 @@ impl<'p, W: Write> FleetWatcher<'p, W> {
 }
 
 impl<W: Write> FleetWatcher<'_, W> {
-    /// Acts on a settled change of the plugins directory: its events, and a new plan when the
-    /// modes on offer changed.
+    /// Acts on a settled change of the plugins directory, or on SIGHUP at once: its events, and
+    /// a new plan when the modes on offer changed.
     fn poll_plugins(&mut self) -> Option<FleetPlan> {
         let mut plugins = self.plugins.take()?;
-        let update = plugins.poll();
+        let update = if std::mem::take(&mut self.hup_plugins) {
+            Some(plugins.recheck())
+        } else {
+            plugins.poll()
+        };
         if update.is_some() {
             self.tell(Changed::Plugins(&plugins));
         }
@@ -166,10 +177,16 @@ impl<W: Write> FleetWatcher<'_, W> {
 
 impl<W: Write> FleetSource for FleetWatcher<'_, W> {
     fn poll(&mut self) -> Option<FleetPlan> {
+        // A SIGHUP asks for both: the plugins first, the file at this poll or, when the plugins
+        // gave a new plan, at the next one.
+        if self.signals.take_reload() {
+            self.hup_plugins = true;
+            self.hup_file = true;
+        }
         if let Some(plan) = self.poll_plugins() {
             return Some(plan);
         }
-        let asked = self.signals.take_reload();
+        let asked = std::mem::take(&mut self.hup_file);
         let bytes = match std::fs::read(&self.path) {
             Ok(bytes) => bytes,
             Err(err) => {

@@ -4,7 +4,7 @@
 //! directory.
 
 use std::io::{BufRead, BufReader};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
@@ -256,25 +256,37 @@ fn paced_fleet(mode: &str) -> String {
     text
 }
 
+/// A temporary directory with an empty `plugins/` directory in it: the directory, the plugins
+/// directory and where the fleet file goes.
+fn with_plugins_dir() -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let plugins = dir.path().join("plugins");
+    std::fs::create_dir(&plugins).expect("the plugins directory");
+    let path = dir.path().join("fleet.toml");
+    (dir, plugins, path)
+}
+
+/// `flowscale run` of the fleet file `path` with `--pace 600` (and `--plugins`), and its lines.
+fn start_paced(plugins: Option<&Path>, path: &Path) -> (Child, Lines) {
+    let mut args: Vec<&std::ffi::OsStr> = vec!["--pace".as_ref(), "600".as_ref()];
+    if let Some(plugins) = plugins {
+        args.extend(["--plugins".as_ref(), plugins.as_os_str()]);
+    }
+    args.push(path.as_os_str());
+    let mut host = start_run(&args);
+    let lines = Lines::of(&mut host);
+    (host, lines)
+}
+
 #[test]
 fn plugins_copied_in_replaced_and_removed_are_taken_while_running() {
     let profile = build(&["fixture-versioned-v1", "fixture-versioned-v2"]);
     let v1 = plugin_file(&profile, "fixture-versioned-v1");
     let v2 = plugin_file(&profile, "fixture-versioned-v2");
-    let dir = tempfile::tempdir().expect("tempdir");
-    let plugins = dir.path().join("plugins");
-    std::fs::create_dir(&plugins).expect("the plugins directory");
+    let (_dir, plugins, path) = with_plugins_dir();
     let installed = plugins.join("libversioned.so");
-    let path = dir.path().join("fleet.toml");
     write(&path, &paced_fleet("BALANCED"));
-    let mut host = start_run(&[
-        "--pace".as_ref(),
-        "600".as_ref(),
-        "--plugins".as_ref(),
-        plugins.as_os_str(),
-        path.as_os_str(),
-    ]);
-    let mut lines = Lines::of(&mut host);
+    let (mut host, mut lines) = start_paced(Some(&plugins), &path);
     lines.wait_for("a decision with BALANCED", |l| {
         decided_with(l, "d", "BALANCED")
     });
@@ -353,5 +365,53 @@ fn plugins_copied_in_replaced_and_removed_are_taken_while_running() {
     signal(host.id(), "INT");
     let status = host.wait().expect("the host ends");
     // A simulated run cut short by Ctrl-C says so with its own status.
+    assert_eq!(status.code(), Some(130), "{status:?}");
+}
+
+/// Sets the permission bits of `path`.
+#[cfg(unix)]
+fn chmod(path: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("chmod");
+}
+
+#[cfg(unix)]
+#[test]
+fn plugins_refused_for_their_permissions_load_once_the_permissions_are_fixed() {
+    let profile = build(&["fixture-versioned-v1", "bucket-align"]);
+    let (dir, plugins, path) = with_plugins_dir();
+    install_plugin(
+        &plugin_file(&profile, "fixture-versioned-v1"),
+        &plugins.join("libversioned.so"),
+    );
+    // bucket-align lives in a world-writable directory; the plugins directory links to it.
+    let shared = dir.path().join("shared");
+    std::fs::create_dir(&shared).expect("the shared directory");
+    let target = shared.join("libbucket_align.so");
+    install_plugin(&plugin_file(&profile, "bucket-align"), &target);
+    std::os::unix::fs::symlink(&target, plugins.join("libbucket_align.so")).expect("link");
+    chmod(&shared, 0o777);
+    chmod(&plugins, 0o775);
+    write(&path, &paced_fleet("BALANCED"));
+    let (mut host, mut lines) = start_paced(Some(&plugins), &path);
+    lines.wait_for("a decision", |l| decided_with(l, "d", "BALANCED"));
+
+    // The plugins directory is fixed: noticed without a signal, as a change of the directory.
+    chmod(&plugins, 0o755);
+    let loaded = lines.wait_for("PluginLoaded", |l| event(l, "PluginLoaded").is_some());
+    let message = event(&lines.seen[loaded], "PluginLoaded").unwrap_or_default();
+    assert!(message.contains("fixture-versioned"), "{message}");
+
+    // The linked library's directory is fixed (nothing in the plugins directory changes), then
+    // SIGHUP: the refused link is checked again.
+    chmod(&shared, 0o755);
+    signal(host.id(), "HUP");
+    let loaded = lines.wait_for("PluginLoaded of the link", |l| {
+        event(l, "PluginLoaded").is_some_and(|m| m.contains("bucket-align"))
+    });
+    assert!(loaded > 0);
+
+    signal(host.id(), "INT");
+    let status = host.wait().expect("the host ends");
     assert_eq!(status.code(), Some(130), "{status:?}");
 }
