@@ -35,7 +35,9 @@ pub(super) type OnChange<'p> = Box<dyn FnMut(Changed<'_>) + 'p>;
 /// acted on when its bytes changed and then stayed the same for one more look, so that an
 /// editor's half-written save is not reported as an error; SIGHUP acts at once, even on an
 /// unchanged file. An invalid file is refused with every problem in one `ConfigRefused` event,
-/// once per distinct content, and the fleet runs on with the plan it has.
+/// once per distinct content, and the fleet runs on with the plan it has. A job whose mode is
+/// unavailable (quarantined, or its plugin file gone since) does not make the file invalid: it
+/// goes on aligning with BALANCED until the mode is back ([`crate::plan::reload_fleet`]).
 ///
 /// A change of the plugins directory (see `plugins::LivePlugins`) is printed as its events and,
 /// when the modes on offer changed, the running configuration is planned again with them
@@ -128,7 +130,7 @@ impl<'p, W: Write> FleetWatcher<'p, W> {
 
     /// Reads, checks and plans the file as `flowscale run` does at start.
     fn plan(&self) -> Option<FleetPlan> {
-        let checked = recheck_fleet(&self.path, self.catalog.as_ref(), self.policy);
+        let checked = recheck_fleet(&self.path, &self.fleet, self.catalog.as_ref(), self.policy);
         for warning in &checked.warnings {
             eprintln!("warning: {warning}");
         }

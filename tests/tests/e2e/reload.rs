@@ -415,3 +415,143 @@ fn plugins_refused_for_their_permissions_load_once_the_permissions_are_fixed() {
     let status = host.wait().expect("the host ends");
     assert_eq!(status.code(), Some(130), "{status:?}");
 }
+
+/// What the host made of the next reload: `Ok` with the `ConfigReloaded` message, `Err` with the
+/// `ConfigRefused` one.
+fn next_reload(lines: &mut Lines) -> Result<String, String> {
+    let at = lines.wait_for("ConfigReloaded or ConfigRefused", |l| {
+        event(l, "ConfigReloaded").is_some() || event(l, "ConfigRefused").is_some()
+    });
+    let line = &lines.seen[at];
+    event(line, "ConfigReloaded").ok_or_else(|| event(line, "ConfigRefused").unwrap_or_default())
+}
+
+/// `paced_fleet(mode)` with `host` added to its `[host]` section, `config` to job `d`'s keys and,
+/// with `second`, a second job `e` on BALANCED.
+fn paced_fleet_with(mode: &str, host: &str, config: &str, second: bool) -> String {
+    let mut text = paced_fleet(mode).replacen("[host]\n", &format!("[host]\n{host}"), 1);
+    text.push_str(config);
+    if second {
+        let job = repo_root().join("examples/jobs/diurnal.toml");
+        text.push_str(&format!(
+            "\n[[jobs]]\nname = \"e\"\njob = {:?}\nduration = \"30d\"\n",
+            job.display().to_string()
+        ));
+    }
+    text
+}
+
+/// A cycle of `job` with an event of `reason` whose message holds `needle`.
+fn cycle_event(line: &Value, job: &str, reason: &str, needle: &str) -> bool {
+    cycle_of(line, job)
+        && line["data"]["events"].as_array().is_some_and(|es| {
+            es.iter().any(|e| {
+                e["reason"] == reason && e["message"].as_str().is_some_and(|m| m.contains(needle))
+            })
+        })
+}
+
+/// Reloads while job `d`'s plugin mode is unavailable: SIGHUP on the unchanged file, then an
+/// edit that adds job `e`. Both are applied, `e` starts, and `d` goes on aligning with BALANCED,
+/// never with the plugin mode.
+fn reload_while_unavailable(host: &Child, lines: &mut Lines, path: &Path, edited: &str) {
+    signal(host.id(), "HUP");
+    assert_eq!(
+        next_reload(lines).as_deref(),
+        Ok("configuration reloaded: no job changed"),
+        "SIGHUP on the unchanged file"
+    );
+    write(path, edited);
+    let applied = next_reload(lines);
+    assert_eq!(applied.as_deref(), Ok("configuration reloaded: added e"));
+    let reloaded = lines.seen.len();
+    lines.wait_for("a cycle of the new job e", |l| cycle_of(l, "e"));
+    for _ in 0..3 {
+        lines.wait_for("d deciding with BALANCED after the reloads", |l| {
+            decided_with(l, "d", "BALANCED")
+        });
+    }
+    assert!(
+        lines.seen[reloaded..]
+            .iter()
+            .all(|l| aligned_by(l, "d", "versioned").is_empty()),
+        "d decided with the unavailable mode"
+    );
+}
+
+#[test]
+fn a_missing_plugin_mode_does_not_block_reloads() {
+    let profile = build(&["fixture-versioned-v1"]);
+    let v1 = plugin_file(&profile, "fixture-versioned-v1");
+    let (_dir, plugins, path) = with_plugins_dir();
+    let installed = plugins.join("libversioned.so");
+    install_plugin(&v1, &installed);
+    write(&path, &paced_fleet("v"));
+    let (mut host, mut lines) = start_paced(Some(&plugins), &path);
+    lines.wait_for("a decision of the plugin mode", |l| {
+        !aligned_by(l, "d", "versioned").is_empty()
+    });
+
+    // The plugin file goes: d falls back to BALANCED.
+    std::fs::remove_file(&installed).expect("remove the plugin");
+    lines.wait_for("PluginRemoved", |l| event(l, "PluginRemoved").is_some());
+    lines.wait_for("d falling back", |l| {
+        cycle_event(l, "d", "ModeFallback", "versioned")
+    });
+
+    let edited = paced_fleet_with("v", "", "", true);
+    reload_while_unavailable(&host, &mut lines, &path, &edited);
+
+    // The file is back: d uses the mode again.
+    install_plugin(&v1, &installed);
+    lines.wait_for("PluginLoaded", |l| event(l, "PluginLoaded").is_some());
+    lines.wait_for("a decision of the plugin mode again", |l| {
+        !aligned_by(l, "d", "versioned").is_empty()
+    });
+
+    signal(host.id(), "INT");
+    let status = host.wait().expect("the host ends");
+    assert_eq!(status.code(), Some(130), "{status:?}");
+}
+
+#[test]
+fn a_quarantined_plugin_mode_does_not_block_reloads() {
+    let profile = build(&["fixture-versioned-v1", "fixture-versioned-v2"]);
+    let v1 = plugin_file(&profile, "fixture-versioned-v1");
+    let v2 = plugin_file(&profile, "fixture-versioned-v2");
+    let (dir, plugins, path) = with_plugins_dir();
+    let installed = plugins.join("libversioned.so");
+    install_plugin(&v1, &installed);
+    // While this file exists version 1 aborts in every `align`: its worker dies until the mode
+    // is quarantined.
+    let abort = dir.path().join("abort");
+    std::fs::write(&abort, "").expect("the abort marker");
+    let host_keys = "plugin-isolation = \"process\"\nplugin-call-timeout = \"5s\"\n";
+    let config = format!(
+        "\"scaling.alignment.mode.v.abort-while\" = {:?}\n",
+        abort.display().to_string()
+    );
+    write(&path, &paced_fleet_with("v", host_keys, &config, false));
+    let (mut host, mut lines) = start_paced(Some(&plugins), &path);
+    lines.wait_for("the mode quarantined", |l| {
+        cycle_event(l, "d", "ModeFallback", "is quarantined")
+    });
+
+    let edited = paced_fleet_with("v", host_keys, &config, true);
+    reload_while_unavailable(&host, &mut lines, &path, &edited);
+    lines.wait_for("d still saying its mode is quarantined", |l| {
+        cycle_event(l, "d", "ModeFallback", "is quarantined")
+    });
+
+    // A fixed version of the plugin: d uses the mode again (version 2 answers one subtask).
+    install_plugin(&v2, &installed);
+    lines.wait_for("PluginReplaced", |l| event(l, "PluginReplaced").is_some());
+    lines.wait_for("a decision of version 2", |l| {
+        let aligned = aligned_by(l, "d", "versioned");
+        !aligned.is_empty() && aligned.iter().all(|&(_, a)| a == 1)
+    });
+
+    signal(host.id(), "INT");
+    let status = host.wait().expect("the host ends");
+    assert_eq!(status.code(), Some(130), "{status:?}");
+}
