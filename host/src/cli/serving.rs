@@ -62,7 +62,7 @@ fn loaded(reports: &[PluginFileReport]) -> usize {
 /// A running server and what keeps it current.
 pub(super) struct Serving {
     /// Serves until dropped.
-    _server: Server,
+    server: Server,
     view: Arc<FleetView>,
     plugins: Arc<Mutex<PluginsNow>>,
     /// The fleet entries shown, to forget those a reload removes (a Flink entry without a job
@@ -108,7 +108,7 @@ impl Serving {
                     server.local_addr()
                 );
                 let serving = Serving {
-                    _server: server,
+                    server,
                     view,
                     plugins: serving_plugins,
                     entries: Mutex::new(Vec::new()),
@@ -148,7 +148,13 @@ impl Serving {
     /// Keeps the server current with what the running host changed.
     pub(super) fn changed(&self, change: Changed<'_>) {
         match change {
-            Changed::Plan(plan) => self.show(plan),
+            Changed::Plan(plan) => {
+                // The token of the file read last; the reload checked it against the address
+                // the server listens on.
+                self.server
+                    .set_api_token(plan.fleet.host.api_token.as_deref());
+                self.show(plan);
+            }
             Changed::Plugins(live) => {
                 let listing = live.listing();
                 self.view

@@ -12,6 +12,7 @@ mod dashboard;
 pub(crate) mod metrics;
 mod series;
 mod shared;
+mod token;
 pub(crate) mod view;
 
 use std::net::{SocketAddr, TcpListener};
@@ -31,6 +32,7 @@ use shared::MAX_BODY_BYTES;
 use shared::{CONNECTION_LIFETIME, HEADER_TIMEOUT, MAX_CONNECTIONS};
 
 use shared::AppState;
+use token::ApiToken;
 pub use view::FleetView;
 
 /// Where and how the server listens.
@@ -61,6 +63,8 @@ pub enum ServeError {
 /// A running server; dropping it stops it.
 pub struct Server {
     addr: SocketAddr,
+    /// The token requests must carry now.
+    token: ApiToken,
     stop: Option<oneshot::Sender<()>>,
     thread: Option<JoinHandle<()>>,
 }
@@ -79,10 +83,11 @@ impl Server {
         })?;
         let addr = listener.local_addr().map_err(ServeError::Start)?;
         listener.set_nonblocking(true).map_err(ServeError::Start)?;
+        let token = ApiToken::new(config.api_token.as_deref());
         let state = Arc::new(AppState {
             view,
             backend,
-            token: config.api_token.clone(),
+            token: token.clone(),
         });
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -102,6 +107,7 @@ impl Server {
             .map_err(ServeError::Start)?;
         Ok(Server {
             addr,
+            token,
             stop: Some(stop),
             thread: Some(thread),
         })
@@ -110,6 +116,12 @@ impl Server {
     /// The address it listens on (with the port the system chose for port 0).
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// Replaces the token every request must carry (`[host] api-token` changed while the host
+    /// runs): the next request is checked against `token`, the old one is refused.
+    pub fn set_api_token(&self, token: Option<&str>) {
+        self.token.set(token);
     }
 }
 

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::token::ApiToken;
 use super::view::FleetView;
 
 /// The largest `POST /api/v1/align` body.
@@ -31,5 +32,5 @@ pub trait Backend: Send + Sync + 'static {
 pub(crate) struct AppState {
     pub(crate) view: Arc<FleetView>,
     pub(crate) backend: Arc<dyn Backend>,
-    pub(crate) token: Option<String>,
+    pub(crate) token: ApiToken,
 }

@@ -1,7 +1,8 @@
 //! While `flowscale run` runs: it takes an edited fleet file (a job changes mode, one leaves,
 //! one joins), refuses an invalid edit and runs on with what it had, reads the file again on
-//! SIGHUP; and it takes plugin files copied into, replaced in and removed from its plugins
-//! directory.
+//! SIGHUP, also while a plugin mode is quarantined or missing, takes a new `[host] api-token` and
+//! says which `[host]` keys need a restart; and it takes plugin files copied into, replaced in
+//! and removed from its plugins directory, and those refused for their permissions once fixed.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -368,54 +369,6 @@ fn plugins_copied_in_replaced_and_removed_are_taken_while_running() {
     assert_eq!(status.code(), Some(130), "{status:?}");
 }
 
-/// Sets the permission bits of `path`.
-#[cfg(unix)]
-fn chmod(path: &Path, mode: u32) {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("chmod");
-}
-
-#[cfg(unix)]
-#[test]
-fn plugins_refused_for_their_permissions_load_once_the_permissions_are_fixed() {
-    let profile = build(&["fixture-versioned-v1", "bucket-align"]);
-    let (dir, plugins, path) = with_plugins_dir();
-    install_plugin(
-        &plugin_file(&profile, "fixture-versioned-v1"),
-        &plugins.join("libversioned.so"),
-    );
-    // bucket-align lives in a world-writable directory; the plugins directory links to it.
-    let shared = dir.path().join("shared");
-    std::fs::create_dir(&shared).expect("the shared directory");
-    let target = shared.join("libbucket_align.so");
-    install_plugin(&plugin_file(&profile, "bucket-align"), &target);
-    std::os::unix::fs::symlink(&target, plugins.join("libbucket_align.so")).expect("link");
-    chmod(&shared, 0o777);
-    chmod(&plugins, 0o775);
-    write(&path, &paced_fleet("BALANCED"));
-    let (mut host, mut lines) = start_paced(Some(&plugins), &path);
-    lines.wait_for("a decision", |l| decided_with(l, "d", "BALANCED"));
-
-    // The plugins directory is fixed: noticed without a signal, as a change of the directory.
-    chmod(&plugins, 0o755);
-    let loaded = lines.wait_for("PluginLoaded", |l| event(l, "PluginLoaded").is_some());
-    let message = event(&lines.seen[loaded], "PluginLoaded").unwrap_or_default();
-    assert!(message.contains("fixture-versioned"), "{message}");
-
-    // The linked library's directory is fixed (nothing in the plugins directory changes), then
-    // SIGHUP: the refused link is checked again.
-    chmod(&shared, 0o755);
-    signal(host.id(), "HUP");
-    let loaded = lines.wait_for("PluginLoaded of the link", |l| {
-        event(l, "PluginLoaded").is_some_and(|m| m.contains("bucket-align"))
-    });
-    assert!(loaded > 0);
-
-    signal(host.id(), "INT");
-    let status = host.wait().expect("the host ends");
-    assert_eq!(status.code(), Some(130), "{status:?}");
-}
-
 /// What the host made of the next reload: `Ok` with the `ConfigReloaded` message, `Err` with the
 /// `ConfigRefused` one.
 fn next_reload(lines: &mut Lines) -> Result<String, String> {
@@ -550,6 +503,114 @@ fn a_quarantined_plugin_mode_does_not_block_reloads() {
         let aligned = aligned_by(l, "d", "versioned");
         !aligned.is_empty() && aligned.iter().all(|&(_, a)| a == 1)
     });
+
+    signal(host.id(), "INT");
+    let status = host.wait().expect("the host ends");
+    assert_eq!(status.code(), Some(130), "{status:?}");
+}
+
+/// `GET url` with `Authorization: Bearer <token>`: the status (0 when nothing answered).
+fn get_with_token(url: &str, token: &str) -> u16 {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .timeout_global(Some(Duration::from_secs(30)))
+        .http_status_as_error(false)
+        .build()
+        .into();
+    agent
+        .get(url)
+        .header("Authorization", &format!("Bearer {token}"))
+        .call()
+        .map_or(0, |r| r.status().as_u16())
+}
+
+#[test]
+fn a_changed_api_token_takes_effect_and_a_restart_only_key_says_it_needs_a_restart() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let (old, new) = ("old-token-0123456789", "new-token-0123456789");
+    let host = |token: &str, workers: u32| {
+        format!("listen = \"127.0.0.1:{port}\"\napi-token = \"{token}\"\nworkers = {workers}\n")
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("fleet.toml");
+    write(
+        &path,
+        &paced_fleet_with("BALANCED", &host(old, 2), "", false),
+    );
+    let (mut host_process, mut lines) = start_paced(None, &path);
+    lines.wait_for("a decision", |l| decided_with(l, "d", "BALANCED"));
+    let url = format!("http://127.0.0.1:{port}/api/v1/jobs");
+    assert_eq!(get_with_token(&url, old), 200);
+    assert_eq!(get_with_token(&url, new), 401);
+
+    // A new token, and another number of workers (fixed when the host starts).
+    write(
+        &path,
+        &paced_fleet_with("BALANCED", &host(new, 3), "", false),
+    );
+    signal(host_process.id(), "HUP");
+    let message = next_reload(&mut lines).expect("the reload is applied");
+    assert!(message.contains("`[host] api-token` replaced"), "{message}");
+    assert!(
+        message.contains("`[host] workers` needs a restart to take effect"),
+        "{message}"
+    );
+    assert!(
+        !message.contains(new),
+        "the token is never printed: {message}"
+    );
+    assert_eq!(get_with_token(&url, old), 401, "the old token is refused");
+    assert_eq!(get_with_token(&url, new), 200, "the new token is accepted");
+
+    signal(host_process.id(), "INT");
+    let status = host_process.wait().expect("the host ends");
+    assert_eq!(status.code(), Some(130), "{status:?}");
+}
+
+/// Sets the permission bits of `path`.
+#[cfg(unix)]
+fn chmod(path: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("chmod");
+}
+
+#[cfg(unix)]
+#[test]
+fn plugins_refused_for_their_permissions_load_once_the_permissions_are_fixed() {
+    let profile = build(&["fixture-versioned-v1", "bucket-align"]);
+    let (dir, plugins, path) = with_plugins_dir();
+    install_plugin(
+        &plugin_file(&profile, "fixture-versioned-v1"),
+        &plugins.join("libversioned.so"),
+    );
+    // bucket-align lives in a world-writable directory; the plugins directory links to it.
+    let shared = dir.path().join("shared");
+    std::fs::create_dir(&shared).expect("the shared directory");
+    let target = shared.join("libbucket_align.so");
+    install_plugin(&plugin_file(&profile, "bucket-align"), &target);
+    std::os::unix::fs::symlink(&target, plugins.join("libbucket_align.so")).expect("link");
+    chmod(&shared, 0o777);
+    chmod(&plugins, 0o775);
+    write(&path, &paced_fleet("BALANCED"));
+    let (mut host, mut lines) = start_paced(Some(&plugins), &path);
+    lines.wait_for("a decision", |l| decided_with(l, "d", "BALANCED"));
+
+    // The plugins directory is fixed: noticed without a signal, as a change of the directory.
+    chmod(&plugins, 0o755);
+    let loaded = lines.wait_for("PluginLoaded", |l| event(l, "PluginLoaded").is_some());
+    let message = event(&lines.seen[loaded], "PluginLoaded").unwrap_or_default();
+    assert!(message.contains("fixture-versioned"), "{message}");
+
+    // The linked library's directory is fixed (nothing in the plugins directory changes), then
+    // SIGHUP: the refused link is checked again.
+    chmod(&shared, 0o755);
+    signal(host.id(), "HUP");
+    let loaded = lines.wait_for("PluginLoaded of the link", |l| {
+        event(l, "PluginLoaded").is_some_and(|m| m.contains("bucket-align"))
+    });
+    assert!(loaded > 0);
 
     signal(host.id(), "INT");
     let status = host.wait().expect("the host ends");
