@@ -26,7 +26,6 @@ pub(crate) use error::StateError;
 pub(crate) use event_log::{DEFAULT_EVENT_CAPACITY, EventLog, EventLogState, LoggedEvent};
 pub use file::FileStateStore;
 pub(crate) use lease::{Fenced, HeldLease, JobLeases, LeaseOwner};
-#[cfg(test)]
 pub(crate) use lock::LOCK_FILE;
 pub(crate) use lock::lock_holder;
 pub(crate) use quarantine::QUARANTINE_DIR;

@@ -13,7 +13,7 @@ use super::guard::{Panicked, contain, refuse_answer};
 use super::inputs::{Inputs, default_applicable, narrow};
 use super::outcome::{AlignOutcome, Aligner};
 use super::request::{AlignmentRequest, recycle};
-use super::resolve::{Resolved, Selection, mode_params, resolve};
+use super::resolve::{Resolved, Selection, UncheckedParams, mode_params, refused_params, resolve};
 use crate::config::{ConfigLookup, KeyError};
 use crate::events::{Event, EventReason, Severity};
 
@@ -161,8 +161,36 @@ impl JobAlignment {
         outcome
     }
 
-    fn align_custom(&self, ctx: &AlignmentContext, name: &str, mode: &CustomMode) -> AlignOutcome {
+    /// Why the custom mode cannot be called now, if so: it is quarantined, or it has not
+    /// accepted parameters it could not check when it was resolved (asked now, until it does).
+    fn cannot_call(
+        &self,
+        name: &str,
+        mode: &CustomMode,
+        unchecked: Option<&UncheckedParams>,
+    ) -> Option<String> {
         if let Some(why) = mode.mode.unavailable() {
+            return Some(why);
+        }
+        let unchecked = unchecked.filter(|u| !u.accepted())?;
+        match contain(|| mode.mode.validate(&self.resolved.params)) {
+            Ok(Ok(())) => {
+                unchecked.accept();
+                None
+            }
+            Ok(Err(err)) => Some(refused_params(name, mode, &err)),
+            Err(panic) => Some(refused_params(name, mode, &panic)),
+        }
+    }
+
+    fn align_custom(
+        &self,
+        ctx: &AlignmentContext,
+        name: &str,
+        mode: &CustomMode,
+        unchecked: Option<&UncheckedParams>,
+    ) -> AlignOutcome {
+        if let Some(why) = self.cannot_call(name, mode, unchecked) {
             return self.align_balanced_instead(ctx, name, why);
         }
         self.custom_outcome(ctx, name, mode, call_mode(mode, ctx))
@@ -178,8 +206,9 @@ impl JobAlignment {
         ctxs: &[AlignmentContext],
         name: &str,
         mode: &CustomMode,
+        unchecked: Option<&UncheckedParams>,
     ) -> Vec<AlignOutcome> {
-        if let Some(why) = mode.mode.unavailable() {
+        if let Some(why) = self.cannot_call(name, mode, unchecked) {
             return ctxs
                 .iter()
                 .map(|ctx| self.align_balanced_instead(ctx, name, why.clone()))
@@ -191,7 +220,7 @@ impl JobAlignment {
                 Ok(None) => {
                     return ctxs
                         .iter()
-                        .map(|ctx| self.align_custom(ctx, name, mode))
+                        .map(|ctx| self.custom_outcome(ctx, name, mode, call_mode(mode, ctx)))
                         .collect();
                 }
                 Ok(Some(answers)) => answers.into_iter().map(Ok).collect(),
@@ -335,7 +364,12 @@ impl Aligner for JobAlignment {
     /// A custom mode gets the job's vertices together (one round trip to a plugin worker
     /// instead of one per vertex); the other modes decide vertex by vertex, as in `align`.
     fn align_all(&self, requests: Vec<AlignmentRequest>) -> Vec<AlignOutcome> {
-        let Selection::Custom { name, mode } = &self.resolved.selection else {
+        let Selection::Custom {
+            name,
+            mode,
+            unchecked,
+        } = &self.resolved.selection
+        else {
             return requests.into_iter().map(|r| self.align(r)).collect();
         };
         if !mode.mode.aligns_many() {
@@ -345,7 +379,7 @@ impl Aligner for JobAlignment {
             .into_iter()
             .map(|r| r.into_context(self.resolved.params.clone()))
             .collect();
-        let outcomes = self.align_custom_all(&ctxs, name, mode);
+        let outcomes = self.align_custom_all(&ctxs, name, mode, unchecked.as_ref());
         ctxs.into_iter().for_each(recycle);
         outcomes
     }
@@ -361,8 +395,13 @@ impl JobAlignment {
     /// Aligns one vertex whose context carries this job's mode parameters.
     pub(super) fn decide(&self, ctx: &AlignmentContext) -> AlignOutcome {
         let selection = &self.resolved.selection;
-        if let Selection::Custom { name, mode } = selection {
-            return self.align_custom(ctx, name, mode);
+        if let Selection::Custom {
+            name,
+            mode,
+            unchecked,
+        } = selection
+        {
+            return self.align_custom(ctx, name, mode, unchecked.as_ref());
         }
         self.decide_with(
             Inputs::of(ctx),

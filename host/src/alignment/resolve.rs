@@ -1,5 +1,8 @@
 //! Which mode a job uses: the new key, then the deprecated key, then BALANCED.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use flowscale_sdk::{MODE_KEY, ModeParams};
 
 use super::advanced::AdvancedSpec;
@@ -29,7 +32,30 @@ pub(crate) enum Selection {
         name: String,
         /// The implementation.
         mode: CustomMode,
+        /// Set when the mode could not check the parameters when it was resolved.
+        unchecked: Option<UncheckedParams>,
     },
+}
+
+/// The parameters of a custom mode that could not be checked when the job's mode was resolved:
+/// the mode was quarantined, and a quarantined mode is not called, not even to check them. A
+/// reload must not wait for it (the job aligns with BALANCED while it is quarantined anyway), so
+/// they are checked before the mode's first call instead; until the mode accepts them the job
+/// keeps aligning with BALANCED and says why. Shared by the clones of one resolution, so that
+/// they are checked once.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct UncheckedParams(Arc<AtomicBool>);
+
+impl UncheckedParams {
+    /// Whether the mode accepted them since.
+    pub(crate) fn accepted(&self) -> bool {
+        self.0.load(Ordering::Acquire)
+    }
+
+    /// The mode accepted them.
+    pub(crate) fn accept(&self) {
+        self.0.store(true, Ordering::Release);
+    }
 }
 
 impl Selection {
@@ -65,6 +91,17 @@ pub(crate) fn mode_params(config: &impl ConfigLookup, name: &str) -> ModeParams 
         })
         .collect();
     ModeParams::new(name, entries)
+}
+
+/// The implementation id of the custom mode a job's configuration selects
+/// (`scaling.alignment.mode.<name>.class`), when it selects one.
+pub(crate) fn custom_class(config: &impl ConfigLookup) -> Option<String> {
+    let name = config.get(MODE_KEY)?.trim();
+    if name.is_empty() || name == "ADVANCED" || BuiltIn::from_name(name).is_some() {
+        return None;
+    }
+    let class = mode_params(config, name).get("class")?.trim().to_string();
+    Some(class)
 }
 
 /// Resolves a job's mode, reporting every problem (for loading and `validate`).
@@ -111,6 +148,16 @@ pub(super) fn resolve(
     })
 }
 
+/// What is said of a custom mode that refused the parameters of the job that configured it
+/// under `name`.
+pub(super) fn refused_params(
+    name: &str,
+    mode: &CustomMode,
+    why: &impl std::fmt::Display,
+) -> String {
+    format!("mode `{name}` ({}) refused its parameters: {why}", mode.id)
+}
+
 fn resolve_custom(
     name: &str,
     params: ModeParams,
@@ -152,16 +199,22 @@ fn resolve_custom(
             format!("no loaded mode has implementation id `{class}`{suggestion}; {available_text}"),
         )]);
     };
-    if let Err(err) = mode.mode.validate(&params) {
-        return Err(vec![KeyError::new(
-            class_key,
-            format!("mode `{name}` ({}) refused its parameters: {err}", mode.id),
-        )]);
-    }
+    let unchecked = if mode.mode.unavailable().is_some() {
+        Some(UncheckedParams::default())
+    } else {
+        if let Err(err) = mode.mode.validate(&params) {
+            return Err(vec![KeyError::new(
+                class_key,
+                refused_params(name, &mode, &err),
+            )]);
+        }
+        None
+    };
     Ok(Resolved {
         selection: Selection::Custom {
             name: name.to_string(),
             mode,
+            unchecked,
         },
         params,
     })

@@ -879,9 +879,23 @@ proptest! {
 // ---------------------------------------------------------------------------------------------
 // A custom mode that cannot be called (a quarantined plugin mode).
 
-/// Answers 20 when called; says it is quarantined when `down` is set.
+/// Answers 20 when called; says it is quarantined when `down` is set, and then must not be called
+/// at all, `validate` included (a plugin worker's mode refuses every call meanwhile). It accepts
+/// its parameters when `accepts` is set, and counts the checks.
 struct Quarantinable {
     down: std::sync::atomic::AtomicBool,
+    accepts: std::sync::atomic::AtomicBool,
+    checks: std::sync::atomic::AtomicUsize,
+}
+
+impl Quarantinable {
+    fn new(down: bool, accepts: bool) -> Quarantinable {
+        Quarantinable {
+            down: down.into(),
+            accepts: accepts.into(),
+            checks: 0.into(),
+        }
+    }
 }
 
 impl HostMode for Quarantinable {
@@ -893,7 +907,14 @@ impl HostMode for Quarantinable {
         Ok(20)
     }
     fn validate(&self, _: &flowscale_sdk::ModeParams) -> Result<(), ModeError> {
-        Ok(())
+        use std::sync::atomic::Ordering::Relaxed;
+        assert!(!self.down.load(Relaxed), "a quarantined mode is not called");
+        self.checks.fetch_add(1, Relaxed);
+        if self.accepts.load(Relaxed) {
+            Ok(())
+        } else {
+            Err(ModeError::new("`limit` must be a number"))
+        }
     }
     fn unavailable(&self) -> Option<String> {
         self.down
@@ -903,6 +924,26 @@ impl HostMode for Quarantinable {
 }
 
 struct OneMode(CustomMode);
+
+impl OneMode {
+    /// The catalog of `mode` alone, linked under the id `q`.
+    fn q(mode: Arc<dyn HostMode>) -> OneMode {
+        OneMode(CustomMode {
+            id: "q".into(),
+            description: String::new(),
+            origin: ModeOrigin::Linked,
+            mode,
+        })
+    }
+}
+
+/// A job's configuration naming the mode `mine`, implemented by `q`.
+fn mine_is_q() -> BTreeMap<String, String> {
+    config(&[
+        ("scaling.alignment.mode", "mine"),
+        ("scaling.alignment.mode.mine.class", "q"),
+    ])
+}
 
 impl ModeCatalog for OneMode {
     fn find(&self, id: &str) -> Option<CustomMode> {
@@ -915,20 +956,9 @@ impl ModeCatalog for OneMode {
 
 #[test]
 fn an_unavailable_custom_mode_aligns_with_balanced_and_says_so() {
-    let mode = Arc::new(Quarantinable {
-        down: std::sync::atomic::AtomicBool::new(false),
-    });
-    let catalog = OneMode(CustomMode {
-        id: "q".into(),
-        description: String::new(),
-        origin: ModeOrigin::Linked,
-        mode: Arc::clone(&mode) as Arc<dyn HostMode>,
-    });
-    let cfg = config(&[
-        ("scaling.alignment.mode", "mine"),
-        ("scaling.alignment.mode.mine.class", "q"),
-    ]);
-    let j = JobAlignment::resolve("job", &cfg, &catalog).expect("resolves");
+    let mode = Arc::new(Quarantinable::new(false, true));
+    let catalog = OneMode::q(Arc::clone(&mode) as Arc<dyn HostMode>);
+    let j = JobAlignment::resolve("job", &mine_is_q(), &catalog).expect("resolves");
     let c = keyed(16, 24, 128);
     let up = j.decide(&c);
     assert_eq!((up.parallelism, &*up.mode), (20, "q"));
@@ -949,6 +979,58 @@ fn an_unavailable_custom_mode_aligns_with_balanced_and_says_so() {
         "{}",
         down.events[0].message
     );
+}
+
+#[test]
+fn a_quarantined_mode_resolves_uncalled_and_checks_its_parameters_once_it_is_back() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let mode = Arc::new(Quarantinable::new(true, false));
+    let catalog = OneMode::q(Arc::clone(&mode) as Arc<dyn HostMode>);
+    let cfg = mine_is_q();
+    // Resolved without a call: the parameters cannot be checked now.
+    let j = JobAlignment::resolve("job", &cfg, &catalog).expect("resolves while quarantined");
+    let c = keyed(16, 24, 128);
+    let down = j.decide(&c);
+    assert_eq!(&*down.mode, "BALANCED");
+    assert!(
+        down.events[0].message.contains("quarantined"),
+        "{:?}",
+        down.events
+    );
+    assert_eq!(mode.checks.load(Relaxed), 0);
+
+    // Back, refusing the parameters: BALANCED, saying so, and asked again at the next decision.
+    mode.down.store(false, Relaxed);
+    for asked in 1..=2 {
+        let refused = j.decide(&c);
+        assert_eq!(&*refused.mode, "BALANCED");
+        assert_eq!(refused.parallelism, mode_balanced_26());
+        assert_eq!(refused.events[0].reason, EventReason::ModeFallback);
+        assert!(
+            refused.events[0]
+                .message
+                .contains("mode `mine` (q) refused its parameters: `limit` must be a number"),
+            "{}",
+            refused.events[0].message
+        );
+        assert_eq!(mode.checks.load(Relaxed), asked);
+    }
+
+    // Accepted: the mode decides, and its parameters are not checked again (in any clone).
+    mode.accepts.store(true, Relaxed);
+    let clone = j.clone();
+    for alignment in [&j, &clone, &j] {
+        let up = alignment.decide(&c);
+        assert_eq!((up.parallelism, &*up.mode), (20, "q"));
+        assert!(up.events.is_empty(), "{:?}", up.events);
+    }
+    assert_eq!(mode.checks.load(Relaxed), 3);
+
+    // A mode that is there is checked when it is resolved, as before.
+    let j = JobAlignment::resolve("job", &cfg, &catalog).expect("accepted");
+    assert_eq!(mode.checks.load(Relaxed), 4);
+    assert_eq!(j.decide(&c).parallelism, 20);
+    assert_eq!(mode.checks.load(Relaxed), 4);
 }
 
 /// BALANCED's answer for 16 -> 24 over 128 key groups (the first worked example).

@@ -5,8 +5,11 @@ use std::path::Path;
 
 use super::catalog::{isolation, load_catalog_isolated, plugins_dir};
 use crate::alignment::ModeCatalog;
-use crate::config::{Diagnostic, EngineSpec, FleetReading, KeyPolicy, PluginIsolation, read_fleet};
-use crate::plan::{FleetPlan, plan_fleet};
+use crate::config::{
+    ConfigErrors, Diagnostic, EngineSpec, FleetConfig, FleetReading, KeyPolicy, PluginIsolation,
+    read_fleet,
+};
+use crate::plan::{FleetPlan, plan_fleet, reload_fleet};
 use crate::plugins::LivePlugins;
 use crate::runner::check_state_dir;
 
@@ -88,29 +91,35 @@ pub(super) fn check_fleet(
     } else {
         (load_catalog_isolated(&dir, &isolation), None)
     };
-    let mut checked = plan_reading(reading, catalog.as_ref());
+    let mut checked = plan_reading(reading, |fleet| plan_fleet(fleet, catalog.as_ref()));
     checked.warnings.extend(extra_warnings);
     checked.catalog = Some(catalog);
     checked.plugins = plugins;
     checked
 }
 
-/// Reads, checks and plans `file` again while the host runs, with the plugins it started with.
+/// Reads, checks and plans `file` again while the host runs the configuration `running`, with
+/// the modes it has now: see [`reload_fleet`] for the one thing it lets pass that a start does
+/// not (a job whose mode went missing while running).
 pub(super) fn recheck_fleet(
     file: &Path,
+    running: &FleetConfig,
     catalog: &dyn ModeCatalog,
     policy: KeyPolicy,
 ) -> CheckedFleet {
     match read_fleet(file, policy) {
-        Ok(reading) => plan_reading(reading, catalog),
+        Ok(reading) => plan_reading(reading, |fleet| reload_fleet(fleet, running, catalog)),
         Err(errors) => CheckedFleet::unreadable(errors.0),
     }
 }
 
-fn plan_reading(reading: FleetReading, catalog: &dyn ModeCatalog) -> CheckedFleet {
+fn plan_reading(
+    reading: FleetReading,
+    plan: impl FnOnce(FleetConfig) -> Result<FleetPlan, ConfigErrors>,
+) -> CheckedFleet {
     let mut errors = reading.errors;
     let warnings = reading.fleet.warnings.clone();
-    let plan = match plan_fleet(reading.fleet, catalog) {
+    let plan = match plan(reading.fleet) {
         Ok(plan) => Some(plan),
         Err(plan_errors) => {
             errors.extend(plan_errors.0);

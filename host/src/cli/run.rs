@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use super::exit_codes;
 use super::load::{Catalog, Checks, check_fleet};
-use super::reload::FleetWatcher;
+use super::reload::{FleetWatcher, HostFlags, Started};
 use super::serving::Serving;
 use super::signals::Signals;
 use crate::alignment::ModeCatalog;
@@ -113,7 +113,7 @@ pub(super) fn exec(args: RunArgs) -> u8 {
         return exit_codes::FAILED;
     };
     let catalog: Arc<dyn ModeCatalog + Send + Sync> = Arc::from(catalog);
-    let listen = args.listen.or(plan.fleet.host.listen);
+    let listen = plan.fleet.host.listen;
     let Ok(serving) = Serving::start(listen, &plan, catalog.clone(), plugins.as_ref()) else {
         return exit_codes::FAILED;
     };
@@ -157,6 +157,10 @@ pub(super) fn exec(args: RunArgs) -> u8 {
         plugins,
         policy: key_policy(&args),
         signals,
+        started: Started {
+            flags: host_flags(&args),
+            serving: serving.as_ref().and(listen),
+        },
     });
     let done = Arc::new(AtomicBool::new(false));
     exit_if_stuck(Arc::clone(&stop), Arc::clone(&done), STOP_GRACE);
@@ -264,15 +268,22 @@ fn load_plan(args: &RunArgs) -> Option<(FleetPlan, Catalog, Option<LivePlugins>)
         return None;
     }
     let (mut plan, catalog) = checked.plan.zip(checked.catalog)?;
-    if let Some(workers) = args.workers {
-        plan.fleet.host.workers = Some(usize::from(workers));
-    }
+    host_flags(args).apply(&mut plan.fleet.host);
     Some((plan, catalog, checked.plugins))
 }
 
 fn key_policy(args: &RunArgs) -> KeyPolicy {
     KeyPolicy {
         strict: args.strict,
+    }
+}
+
+fn host_flags(args: &RunArgs) -> HostFlags {
+    HostFlags {
+        plugins: args.plugins.clone(),
+        plugin_isolation: args.plugin_isolation,
+        workers: args.workers.map(usize::from),
+        listen: args.listen,
     }
 }
 
@@ -284,6 +295,7 @@ struct Watch {
     plugins: Option<LivePlugins>,
     policy: KeyPolicy,
     signals: Signals,
+    started: Started,
 }
 
 /// A store, what in its directory no job of the fleet uses and cannot be read, and the job
@@ -431,6 +443,7 @@ fn run_printing(
                 plan.fleet.clone(),
                 (watch.catalog, watch.plugins),
                 (watch.policy, watch.signals),
+                watch.started,
                 &printer,
             );
             if let Some(serving) = serving {

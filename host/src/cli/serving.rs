@@ -69,7 +69,7 @@ fn loaded(reports: &[PluginFileReport]) -> usize {
 /// A running server and what keeps it current.
 pub(super) struct Serving {
     /// Serves until dropped.
-    _server: Server,
+    server: Server,
     view: Arc<FleetView>,
     plugins: Arc<Mutex<PluginsNow>>,
     /// The deadline of a what-if's plugin calls: `[host] plugin-call-timeout` as the host
@@ -119,7 +119,7 @@ impl Serving {
                     server.local_addr()
                 );
                 let serving = Serving {
-                    _server: server,
+                    server,
                     view,
                     plugins: serving_plugins,
                     call_timeout,
@@ -160,7 +160,13 @@ impl Serving {
     /// Keeps the server current with what the running host changed.
     pub(super) fn changed(&self, change: Changed<'_>) {
         match change {
-            Changed::Plan(plan) => self.show(plan),
+            Changed::Plan(plan) => {
+                // The token of the file read last; the reload checked it against the address
+                // the server listens on.
+                self.server
+                    .set_api_token(plan.fleet.host.api_token.as_deref());
+                self.show(plan);
+            }
             Changed::Plugins(live) => {
                 let listing = live.listing();
                 self.view

@@ -70,7 +70,7 @@ pub(crate) const MAX_WORKERS: usize = 1024;
 pub(crate) const DEFAULT_PLUGINS_DIR: &str = "plugins";
 
 /// The keys of the `[host]` section.
-const HOST_KEYS: &[&str] = &[
+pub(super) const HOST_KEYS: &[&str] = &[
     "plugins",
     "interval",
     "state-dir",
@@ -177,11 +177,18 @@ pub(crate) fn parse_listen(text: &str) -> Result<SocketAddr, ListenError> {
 /// address may go without one.
 pub(crate) fn check_listen(addr: SocketAddr, token: Option<&str>) -> Result<(), ListenError> {
     match token {
-        Some(t) if !(16..=256).contains(&t.len()) || !t.bytes().all(|b| b.is_ascii_graphic()) => {
-            Err(ListenError::BadToken)
-        }
+        Some(t) => check_token(t),
         None if !addr.ip().is_loopback() => Err(ListenError::NeedsToken(addr)),
-        _ => Ok(()),
+        None => Ok(()),
+    }
+}
+
+/// Checks that a token can be sent in an HTTP header and is long enough not to be guessed.
+fn check_token(token: &str) -> Result<(), ListenError> {
+    if (16..=256).contains(&token.len()) && token.bytes().all(|b| b.is_ascii_graphic()) {
+        Ok(())
+    } else {
+        Err(ListenError::BadToken)
     }
 }
 
@@ -528,10 +535,17 @@ impl Parser<'_> {
                 "`state` and `state-dir` cannot both be set: choose the database or the directory",
             );
         }
+        // A token of the wrong form is reported where it is written (`host_keys`); here, only
+        // the address that needs one, where the address is written.
         if let Some(addr) = host.listen
-            && let Err(why) = check_listen(addr, host.api_token.as_deref())
+            && let Err(why @ ListenError::NeedsToken(_)) =
+                check_listen(addr, host.api_token.as_deref())
         {
-            self.error(value, "host.listen", &why.to_string());
+            let at = table
+                .iter()
+                .find(|(key, _)| key.get_ref().as_ref() == "listen")
+                .map_or(value, |(_, listen)| listen);
+            self.error(at, "host.listen", &why.to_string());
         }
     }
 
@@ -610,6 +624,10 @@ impl Parser<'_> {
                 }
                 "api-token" => {
                     if let Some(token) = self.string(value, &path) {
+                        // Checked with or without `listen`: `run --listen` would use it.
+                        if let Err(why) = check_token(&token) {
+                            self.error(value, &path, &why.to_string());
+                        }
                         host.api_token = Some(token);
                     }
                 }
@@ -878,6 +896,42 @@ mod tests {
 
     fn parse(text: &str) -> Result<FleetConfig, ConfigErrors> {
         parse_fleet(Path::new("/etc/flowscale/fleet.toml"), text)
+    }
+
+    #[test]
+    fn a_bad_token_is_reported_at_its_own_key_and_a_missing_one_at_listen() {
+        let errors = |text: &str| -> Vec<String> {
+            parse(text)
+                .expect_err("refused")
+                .0
+                .iter()
+                .map(ToString::to_string)
+                .collect()
+        };
+        let token_error = "/etc/flowscale/fleet.toml:4: host.api-token: api-token must be 16 to \
+                           256 visible ASCII characters (no spaces)";
+        assert_eq!(
+            errors(
+                "[host]\ninterval = \"10s\"\nlisten = \"0.0.0.0:9464\"\napi-token = \"short\"\n"
+            ),
+            [token_error]
+        );
+        // Without `listen` too: `run --listen` would serve with it.
+        assert_eq!(
+            errors("[host]\ninterval = \"10s\"\n\napi-token = \"has a space in it, sadly\"\n"),
+            [token_error]
+        );
+        assert_eq!(
+            errors("[host]\ninterval = \"10s\"\nlisten = \"0.0.0.0:9464\"\n"),
+            [
+                "/etc/flowscale/fleet.toml:3: host.listen: 0.0.0.0:9464 is not a loopback address: \
+              set `[host] api-token` so that every request needs a bearer token"
+            ]
+        );
+        assert!(
+            parse("[host]\nlisten = \"0.0.0.0:9464\"\napi-token = \"a-token-0123456789\"\n")
+                .is_ok()
+        );
     }
 
     #[test]

@@ -5,6 +5,7 @@ mod closest;
 mod duration;
 mod errors;
 mod fleet;
+mod host_reload;
 mod isolation;
 mod job;
 mod keys;
@@ -22,6 +23,9 @@ pub(crate) use fleet::{
     ListenError, check_listen, load_fleet, parse_listen, read_fleet,
 };
 pub use fleet::{EngineSpec, parse_fleet};
+#[cfg(test)]
+pub(crate) use host_reload::HOST_KEYS_ON_RELOAD;
+pub(crate) use host_reload::{OnReload, changed_host_keys, on_reload};
 pub(crate) use isolation::{DEFAULT_PLUGIN_CALL_TIMEOUT, PluginIsolation};
 pub use job::JobConfig;
 pub(crate) use job::Origin;

@@ -1,6 +1,8 @@
 //! A fleet's jobs checked together: each resolved mode and settings, or every problem at once.
 
-use crate::alignment::{JobAlignment, ModeCatalog};
+use std::collections::BTreeSet;
+
+use crate::alignment::{JobAlignment, ModeCatalog, custom_class};
 use crate::config::{
     ConfigErrors, Diagnostic, EngineSpec, FleetConfig, JobConfig, JobSpec, KeyError,
     MODE_KEY_FOR_LOCATION,
@@ -62,7 +64,7 @@ pub fn plan_fleet(
     fleet: FleetConfig,
     catalog: &dyn ModeCatalog,
 ) -> Result<FleetPlan, ConfigErrors> {
-    plan_with(fleet, catalog, false)
+    plan_with(fleet, catalog, Fallback::Never)
 }
 
 /// Plans a fleet that was already checked again with the custom modes of `catalog` (the plugins
@@ -73,20 +75,64 @@ pub(crate) fn replan_fleet(
     fleet: FleetConfig,
     catalog: &dyn ModeCatalog,
 ) -> Result<FleetPlan, ConfigErrors> {
-    plan_with(fleet, catalog, true)
+    plan_with(fleet, catalog, Fallback::Always)
+}
+
+/// Plans a fleet file read again while the host runs with the configuration `running`, as
+/// strictly as at start but for one thing: a job whose custom mode `running` names too and that
+/// `catalog` does not have now (its plugin file was removed or refused since) aligns with BALANCED
+/// until it is back, as after a change of the plugins directory, instead of the whole file being
+/// refused. Such a job falls back already; refusing every reload meanwhile would only keep every
+/// other change out. A mode that no running job names must be there, as at start: it is a new
+/// name, and a typo in it is an error. (A quarantined mode is there: its job resolves to it and
+/// aligns with BALANCED while it is quarantined.)
+pub(crate) fn reload_fleet(
+    fleet: FleetConfig,
+    running: &FleetConfig,
+    catalog: &dyn ModeCatalog,
+) -> Result<FleetPlan, ConfigErrors> {
+    let missing: BTreeSet<String> = running
+        .jobs
+        .iter()
+        .filter_map(|job| custom_class(&job.config))
+        .filter(|class| catalog.find(class).is_none())
+        .collect();
+    plan_with(fleet, catalog, Fallback::Missing(&missing))
+}
+
+/// Which jobs align with BALANCED, with a `ModeFallback` note, when their mode cannot be
+/// resolved, instead of failing the plan.
+#[derive(Debug, Clone, Copy)]
+enum Fallback<'a> {
+    /// None: every problem is an error (start, `validate`).
+    Never,
+    /// Every job: the configuration was checked already, only the modes on offer changed.
+    Always,
+    /// The jobs whose custom mode has one of these implementation ids.
+    Missing(&'a BTreeSet<String>),
+}
+
+impl Fallback<'_> {
+    fn applies(self, spec: &JobSpec) -> bool {
+        match self {
+            Fallback::Never => false,
+            Fallback::Always => true,
+            Fallback::Missing(ids) => custom_class(&spec.config).is_some_and(|c| ids.contains(&c)),
+        }
+    }
 }
 
 fn plan_with(
     fleet: FleetConfig,
     catalog: &dyn ModeCatalog,
-    lenient: bool,
+    fallback: Fallback<'_>,
 ) -> Result<FleetPlan, ConfigErrors> {
     let mut errors = Vec::new();
     let warnings = fleet.warnings.clone();
     let mut jobs = Vec::new();
     for spec in &fleet.jobs {
         let mut notes = Vec::new();
-        let alignment = if lenient {
+        let alignment = if fallback.applies(spec) {
             let (alignment, fallback) =
                 JobAlignment::resolve_or_balanced(&spec.name, &spec.config, catalog);
             notes = fallback;
@@ -161,5 +207,63 @@ fn engine_diagnostics(spec: &JobSpec) -> Vec<Diagnostic> {
             }
             out
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::alignment::NoCustomModes;
+    use crate::config::parse_fleet;
+    use crate::events::EventReason;
+
+    /// A fleet of Flink entries `(name, implementation id of its custom mode)`.
+    fn fleet(jobs: &[(&str, &str)]) -> FleetConfig {
+        let mut text = String::new();
+        for (name, class) in jobs {
+            text.push_str(&format!(
+                "[[jobs]]\nname = \"{name}\"\nengine = \"flink\"\nrest = \"http://127.0.0.1:9\"\n\
+                 job-id = \"8930b1fd94e042463a80e45360195d7e\"\n[jobs.config]\n\
+                 \"scaling.alignment.mode\" = \"m\"\n\"scaling.alignment.mode.m.class\" = \"{class}\"\n"
+            ));
+        }
+        parse_fleet(Path::new("fleet.toml"), &text).expect("a valid fleet")
+    }
+
+    #[test]
+    fn a_reload_lets_a_mode_the_running_fleet_misses_fall_back_and_refuses_a_new_one() {
+        // Running: `a` on the plugin mode `gone`, whose file was removed since.
+        let running = fleet(&[("a", "gone")]);
+        // Read again with a new job on the same missing mode: both fall back, saying so.
+        let plan = reload_fleet(
+            fleet(&[("a", "gone"), ("b", "gone")]),
+            &running,
+            &NoCustomModes,
+        )
+        .expect("applied");
+        for job in &plan.jobs {
+            assert_eq!(job.alignment.mode_id(), "BALANCED", "{}", job.spec.name);
+            assert_eq!(job.notes.len(), 1, "{:?}", job.notes);
+            assert_eq!(job.notes[0].reason, EventReason::ModeFallback);
+            assert!(
+                job.notes[0].message.contains("`gone`"),
+                "{}",
+                job.notes[0].message
+            );
+        }
+        // A mode no running job names must be there, as at start.
+        let errors = reload_fleet(
+            fleet(&[("a", "gone"), ("c", "typo")]),
+            &running,
+            &NoCustomModes,
+        )
+        .expect_err("refused");
+        assert_eq!(errors.0.len(), 1, "{errors}");
+        assert!(errors.0[0].to_string().contains("`typo`"), "{errors}");
+        // The same file at start is refused for both.
+        let errors = plan_fleet(fleet(&[("a", "gone")]), &NoCustomModes).expect_err("refused");
+        assert!(errors.0[0].to_string().contains("`gone`"), "{errors}");
     }
 }

@@ -3,11 +3,15 @@
 //!
 //! The directory is looked at when inotify (through `notify`) says something changed in it, and
 //! every few seconds anyway (every second when no watcher could be set up): a look lists the
-//! plugin files with their size, modification time and inode. A change is acted on once the
-//! listing stayed the same for one more look, so a file still being copied in is not probed
-//! half-written. Acting means discovering the whole directory again through the same
-//! [`PluginVersions`]: unchanged files give their very same modes, new contents are loaded as
-//! new versions (see `versions`), and the differences become events.
+//! plugin files with their size, modification time, inode, owner and mode, and what the trust
+//! check (`trust`) says of each, so that fixing (or breaking) the permissions of a directory on a
+//! plugin's path is a change even though no file in the directory changed; inotify does not see
+//! those directories, the next look does. A change is acted on once the listing stayed the same
+//! for one more look, so a file still being copied in is not probed half-written. Acting means
+//! discovering the whole directory again through the same [`PluginVersions`]: unchanged files
+//! give their very same modes, new contents are loaded as new versions (see `versions`), and the
+//! differences become events. SIGHUP ([`LivePlugins::recheck`]) discovers it again at once,
+//! refused files included.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -18,6 +22,7 @@ use std::time::{Duration, Instant, SystemTime};
 use notify::Watcher;
 
 use super::report::{PluginFileReport, PluginListing, PluginStatus};
+use super::trust::{self, Distrust};
 use super::versions::{MAX_LOADED_VERSIONS, PluginVersions};
 use super::{Isolation, ModeRegistry};
 use crate::events::{Event, EventReason, Severity};
@@ -27,12 +32,18 @@ const SAFETY_LOOK: Duration = Duration::from_secs(5);
 /// How often it is looked at when no inotify watcher could be set up.
 const POLL_LOOK: Duration = Duration::from_secs(1);
 
-/// What a look at one plugin file saw: enough to notice a new file, a rewrite or a rename.
+/// What a look at one plugin file saw: enough to notice a new file, a rewrite or a rename, and
+/// a change of who may change it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Stamp {
     len: u64,
     modified: Option<SystemTime>,
     inode: u64,
+    /// The file's owner and permission bits (it can be made readable or private in place).
+    owner_mode: (u32, u32),
+    /// What the trust check says: the file it loads, or the path that makes it untrusted with
+    /// its owner and mode. Changes when a directory on the way is fixed or broken.
+    trust: Result<PathBuf, Distrust>,
 }
 
 type Stamps = BTreeMap<PathBuf, Stamp>;
@@ -151,6 +162,16 @@ impl LivePlugins {
         Some(self.rescan())
     }
 
+    /// Looks at the directory now and discovers it again at once, whether or not the look saw
+    /// a change (SIGHUP): every refused file is checked again, so a fix that no look can see
+    /// (another user's rights, a library's dependencies) is taken when asked for.
+    pub(crate) fn recheck(&mut self) -> PluginUpdate {
+        self.last_look = Instant::now();
+        self.pending = None;
+        self.stamps = stamps(&self.dir);
+        self.rescan()
+    }
+
     /// Discovers the directory again and says what changed.
     fn rescan(&mut self) -> PluginUpdate {
         let (registry, found) =
@@ -187,7 +208,8 @@ fn watch(dir: &Path, wake: Arc<AtomicBool>) -> Option<notify::RecommendedWatcher
     }
 }
 
-/// The plugin files of `dir` (by extension, links followed) with what a look can see.
+/// The plugin files of `dir` (by extension, links followed; a link that leads nowhere as
+/// itself) with what a look can see.
 fn stamps(dir: &Path) -> Stamps {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Stamps::new();
@@ -200,15 +222,22 @@ fn stamps(dir: &Path) -> Stamps {
                 .is_some_and(|ext| ext == std::env::consts::DLL_EXTENSION)
         })
         .filter_map(|path| {
-            let meta = std::fs::metadata(&path).ok()?;
+            let meta = std::fs::metadata(&path)
+                .or_else(|_| std::fs::symlink_metadata(&path))
+                .ok()?;
             #[cfg(unix)]
-            let inode = std::os::unix::fs::MetadataExt::ino(&meta);
+            let (inode, owner_mode) = {
+                use std::os::unix::fs::MetadataExt;
+                (meta.ino(), (meta.uid(), meta.mode()))
+            };
             #[cfg(not(unix))]
-            let inode = 0;
+            let (inode, owner_mode) = (0, (0, 0));
             let stamp = Stamp {
                 len: meta.len(),
                 modified: meta.modified().ok(),
                 inode,
+                owner_mode,
+                trust: trust::check(&path),
             };
             Some((path, stamp))
         })
@@ -351,6 +380,46 @@ mod tests {
 
     fn reasons(events: &[Event]) -> Vec<EventReason> {
         events.iter().map(|e| e.reason).collect()
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_fixed_directory_is_seen_by_a_look_and_sighup_checks_refused_files_at_once() {
+        use std::os::unix::fs::PermissionsExt;
+        let chmod = |path: &Path, mode: u32| {
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("chmod");
+        };
+        let dir = tempfile::tempdir().expect("tempdir");
+        let plugins = dir.path().join("plugins");
+        std::fs::create_dir(&plugins).expect("mkdir");
+        let file = plugins.join("libx.so");
+        std::fs::write(&file, "not a library").expect("write");
+        chmod(&file, 0o644);
+        chmod(&plugins, 0o775);
+        let mut live = LivePlugins::open(&plugins, Isolation::InProcess);
+        let reason = |live: &LivePlugins| live.reports()[0].reason.clone().unwrap_or_default();
+        assert!(
+            reason(&live).contains("writable by group or others"),
+            "{}",
+            reason(&live)
+        );
+
+        // Fixed: no file changed, yet the look differs.
+        chmod(&plugins, 0o755);
+        assert_ne!(stamps(&plugins), live.stamps, "a look sees the fix");
+        // SIGHUP: checked again at once, without waiting for the look to settle.
+        let update = live.recheck();
+        assert_eq!(reasons(&update.events), [EventReason::PluginRefused]);
+        assert!(
+            update.events[0]
+                .message
+                .contains("not a loadable shared library"),
+            "{}",
+            update.events[0].message
+        );
+        assert!(reason(&live).contains("not a loadable shared library"));
+        // Nothing new: no event.
+        assert!(live.recheck().events.is_empty());
     }
 
     #[test]

@@ -23,7 +23,8 @@ use crate::alignment::{CustomMode, ModeOrigin};
 const ABI_SUMMARY_ITEMS: usize = 3;
 
 /// The plugin files of `dir`, sorted by name: regular files (after following links) with the
-/// platform's shared-library extension.
+/// platform's shared-library extension, and symbolic links with that extension that lead
+/// nowhere (refused by [`broken_link`], so that each says why instead of being passed over).
 fn candidates(dir: &Path) -> Result<Vec<PathBuf>, std::io::Error> {
     let mut files = Vec::new();
     for entry in fs::read_dir(dir)? {
@@ -31,7 +32,7 @@ fn candidates(dir: &Path) -> Result<Vec<PathBuf>, std::io::Error> {
         let is_library = path
             .extension()
             .is_some_and(|ext| ext == std::env::consts::DLL_EXTENSION);
-        if is_library && path.is_file() {
+        if is_library && (path.is_file() || broken_link(&path).is_some()) {
             files.push(path);
         } else {
             tracing::debug!(file = %path.display(), "not a plugin file; ignored");
@@ -39,6 +40,24 @@ fn candidates(dir: &Path) -> Result<Vec<PathBuf>, std::io::Error> {
     }
     files.sort();
     Ok(files)
+}
+
+/// Why `path` is a symbolic link that leads to no file, if it is one: its target does not exist,
+/// or following it comes back to a link already followed.
+pub(super) fn broken_link(path: &Path) -> Option<Refusal> {
+    if !fs::symlink_metadata(path).ok()?.file_type().is_symlink() {
+        return None;
+    }
+    let err = fs::metadata(path).err()?;
+    if err.kind() == std::io::ErrorKind::NotFound {
+        let target = fs::read_link(path).unwrap_or_default();
+        return Some(Refusal::DanglingLink(target));
+    }
+    #[cfg(unix)]
+    if rustix::io::Errno::from_io_error(&err) == Some(rustix::io::Errno::LOOP) {
+        return Some(Refusal::LinkLoop);
+    }
+    Some(Refusal::Unreadable(err.to_string()))
 }
 
 fn report_for(file: &Path, info: &ManifestInfo) -> PluginFileReport {
@@ -90,7 +109,11 @@ pub(super) fn discover_into(
     let mut hashes: Vec<Option<u64>> = Vec::with_capacity(files.len());
     let mut staged: Vec<Option<Staged>> = Vec::with_capacity(files.len());
     for file in &files {
-        match versions.stage(file) {
+        let stage = match broken_link(file) {
+            Some(refusal) => Err(refusal),
+            None => versions.stage(file),
+        };
+        match stage {
             Ok(stage) => {
                 let mut report = report_for(file, &stage.info);
                 hashes.push(Some(stage.hash));
@@ -363,6 +386,42 @@ pub(crate) fn load_file(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[cfg(unix)]
+    #[test]
+    fn links_that_lead_nowhere_are_told_apart() {
+        use std::os::unix::fs::symlink;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let at = |name: &str| dir.path().join(name);
+        fs::write(at("libreal.so"), "x").expect("write");
+        symlink(at("libreal.so"), at("libgood.so")).expect("link");
+        symlink(at("gone.so"), at("libdangling.so")).expect("link");
+        symlink("libloop_b.so", at("libloop_a.so")).expect("link");
+        symlink("libloop_a.so", at("libloop_b.so")).expect("link");
+        assert_eq!(broken_link(&at("libreal.so")), None);
+        assert_eq!(broken_link(&at("libgood.so")), None);
+        assert_eq!(
+            broken_link(&at("libdangling.so")),
+            Some(Refusal::DanglingLink(at("gone.so")))
+        );
+        assert_eq!(broken_link(&at("libloop_a.so")), Some(Refusal::LinkLoop));
+        // Each is a candidate, so that each is reported.
+        let names: Vec<String> = candidates(dir.path())
+            .expect("listed")
+            .iter()
+            .filter_map(|p| Some(p.file_name()?.to_str()?.to_string()))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "libdangling.so",
+                "libgood.so",
+                "libloop_a.so",
+                "libloop_b.so",
+                "libreal.so"
+            ]
+        );
+    }
 
     const REPORT: &str = "
 Compared <this>:

@@ -4,8 +4,9 @@
 //! # Discovery
 //!
 //! [`ModeRegistry::discover`] scans one directory (not recursively) in file-name order. Only
-//! regular files with the platform's shared-library extension (`.so` on Linux) are considered;
-//! anything else (a README, a `.so.1` versioned name, a sub-directory) is ignored, so the
+//! regular files with the platform's shared-library extension (`.so` on Linux) are considered,
+//! and symbolic links with that extension that lead nowhere (a missing target, a loop), which are
+//! refused; anything else (a README, a `.so.1` versioned name, a sub-directory) is ignored, so the
 //! directory may hold notes and backups. Every considered file gets one [`PluginFileReport`]:
 //! loaded, or refused with one line saying why and what to do. A refused file never stops the
 //! host or the other plugins.

@@ -82,6 +82,17 @@ pub enum Refusal {
     /// The file's metadata or the directory could not be read.
     #[error("cannot read it: {0}")]
     Unreadable(String),
+    /// A symbolic link whose target does not exist.
+    #[error(
+        "dangling symbolic link to `{}`: its target does not exist; fix the link or remove it",
+        .0.display()
+    )]
+    DanglingLink(PathBuf),
+    /// Symbolic links that lead back to one another.
+    #[error(
+        "symbolic link loop: following the link never reaches a file; fix the link or remove it"
+    )]
+    LinkLoop,
     /// The host has loaded as many plugin versions as it keeps (libraries are never unloaded).
     #[error(
         "not loaded: this host already keeps {limit} plugin versions (a library is never \

@@ -21,9 +21,13 @@ pub(crate) struct StateCheck {
 }
 
 /// Checks `dir` for the fleet's `(name, engine)` entries. A directory that does not exist yet
-/// is fine: `run` creates it.
+/// is fine when `run` can create it.
 pub(crate) fn check_state_dir(dir: &Path, jobs: &[(&str, &EngineSpec)]) -> StateCheck {
     let mut check = StateCheck::default();
+    if let Some(problem) = unwritable(dir) {
+        check.errors.push(problem);
+        return check;
+    }
     if !dir.exists() {
         return check;
     }
@@ -96,12 +100,107 @@ pub(crate) fn check_state_dir(dir: &Path, jobs: &[(&str, &EngineSpec)]) -> State
     check
 }
 
+/// Why `flowscale run`, run by this user, could not write in the state directory `dir`, if so:
+/// it creates the directory (and the ones above it) when missing, then takes its lock file and
+/// writes every job's state there. `validate` is run by the same user as `run`, usually, and
+/// reading a directory does not tell whether it can be written: a read-only directory would
+/// pass every other check and stop `run` at once.
+#[cfg(unix)]
+fn unwritable(dir: &Path) -> Option<Diagnostic> {
+    use rustix::fs::{Access, AtFlags, CWD, accessat};
+    // With the effective user and its capabilities, as `run` will try.
+    let can_write = |path: &Path| {
+        accessat(
+            CWD,
+            path,
+            Access::WRITE_OK | Access::EXEC_OK,
+            AtFlags::EACCESS,
+        )
+        .map_err(std::io::Error::from)
+    };
+    let at = dir.display().to_string();
+    if dir.is_dir() {
+        if let Err(err) = can_write(dir) {
+            return Some(Diagnostic::new(
+                at,
+                format!(
+                    "the state directory (`[host] state-dir`) cannot be used: `flowscale run` \
+                     cannot write in it ({err}), and it keeps its lock and every job's state \
+                     there; give this user write access to it, or choose another `state-dir`"
+                ),
+            ));
+        }
+        let lock = dir.join(crate::state::LOCK_FILE);
+        let lock_unwritable =
+            lock.exists() && accessat(CWD, &lock, Access::WRITE_OK, AtFlags::EACCESS).is_err();
+        return lock_unwritable.then(|| {
+            Diagnostic::new(
+                lock.display().to_string(),
+                "the state directory's lock file cannot be written by this user, so \
+                 `flowscale run` cannot take the directory; give this user write access to it"
+                    .to_string(),
+            )
+        });
+    }
+    // Not there yet: the closest directory above it must let `run` create it.
+    let existing = dir.ancestors().skip(1).find(|a| a.exists())?;
+    let problem = if existing.is_dir() {
+        can_write(existing).err().map(|err| {
+            format!(
+                "`flowscale run` creates it, but cannot write in {} ({err}); create it for this \
+                 user, or choose another `state-dir`",
+                existing.display()
+            )
+        })
+    } else {
+        Some(format!(
+            "`flowscale run` creates it, but {} is not a directory",
+            existing.display()
+        ))
+    };
+    problem.map(|problem| {
+        Diagnostic::new(
+            at,
+            format!("the state directory (`[host] state-dir`) cannot be created: {problem}"),
+        )
+    })
+}
+
+/// Without Unix permissions to read, `run` finds out when it opens the directory.
+#[cfg(not(unix))]
+fn unwritable(_dir: &Path) -> Option<Diagnostic> {
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use std::fs;
     use std::path::PathBuf;
 
     use super::*;
+
+    #[test]
+    fn a_state_directory_that_cannot_be_created_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("file");
+        fs::write(&file, "in the way").unwrap();
+        let state = file.join("state");
+        let check = check_state_dir(&state, &[]);
+        assert_eq!(check.errors.len(), 1, "{:?}", check.errors);
+        let text = check.errors[0].to_string();
+        assert!(
+            text.starts_with(&state.display().to_string())
+                && text.contains("cannot be created")
+                && text.contains(&format!("{} is not a directory", file.display())),
+            "{text}"
+        );
+        // One that can be is fine.
+        assert!(
+            check_state_dir(&dir.path().join("new/state"), &[])
+                .errors
+                .is_empty()
+        );
+    }
 
     #[test]
     fn the_same_findings_as_run_located_by_file_without_changing_anything() {

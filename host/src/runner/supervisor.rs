@@ -29,7 +29,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::alignment::JobAlignment;
-use crate::config::{EngineSpec, HostSettings, JobSpec, PluginIsolation};
+use crate::config::{
+    EngineSpec, HostSettings, JobSpec, OnReload, PluginIsolation, changed_host_keys, on_reload,
+};
 use crate::engine::flink::ClusterLimits;
 use crate::events::{Event, EventReason, Severity};
 use crate::plan::{FleetPlan, JobPlan};
@@ -336,7 +338,10 @@ impl<'p, 'scope, 'env> Supervisor<'p, 'scope, 'env> {
             self.pool.wake_all();
         }
         let message = changes.describe(&self.host, &plan.fleet.host);
+        // What takes effect on reload is the running host's from now on; the rest stays as it
+        // started, and the next reload says again that it needs a restart.
         self.host.interval = plan.fleet.host.interval;
+        self.host.api_token.clone_from(&plan.fleet.host.api_token);
         Event::new(EventReason::ConfigReloaded, Severity::Normal, message)
     }
 
@@ -383,32 +388,40 @@ impl Changes {
             "restarted without saved state (engine changed)",
             &self.restarted,
         );
-        if old.interval != new.interval {
-            parts.push(format!(
-                "`[host] interval` now {} ms",
-                new.interval.as_millis()
-            ));
+        let changed = changed_host_keys(old, new);
+        let mut restart = Vec::new();
+        for key in changed {
+            match (key, on_reload(key)) {
+                ("interval", _) => parts.push(format!(
+                    "`[host] interval` now {} ms",
+                    new.interval.as_millis()
+                )),
+                // Never the token itself: the log may be read by more people than the API.
+                ("api-token", _) => parts.push(
+                    match (&old.api_token, &new.api_token) {
+                        (None, _) => "`[host] api-token` set",
+                        (_, None) => "`[host] api-token` removed",
+                        _ => "`[host] api-token` replaced",
+                    }
+                    .to_string(),
+                ),
+                (key, OnReload::NeedsRestart) => restart.push(format!("`[host] {key}`")),
+                (key, OnReload::Applied) => parts.push(format!("`[host] {key}` changed")),
+            }
         }
         if parts.is_empty() {
             parts.push("no job changed".to_string());
         }
         let mut message = format!("configuration reloaded: {}", parts.join("; "));
-        if old.state_dir != new.state_dir
-            || old.state_url != new.state_url
-            || old.plugins_dir != new.plugins_dir
-        {
-            message.push_str(
-                "; `[host] state-dir`, `[host] state` and `[host] plugins-dir` take effect at the \
-                 next start, the running host keeps its own",
-            );
-        }
-        if old.workers != new.workers
-            || old.max_requests_per_cluster != new.max_requests_per_cluster
-        {
-            message.push_str(
-                "; `[host] workers` and `[host] max-requests-per-cluster` take effect at the next \
-                 start, the running host keeps its own",
-            );
+        if let Some((last, first)) = restart.split_last() {
+            let (keys, verb) = if first.is_empty() {
+                (last.clone(), "needs")
+            } else {
+                (format!("{} and {last}", first.join(", ")), "need")
+            };
+            message.push_str(&format!(
+                "; {keys} {verb} a restart to take effect, the running host keeps its own"
+            ));
         }
         message
     }
@@ -874,28 +887,100 @@ mod tests {
     }
 
     #[test]
-    fn a_reload_that_changes_the_state_database_says_it_takes_effect_at_the_next_start() {
+    fn a_reload_that_changes_the_state_database_says_it_needs_a_restart() {
         let host = |state: &str| {
             let text = format!("[host]\n{state}\n");
             parse_fleet(Path::new("fleet.toml"), &text)
                 .expect("a valid fleet")
                 .host
         };
-        let next_start = "; `[host] state-dir`, `[host] state` and `[host] plugins-dir` take \
-                          effect at the next start, the running host keeps its own";
         let files = host("state-dir = \"state\"");
         let db = host("state = \"postgres://flowscale@localhost:5432/a\"");
         let other_db = host("state = \"postgres://flowscale@localhost:5432/b\"");
         let changes = Changes::default();
-        for (old, new) in [(&db, &other_db), (&files, &db), (&db, &files)] {
+        let keeps = "a restart to take effect, the running host keeps its own";
+        for (old, new, keys) in [
+            (&db, &other_db, format!("`[host] state` needs {keeps}")),
+            (
+                &files,
+                &db,
+                format!("`[host] state-dir` and `[host] state` need {keeps}"),
+            ),
+            (
+                &db,
+                &files,
+                format!("`[host] state-dir` and `[host] state` need {keeps}"),
+            ),
+        ] {
             assert_eq!(
                 changes.describe(old, new),
-                format!("configuration reloaded: no job changed{next_start}")
+                format!("configuration reloaded: no job changed; {keys}")
             );
         }
         assert_eq!(
             changes.describe(&db, &db.clone()),
             "configuration reloaded: no job changed"
         );
+    }
+
+    /// One value and another of every `[host]` key, each valid on its own.
+    const HOST_SAMPLES: &[(&str, &str, &str)] = &[
+        ("plugins", "\"a\"", "\"b\""),
+        ("interval", "\"10s\"", "\"20s\""),
+        ("state-dir", "\"s1\"", "\"s2\""),
+        ("plugin-isolation", "\"in-process\"", "\"process\""),
+        ("plugin-call-timeout", "\"1s\"", "\"2s\""),
+        ("workers", "2", "3"),
+        ("max-requests-per-cluster", "4", "8"),
+        ("listen", "\"127.0.0.1:9464\"", "\"127.0.0.1:9465\""),
+        ("api-token", "\"aaaaaaaaaaaaaaaa\"", "\"bbbbbbbbbbbbbbbb\""),
+        (
+            "state",
+            "\"postgres://f@localhost:5432/a\"",
+            "\"postgres://f@localhost:5432/b\"",
+        ),
+        ("id", "\"h1\"", "\"h2\""),
+        ("lease-ttl", "\"30s\"", "\"40s\""),
+    ];
+
+    /// The `[host]` keys a running host takes on reload; every other one needs a restart.
+    const RELOADED: &[&str] = &["interval", "api-token"];
+
+    #[test]
+    fn a_reload_names_every_changed_host_key_and_whether_it_needs_a_restart() {
+        let host = |key: &str, value: &str| {
+            parse_fleet(
+                Path::new("fleet.toml"),
+                &format!("[host]\n{key} = {value}\n"),
+            )
+            .expect("a valid fleet")
+            .host
+        };
+        let mut sampled: Vec<&str> = HOST_SAMPLES.iter().map(|(key, _, _)| *key).collect();
+        let mut keys: Vec<&str> = crate::config::HOST_KEYS_ON_RELOAD
+            .iter()
+            .map(|(key, _)| *key)
+            .collect();
+        sampled.sort_unstable();
+        keys.sort_unstable();
+        assert_eq!(sampled, keys, "a sample of every key");
+        let changes = Changes::default();
+        for (key, a, b) in HOST_SAMPLES {
+            let message = changes.describe(&host(key, a), &host(key, b));
+            let named = format!("`[host] {key}`");
+            assert!(message.contains(&named), "{key}: {message}");
+            let restart = format!("{named} needs a restart to take effect");
+            assert_eq!(
+                message.contains(&restart),
+                !RELOADED.contains(key),
+                "{key}: {message}"
+            );
+            // Nothing is said of a key that did not change.
+            assert_eq!(
+                changes.describe(&host(key, a), &host(key, a)),
+                "configuration reloaded: no job changed",
+                "{key}"
+            );
+        }
     }
 }

@@ -35,7 +35,8 @@ pub(super) async fn require_token(
     request: Request,
     next: Next,
 ) -> Response {
-    let Some(token) = state.token.as_deref() else {
+    let token = state.token.get();
+    let Some(token) = token.as_deref() else {
         return next.run(request).await;
     };
     let given = request

@@ -56,7 +56,7 @@ pub(super) async fn require_loopback_host(
     request: Request,
     next: Next,
 ) -> Response {
-    if state.token.is_some() {
+    if state.token.get().is_some() {
         return next.run(request).await;
     }
     let header = request

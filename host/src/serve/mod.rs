@@ -16,6 +16,7 @@ mod dashboard;
 pub(crate) mod metrics;
 mod series;
 mod shared;
+mod token;
 pub(crate) mod view;
 
 use std::net::{SocketAddr, TcpListener};
@@ -37,6 +38,7 @@ use shared::{
 };
 
 use shared::AppState;
+use token::ApiToken;
 pub use view::FleetView;
 
 /// Where and how the server listens.
@@ -67,6 +69,8 @@ pub enum ServeError {
 /// A running server; dropping it stops it.
 pub struct Server {
     addr: SocketAddr,
+    /// The token requests must carry now.
+    token: ApiToken,
     stop: Option<oneshot::Sender<()>>,
     thread: Option<JoinHandle<()>>,
 }
@@ -85,10 +89,11 @@ impl Server {
         })?;
         let addr = listener.local_addr().map_err(ServeError::Start)?;
         listener.set_nonblocking(true).map_err(ServeError::Start)?;
+        let token = ApiToken::new(config.api_token.as_deref());
         let state = Arc::new(AppState {
             view,
             backend,
-            token: config.api_token.clone(),
+            token: token.clone(),
             what_ifs: Arc::new(Semaphore::new(MAX_WHAT_IF_CALLS)),
         });
         let runtime = tokio::runtime::Builder::new_current_thread()
@@ -112,6 +117,7 @@ impl Server {
             .map_err(ServeError::Start)?;
         Ok(Server {
             addr,
+            token,
             stop: Some(stop),
             thread: Some(thread),
         })
@@ -120,6 +126,12 @@ impl Server {
     /// The address it listens on (with the port the system chose for port 0).
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// Replaces the token every request must carry (`[host] api-token` changed while the host
+    /// runs): the next request is checked against `token`, the old one is refused.
+    pub fn set_api_token(&self, token: Option<&str>) {
+        self.token.set(token);
     }
 }
 

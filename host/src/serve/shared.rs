@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use tokio::sync::Semaphore;
 
+use super::token::ApiToken;
 use super::view::FleetView;
 
 /// The largest `POST /api/v1/align` body.
@@ -40,7 +41,7 @@ pub trait Backend: Send + Sync + 'static {
 pub(crate) struct AppState {
     pub(crate) view: Arc<FleetView>,
     pub(crate) backend: Arc<dyn Backend>,
-    pub(crate) token: Option<String>,
+    pub(crate) token: ApiToken,
     /// One permit per what-if request running ([`MAX_WHAT_IF_CALLS`]).
     pub(crate) what_ifs: Arc<Semaphore>,
 }

@@ -894,3 +894,24 @@ fn without_shared_state_no_job_has_an_owner_and_no_owner_metric_is_set() {
     let text = view.metrics().encode_text();
     assert!(!text.contains("flowscale_lease_owner{"), "{text}");
 }
+
+#[test]
+fn a_replaced_token_is_required_from_the_next_request_on() {
+    let (old, new) = ("old-token-0123456789", "new-token-0123456789");
+    let server = start(Arc::new(FleetView::new()), Some(old));
+    let addr = server.local_addr();
+    let with = |token: &str| {
+        get(
+            addr,
+            "/api/v1/jobs",
+            &format!("Authorization: Bearer {token}\r\n"),
+        )
+        .0
+    };
+    assert_eq!((with(old), with(new)), (200, 401));
+    server.set_api_token(Some(new));
+    assert_eq!((with(old), with(new)), (401, 200));
+    // Removed (a loopback server may go without): every request passes.
+    server.set_api_token(None);
+    assert_eq!(get(addr, "/api/v1/jobs", "").0, 200);
+}

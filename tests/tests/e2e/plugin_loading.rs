@@ -84,6 +84,14 @@ fn reason(v: &Value) -> &str {
     v["reason"].as_str().unwrap_or_default()
 }
 
+/// The "refused:" lines of a `flowscale plugins` table.
+fn refused_lines(table: &str) -> usize {
+    table
+        .lines()
+        .filter(|l| l.trim_start().starts_with("refused:"))
+        .count()
+}
+
 #[test]
 fn the_example_plugins_are_listed_with_their_modes() {
     let built = Built::new();
@@ -213,14 +221,7 @@ fn every_kind_of_bad_file_is_refused_with_its_own_reason() {
     // The table says the same, one "refused:" line per bad file.
     let out = built.flowscale(&["plugins", "--plugins", path(dir.path())]);
     let table = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(
-        table
-            .lines()
-            .filter(|l| l.trim_start().starts_with("refused:"))
-            .count(),
-        8,
-        "{table}"
-    );
+    assert_eq!(refused_lines(&table), 8, "{table}");
 
     // --verbose adds abi_stable's full report under the layout refusal.
     let out = built.flowscale(&["plugins", "--plugins", path(dir.path()), "--verbose"]);
@@ -384,4 +385,66 @@ fn a_link_to_a_library_in_a_world_writable_directory_is_refused_naming_that_dire
     let (items, code) = built.plugins_json(dir.path());
     assert_eq!(code, Some(0), "{items:#?}");
     assert_eq!(entry(&items, "libbucket_align.so")["status"], "loaded");
+}
+
+#[cfg(unix)]
+#[test]
+fn a_dangling_link_and_a_link_loop_are_refused_one_line_each() {
+    use std::os::unix::fs::symlink;
+    let built = Built::new();
+    let dir = plugins_dir(&[(&built.plugin("slot-align"), "libslot_align.so")]);
+    symlink(
+        dir.path().join("gone.so"),
+        dir.path().join("libdangling.so"),
+    )
+    .unwrap();
+    symlink("libloop_b.so", dir.path().join("libloop_a.so")).unwrap();
+    symlink("libloop_a.so", dir.path().join("libloop_b.so")).unwrap();
+
+    let (items, code) = built.plugins_json(dir.path());
+    assert_eq!(
+        code,
+        Some(1),
+        "a refusal shows in the exit code: {items:#?}"
+    );
+    assert_eq!(items.len(), 4, "{items:#?}");
+    assert_eq!(entry(&items, "libslot_align.so")["status"], "loaded");
+    let dangling = entry(&items, "libdangling.so");
+    assert_eq!(dangling["status"], "refused", "{dangling:#}");
+    assert!(
+        reason(dangling).contains("dangling symbolic link") && reason(dangling).contains("gone.so"),
+        "{}",
+        reason(dangling)
+    );
+    for file in ["libloop_a.so", "libloop_b.so"] {
+        let v = entry(&items, file);
+        assert_eq!(v["status"], "refused", "{v:#}");
+        assert!(reason(v).contains("symbolic link loop"), "{}", reason(v));
+    }
+
+    // The table: one "refused:" line each.
+    let out = built.flowscale(&["plugins", "--plugins", path(dir.path())]);
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(refused_lines(&table), 3, "{table}");
+
+    // A run logs one refusal each, and goes on.
+    let fleet = balanced_fleet(dir.path());
+    let out = built.flowscale(&[
+        "run",
+        path(&fleet),
+        "--plugins",
+        path(dir.path()),
+        "--simulated",
+        "5min",
+        "--json",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    for file in ["libdangling.so", "libloop_a.so", "libloop_b.so"] {
+        let refusals = stderr
+            .lines()
+            .filter(|l| l.contains("plugin refused") && l.contains(&format!("/{file}")))
+            .count();
+        assert_eq!(refusals, 1, "{file}: {stderr}");
+    }
 }

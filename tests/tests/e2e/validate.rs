@@ -184,3 +184,107 @@ fn a_misspelt_key_is_an_error_naming_the_known_key_in_validate_and_run() {
     assert_eq!(out.code, 1, "{}", out.stderr);
     assert_problems(&out.stderr, &expected);
 }
+
+#[test]
+fn a_bad_api_token_is_reported_at_its_own_line_and_key() {
+    let (_dir, file) = fleet_with(
+        "[host]\ninterval = \"10s\"\nlisten = \"127.0.0.1:9464\"\napi-token = \"short\"\n\n[[jobs]]\nname = \"a\"\njob = \"keyed.toml\"\n",
+    );
+    let out = Cli::new(["validate", &file]).run();
+    assert_eq!(out.code, 1, "{}", out.stdout);
+    assert_problems(
+        &out.stdout,
+        &[(
+            "fleet.toml:4: host.api-token",
+            "api-token must be 16 to 256 visible ASCII characters",
+        )],
+    );
+    assert!(!out.stdout.contains("host.listen"), "{}", out.stdout);
+
+    // Without a token, another address than loopback is reported at `listen`.
+    let (_dir, file) = fleet_with(
+        "[host]\ninterval = \"10s\"\nlisten = \"0.0.0.0:9464\"\n\n[[jobs]]\nname = \"a\"\njob = \"keyed.toml\"\n",
+    );
+    let out = Cli::new(["validate", &file]).run();
+    assert_eq!(out.code, 1, "{}", out.stdout);
+    assert_problems(
+        &out.stdout,
+        &[("fleet.toml:3: host.listen", "is not a loopback address")],
+    );
+}
+
+/// Runs `flowscale args...` without the right to write where the permission bits forbid it: as
+/// root, without `CAP_DAC_OVERRIDE` (through `setpriv`, from util-linux), so that a read-only
+/// directory is read-only for it too.
+#[cfg(unix)]
+fn run_unprivileged(args: &[&str]) -> crate::harness::Output {
+    let mut command = if unsafe { libc::geteuid() } == 0 {
+        let mut command = std::process::Command::new("setpriv");
+        command
+            .args(["--bounding-set", "-dac_override,-dac_read_search", "--"])
+            .arg(crate::harness::flowscale_bin());
+        command
+    } else {
+        std::process::Command::new(crate::harness::flowscale_bin())
+    };
+    let out = command
+        .args(args)
+        .env_remove("FLOWSCALE_PLUGINS_DIR")
+        .env_remove("FLOWSCALE_LOG")
+        .output()
+        .expect("run flowscale (as root: through setpriv)");
+    crate::harness::Output {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// A fleet file whose `state-dir` is `state`, and `dir` made read-only in the same directory.
+#[cfg(unix)]
+fn fleet_with_read_only(state: &str, dir: &str) -> (tempfile::TempDir, String, std::path::PathBuf) {
+    use std::os::unix::fs::PermissionsExt;
+    let (tmp, file) = fleet_with(&format!(
+        "[host]\nstate-dir = \"{state}\"\n\n[[jobs]]\nname = \"a\"\njob = \"keyed.toml\"\n"
+    ));
+    let read_only = tmp.path().join(dir);
+    std::fs::create_dir(&read_only).expect("mkdir");
+    std::fs::set_permissions(&read_only, std::fs::Permissions::from_mode(0o555)).expect("chmod");
+    (tmp, file, read_only)
+}
+
+#[cfg(unix)]
+#[test]
+fn a_state_directory_run_cannot_write_is_an_error_of_validate() {
+    let (_dir, file, state) = fleet_with_read_only("state", "state");
+
+    // `run` cannot use it...
+    let out = run_unprivileged(&["run", "--once", &file]);
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(
+        out.stderr.contains(&state.display().to_string()),
+        "{}",
+        out.stderr
+    );
+    // ... and `validate` says so, naming the directory.
+    let out = run_unprivileged(&["validate", &file]);
+    assert_eq!(out.code, 1, "{}", out.stdout);
+    assert_problems(
+        &out.stdout,
+        &[(&state.display().to_string(), "cannot write")],
+    );
+
+    // Not there yet, in a directory it cannot be created in: the same.
+    let (_dir, file, locked) = fleet_with_read_only("locked/state", "locked");
+    let out = run_unprivileged(&["run", "--once", &file]);
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    let out = run_unprivileged(&["validate", &file]);
+    assert_eq!(out.code, 1, "{}", out.stdout);
+    assert_problems(
+        &out.stdout,
+        &[(
+            &locked.join("state").display().to_string(),
+            "cannot be created",
+        )],
+    );
+}

@@ -421,13 +421,21 @@ fn what_ifs_that_crash_a_plugin_cost_neither_the_host_nor_its_fleet() {
                 );
             }
         }
-        // Meanwhile a what-if naming the mode is refused, saying why.
+        // Meanwhile a what-if naming the mode falls back to BALANCED, as a job of the fleet
+        // would, and says why: the plugin is not called.
         let answer = host.what_if(20);
-        assert_eq!(answer.status, 422, "{isolation}: {answer:?}");
+        assert_eq!(answer.status, 200, "{isolation}: {answer:?}");
+        let json = answer.json();
+        assert_eq!(json["mode"], "BALANCED", "{isolation}: {answer:?}");
         assert!(
-            answer.json()["error"]
-                .as_str()
-                .is_some_and(|e| e.contains("is quarantined for what-if calls")),
+            json["events"]
+                .as_array()
+                .is_some_and(|events| events.iter().any(|e| {
+                    e["reason"] == "ModeFallback"
+                        && e["message"]
+                            .as_str()
+                            .is_some_and(|m| m.contains("is quarantined for what-if calls"))
+                })),
             "{isolation}: {answer:?}"
         );
         // The fleet goes on deciding with its own tripwire, unharmed.
