@@ -14,7 +14,7 @@ use super::align::answer_request;
 use crate::alignment::ModeCatalog;
 use crate::config::{EngineSpec, check_listen};
 use crate::plan::FleetPlan;
-use crate::plugins::isolation::WhatIfCatalog;
+use crate::plugins::isolation::what_if::WhatIfCatalog;
 use crate::plugins::{LivePlugins, PluginFileReport, PluginStatus};
 use crate::serve::{Backend, FleetView, ServeConfig, Server};
 

@@ -17,19 +17,13 @@ use tower_http::timeout::TimeoutLayer;
 use utoipa::openapi::{ContentBuilder, Ref, ResponseBuilder};
 use utoipa::{Modify, OpenApi, ToSchema};
 
+use super::answer::{ApiError, error};
 use super::shared::{AppState, MAX_BODY_BYTES, MAX_WHAT_IF_CALLS, REQUEST_TIMEOUT};
 use super::view::{
     CooldownView, DecisionSummary, DecisionView, EventView, JobDetail, JobSummary, LeaseView,
     OwnerView, Point, VertexDecisionView, VertexView,
 };
 use super::{auth, checks, dashboard, metrics};
-
-/// An error answer of the API.
-#[derive(Debug, Serialize, ToSchema)]
-pub(super) struct ApiError {
-    /// What went wrong.
-    pub(crate) error: String,
-}
 
 /// The readiness of the host.
 #[derive(Debug, Serialize, ToSchema)]
@@ -232,16 +226,6 @@ pub(super) fn router(state: Arc<AppState>) -> Router {
             REQUEST_TIMEOUT,
         ))
         .with_state(state)
-}
-
-pub(super) fn error(status: StatusCode, message: impl Into<String>) -> Response {
-    (
-        status,
-        Json(ApiError {
-            error: message.into(),
-        }),
-    )
-        .into_response()
 }
 
 async fn not_found() -> Response {

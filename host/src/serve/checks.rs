@@ -18,7 +18,7 @@ use axum::http::{HeaderName, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use super::api::error;
+use super::answer::error;
 use super::shared::AppState;
 
 /// Whether `host` (a `Host` header's value, or a request target's authority) names this

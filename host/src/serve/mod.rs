@@ -9,6 +9,7 @@
 //! something must be JSON (see `checks`): a web page cannot use the server. What-if requests
 //! are bounded in number; the command behind them runs their plugin calls outside the host.
 
+mod answer;
 mod api;
 mod auth;
 mod checks;

@@ -9,16 +9,18 @@
 //! * [`worker`]: the worker side (`flowscale plugin-worker FILE`).
 //! * [`supervisor`]: starting, calling under a deadline, restarting and quarantining workers.
 //! * [`what_if`]: the workers of the HTTP API's what-if calls, apart from the fleet's.
+//! * [`pool`]: the workers of one plugin file for the what-if calls, one per call at once.
 //!
 //! A mode of an isolated plugin is registered like any other, as a [`HostMode`] that forwards
 //! each call to its file's supervisor: alignment does not know where the mode runs.
 
 pub mod compact;
+mod pool;
 pub mod protocol;
 pub mod slots;
 mod stderr;
 pub(crate) mod supervisor;
-mod what_if;
+pub(crate) mod what_if;
 pub(crate) mod worker;
 
 use std::path::Path;
@@ -32,7 +34,6 @@ use self::compact::ContextCall;
 use self::protocol::Outcome;
 pub use self::supervisor::IsolationOptions;
 pub(crate) use self::supervisor::{Ask, Fault, Supervisor, end_worker_groups};
-pub(crate) use self::what_if::WhatIfCatalog;
 pub(crate) use self::worker::{WorkerLimits, serve};
 use crate::alignment::{CustomMode, GatedAnswer, HostMode, ModeOrigin};
 use crate::config::PluginIsolation;
@@ -106,7 +107,7 @@ pub(crate) enum Workers {
     /// The one worker of its file, which serves every job using a mode of the file.
     One(Arc<Supervisor>),
     /// A what-if pool: a worker of its own for each call running at once.
-    Pool(Arc<what_if::Pool>),
+    Pool(Arc<pool::Pool>),
 }
 
 impl Workers {

@@ -5,9 +5,9 @@
 //! plugin: a crash, an endless loop, a child process left behind. Whatever `[host]
 //! plugin-isolation` says, a plugin mode of a what-if therefore never runs in the host's process
 //! nor in a worker of the fleet: [`WhatIfCatalog`] hands out the fleet's modes with each plugin
-//! mode replaced by one whose calls go to a what-if [`Pool`] of its file.
+//! mode replaced by one whose calls go to a what-if pool of its file.
 //!
-//! * A pool starts a worker on its first call and keeps it for the next ones; calls running at
+//! * A [`Pool`] starts a worker on its first call and keeps it for the next ones; calls running at
 //!   once each get a worker of their own, so one that spins does not hold up another (the HTTP
 //!   server bounds how many run at once, hence how many workers a pool has).
 //! * Each call has the fleet's deadline, `[host] plugin-call-timeout`; a worker that misses it,
@@ -20,11 +20,12 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::supervisor::{Serves, Standing};
-use super::{IsolationOptions, ProcessMode, Supervisor, Workers};
+use super::pool::Pool;
+use super::supervisor::Serves;
+use super::{IsolationOptions, ProcessMode, Workers};
 use crate::alignment::{CustomMode, ModeCatalog, ModeOrigin};
 
 /// The modes a what-if request may name: those of `modes`, each plugin mode served by a
@@ -54,14 +55,9 @@ impl WhatIfCatalog {
     /// The pool of `file`, made on first use.
     fn pool(&self, file: &Path) -> Arc<Pool> {
         let mut pools = self.pools.lock().unwrap_or_else(|e| e.into_inner());
-        let pool = pools.entry(file.to_path_buf()).or_insert_with(|| {
-            Arc::new(Pool {
-                file: file.to_path_buf(),
-                options: self.options.clone(),
-                standing: Arc::default(),
-                idle: Mutex::new(Vec::new()),
-            })
-        });
+        let pool = pools
+            .entry(file.to_path_buf())
+            .or_insert_with(|| Arc::new(Pool::new(file, self.options.clone())));
         Arc::clone(pool)
     }
 }
@@ -81,35 +77,6 @@ impl ModeCatalog for WhatIfCatalog {
 
     fn ids(&self) -> Vec<String> {
         self.modes.ids()
-    }
-}
-
-/// The what-if workers of one plugin file: a supervisor per call running at once, with the
-/// standing of the file's modes shared between them.
-pub(crate) struct Pool {
-    file: PathBuf,
-    options: IsolationOptions,
-    standing: Arc<Mutex<Standing>>,
-    /// Supervisors not serving a call right now, the last used on top (its worker is the most
-    /// likely to be running).
-    idle: Mutex<Vec<Supervisor>>,
-}
-
-impl Pool {
-    fn idle(&self) -> MutexGuard<'_, Vec<Supervisor>> {
-        self.idle.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Runs `call` with a supervisor no other call is using (a new one if all are busy), and
-    /// keeps the supervisor, with its worker, for the next call.
-    pub(super) fn with<T>(&self, call: impl FnOnce(&Supervisor) -> T) -> T {
-        let taken = self.idle().pop();
-        let supervisor = taken.unwrap_or_else(|| {
-            Supervisor::idle(&self.file, self.options.clone(), Arc::clone(&self.standing))
-        });
-        let answer = call(&supervisor);
-        self.idle().push(supervisor);
-        answer
     }
 }
 
