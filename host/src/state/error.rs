@@ -68,7 +68,7 @@ pub enum StateError {
         holds: String,
     },
     /// The database behind `[host] state` refused a statement or cannot be reached.
-    #[error("PostgreSQL state ({action}): {source}")]
+    #[error("PostgreSQL state ({action}): {}", describe(source))]
     Database {
         /// What was being done.
         action: String,
@@ -108,4 +108,16 @@ pub enum StateError {
         #[source]
         source: serde_json::Error,
     },
+}
+
+/// What a client error says, with the server's own message (the client's `Display` alone says
+/// only "db error") or the cause of a broken connection.
+fn describe(error: &postgres::Error) -> String {
+    if let Some(db) = error.as_db_error() {
+        return format!("{}: {} ({})", db.severity(), db.message(), db.code().code());
+    }
+    match std::error::Error::source(error) {
+        Some(cause) => format!("{error}: {cause}"),
+        None => error.to_string(),
+    }
 }
