@@ -14,6 +14,7 @@ use crate::alignment::{Aligner, AlignmentRequest, JobAlignment, ModeCatalog};
 use crate::config::{JobConfig, KeyError, Origin, PluginIsolation, load_fleet};
 use crate::events::Event;
 use crate::scaling::scaled_target;
+use crate::serve::MAX_BODY_BYTES;
 
 /// The largest parallelism Flink can run: a parallelism is a Java `int`. Every parallelism of a
 /// request and of an answer stays within it, so an answer can be fed back to Flink as is.
@@ -288,6 +289,9 @@ enum LineError {
     /// A request that cannot be answered.
     #[error("line {line}: {source}")]
     Request { line: usize, source: RequestError },
+    /// A line longer than any request: skipped unread, so that it costs no memory.
+    #[error("line {line}: longer than {MAX_LINE_BYTES} bytes, the most a request may have")]
+    TooLong { line: usize },
 }
 
 impl LineError {
@@ -297,7 +301,8 @@ impl LineError {
             LineError::NotUtf8 { line, .. }
             | LineError::Empty { line }
             | LineError::Json { line, .. }
-            | LineError::Request { line, .. } => *line,
+            | LineError::Request { line, .. }
+            | LineError::TooLong { line } => *line,
         }
     }
 }
@@ -644,6 +649,10 @@ pub(super) struct BatchSummary {
     pub(crate) failed: usize,
 }
 
+/// The longest batch line, its line end not counted: the largest body of `POST /api/v1/align`,
+/// which answers the same requests.
+const MAX_LINE_BYTES: usize = MAX_BODY_BYTES;
+
 /// `line` without its line end: `\n`, or `\r\n` from a file written on Windows.
 fn strip_line_end(line: &[u8]) -> &[u8] {
     let line = line.strip_suffix(b"\n").unwrap_or(line);
@@ -704,7 +713,8 @@ pub(super) fn answer_request(
 /// Answers every line of `input` on `out`, one line each, in order: the bytes are read as they
 /// come, so a line that is blank, not UTF-8 or not a request costs only its own answer (an error
 /// line `{"line": N, "error": "line N: ..."}`), and answer `N` is always the answer to line `N`.
-/// A last line without a line end is a line too.
+/// A last line without a line end is a line too; a line longer than [`MAX_LINE_BYTES`] is
+/// answered with an error line and never held in memory.
 pub(super) fn run_batch(
     input: &mut impl BufRead,
     out: &mut impl Write,
@@ -717,19 +727,21 @@ pub(super) fn run_batch(
     };
     let mut buf = Vec::new();
     loop {
-        buf.clear();
-        let read = input
-            .read_until(b'\n', &mut buf)
-            .map_err(|source| BatchError::Read {
-                line: summary.lines,
-                source,
-            })?;
-        if read == 0 {
+        let read = read_bounded_line(input, &mut buf).map_err(|source| BatchError::Read {
+            line: summary.lines,
+            source,
+        })?;
+        let Some(complete) = read else {
             return Ok(summary);
-        }
+        };
         summary.lines += 1;
         let line = summary.lines;
-        let written = match answer_line(line, strip_line_end(&buf), base, catalog) {
+        let answered = if complete {
+            answer_line(line, strip_line_end(&buf), base, catalog)
+        } else {
+            Err(LineError::TooLong { line })
+        };
+        let written = match answered {
             Ok(answer) => serde_json::to_writer(&mut *out, &answer),
             Err(err) => {
                 summary.failed += 1;
@@ -745,6 +757,51 @@ pub(super) fn run_batch(
             .and_then(|()| writeln!(out))
             .map_err(|source| BatchError::Write { line, source })?;
     }
+}
+
+/// Reads the next line of `input` into `buf` (line end included): `None` at the end of the
+/// input, `Some(true)` for a line of at most [`MAX_LINE_BYTES`] bytes (its line end not
+/// counted), `Some(false)` for a longer one, whose bytes are consumed up to its line end
+/// without being kept, so that a line of any length costs no more than that bound.
+fn read_bounded_line(input: &mut impl BufRead, buf: &mut Vec<u8>) -> std::io::Result<Option<bool>> {
+    buf.clear();
+    // The line end (`\r\n` at most) may follow a line of the largest length.
+    let keep = MAX_LINE_BYTES + 2;
+    let mut any = false;
+    let mut fits = true;
+    loop {
+        let chunk = match input.fill_buf() {
+            Ok(chunk) => chunk,
+            Err(err) if err.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(err) => return Err(err),
+        };
+        if chunk.is_empty() {
+            break;
+        }
+        any = true;
+        let (part, ends) = match chunk.iter().position(|&b| b == b'\n') {
+            Some(at) => (&chunk[..=at], true),
+            None => (chunk, false),
+        };
+        if fits {
+            let room = keep - buf.len();
+            if part.len() <= room {
+                buf.extend_from_slice(part);
+            } else {
+                fits = false;
+                buf.clear();
+            }
+        }
+        let used = part.len();
+        input.consume(used);
+        if ends {
+            break;
+        }
+    }
+    if !any {
+        return Ok(None);
+    }
+    Ok(Some(fits && strip_line_end(buf).len() <= MAX_LINE_BYTES))
 }
 
 fn batch(base: &JobConfig, catalog: &dyn ModeCatalog) -> u8 {
@@ -781,6 +838,88 @@ mod tests {
         assert!(err.starts_with("line 7: "), "{err}");
         let err = batch_line(3, b"\xff\xfe", &JobConfig::new(), &NoCustomModes).unwrap_err();
         assert!(err.starts_with("line 3: "), "{err}");
+    }
+
+    /// The answers `run_batch` writes for `input`, each parsed.
+    fn run(input: &[u8]) -> (BatchSummary, Vec<serde_json::Value>) {
+        let mut out = Vec::new();
+        let summary = run_batch(&mut &input[..], &mut out, &JobConfig::new(), &NoCustomModes)
+            .expect("in-memory input and output");
+        let text = String::from_utf8(out).expect("answers are UTF-8");
+        let answers = text
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("an answer is JSON"))
+            .collect();
+        (summary, answers)
+    }
+
+    #[test]
+    fn a_line_longer_than_a_request_may_be_gets_an_error_line_and_the_batch_goes_on() {
+        let request = br#"{"current":16,"target":24,"max_parallelism":128}"#;
+        // Padding with JSON whitespace keeps a line a valid request up to the bound, so that
+        // the error can only come from the length.
+        let padded = |len: usize| {
+            let mut line = request.to_vec();
+            line.resize(len, b' ');
+            line
+        };
+        let mut input = Vec::new();
+        for (len, end) in [
+            (MAX_LINE_BYTES, &b"\r\n"[..]),
+            (MAX_LINE_BYTES + 1, b"\n"),
+            (4 * MAX_LINE_BYTES, b"\n"),
+            (request.len(), b"\n"),
+            (MAX_LINE_BYTES + 1, b""),
+        ] {
+            input.extend_from_slice(&padded(len));
+            input.extend_from_slice(end);
+        }
+        let (summary, answers) = run(&input);
+        assert_eq!(
+            summary,
+            BatchSummary {
+                lines: 5,
+                failed: 3
+            }
+        );
+        assert_eq!(answers.len(), 5);
+        for ok in [0, 3] {
+            assert_eq!(answers[ok]["target"], 24, "{}", answers[ok]);
+        }
+        for (i, line) in [(1, 2), (2, 3), (4, 5)] {
+            assert_eq!(
+                answers[i],
+                serde_json::json!({
+                    "line": line,
+                    "error": format!(
+                        "line {line}: longer than {MAX_LINE_BYTES} bytes, the most a request may have"
+                    ),
+                })
+            );
+        }
+    }
+
+    #[test]
+    fn a_long_line_is_never_held_in_memory() {
+        let mut line = vec![b'x'; 64 * MAX_LINE_BYTES];
+        line.push(b'\n');
+        line.extend_from_slice(b"next\n");
+        // A reader handing out small chunks, as a pipe does.
+        let mut input = std::io::BufReader::with_capacity(4096, &line[..]);
+        let mut buf = Vec::new();
+        assert_eq!(
+            read_bounded_line(&mut input, &mut buf).unwrap(),
+            Some(false)
+        );
+        // Kept at most the bound and its line end, in a vector grown at most twice that.
+        assert!(
+            buf.capacity() <= 2 * (MAX_LINE_BYTES + 2),
+            "{} bytes kept",
+            buf.capacity()
+        );
+        assert_eq!(read_bounded_line(&mut input, &mut buf).unwrap(), Some(true));
+        assert_eq!(buf, b"next\n");
+        assert_eq!(read_bounded_line(&mut input, &mut buf).unwrap(), None);
     }
 
     // Found by the align_batch_line fuzz target: a target below `lower` was answered as is.

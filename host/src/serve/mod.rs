@@ -32,8 +32,7 @@ use tokio::sync::{Semaphore, oneshot};
 #[cfg(test)]
 use api::openapi_json;
 pub use shared::Backend;
-#[cfg(test)]
-use shared::MAX_BODY_BYTES;
+pub(crate) use shared::MAX_BODY_BYTES;
 use shared::{
     CONNECTION_LIFETIME, HEADER_TIMEOUT, MAX_CONNECTIONS, MAX_WHAT_IF_CALLS, SHUTDOWN_GRACE,
 };

@@ -321,3 +321,71 @@ fn single_request_flags_and_bad_scale_factors_are_usage_errors() {
         );
     }
 }
+
+/// The peak resident memory of process `pid` so far, in KiB (`VmHWM`).
+fn peak_rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM in /proc status")
+}
+
+#[test]
+fn a_huge_batch_line_is_answered_with_an_error_and_costs_no_memory() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::{Command, Stdio};
+
+    const HUGE: usize = 256 << 20;
+    let request = br#"{"current": 16, "target": 24, "max_parallelism": 128}"#;
+    let mut child = Command::new(crate::harness::flowscale_bin())
+        .args(["align", "--batch"])
+        .current_dir(std::env::temp_dir())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start flowscale");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut answers = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut next = || {
+        let mut line = String::new();
+        answers.read_line(&mut line).expect("an answer line");
+        serde_json::from_str::<Value>(&line).unwrap_or_else(|e| panic!("{line:?}: {e}"))
+    };
+    stdin.write_all(request).unwrap();
+    stdin.write_all(b"\n").unwrap();
+    assert_eq!(next()["target"], 24);
+    let before = peak_rss_kib(child.id());
+    // A 256 MiB line, written in pieces, then a request: the host must answer both while its
+    // input is still open, so its peak memory is read while it runs.
+    let piece = vec![b' '; 1 << 20];
+    for _ in 0..HUGE / piece.len() {
+        stdin.write_all(&piece).unwrap();
+    }
+    stdin.write_all(b"\n").unwrap();
+    stdin.write_all(request).unwrap();
+    stdin.write_all(b"\n").unwrap();
+    let refused = next();
+    assert_eq!(refused["line"], 2, "{refused}");
+    assert!(
+        refused["error"]
+            .as_str()
+            .is_some_and(|e| e.starts_with("line 2: longer than 65536 bytes")),
+        "{refused}"
+    );
+    assert_eq!(next()["target"], 24);
+    let after = peak_rss_kib(child.id());
+    drop(stdin);
+    let status = child.wait().expect("wait");
+    assert_eq!(status.code(), Some(1), "one line failed");
+    // Reading the line whole would take at least its 256 MiB; bounded, the peak grows by
+    // little more than one pipe buffer and one request (a few hundred KiB).
+    let grown_mib = after.saturating_sub(before) / 1024;
+    assert!(
+        grown_mib < 16,
+        "peak memory grew by {grown_mib} MiB reading a {} MiB line ({before} -> {after} KiB)",
+        HUGE >> 20
+    );
+}
