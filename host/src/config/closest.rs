@@ -26,11 +26,16 @@ pub(crate) fn typo_of<'a>(
     candidates: impl IntoIterator<Item = &'a str>,
 ) -> Option<&'a str> {
     let lower = name.to_ascii_lowercase();
+    let length = lower.chars().count();
+    let most = if length < 10 { 1 } else { 2 };
     candidates
         .into_iter()
         .filter(|c| *c != name)
+        // No fewer edits than the lengths differ: most candidates are ruled out without the
+        // full distance, which keeps checking the keys of a large file cheap.
+        .filter(|c| c.chars().count().abs_diff(length) <= most)
         .map(|c| (typo_distance(&lower, &c.to_ascii_lowercase()), c))
-        .filter(|(d, _)| *d <= if lower.chars().count() < 10 { 1 } else { 2 })
+        .filter(|(d, _)| *d <= most)
         .min_by_key(|(d, _)| *d)
         .map(|(_, c)| c)
 }

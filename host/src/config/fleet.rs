@@ -24,7 +24,7 @@
 //! Keys are flat and quoted: TOML cannot make `scaling.alignment.mode` both a string and a
 //! table. Unquoted dotted keys are flattened back into the same flat keys where TOML allows them.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -304,8 +304,9 @@ pub(crate) fn parse_fleet_with(
 ) -> Result<FleetReading, ConfigErrors> {
     let mut p = Parser {
         file: path.to_path_buf(),
-        text,
+        line_ends: text.match_indices('\n').map(|(at, _)| at).collect(),
         policy,
+        verdicts: HashMap::new(),
         errors: Vec::new(),
         warnings: Vec::new(),
     };
@@ -393,21 +394,24 @@ struct EngineFields {
     duration: Option<Duration>,
 }
 
-struct Parser<'t> {
+struct Parser {
     file: PathBuf,
-    text: &'t str,
+    /// The byte offset of each line end of `text`, in order: a line number is a binary search
+    /// away, so reporting every key of a large file stays linear in its size.
+    line_ends: Vec<usize>,
     policy: KeyPolicy,
+    /// The verdict on each key name met so far: a fleet of many jobs repeats the same keys, and
+    /// the typo check is the costliest step of reading one.
+    verdicts: HashMap<String, Option<UnknownKey>>,
     errors: Vec<Diagnostic>,
     warnings: Vec<Diagnostic>,
 }
 
-impl Parser<'_> {
+impl Parser {
+    /// The 1-based line of byte `offset` of the text.
     fn line_of(&self, offset: usize) -> usize {
-        self.text[..offset.min(self.text.len())]
-            .bytes()
-            .filter(|&b| b == b'\n')
-            .count()
-            + 1
+        // The line ends before `offset`, each of which starts a new line.
+        self.line_ends.partition_point(|&end| end < offset) + 1
     }
 
     fn at(&self, line: Option<usize>, path: &str) -> String {
@@ -848,7 +852,13 @@ impl Parser<'_> {
                     parts.join(";")
                 }
             };
-            match check_key(&canonical_key(&name).key, &name, self.policy) {
+            let policy = self.policy;
+            let verdict = self
+                .verdicts
+                .entry(name.clone())
+                .or_insert_with(|| check_key(&canonical_key(&name).key, &name, policy))
+                .clone();
+            match verdict {
                 Some(UnknownKey::Error(message)) => {
                     self.errors
                         .push(Diagnostic::new(self.at(Some(line), &path), message));
@@ -1282,6 +1292,40 @@ duration = "forever"
             "{errors}"
         );
         assert!(parse_fleet(&fleet, "[host]\nstate-dir = \"fresh\"\n").is_ok());
+    }
+
+    #[test]
+    fn a_key_repeated_in_every_job_is_reported_at_each_of_its_lines() {
+        // Each job is 6 lines: its key on the 5th, and a misspelt one on the 6th, counted from
+        // the first line of the job; the text ends without a line end.
+        let job = |i: usize| {
+            format!(
+                "[[jobs]]\nname = \"j{i}\"\njob = \"a.toml\"\n[jobs.config]\n\
+                 \"job.autoscaler.not-read\" = \"1\"\n\"metrics.windw\" = \"1m\""
+            )
+        };
+        let text = (0..3).map(job).collect::<Vec<_>>().join("\n");
+        let reading =
+            parse_fleet_with(Path::new("fleet.toml"), &text, KeyPolicy::default()).expect("parsed");
+        let at = |d: &Diagnostic| d.location.clone();
+        let warnings: Vec<String> = reading.fleet.warnings.iter().map(at).collect();
+        let errors: Vec<String> = reading.errors.iter().map(at).collect();
+        let lines = |n: usize| {
+            (0..3)
+                .map(|i| format!("fleet.toml:{}", i * 6 + n))
+                .collect::<Vec<_>>()
+        };
+        let starts = |found: &[String], want: Vec<String>| {
+            assert_eq!(found.len(), want.len(), "{found:?}");
+            for (found, want) in found.iter().zip(&want) {
+                assert!(
+                    found.starts_with(&format!("{want}:")),
+                    "{found} is not at {want}"
+                );
+            }
+        };
+        starts(&warnings, lines(5));
+        starts(&errors, lines(6));
     }
 
     #[test]
