@@ -24,6 +24,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
+use flowscale::plugins::PluginListing;
 use flowscale::runner::CycleReport;
 use flowscale::serve::{Backend, FleetView, ServeConfig, Server};
 
@@ -107,8 +108,8 @@ fn report_of(job: &str, now: i64, out: &CycleOutcome) -> CycleReport {
 struct NoBackend;
 
 impl Backend for NoBackend {
-    fn plugins(&self) -> serde_json::Value {
-        serde_json::Value::Null
+    fn plugins(&self) -> PluginListing {
+        PluginListing::empty("plugins".into())
     }
     fn align(&self, _request: &[u8]) -> Result<serde_json::Value, serde_json::Value> {
         Err(serde_json::Value::Null)

@@ -256,8 +256,9 @@ fn load_plan(args: &RunArgs) -> Option<(FleetPlan, Catalog, Option<LivePlugins>)
             policy: key_policy(args),
             state_dir: false,
             isolation: args.plugin_isolation,
-            // A run of one step has nothing to watch.
-            watch_plugins: !args.once,
+            // Even a run of one step: the HTTP server lists the plugins as the watcher sees
+            // them, whatever the run's length.
+            watch_plugins: true,
         },
     );
     for warning in &checked.warnings {

@@ -15,7 +15,7 @@ use crate::alignment::ModeCatalog;
 use crate::config::{EngineSpec, check_listen};
 use crate::plan::FleetPlan;
 use crate::plugins::isolation::what_if::WhatIfCatalog;
-use crate::plugins::{LivePlugins, PluginFileReport, PluginStatus};
+use crate::plugins::{LivePlugins, PluginFileReport, PluginListing, PluginStatus};
 use crate::serve::{Backend, FleetView, ServeConfig, Server};
 
 use super::reload::Changed;
@@ -23,7 +23,7 @@ use super::reload::Changed;
 /// The plugins as the running host has them now: the server's listing and its align what-if
 /// read them, the plugins watcher replaces them.
 struct PluginsNow {
-    listing: serde_json::Value,
+    listing: PluginListing,
     /// The what-if view of the host's modes.
     catalog: Arc<WhatIfCatalog>,
 }
@@ -34,7 +34,7 @@ struct RunBackend {
 }
 
 impl Backend for RunBackend {
-    fn plugins(&self) -> serde_json::Value {
+    fn plugins(&self) -> PluginListing {
         self.now().listing.clone()
     }
 
@@ -98,12 +98,14 @@ impl Serving {
             return Err(());
         }
         let view = Arc::new(FleetView::new());
-        let listing = plugins.map(LivePlugins::listing);
-        let reports = listing.as_ref().map_or(&[][..], |l| l.files.as_slice());
-        view.metrics().set_plugins_loaded(loaded(reports));
+        let listing = plugins.map_or_else(
+            || PluginListing::empty(plan.fleet.host.plugins_dir.clone()),
+            LivePlugins::listing,
+        );
+        view.metrics().set_plugins_loaded(loaded(&listing.files));
         let call_timeout = plan.fleet.host.plugin_call_timeout;
         let plugins = Arc::new(Mutex::new(PluginsNow {
-            listing: serde_json::to_value(&listing).unwrap_or_default(),
+            listing,
             catalog: Arc::new(WhatIfCatalog::new(catalog, call_timeout)),
         }));
         let serving_plugins = Arc::clone(&plugins);
@@ -177,7 +179,7 @@ impl Serving {
                     self.call_timeout,
                 ));
                 let mut now = self.plugins.lock().unwrap_or_else(PoisonError::into_inner);
-                now.listing = serde_json::to_value(&listing).unwrap_or_default();
+                now.listing = listing;
                 let before = std::mem::replace(&mut now.catalog, catalog);
                 drop(now);
                 // Its idle what-if workers end here, outside the lock (a call still running

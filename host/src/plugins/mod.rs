@@ -65,8 +65,9 @@ pub(crate) use live::LivePlugins;
 pub(crate) use load::load_file;
 pub(crate) use registry::is_reserved;
 pub use registry::{LinkedMode, ModeRegistry};
+pub use report::PluginListing;
 pub use report::PluginStatus;
-pub(crate) use report::{PluginFileReport, PluginListing, Refusal};
+pub(crate) use report::{PluginFileReport, Refusal};
 pub(crate) use versions::{MAX_LOADED_VERSIONS, PluginVersions};
 
 /// Where a registered mode comes from (the registry's entries are alignment's [`CustomMode`]s).

@@ -236,7 +236,7 @@ mod tests {
 /// versions the process keeps loaded (libraries are never unloaded, so a host that reloads
 /// plugins while it runs counts each version, up to a limit).
 #[derive(Debug, Clone, serde::Serialize)]
-pub(crate) struct PluginListing {
+pub struct PluginListing {
     /// The plugins directory.
     pub(crate) directory: std::path::PathBuf,
     /// One report per plugin file, in file-name order.

@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 
 use flowscale_sdk::abi::ManifestInfo;
 
-use super::report::Refusal;
+use super::report::{PluginListing, Refusal};
 use super::{probe, trust};
 use crate::alignment::CustomMode;
 
@@ -215,6 +215,18 @@ fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     std::io::Write::write_all(&mut file, bytes)?;
     file.sync_all()?;
     fs::rename(&tmp, path)
+}
+
+impl PluginListing {
+    /// The listing of `directory` before any plugin was looked for: no file, nothing loaded.
+    pub fn empty(directory: PathBuf) -> PluginListing {
+        PluginListing {
+            directory,
+            files: Vec::new(),
+            versions_loaded: 0,
+            version_limit: MAX_LOADED_VERSIONS,
+        }
+    }
 }
 
 #[cfg(test)]

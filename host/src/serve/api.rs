@@ -24,6 +24,7 @@ use super::view::{
     OwnerView, Point, VertexDecisionView, VertexView,
 };
 use super::{auth, checks, dashboard, metrics};
+use crate::plugins::PluginListing;
 
 /// The readiness of the host.
 #[derive(Debug, Serialize, ToSchema)]
@@ -62,22 +63,45 @@ pub(super) struct PluginFileDoc {
     pub(crate) modes: Vec<PluginModeDoc>,
 }
 
+/// The plugins directory and its files, as `flowscale plugins --json` describes them.
+#[derive(Debug, Serialize, ToSchema)]
+pub(super) struct PluginListingDoc {
+    /// The plugins directory.
+    pub(crate) directory: String,
+    /// One entry per plugin file, in file-name order.
+    pub(crate) files: Vec<PluginFileDoc>,
+    /// Plugin libraries the host has loaded (every version, refused ones included).
+    pub(crate) versions_loaded: u64,
+    /// The most versions the host loads before it refuses more (libraries are never unloaded).
+    pub(crate) version_limit: u64,
+}
+
 /// One `align --batch` request: a vertex, its numbers and the configuration to decide with.
+/// The ranges are each field's own; the fields also constrain each other (`target` in
+/// [min(lower, cap), cap] with cap = min(max_parallelism, upper), `lower <= upper`, one of
+/// `target` and `scale_factor`), which a request that breaks is answered with 422.
 #[derive(Debug, Serialize, ToSchema)]
 pub(super) struct AlignRequestDoc {
     /// Current parallelism, in [1, 2147483647].
+    #[schema(minimum = 1, maximum = 2147483647)]
     pub(crate) current: i64,
     /// The computed target (or give `scale_factor`).
+    #[schema(minimum = 1, maximum = 2147483647)]
     pub(crate) target: Option<i64>,
     /// A scale factor, finite and > 0 (or give `target`).
+    #[schema(exclusive_minimum = 0)]
     pub(crate) scale_factor: Option<f64>,
     /// Key groups, in [1, 32768].
+    #[schema(minimum = 1, maximum = 32768)]
     pub(crate) max_parallelism: i64,
     /// Partitions of a source (0: not a source).
+    #[schema(minimum = 0, maximum = 2147483647)]
     pub(crate) source_partitions: Option<i64>,
     /// Lower parallelism limit (default 1).
+    #[schema(minimum = 1, maximum = 2147483647)]
     pub(crate) lower: Option<i64>,
     /// Upper parallelism limit (default 2147483647).
+    #[schema(minimum = 1, maximum = 2147483647)]
     pub(crate) upper: Option<i64>,
     /// Input ship strategies (HASH, REBALANCE, CUSTOM:48, ...).
     pub(crate) ship_strategies: Option<Vec<String>>,
@@ -207,10 +231,14 @@ pub(super) fn router(state: Arc<AppState>) -> Router {
         .route("/api/v1/jobs/{job}", get(job))
         .route("/api/v1/jobs/{job}/events", get(job_events))
         .route("/api/v1/plugins", get(plugins))
-        .route("/api/v1/align", post(align))
+        // Only on the routes that compute something: a method a route does not have is
+        // answered 405 whatever its type.
+        .route(
+            "/api/v1/align",
+            post(align).route_layer(axum::middleware::from_fn(checks::require_json)),
+        )
         .route("/api/v1/openapi.json", get(openapi))
         .merge(dashboard::routes())
-        .route_layer(axum::middleware::from_fn(checks::require_json))
         .fallback(not_found)
         .layer(RequestBodyLimitLayer::new(MAX_BODY_BYTES))
         .layer(axum::middleware::from_fn_with_state(
@@ -322,9 +350,10 @@ async fn job_events(State(state): State<Arc<AppState>>, Path(name): Path<String>
     }
 }
 
-/// The plugin files, loaded or refused and why: the document of `flowscale plugins --json`.
-#[utoipa::path(get, path = "/api/v1/plugins", responses((status = 200, description = "The plugin files", body = Vec<PluginFileDoc>)))]
-async fn plugins(State(state): State<Arc<AppState>>) -> Json<serde_json::Value> {
+/// The plugins directory and its files, loaded or refused and why: the document of
+/// `flowscale plugins --json`.
+#[utoipa::path(get, path = "/api/v1/plugins", responses((status = 200, description = "The plugin files", body = PluginListingDoc)))]
+async fn plugins(State(state): State<Arc<AppState>>) -> Json<PluginListing> {
     Json(state.backend.plugins())
 }
 

@@ -13,6 +13,7 @@ use axum::routing::get;
 
 use super::shared::AppState;
 use super::view::{JobDetail, JobSummary, OwnerView, Point};
+use crate::plugins::{PluginListing, PluginStatus};
 use crate::sim::chart::{COLORS, fmt_num, nice_max};
 
 /// Seconds between two reloads of a page.
@@ -384,51 +385,54 @@ fn truncate(s: &str, max: usize) -> String {
 }
 
 async fn plugins(State(state): State<Arc<AppState>>) -> Html<String> {
-    let doc = state.backend.plugins();
-    let files = doc.as_array().cloned().unwrap_or_default();
+    page("Plugins", &plugins_body(&state.backend.plugins()))
+}
+
+/// The Plugins page: the directory, how many plugin versions the host has loaded, and a row per
+/// file with its status, manifest, modes and, when refused, why.
+fn plugins_body(listing: &PluginListing) -> String {
     let mut body = String::from("<h1>Plugins</h1>");
-    if files.is_empty() {
+    let _ = write!(
+        body,
+        "<p>Directory <code>{}</code>: {} plugin version(s) loaded, at most {}.</p>",
+        escape(&listing.directory.display().to_string()),
+        listing.versions_loaded,
+        listing.version_limit
+    );
+    if listing.files.is_empty() {
         body.push_str("<p class=\"muted\">No plugin files in the plugins directory.</p>");
-    } else {
-        body.push_str(
-            "<table id=\"plugins\"><tr><th>File</th><th>Status</th><th>Plugin</th><th>Version</th>\
-             <th>SDK</th><th>Modes</th><th>Why refused</th></tr>",
-        );
+        return body;
     }
-    let text = |v: &serde_json::Value, key: &str| {
-        escape(v.get(key).and_then(|s| s.as_str()).unwrap_or("-"))
-    };
-    for f in &files {
-        let status = text(f, "status");
+    body.push_str(
+        "<table id=\"plugins\"><tr><th>File</th><th>Status</th><th>Plugin</th><th>Version</th>\
+         <th>SDK</th><th>Modes</th><th>Why refused</th></tr>",
+    );
+    let or_dash = |v: &Option<String>| escape(v.as_deref().unwrap_or("-"));
+    for f in &listing.files {
+        let loaded = f.status == PluginStatus::Loaded;
         let modes: Vec<String> = f
-            .get("modes")
-            .and_then(|m| m.as_array())
-            .map(|m| {
-                m.iter()
-                    .map(|m| format!("<b>{}</b>: {}", text(m, "id"), text(m, "description")))
-                    .collect()
-            })
-            .unwrap_or_default();
+            .modes
+            .iter()
+            .map(|m| format!("<b>{}</b>: {}", escape(&m.id), escape(&m.description)))
+            .collect();
         let _ = write!(
             body,
             "<tr><td><code>{}</code></td><td class=\"{}\">{}</td><td>{}</td><td>{}</td><td>{}</td>\
              <td>{}</td><td>{}</td></tr>",
-            text(f, "file"),
-            if status == "loaded" { "ok" } else { "warn" },
-            status,
-            text(f, "plugin"),
-            text(f, "version"),
-            text(f, "sdk_version"),
+            escape(&f.file.display().to_string()),
+            if loaded { "ok" } else { "warn" },
+            if loaded { "loaded" } else { "refused" },
+            or_dash(&f.plugin),
+            or_dash(&f.version),
+            or_dash(&f.sdk_version),
             modes.join("<br>"),
-            if status == "loaded" {
+            if loaded {
                 String::new()
             } else {
-                text(f, "reason")
+                or_dash(&f.reason)
             }
         );
     }
-    if !files.is_empty() {
-        body.push_str("</table>");
-    }
-    page("Plugins", &body)
+    body.push_str("</table>");
+    body
 }

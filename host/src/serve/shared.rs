@@ -8,6 +8,7 @@ use tokio::sync::Semaphore;
 
 use super::token::ApiToken;
 use super::view::FleetView;
+use crate::plugins::PluginListing;
 
 /// The largest `POST /api/v1/align` body.
 pub(crate) const MAX_BODY_BYTES: usize = 64 * 1024;
@@ -31,7 +32,7 @@ pub(crate) const SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
 /// fleet view.
 pub trait Backend: Send + Sync + 'static {
     /// The plugin listing, the same document as `flowscale plugins --json`.
-    fn plugins(&self) -> serde_json::Value;
+    fn plugins(&self) -> PluginListing;
     /// The answer to one `align --batch` request line: `Ok` with the answer, `Err` with the
     /// error answer (`{"line": 1, "error": ...}`).
     fn align(&self, request: &[u8]) -> Result<serde_json::Value, serde_json::Value>;

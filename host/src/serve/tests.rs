@@ -11,15 +11,21 @@ use super::shared::MAX_WHAT_IF_CALLS;
 use super::view::MAX_POINTS;
 use super::{Backend, FleetView, HEADER_TIMEOUT, MAX_BODY_BYTES, ServeConfig, Server};
 use crate::events::{Event, EventReason, Severity};
+use crate::plugins::{PluginFileReport, PluginListing, PluginStatus};
 use crate::runner::CycleReport;
 use crate::scaling::{CycleStage, VertexDecision};
 
 struct FakeBackend;
 
 impl Backend for FakeBackend {
-    fn plugins(&self) -> serde_json::Value {
-        serde_json::json!([{"file": "/p/libx.so", "status": "refused", "reason": "bad <layout>",
-            "plugin": null, "version": null, "sdk_version": null, "modes": []}])
+    fn plugins(&self) -> PluginListing {
+        let mut refused = PluginFileReport::demo(PluginStatus::Refused, Some("bad <layout>"));
+        refused.file = "/p/libx.so".into();
+        PluginListing {
+            files: vec![PluginFileReport::demo(PluginStatus::Loaded, None), refused],
+            versions_loaded: 2,
+            ..PluginListing::empty("/p".into())
+        }
     }
     fn align(&self, request: &[u8]) -> Result<serde_json::Value, serde_json::Value> {
         serde_json::from_slice::<serde_json::Value>(request)
@@ -79,8 +85,8 @@ struct GatedBackend {
 }
 
 impl Backend for GatedBackend {
-    fn plugins(&self) -> serde_json::Value {
-        serde_json::json!([])
+    fn plugins(&self) -> PluginListing {
+        PluginListing::empty("/p".into())
     }
     fn align(&self, _: &[u8]) -> Result<serde_json::Value, serde_json::Value> {
         use std::sync::atomic::Ordering;
@@ -283,7 +289,7 @@ fn the_routes_answer_json_html_and_metrics() {
     let (_, plugins) = get(addr, "/api/v1/plugins", "");
     assert_eq!(
         serde_json::from_str::<serde_json::Value>(&plugins).expect("JSON"),
-        FakeBackend.plugins()
+        serde_json::to_value(FakeBackend.plugins()).expect("a listing is JSON")
     );
     let (status, answer) = post(addr, "/api/v1/align", br#"{"current": 3}"#);
     assert_eq!(
@@ -313,7 +319,19 @@ fn the_routes_answer_json_html_and_metrics() {
     assert!(page.contains("<svg id=\"chart\"") && page.contains("<polyline"));
     assert!(page.contains("accepted &lt;26&gt; by LOAD_REDUCING"));
     let (_, plugins_page) = get(addr, "/plugins", "");
-    assert!(plugins_page.contains("bad &lt;layout&gt;"));
+    assert!(
+        plugins_page.contains("bad &lt;layout&gt;"),
+        "{plugins_page}"
+    );
+    assert!(
+        plugins_page.contains("<code>/p/libdemo.so</code></td><td class=\"ok\">loaded</td>")
+            && plugins_page.contains("<b>demo</b>: does things"),
+        "{plugins_page}"
+    );
+    assert!(
+        plugins_page.contains("<code>/p</code>: 2 plugin version(s) loaded"),
+        "{plugins_page}"
+    );
     assert_eq!(get(addr, "/no/such/page", "").0, 404);
 }
 
@@ -914,4 +932,131 @@ fn a_replaced_token_is_required_from_the_next_request_on() {
     // Removed (a loopback server may go without): every request passes.
     server.set_api_token(None);
     assert_eq!(get(addr, "/api/v1/jobs", "").0, 200);
+}
+
+/// Checks that `value` has the shape of `schema` in the OpenAPI document `doc`: an object has
+/// exactly the properties the schema declares (each checked in turn), an array's items have
+/// the shape of its items, and a scalar has the declared type (`null` where it may be absent).
+fn assert_conforms(
+    doc: &serde_json::Value,
+    schema: &serde_json::Value,
+    value: &serde_json::Value,
+    at: &str,
+) {
+    use serde_json::Value;
+    let schema = match schema["$ref"].as_str() {
+        Some(reference) => {
+            let name = reference.trim_start_matches("#/components/schemas/");
+            &doc["components"]["schemas"][name]
+        }
+        None => schema,
+    };
+    if let Some(any) = schema["oneOf"].as_array() {
+        // `Option<T>`: `null` or `T`.
+        if value.is_null() && any.iter().any(|s| s["type"] == "null") {
+            return;
+        }
+        let some = any
+            .iter()
+            .find(|s| s["type"] != "null")
+            .expect("a non-null choice");
+        return assert_conforms(doc, some, value, at);
+    }
+    let types: Vec<&str> = match &schema["type"] {
+        Value::String(t) => vec![t.as_str()],
+        Value::Array(ts) => ts.iter().filter_map(Value::as_str).collect(),
+        _ => Vec::new(),
+    };
+    if value.is_null() {
+        assert!(
+            types.contains(&"null"),
+            "{at} is null, which its schema {schema} does not allow"
+        );
+        return;
+    }
+    match value {
+        Value::Object(fields) => {
+            assert!(
+                types.is_empty() || types.contains(&"object"),
+                "{at}: {schema}"
+            );
+            let declared = schema["properties"].as_object().expect("an object schema");
+            let mut have: Vec<&String> = fields.keys().collect();
+            let mut want: Vec<&String> = declared.keys().collect();
+            have.sort();
+            want.sort();
+            assert_eq!(
+                have, want,
+                "{at}: the answer's fields against the document's"
+            );
+            for (name, field) in fields {
+                assert_conforms(doc, &declared[name], field, &format!("{at}.{name}"));
+            }
+        }
+        Value::Array(items) => {
+            assert!(
+                types.contains(&"array"),
+                "{at} is an array; its schema: {schema}"
+            );
+            for (i, item) in items.iter().enumerate() {
+                assert_conforms(doc, &schema["items"], item, &format!("{at}[{i}]"));
+            }
+        }
+        Value::String(_) => assert!(types.contains(&"string"), "{at}: {schema}"),
+        Value::Bool(_) => assert!(types.contains(&"boolean"), "{at}: {schema}"),
+        Value::Number(_) => assert!(
+            types.contains(&"integer") || types.contains(&"number"),
+            "{at}: {schema}"
+        ),
+        Value::Null => unreachable!("handled above"),
+    }
+}
+
+#[test]
+fn the_plugins_answer_has_the_shape_the_document_declares() {
+    let doc: serde_json::Value =
+        serde_json::from_str(&super::openapi_json()).expect("the document is JSON");
+    let schema = &doc["paths"]["/api/v1/plugins"]["get"]["responses"]["200"]["content"]["application/json"]
+        ["schema"];
+    let server = start(Arc::new(FleetView::new()), None);
+    let (status, answer) = get(server.local_addr(), "/api/v1/plugins", "");
+    assert_eq!(status, 200, "{answer}");
+    let answer: serde_json::Value = serde_json::from_str(&answer).expect("JSON");
+    assert_conforms(&doc, schema, &answer, "/api/v1/plugins");
+}
+
+#[test]
+fn every_route_that_computes_needs_json_and_a_method_a_route_lacks_is_405() {
+    let doc: serde_json::Value =
+        serde_json::from_str(&super::openapi_json()).expect("the document is JSON");
+    let server = start(Arc::new(FleetView::new()), None);
+    let addr = server.local_addr();
+    let send = |method: &str, path: &str| {
+        raw(
+            addr,
+            format!(
+                "{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\
+                 Content-Type: text/plain\r\nContent-Length: 2\r\n\r\n{{}}"
+            )
+            .as_bytes(),
+        )
+    };
+    let mut computing = 0;
+    for (path, item) in doc["paths"].as_object().expect("paths") {
+        let path = path.replace("{job}", "a");
+        let item = item.as_object().expect("a path item");
+        for method in ["post", "put", "patch", "delete"] {
+            let (status, body) = send(&method.to_uppercase(), &path);
+            if item.contains_key(method) {
+                computing += 1;
+                assert_eq!(status, 415, "{method} {path} as text/plain: {body}");
+            } else {
+                assert_eq!(
+                    status, 405,
+                    "{method} {path}, which it does not have: {body}"
+                );
+            }
+        }
+    }
+    assert!(computing >= 1, "the what-if is one such route");
 }
