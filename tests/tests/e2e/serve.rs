@@ -162,6 +162,28 @@ fn the_api_answers_what_the_command_line_answers() {
         cli.json(),
         "GET /api/v1/plugins differs from `flowscale plugins --json`"
     );
+    // The Plugins page shows each file of that document, loaded with its modes.
+    let (status, page) = get(&format!("{base}/plugins"));
+    assert_eq!(status, 200);
+    let files = cli.json()["files"].as_array().cloned().unwrap_or_default();
+    assert!(!files.is_empty(), "the demo's plugins are listed");
+    for file in &files {
+        let name = file["file"].as_str().expect("a file name");
+        assert_eq!(file["status"], "loaded", "{file}");
+        assert!(
+            page.contains(&format!(
+                "<code>{name}</code></td><td class=\"ok\">loaded</td>"
+            )),
+            "{name} is not shown loaded on the Plugins page:\n{page}"
+        );
+        for mode in file["modes"].as_array().expect("modes") {
+            let id = mode["id"].as_str().expect("a mode id");
+            assert!(
+                page.contains(&format!("<b>{id}</b>")),
+                "no mode {id}:\n{page}"
+            );
+        }
+    }
 
     // The align what-if is `align --batch`'s answer to the same line, plugin modes included.
     for request in [
