@@ -175,6 +175,7 @@ def module_cycles(src):
 # The host's top-level modules, lowest layer first: a module may import only from its own layer
 # or the layers before it. Modules on one line share a layer.
 LAYERS = [
+    ["utc"],
     ["events"],
     ["config"],
     ["engine"],

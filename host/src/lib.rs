@@ -35,3 +35,4 @@ pub mod scaling;
 pub mod serve;
 pub mod sim;
 pub mod state;
+mod utc;

@@ -94,3 +94,37 @@ pub fn plugins_dir(files: &[(&Path, &str)]) -> tempfile::TempDir {
     }
     dir
 }
+
+/// `promtool check metrics` (Debian's `prometheus` package) on `text`, an exposition in the
+/// Prometheus text format: `Err` with what promtool said when it refuses the text. Panics when
+/// promtool cannot be run, naming the package to install.
+pub fn promtool_check(text: &str) -> Result<(), String> {
+    use std::io::Write;
+    use std::process::Stdio;
+
+    let mut child = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run promtool ({e}): apt-get install prometheus"));
+    // promtool reads all of its input before it writes anything: writing the whole text first
+    // cannot wait on a full output pipe.
+    child
+        .stdin
+        .take()
+        .expect("piped stdin")
+        .write_all(text.as_bytes())
+        .expect("promtool reads its input");
+    let output = child.wait_with_output().expect("promtool ends");
+    if output.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "promtool check metrics failed:\n{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        ))
+    }
+}

@@ -24,7 +24,7 @@ use crate::plan::FleetPlan;
 use crate::plugins::LivePlugins;
 use crate::runner::{
     CycleReport, DEFAULT_HOLD_BYTES, Interrupted, JobRun, Lateness, LatenessSummary, Pace, Printer,
-    RunOptions, TimeOrderedLog, format_time, ignored_state, run_fleet, run_fleet_reloading,
+    RunOptions, TimeOrderedLog, format_elapsed, ignored_state, run_fleet, run_fleet_reloading,
     wall_ms,
 };
 use crate::sim::{Summary, render_comparison_table};
@@ -235,8 +235,8 @@ pub(super) fn report_interrupted(command: &str, runs: &[JobRun]) -> bool {
         eprintln!(
             "interrupted: {job} stopped at simulated time {} of {}; its summary covers only \
              the time simulated so far",
-            format_time(at.at_ms),
-            format_time(at.end_ms)
+            format_elapsed(at.at_ms),
+            format_elapsed(at.end_ms)
         );
     }
     eprintln!(

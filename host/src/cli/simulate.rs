@@ -20,7 +20,7 @@ use crate::config::{
 };
 use crate::plan::plan_fleet;
 use crate::runner::{
-    CycleReport, DEFAULT_SIMULATED_DURATION, JobRun, Pace, RunOptions, format_time, run_fleet,
+    CycleReport, DEFAULT_SIMULATED_DURATION, JobRun, Pace, RunOptions, format_elapsed, run_fleet,
 };
 use crate::sim::{Summary, plot_svg, render_comparison_table};
 use crate::state::{InMemoryStateStore, StateStore};
@@ -161,7 +161,7 @@ pub(super) fn exec(args: SimulateArgs) -> u8 {
         .map(|pace| {
             let wall = pace.wall_time(duration).map_or_else(
                 || "forever".to_string(),
-                |wall| format_time(i64::try_from(wall.as_millis()).unwrap_or(i64::MAX)),
+                |wall| format_elapsed(i64::try_from(wall.as_millis()).unwrap_or(i64::MAX)),
             );
             format!(
                 " at {} simulated s per wall s ({wall} wall time)",
@@ -172,7 +172,7 @@ pub(super) fn exec(args: SimulateArgs) -> u8 {
     eprintln!(
         "simulating {} for {} under {}{paced} (Ctrl-C stops early and reports what ran)",
         args.job.display(),
-        format_time(i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)),
+        format_elapsed(i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)),
         modes.join(", ")
     );
     let progress = Progress::new(&modes, duration);

@@ -25,7 +25,7 @@ pub use lateness::Lateness;
 pub(crate) use lateness::LatenessSummary;
 pub use pace::Pace;
 pub use report::CycleReport;
-pub(crate) use report::{Printer, format_time};
+pub(crate) use report::{Printer, format_elapsed};
 pub(crate) use restore::ignored_state;
 pub(crate) use state_check::check_state_dir;
 pub use supervisor::run_fleet;

@@ -8,6 +8,7 @@ use serde::Serialize;
 use crate::events::Event;
 use crate::scaling::{CycleStage, VertexDecision};
 use crate::state::LoggedEvent;
+use crate::utc::UtcTime;
 
 /// One step of one job: a decision cycle, a rate-control batch, or both.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -198,13 +199,61 @@ impl<W: Write> Printer<W> {
     }
 }
 
-/// Engine time for people: `HH:MM:SS` of simulated time (small values), else ms since the epoch
-/// as `T+<seconds>`.
+/// Engine times below this are simulated time (counted from 0); the others are wall-clock
+/// times, milliseconds since the epoch.
+const SIMULATED_BELOW_MS: i64 = 100 * 86_400_000;
+
+/// Engine time for people: simulated time as the time elapsed since its start
+/// ([`format_elapsed`]), a wall-clock time as a UTC calendar time in RFC 3339
+/// (`2026-12-02T16:31:13Z`, with `.mmm` when the time has milliseconds).
 pub(crate) fn format_time(at_ms: i64) -> String {
-    if at_ms < 100 * 86_400_000 {
-        let s = at_ms / 1000;
-        format!("{:02}:{:02}:{:02}", s / 3600, (s / 60) % 60, s % 60)
+    if at_ms < SIMULATED_BELOW_MS {
+        format_elapsed(at_ms)
     } else {
-        format!("T{}", at_ms / 1000)
+        UtcTime::from_ms(at_ms).rfc3339()
+    }
+}
+
+/// A span of time for people, `HH:MM:SS` (whole seconds; the hours grow past 99 as needed).
+pub(crate) fn format_elapsed(ms: i64) -> String {
+    let s = ms / 1000;
+    format!("{:02}:{:02}:{:02}", s / 3600, (s / 60) % 60, s % 60)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::{EventReason, Severity};
+
+    // The calendar times are counted by hand in `utc`'s tests.
+    #[test]
+    fn wall_clock_times_read_as_utc_calendar_times_and_simulated_ones_as_elapsed_time() {
+        assert_eq!(format_time(0), "00:00:00");
+        assert_eq!(format_time(90_061_000), "25:01:01");
+        // 100 days less a second: still simulated time.
+        assert_eq!(format_time(8_640_000_000 - 1_000), "2399:59:59");
+        assert_eq!(format_time(1_796_229_073_000), "2026-12-02T16:31:13Z");
+        assert_eq!(format_time(1_796_229_073_456), "2026-12-02T16:31:13.456Z");
+        // A span is elapsed time, however long.
+        assert_eq!(format_elapsed(200 * 86_400_000), "4800:00:00");
+
+        let mut printer = Printer::new(Vec::new(), false, false);
+        let event = Event::new(
+            EventReason::StateFileIgnored,
+            Severity::Warning,
+            "state file",
+        )
+        .job("gone");
+        printer
+            .print_event(1_796_229_073_456, &event)
+            .expect("a Vec takes the line");
+        let mut report = CycleReport::new("orders", 1_796_229_073_000);
+        report.events.push(event);
+        printer.print(&report).expect("a Vec takes the line");
+        assert_eq!(
+            String::from_utf8(printer.into_inner()).expect("UTF-8"),
+            "2026-12-02T16:31:13.456Z gone StateFileIgnored: state file\n\
+             2026-12-02T16:31:13Z orders StateFileIgnored: state file\n"
+        );
     }
 }

@@ -2,8 +2,9 @@
 
 use std::collections::BTreeMap;
 
+use super::JobRunner;
 use super::job::REPORT_HEADER_QUEUED;
-use super::{JobRunner, format_time};
+use super::report::format_time;
 use crate::alignment::{JobAlignment, NoCustomModes};
 use crate::config::JobConfig;
 use crate::events::EventReason;

@@ -1,5 +1,7 @@
 //! The Prometheus metrics of the host, through the official client (`prometheus-client`), but
-//! for the per-vertex gauges (see [`super::series`]).
+//! for the per-vertex gauges (see [`super::series`]). The client writes label values as it gets
+//! them, so every label set here holds [`LabelValue`]s, which escape themselves (see
+//! [`super::label`]).
 //!
 //! Recording a step stores into counters and gauges the job's entry already holds (atomics
 //! shared with the client's families), found with one lookup by job name: no label set is built
@@ -23,6 +25,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Registry, Unit};
 
+use super::label::LabelValue;
 use super::series::{self, JobSeries};
 use crate::events::EventReason;
 use crate::runner::CycleReport;
@@ -37,29 +40,36 @@ pub(crate) const TEXT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct JobModeLabels {
     /// The job.
-    pub(crate) job: String,
+    pub(crate) job: LabelValue,
     /// Its alignment mode.
-    pub(crate) mode: String,
+    pub(crate) mode: LabelValue,
 }
 
 /// `{job}`.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct JobLabels {
     /// The job.
-    pub(crate) job: String,
+    pub(crate) job: LabelValue,
+}
+
+impl JobLabels {
+    /// The labels of `job`.
+    fn of(job: &str) -> JobLabels {
+        JobLabels { job: job.into() }
+    }
 }
 
 /// `{job, owner}`.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct OwnerLabels {
-    job: String,
-    owner: String,
+    job: LabelValue,
+    owner: LabelValue,
 }
 
 /// `{version}`.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct BuildLabels {
-    version: String,
+    version: LabelValue,
 }
 
 /// What recording a step of a job touches: handles to its counters in the client's families
@@ -180,7 +190,7 @@ impl Metrics {
         let build = Family::<BuildLabels, Gauge>::default();
         build
             .get_or_create(&BuildLabels {
-                version: env!("CARGO_PKG_VERSION").to_string(),
+                version: env!("CARGO_PKG_VERSION").into(),
             })
             .set(1);
         registry.register(
@@ -229,8 +239,8 @@ impl Metrics {
         self.lease_owner.clear();
         for (job, owner) in &owners {
             let labels = OwnerLabels {
-                job: job.clone(),
-                owner: owner.clone(),
+                job: job.as_str().into(),
+                owner: owner.as_str().into(),
             };
             self.lease_owner.get_or_create(&labels).set(1);
         }
@@ -246,12 +256,10 @@ impl Metrics {
 
     /// The handles of `job` in `mode`, with its counters created (at 0) in the families.
     fn handles(&self, job: &str, mode: &str, series: Arc<JobSeries>) -> JobHandles {
-        let labels = JobLabels {
-            job: job.to_string(),
-        };
+        let labels = JobLabels::of(job);
         let modes = JobModeLabels {
-            job: job.to_string(),
-            mode: mode.to_string(),
+            job: job.into(),
+            mode: mode.into(),
         };
         JobHandles {
             mode: mode.to_string(),
@@ -328,9 +336,7 @@ impl Metrics {
                 EventReason::LeaseLost => 0,
                 _ => continue,
             };
-            let job = JobLabels {
-                job: report.job.clone(),
-            };
+            let job = JobLabels::of(&report.job);
             self.lease_held.get_or_create(&job).set(held);
             if let Some(&token) = event.details.get("token") {
                 self.lease_token.get_or_create(&job).set(token);
@@ -435,7 +441,8 @@ fn to_prometheus_text(openmetrics: &str) -> String {
 /// before its `# TYPE` line, so one line of look-ahead tells which names take `_total`.
 fn write_prometheus_text(openmetrics: &str, out: &mut String) {
     out.reserve(openmetrics.len() + 1024);
-    let mut lines = openmetrics.lines().peekable();
+    // Split at line feeds only: a carriage return inside a label value stays where it is.
+    let mut lines = openmetrics.split_terminator('\n').peekable();
     while let Some(line) = lines.next() {
         if line == "# EOF" || line.starts_with("# UNIT ") {
             continue;
@@ -471,8 +478,9 @@ fn is_counter(name: &str, prefix: &str, line: &str, next: Option<&&str>) -> bool
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
+    use crate::events::{Event, Severity};
 
     #[test]
     fn counters_take_total_in_help_and_type_and_openmetrics_lines_go() {
@@ -563,6 +571,99 @@ mod tests {
         let openmetrics = metrics.encode();
         assert!(openmetrics.contains(&format!("{} 7\n", family("current", "c"))));
         assert!(openmetrics.ends_with("# EOF\n"), "{openmetrics}");
+    }
+
+    /// A name that closes its label value and adds a label of its own when written raw.
+    const INJECTING: &str = "x\",evil=\"1";
+    /// A name with a backslash (an escape, when raw) and a line feed (the end of a raw sample
+    /// line).
+    const BREAKING: &str = "a\\b\nc";
+
+    #[test]
+    fn a_job_named_to_inject_a_label_is_one_series_of_that_name_in_both_formats() {
+        // Written by hand from the rules of both formats: `\` -> `\\`, `"` -> `\"`, and a
+        // line feed -> `\n`.
+        for (job, written) in [(INJECTING, r#"x\",evil=\"1"#), (BREAKING, r#"a\\b\nc"#)] {
+            let metrics = fed(&[job], "BALANCED", "v", "h1");
+            let vertex = |kind: &str, value: u32| {
+                format!(
+                    "flowscale_vertex_parallelism{{job=\"{written}\",vertex=\"v\",kind=\"{kind}\"}} {value}"
+                )
+            };
+            // Every sample of each family that has a job label.
+            let expected = [
+                vec![format!(
+                    "flowscale_decisions_total{{job=\"{written}\",mode=\"BALANCED\"}} 1"
+                )],
+                vec![format!("flowscale_rescales_total{{job=\"{written}\"}} 1")],
+                vec![format!(
+                    "flowscale_plugin_faults_total{{job=\"{written}\",mode=\"BALANCED\"}} 1"
+                )],
+                vec![format!(
+                    "flowscale_engine_errors_total{{job=\"{written}\"}} 1"
+                )],
+                vec![format!("flowscale_lease_held{{job=\"{written}\"}} 1")],
+                vec![format!("flowscale_lease_token{{job=\"{written}\"}} 7")],
+                vec![format!(
+                    "flowscale_lease_owner{{job=\"{written}\",owner=\"h1\"}} 1"
+                )],
+                vec![
+                    vertex("current", 4),
+                    vertex("target", 6),
+                    vertex("aligned", 6),
+                ],
+            ];
+            for (format, text) in [
+                ("Prometheus", metrics.encode_text()),
+                ("OpenMetrics", metrics.encode()),
+            ] {
+                for lines in &expected {
+                    let family = &lines[0][..=lines[0].find('{').unwrap_or(0)];
+                    let samples: Vec<&str> =
+                        text.lines().filter(|l| l.starts_with(family)).collect();
+                    assert_eq!(samples, *lines, "{format}, job {job:?}:\n{text}");
+                }
+                assert!(!text.contains("evil=\"1\"}"), "{format}:\n{text}");
+            }
+        }
+    }
+
+    /// Metrics of `jobs` in `mode`, each with one step that counted a decision, a rescale, an
+    /// engine error and a plugin fault, set vertex `vertex` (4 running, target and aligned 6)
+    /// and took the lease with token 7, and `owner` shown as the owner of every job's lease.
+    pub(crate) fn fed(jobs: &[&str], mode: &str, vertex: &str, owner: &str) -> Metrics {
+        let metrics = Metrics::new();
+        let mut owners = BTreeMap::new();
+        for &job in jobs {
+            metrics.add_job(job, mode);
+            let mut report = CycleReport::new(job, 10_000);
+            report.stage = Some(crate::scaling::CycleStage::Scaled);
+            report.operation = Some(BTreeMap::from([(format!("id-{vertex}"), 4)]));
+            report.engine_failed = true;
+            report.vertices = vec![crate::scaling::VertexDecision {
+                vertex: format!("id-{vertex}").into(),
+                name: vertex.into(),
+                current: 2,
+                target: Some(6),
+                aligned: Some(6),
+                proposed: Some(6),
+                mode: None,
+                outside_band: false,
+                excluded: false,
+                reason: "scaled".into(),
+                explanation: Vec::<String>::new().into(),
+            }];
+            report.events = vec![
+                Event::new(EventReason::PluginFault, Severity::Warning, "fault").job(job),
+                Event::new(EventReason::LeaseAcquired, Severity::Normal, "taken")
+                    .job(job)
+                    .detail("token", 7),
+            ];
+            metrics.record(&report, mode);
+            owners.insert(job.to_string(), owner.to_string());
+        }
+        metrics.set_owners(owners);
+        metrics
     }
 
     #[test]

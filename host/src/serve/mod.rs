@@ -14,6 +14,7 @@ mod api;
 mod auth;
 mod checks;
 mod dashboard;
+mod label;
 pub(crate) mod metrics;
 mod series;
 mod shared;
@@ -191,3 +192,6 @@ async fn serve(
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod official_parsers;

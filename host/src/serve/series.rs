@@ -16,6 +16,8 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 
+use super::label::escape;
+
 /// The family's name.
 const NAME: &str = "flowscale_vertex_parallelism";
 /// The family's help text.
@@ -109,23 +111,12 @@ impl JobSeries {
 fn labels(job: &str, vertex: &str) -> String {
     let mut out = String::with_capacity(job.len() + vertex.len() + 24);
     out.push_str("job=\"");
-    escape(job, &mut out);
+    // Writing into a String cannot fail.
+    let _ = escape(job, &mut out);
     out.push_str("\",vertex=\"");
-    escape(vertex, &mut out);
+    let _ = escape(vertex, &mut out);
     out.push_str("\",kind=\"");
     out
-}
-
-/// A label value as the text formats want it: backslash, double quote and line feed escaped.
-fn escape(value: &str, out: &mut String) {
-    for c in value.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '"' => out.push_str("\\\""),
-            '\n' => out.push_str("\\n"),
-            c => out.push(c),
-        }
-    }
 }
 
 /// Writes the family (`# HELP`, `# TYPE` and every set gauge of `jobs`, in their order).

@@ -710,26 +710,9 @@ fn promtool_accepts_the_metrics() {
         view.metrics().add_job(job, "BALANCED");
         view.record(&report(job, 1000, 10, Some(16)));
     }
-    let mut child = std::process::Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("promtool runs (apt-get install prometheus)");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(view.metrics().encode_text().as_bytes())
-        .expect("promtool reads");
-    let output = child.wait_with_output().expect("promtool ends");
-    assert!(
-        output.status.success(),
-        "promtool check metrics failed:\n{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
+    if let Err(complaint) = flowscale_tests::promtool_check(&view.metrics().encode_text()) {
+        panic!("{complaint}");
+    }
 }
 
 /// Leases whose owners a test sets: this host is `h1`, and holds the leases owned by `h1`.

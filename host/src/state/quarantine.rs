@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::error::StateError;
+use crate::utc::UtcTime;
 
 /// The folder of the state directory that holds quarantined files.
 pub(crate) const QUARANTINE_DIR: &str = "quarantine";
@@ -90,32 +91,14 @@ pub(super) fn sync_dir(dir: &Path) {
 
 /// `YYYYMMDDTHHMMSSZ`: sorts by time, and has no character a file system refuses.
 fn utc_stamp(at: SystemTime) -> String {
-    let secs = at
+    let ms = at
         .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
-    let (days, rest) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    let (year, month, day) = civil_from_days(days);
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    let t = UtcTime::from_ms(ms);
     format!(
-        "{year:04}{month:02}{day:02}T{:02}{:02}{:02}Z",
-        rest / 3600,
-        (rest / 60) % 60,
-        rest % 60
+        "{:04}{:02}{:02}T{:02}{:02}{:02}Z",
+        t.year, t.month, t.day, t.hour, t.minute, t.second
     )
-}
-
-/// The proleptic Gregorian date of a day number (days since 1970-01-01), after Howard
-/// Hinnant's `civil_from_days`.
-fn civil_from_days(days: i64) -> (i64, i64, i64) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use flowscale_tests::{build, plugin_file, plugins_dir, profile_dir};
+use flowscale_tests::{build, plugin_file, plugins_dir, profile_dir, promtool_check};
 use serde_json::{Value, json};
 
 use crate::harness::{Cli, flowscale_bin, repo_root};
@@ -81,22 +81,23 @@ impl Drop for Killed {
     }
 }
 
-/// `flowscale run examples/fleet.toml --pace 60 --listen ...` with the example plugins.
+/// `flowscale run FLEET --pace 60 --listen ... --plugins ...`, its server answering.
 struct Served {
     base: String,
     plugins: tempfile::TempDir,
+    /// The fleet's files, when the test wrote them.
+    _files: Option<tempfile::TempDir>,
     _child: Killed,
 }
 
-fn serve_demo_fleet() -> Served {
-    let profile = build(&["bucket-align", "slot-align"]);
-    let bucket = plugin_file(&profile, "bucket-align");
-    let slot = plugin_file(&profile, "slot-align");
-    let plugins = plugins_dir(&[(&bucket, "libbucket_align.so"), (&slot, "libslot_align.so")]);
+/// Runs `fleet` (relative to the repository's root) with the plugins of `plugins`.
+fn serve(fleet: &Path, plugins: tempfile::TempDir, files: Option<tempfile::TempDir>) -> Served {
     let port = free_port();
     let child = Command::new(flowscale_bin())
         .current_dir(repo_root())
-        .args(["run", "examples/fleet.toml", "--pace", "60", "--listen"])
+        .arg("run")
+        .arg(fleet)
+        .args(["--pace", "60", "--listen"])
         .arg(format!("127.0.0.1:{port}"))
         .arg("--plugins")
         .arg(plugins.path())
@@ -112,8 +113,18 @@ fn serve_demo_fleet() -> Served {
     Served {
         base,
         plugins,
+        _files: files,
         _child: child,
     }
+}
+
+/// `examples/fleet.toml` with the example plugins.
+fn serve_demo_fleet() -> Served {
+    let profile = build(&["bucket-align", "slot-align"]);
+    let bucket = plugin_file(&profile, "bucket-align");
+    let slot = plugin_file(&profile, "slot-align");
+    let plugins = plugins_dir(&[(&bucket, "libbucket_align.so"), (&slot, "libslot_align.so")]);
+    serve(Path::new("examples/fleet.toml"), plugins, None)
 }
 
 const DEMO_JOBS: [(&str, &str); 6] = [
@@ -215,6 +226,131 @@ fn the_api_answers_what_the_command_line_answers() {
         assert!(metrics.contains(&line), "no {line} in:\n{metrics}");
     }
     assert!(metrics.contains("flowscale_plugins_loaded 2"), "{metrics}");
+}
+
+/// Job names that break out of their label value when written raw (a Flink job's name becomes a
+/// job's name, and whoever submits Flink jobs chooses it), each with its label value as the
+/// exposition formats write it, derived by hand: `\` -> `\\`, `"` -> `\"`, line feed -> `\n`.
+const HOSTILE_JOBS: [(&str, &str); 2] = [
+    ("x\",evil=\"1", r#"x\",evil=\"1"#),
+    ("a\\b\nc}", r#"a\\b\nc}"#),
+];
+/// The source vertex's name in the hostile fleet, and its label value.
+const HOSTILE_VERTEX: (&str, &str) = ("Source: \"clicks\"\n", r#"Source: \"clicks\"\n"#);
+
+/// A fleet of [`HOSTILE_JOBS`], whose source vertex is named [`HOSTILE_VERTEX`], served.
+fn serve_hostile_fleet() -> Served {
+    let files = tempfile::tempdir().expect("a temporary directory");
+    let job = std::fs::read_to_string(repo_root().join("examples/jobs/keyed-step-spike.toml"))
+        .expect("the example job");
+    let renamed = job.replace(
+        "name = \"Source: clicks\"",
+        &format!("name = {}", toml_string(HOSTILE_VERTEX.0)),
+    );
+    assert_ne!(
+        renamed, job,
+        "the example job's source is named `Source: clicks`"
+    );
+    let job_file = files.path().join("job.toml");
+    std::fs::write(&job_file, renamed).expect("write the job");
+    // A short window: the first decisions (and the vertex gauges) come a few seconds in.
+    let mut fleet = String::from(
+        "[defaults]\n\"metrics.window\" = \"3 min\"\n\"stabilization.interval\" = \"1 min\"\n",
+    );
+    for (name, _) in HOSTILE_JOBS {
+        fleet.push_str(&format!(
+            "\n[[jobs]]\nname = {}\njob = {}\nduration = \"2h\"\n",
+            toml_string(name),
+            toml_string(&job_file.to_string_lossy())
+        ));
+    }
+    let fleet_file = files.path().join("fleet.toml");
+    std::fs::write(&fleet_file, fleet).expect("write the fleet");
+    let plugins = tempfile::tempdir().expect("a temporary directory");
+    serve(&fleet_file, plugins, Some(files))
+}
+
+/// `text` as a TOML basic string: a JSON string, whose escapes are all TOML's too.
+fn toml_string(text: &str) -> String {
+    Value::String(text.to_string()).to_string()
+}
+
+/// `GET /metrics` in the Prometheus text format, or OpenMetrics.
+fn scrape(base: &str, openmetrics: bool) -> String {
+    let mut request = agent().get(format!("{base}/metrics"));
+    if openmetrics {
+        request = request.header("Accept", "application/openmetrics-text; version=1.0.0");
+    }
+    let mut response = request.call().expect("GET /metrics");
+    assert_eq!(response.status().as_u16(), 200);
+    response.body_mut().read_to_string().expect("a text")
+}
+
+/// Waits for the hostile fleet's vertex gauges (its first decisions), then scrapes it.
+fn scrape_hostile_fleet(served: &Served, openmetrics: bool) -> String {
+    let vertex = format!("vertex=\"{}\",kind=\"target\"}}", HOSTILE_VERTEX.1);
+    wait_for("the vertex gauges", Duration::from_secs(60), || {
+        let text = scrape(&served.base, openmetrics);
+        (HOSTILE_JOBS
+            .iter()
+            .all(|(_, label)| text.contains(&format!("{{job=\"{label}\",{vertex}"))))
+        .then_some(text)
+    })
+}
+
+#[test]
+fn hostile_job_and_vertex_names_are_one_series_each_in_both_formats() {
+    let served = serve_hostile_fleet();
+    for openmetrics in [false, true] {
+        let text = scrape_hostile_fleet(&served, openmetrics);
+        for (_, label) in HOSTILE_JOBS {
+            for (family, labels) in [
+                (
+                    "flowscale_decisions_total",
+                    format!("job=\"{label}\",mode=\"BALANCED\""),
+                ),
+                ("flowscale_rescales_total", format!("job=\"{label}\"")),
+                (
+                    "flowscale_plugin_faults_total",
+                    format!("job=\"{label}\",mode=\"BALANCED\""),
+                ),
+                ("flowscale_engine_errors_total", format!("job=\"{label}\"")),
+            ] {
+                let series = format!("{family}{{{labels}}} ");
+                let found = text.lines().filter(|l| l.starts_with(&series)).count();
+                assert_eq!(found, 1, "{series} in:\n{text}");
+            }
+            for kind in ["current", "target", "aligned"] {
+                let series = format!(
+                    "flowscale_vertex_parallelism{{job=\"{label}\",vertex=\"{}\",kind=\"{kind}\"}} ",
+                    HOSTILE_VERTEX.1
+                );
+                let found = text.lines().filter(|l| l.starts_with(&series)).count();
+                assert_eq!(found, 1, "{series} in:\n{text}");
+            }
+        }
+        // Two jobs: two series in each counter family, and no line the names broke off.
+        for family in ["flowscale_decisions_total{", "flowscale_rescales_total{"] {
+            let found = text.lines().filter(|l| l.starts_with(family)).count();
+            assert_eq!(found, 2, "{family} in:\n{text}");
+        }
+        assert!(
+            text.lines()
+                .all(|l| l.starts_with("# ") || l.starts_with("flowscale_")),
+            "a line that is neither a comment nor a sample:\n{text}"
+        );
+        assert!(!text.contains("evil=\"1\""), "{text}");
+    }
+}
+
+#[test]
+#[ignore = "needs promtool (Debian package prometheus); .ci/run runs it"]
+fn promtool_accepts_the_metrics_of_a_fleet_with_hostile_names() {
+    let served = serve_hostile_fleet();
+    let text = scrape_hostile_fleet(&served, false);
+    if let Err(complaint) = promtool_check(&text) {
+        panic!("{complaint}\non:\n{text}");
+    }
 }
 
 /// A tiny WebDriver client: one session of headless Chromium through chromedriver.

@@ -363,13 +363,29 @@ fn a_broken_file_of_a_job_not_in_the_fleet_is_reported_and_left_alone() {
         "{not json"
     );
 
-    // The readable log says it too, and `validate` warns about it without failing.
+    // The readable log says it too, at a UTC calendar time (the host's wall clock), and
+    // `validate` warns about it without failing.
+    let before = utc_minute();
     let out = Cli::new(["run", &fleet.display().to_string(), "--simulated", "10min"]).run();
+    let after = utc_minute();
     assert_eq!(out.code, 0, "{}", out.stderr);
+    let line = out
+        .stdout
+        .lines()
+        .find(|l| l.contains(" gone StateFileIgnored: state file") && l.contains("gone.json"))
+        .unwrap_or_else(|| panic!("no StateFileIgnored line in:\n{}", out.stdout));
+    let at = line.split(' ').next().unwrap_or_default();
+    assert!(is_rfc3339_utc(at), "{line}");
     assert!(
-        out.stdout.contains("gone StateFileIgnored: state file")
-            && out.stdout.contains("gone.json"),
-        "{}",
+        at.starts_with(&before) || at.starts_with(&after),
+        "{at} is neither in {before} nor in {after}"
+    );
+    assert!(
+        !out.stdout.split_whitespace().any(|word| {
+            word.strip_prefix('T')
+                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        }),
+        "a time as raw epoch seconds in:\n{}",
         out.stdout
     );
     let checked = Cli::new(["validate", &fleet.display().to_string()]).run();
@@ -380,4 +396,25 @@ fn a_broken_file_of_a_job_not_in_the_fleet_is_reported_and_left_alone() {
         "{}",
         checked.stdout
     );
+}
+
+/// The current UTC minute, `YYYY-MM-DDTHH:MM`, from `date` (not from the code under test).
+fn utc_minute() -> String {
+    let out = Command::new("date")
+        .args(["-u", "+%Y-%m-%dT%H:%M"])
+        .output()
+        .expect("date runs");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// `YYYY-MM-DDTHH:MM:SSZ`, or with `.mmm` before the `Z`.
+fn is_rfc3339_utc(text: &str) -> bool {
+    let shape = |pattern: &str| {
+        text.len() == pattern.len()
+            && text.bytes().zip(pattern.bytes()).all(|(c, p)| match p {
+                b'9' => c.is_ascii_digit(),
+                p => c == p,
+            })
+    };
+    shape("9999-99-99T99:99:99Z") || shape("9999-99-99T99:99:99.999Z")
 }
