@@ -53,7 +53,6 @@ fn fleet() -> FleetView {
     for job in 0..JOBS {
         let name = format!("job-{job:04}");
         view.add_job(&name, "sim", "BALANCED");
-        view.metrics().add_job(&name, "BALANCED");
         for step in 0..3 {
             view.record(&report(job, step));
         }

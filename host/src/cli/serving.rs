@@ -6,6 +6,7 @@
 //! calls go to what-if workers of their own, never into the host's process or the fleet's
 //! workers.
 
+use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -142,21 +143,24 @@ impl Serving {
         &self.view
     }
 
-    /// Lists every job of `plan`, with its engine and mode, and forgets the entries it no
-    /// longer has.
+    /// Forgets the entries `plan` no longer has (their jobs and every series of theirs), then
+    /// lists every job of `plan`, with its engine and mode. Told before the fleet applies the
+    /// plan: an entry added now takes the reports of the runs the fleet starts for it.
     fn show(&self, plan: &FleetPlan) {
+        let names: HashSet<&str> = plan.jobs.iter().map(|j| j.spec.name.as_str()).collect();
+        let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
+        self.view.remove_entries(
+            entries
+                .iter()
+                .map(String::as_str)
+                .filter(|e| !names.contains(e)),
+        );
         for job in &plan.jobs {
             let mode = job.alignment.mode_id();
             self.view
                 .add_job(&job.spec.name, engine_kind(&job.spec.engine), &mode);
-            self.view.metrics().add_job(&job.spec.name, &mode);
         }
-        let names: Vec<String> = plan.jobs.iter().map(|j| j.spec.name.clone()).collect();
-        let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
-        for gone in entries.iter().filter(|e| !names.contains(e)) {
-            self.view.remove_job(gone);
-        }
-        *entries = names;
+        *entries = plan.jobs.iter().map(|j| j.spec.name.clone()).collect();
     }
 
     /// Keeps the server current with what the running host changed.

@@ -465,7 +465,7 @@ impl<E: Engine> JobTask<'_, E> {
                 if let Some(event) = failed_claim {
                     let mut report = CycleReport::new(self.runner.name(), wall_ms());
                     report.events.push(event);
-                    (self.env.sink)(&report);
+                    self.publish(report);
                 }
                 ClockState::Wall {
                     started,
@@ -517,8 +517,9 @@ impl<E: Engine> JobTask<'_, E> {
             let events = self.take_events();
             if let Some(mut report) = self.runner.step(now, events) {
                 report.virtual_clock = true;
-                self.account(&report);
-                if report.job_gone {
+                let gone = report.job_gone;
+                self.account(report);
+                if gone {
                     return self.finish(None, true);
                 }
             }
@@ -592,7 +593,7 @@ impl<E: Engine> JobTask<'_, E> {
             events.extend(lease_events);
             if let Some(report) = self.runner.step(now_ms, events) {
                 gone = report.job_gone;
-                self.account(&report);
+                self.account(report);
             }
             self.persist(now_ms);
             if let Some(lease) = &self.lease {
@@ -605,7 +606,7 @@ impl<E: Engine> JobTask<'_, E> {
             if !lease_events.is_empty() {
                 let mut report = CycleReport::new(self.runner.name(), now_ms);
                 report.events = lease_events;
-                (self.env.sink)(&report);
+                self.publish(report);
             }
         }
         let await_return = matches!(
@@ -654,8 +655,14 @@ impl<E: Engine> JobTask<'_, E> {
         events
     }
 
+    /// Passes a report on, marked with the run of the entry it comes from.
+    fn publish(&self, mut report: CycleReport) {
+        report.entry = Some(self.follower.entry().run().clone());
+        (self.env.sink)(&report);
+    }
+
     /// Counts a step (and whether it failed) and passes its report on.
-    fn account(&mut self, report: &CycleReport) {
+    fn account(&mut self, report: CycleReport) {
         self.steps += 1;
         let bad = matches!(report.stage, Some(CycleStage::Failed(_)))
             || report.engine_failed
@@ -666,7 +673,7 @@ impl<E: Engine> JobTask<'_, E> {
         if bad {
             self.failed += 1;
         }
-        (self.env.sink)(report);
+        self.publish(report);
     }
 
     /// Writes the runner's state into the store and flushes it. A failure does not stop the
@@ -689,7 +696,7 @@ impl<E: Engine> JobTask<'_, E> {
             .job(self.runner.name());
             let mut report = CycleReport::new(self.runner.name(), now_ms);
             report.events.push(event);
-            self.account(&report);
+            self.account(report);
         }
     }
 

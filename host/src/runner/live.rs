@@ -6,6 +6,25 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::plan::JobPlan;
 
+use super::report::EntryRun;
+
+/// Runs of fleet entries started so far in this process: each [`LiveEntry`] takes the next
+/// number, so a later run always has a larger one.
+static RUNS: AtomicU64 = AtomicU64::new(0);
+
+/// The number the next entry run will take. Whoever shows the reports of an entry it learns of
+/// now (the server's view, told of a reload before the fleet starts the new entries) accepts
+/// the runs from this number on, and so drops the late steps of an earlier run of the same
+/// name that was still ending.
+pub(crate) fn next_entry_run() -> u64 {
+    RUNS.load(Ordering::SeqCst)
+}
+
+/// Takes the next run number, for an entry that starts now.
+pub(crate) fn take_entry_run() -> u64 {
+    RUNS.fetch_add(1, Ordering::SeqCst)
+}
+
 /// The plan one fleet entry runs with now, and whether it was removed from the fleet.
 ///
 /// The supervisor only ever replaces the plan as a whole and bumps a generation counter; a job
@@ -17,12 +36,19 @@ pub(super) struct LiveEntry {
     interval_ms: AtomicI64,
     generation: AtomicU64,
     removed: AtomicBool,
+    /// This run of the entry, which its jobs' reports carry.
+    run: EntryRun,
 }
 
 impl LiveEntry {
     /// An entry running `plan`, cycling every `interval_ms`.
     pub(super) fn new(plan: JobPlan, interval_ms: i64) -> LiveEntry {
+        let run = EntryRun {
+            entry: plan.spec.name.as_str().into(),
+            run: take_entry_run(),
+        };
         LiveEntry {
+            run,
             plan: Mutex::new(Arc::new(plan)),
             interval_ms: AtomicI64::new(interval_ms),
             generation: AtomicU64::new(0),
@@ -46,6 +72,11 @@ impl LiveEntry {
     /// The entry left the fleet (or must restart): its jobs stop at their next step.
     pub(super) fn remove(&self) {
         self.removed.store(true, Ordering::Release);
+    }
+
+    /// This run of the entry.
+    pub(super) fn run(&self) -> &EntryRun {
+        &self.run
     }
 
     /// True once [`LiveEntry::remove`] was called.

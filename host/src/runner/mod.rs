@@ -23,8 +23,13 @@ pub(crate) use fleet::{DEFAULT_SIMULATED_DURATION, Interrupted, JobRun, wall_ms}
 pub use job::JobRunner;
 pub use lateness::Lateness;
 pub(crate) use lateness::LatenessSummary;
+pub(crate) use live::next_entry_run;
+#[cfg(test)]
+pub(crate) use live::take_entry_run;
 pub use pace::Pace;
 pub use report::CycleReport;
+#[cfg(test)]
+pub(crate) use report::EntryRun;
 pub(crate) use report::{Printer, format_elapsed};
 pub(crate) use restore::ignored_state;
 pub(crate) use state_check::check_state_dir;

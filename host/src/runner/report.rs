@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::io::{self, Write};
+use std::sync::Arc;
 
 use serde::Serialize;
 
@@ -52,6 +53,23 @@ pub struct CycleReport {
     /// How long the step took (wall clock).
     #[serde(skip)]
     pub elapsed: std::time::Duration,
+    /// The run of the fleet entry whose job took the step; `None` for a report made outside a
+    /// fleet's tasks (the stuck-job watchdog, tests). The server shows a report only while its
+    /// entry is in the fleet and only from the entry's current run: a step that was in flight
+    /// when a reload removed the job must not bring it back.
+    #[serde(skip)]
+    pub(crate) entry: Option<EntryRun>,
+}
+
+/// Which run of which fleet entry a report comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct EntryRun {
+    /// The entry's name. A Flink entry without a job id runs the cluster's jobs under their
+    /// own names: their reports name the job, this names the entry they belong to.
+    pub(crate) entry: Arc<str>,
+    /// The run's number: every start of an entry (with the fleet, or when a reload adds or
+    /// restarts it) takes a number above every earlier one ([`super::live::next_entry_run`]).
+    pub(crate) run: u64,
 }
 
 impl CycleReport {
@@ -72,6 +90,7 @@ impl CycleReport {
             load: None,
             cooldown_until_ms: None,
             elapsed: std::time::Duration::ZERO,
+            entry: None,
         }
     }
 

@@ -1,12 +1,12 @@
-//! The Prometheus metrics of the host, through the official client (`prometheus-client`), but
-//! for the per-vertex gauges (see [`super::series`]). The client writes label values as it gets
-//! them, so every label set here holds [`LabelValue`]s, which escape themselves (see
-//! [`super::label`]).
+//! The Prometheus metrics of the host: every per-job series written by [`super::series`], the
+//! host-wide ones (the cycle duration histogram, the loaded plugins, the build) through the
+//! official client (`prometheus-client`). Every label value is escaped (see [`super::label`]):
+//! the series' precomputed label text directly, the client's label sets through [`LabelValue`].
 //!
-//! Recording a step stores into counters and gauges the job's entry already holds (atomics
-//! shared with the client's families), found with one lookup by job name: no label set is built
-//! or hashed per sample, so the control loop pays a few microseconds per step, and it never
-//! waits for a scrape.
+//! Recording a step stores into the atomics of the job's series, found with one lookup by job
+//! name: no label set is built or hashed per sample, so the control loop pays a few
+//! microseconds per step, and it never waits for a scrape. A job that leaves the fleet takes
+//! all its series with it ([`Metrics::remove_jobs`]).
 //!
 //! The encoded text is kept and served again (without a copy) until something changes: every
 //! change bumps a generation counter, and a scrape encodes anew only when the generation moved
@@ -19,14 +19,13 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use axum::body::Bytes;
 
 use prometheus_client::encoding::EncodeLabelSet;
-use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Registry, Unit};
 
 use super::label::LabelValue;
-use super::series::{self, JobSeries};
+use super::series::{self, JobSeries, Step};
 use crate::events::EventReason;
 use crate::runner::CycleReport;
 
@@ -36,68 +35,32 @@ pub(crate) const OPENMETRICS_TYPE: &str =
 /// The content type of [`Metrics::encode_text`]'s output.
 pub(crate) const TEXT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
-/// `{job, mode}`.
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(crate) struct JobModeLabels {
-    /// The job.
-    pub(crate) job: LabelValue,
-    /// Its alignment mode.
-    pub(crate) mode: LabelValue,
-}
-
-/// `{job}`.
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(crate) struct JobLabels {
-    /// The job.
-    pub(crate) job: LabelValue,
-}
-
-impl JobLabels {
-    /// The labels of `job`.
-    fn of(job: &str) -> JobLabels {
-        JobLabels { job: job.into() }
-    }
-}
-
-/// `{job, owner}`.
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct OwnerLabels {
-    job: LabelValue,
-    owner: LabelValue,
-}
-
 /// `{version}`.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct BuildLabels {
     version: LabelValue,
 }
 
-/// What recording a step of a job touches: handles to its counters in the client's families
-/// and its vertex gauges.
+/// What recording a step of a job touches: its series, and the index of the mode it runs in
+/// them.
 struct JobHandles {
     mode: String,
-    decisions: Counter,
-    plugin_faults: Counter,
-    rescales: Counter,
-    engine_errors: Counter,
+    mode_index: usize,
     series: Arc<JobSeries>,
 }
 
-/// Every metric of the host, and the registry that encodes them.
+/// A text longer than this many bytes above what it holds is shrunk before it is kept: after
+/// most of the fleet was removed, the text of the fleet before must not stay allocated.
+const SLACK: usize = 64 * 1024;
+
+/// Every metric of the host, and the registry that encodes the host-wide ones.
 pub struct Metrics {
     registry: Registry,
-    /// Every job's handles, by name (the order of the per-vertex samples).
+    /// Every job's series, by name (the order of the samples).
     jobs: Mutex<BTreeMap<String, JobHandles>>,
-    decisions: Family<JobModeLabels, Counter>,
-    rescales: Family<JobLabels, Counter>,
-    plugin_faults: Family<JobModeLabels, Counter>,
-    engine_errors: Family<JobLabels, Counter>,
     cycle_duration: Histogram,
     plugins_loaded: Gauge<i64, AtomicI64>,
-    lease_held: Family<JobLabels, Gauge>,
-    lease_token: Family<JobLabels, Gauge>,
-    lease_owner: Family<OwnerLabels, Gauge>,
-    /// The owners `lease_owner` shows, job -> host.
+    /// The owners `flowscale_lease_owner` shows, job -> host, for the jobs in `jobs` only.
     owners: Mutex<BTreeMap<String, String>>,
     /// Bumped after every change to a metric.
     generation: AtomicU64,
@@ -129,31 +92,7 @@ impl Metrics {
     /// The metrics, registered, all at zero.
     pub(crate) fn new() -> Metrics {
         let mut registry = Registry::default();
-        // `flowscale_vertex_parallelism` is written by `series`, before these families.
-        let decisions = Family::<JobModeLabels, Counter>::default();
-        registry.register(
-            "flowscale_decisions",
-            "Decision cycles that evaluated the job, by alignment mode",
-            decisions.clone(),
-        );
-        let rescales = Family::<JobLabels, Counter>::default();
-        registry.register(
-            "flowscale_rescales",
-            "Scaling operations realized on the engine",
-            rescales.clone(),
-        );
-        let plugin_faults = Family::<JobModeLabels, Counter>::default();
-        registry.register(
-            "flowscale_plugin_faults",
-            "Plugin modes that panicked, failed or answered out of range",
-            plugin_faults.clone(),
-        );
-        let engine_errors = Family::<JobLabels, Counter>::default();
-        registry.register(
-            "flowscale_engine_errors",
-            "Steps whose engine could not be reached or refused a request",
-            engine_errors.clone(),
-        );
+        // The per-job families are written by `series`, before these.
         // 100 us to about 26 s.
         let cycle_duration = Histogram::new(exponential_buckets(0.0001, 4.0, 10));
         registry.register_with_unit(
@@ -167,25 +106,6 @@ impl Metrics {
             "flowscale_plugins_loaded",
             "Plugin files loaded from the plugins directory",
             plugins_loaded.clone(),
-        );
-        let lease_held = Family::<JobLabels, Gauge>::default();
-        registry.register(
-            "flowscale_lease_held",
-            "With state shared by several hosts: 1 while this host holds the job's lease",
-            lease_held.clone(),
-        );
-        let lease_token = Family::<JobLabels, Gauge>::default();
-        registry.register(
-            "flowscale_lease_token",
-            "The fencing token of the job's lease this host last held",
-            lease_token.clone(),
-        );
-        let lease_owner = Family::<OwnerLabels, Gauge>::default();
-        registry.register(
-            "flowscale_lease_owner",
-            "With state shared by several hosts: 1 for the host (this one or another) that holds \
-             the job's lease, named in the owner label, as this host's last lease round read it",
-            lease_owner.clone(),
         );
         let build = Family::<BuildLabels, Gauge>::default();
         build
@@ -201,15 +121,8 @@ impl Metrics {
         Metrics {
             registry,
             jobs: Mutex::new(BTreeMap::new()),
-            decisions,
-            rescales,
-            plugin_faults,
-            engine_errors,
             cycle_duration,
             plugins_loaded,
-            lease_held,
-            lease_token,
-            lease_owner,
             owners: Mutex::new(BTreeMap::new()),
             generation: AtomicU64::new(0),
             encoded: Mutex::new(Encoded::default()),
@@ -229,20 +142,21 @@ impl Metrics {
         self.changed();
     }
 
+    fn lock_owners(&self) -> MutexGuard<'_, BTreeMap<String, String>> {
+        self.owners.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// Shows `owners` (job -> host holding its lease) in `flowscale_lease_owner`, replacing
-    /// what it showed: a job that changed hands has one series, with its new owner.
-    pub(crate) fn set_owners(&self, owners: BTreeMap<String, String>) {
-        let mut shown = self.owners.lock().unwrap_or_else(PoisonError::into_inner);
+    /// what it showed: a job that changed hands has one series, with its new owner. Only the
+    /// jobs of this host's fleet are shown: the lease table may still hold a job that left it.
+    pub(crate) fn set_owners(&self, mut owners: BTreeMap<String, String>) {
+        {
+            let jobs = self.lock_jobs();
+            owners.retain(|job, _| jobs.contains_key(job));
+        }
+        let mut shown = self.lock_owners();
         if *shown == owners {
             return;
-        }
-        self.lease_owner.clear();
-        for (job, owner) in &owners {
-            let labels = OwnerLabels {
-                job: job.as_str().into(),
-                owner: owner.as_str().into(),
-            };
-            self.lease_owner.get_or_create(&labels).set(1);
         }
         *shown = owners;
         drop(shown);
@@ -254,94 +168,77 @@ impl Metrics {
         self.jobs.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The handles of `job` in `mode`, with its counters created (at 0) in the families.
-    fn handles(&self, job: &str, mode: &str, series: Arc<JobSeries>) -> JobHandles {
-        let labels = JobLabels::of(job);
-        let modes = JobModeLabels {
-            job: job.into(),
-            mode: mode.into(),
-        };
-        JobHandles {
-            mode: mode.to_string(),
-            decisions: self.decisions.get_or_create(&modes).clone(),
-            plugin_faults: self.plugin_faults.get_or_create(&modes).clone(),
-            rescales: self.rescales.get_or_create(&labels).clone(),
-            engine_errors: self.engine_errors.get_or_create(&labels).clone(),
-            series,
-        }
-    }
-
-    /// The entry of `job` in `mode` in `jobs`, made or moved to `mode` as needed.
+    /// The entry of `job` in `mode` in `jobs`, made or moved to `mode` as needed: the job's
+    /// series for a mode it has not run yet start at 0.
     fn entry<'a>(
-        &self,
         jobs: &'a mut BTreeMap<String, JobHandles>,
         job: &str,
         mode: &str,
     ) -> &'a mut JobHandles {
-        let stale = jobs.get(job).map(|h| h.mode != mode);
-        if stale != Some(false) {
-            let series = jobs
-                .get(job)
-                .map_or_else(|| Arc::new(JobSeries::new(job)), |h| Arc::clone(&h.series));
-            let handles = self.handles(job, mode, series);
-            jobs.insert(job.to_string(), handles);
+        let handles = jobs.entry(job.to_string()).or_insert_with(|| JobHandles {
+            mode: String::new(),
+            mode_index: usize::MAX,
+            series: Arc::new(JobSeries::new(job)),
+        });
+        if handles.mode_index == usize::MAX || handles.mode != mode {
+            let index = match handles.series.mode_position(mode) {
+                Some(index) => index,
+                None => {
+                    handles.series = Arc::new(handles.series.with_mode(mode));
+                    handles.series.mode_position(mode).unwrap_or(usize::MAX)
+                }
+            };
+            handles.mode = mode.to_string();
+            handles.mode_index = index;
         }
-        // Inserted just above when it was missing.
-        jobs.get_mut(job).expect("the job's entry")
+        handles
     }
 
     /// Counts a job with no step yet, so that its counters exist (at 0) from the start.
-    pub fn add_job(&self, job: &str, mode: &str) {
+    pub(crate) fn add_job(&self, job: &str, mode: &str) {
         let mut jobs = self.lock_jobs();
-        self.entry(&mut jobs, job, mode);
+        Metrics::entry(&mut jobs, job, mode);
         drop(jobs);
         self.changed();
+    }
+
+    /// Forgets every series of `jobs` (they left the fleet).
+    pub(crate) fn remove_jobs<'a>(&self, jobs: impl IntoIterator<Item = &'a str>) {
+        let mut removed = false;
+        {
+            let mut handles = self.lock_jobs();
+            let mut owners = self.lock_owners();
+            for job in jobs {
+                removed |= handles.remove(job).is_some();
+                owners.remove(job);
+            }
+        }
+        if removed {
+            self.changed();
+        }
     }
 
     /// Takes in one step of a job running `mode`.
     pub(crate) fn record(&self, report: &CycleReport, mode: &str) {
         self.cycle_duration.observe(report.elapsed.as_secs_f64());
-        let mut jobs = self.lock_jobs();
-        let handles = self.entry(&mut jobs, &report.job, mode);
-        if report.stage.is_some() {
-            handles.decisions.inc();
-        }
-        if report.operation.is_some() {
-            handles.rescales.inc();
-        }
-        if report.engine_failed {
-            handles.engine_errors.inc();
-        }
         let faults = report
             .events
             .iter()
             .filter(|e| e.reason == EventReason::PluginFault)
             .count();
-        if faults > 0 {
-            handles
-                .plugin_faults
-                .inc_by(u64::try_from(faults).unwrap_or(u64::MAX));
-        }
+        let step = Step {
+            decided: report.stage.is_some(),
+            rescaled: report.operation.is_some(),
+            engine_failed: report.engine_failed,
+            plugin_faults: u64::try_from(faults).unwrap_or(u64::MAX),
+        };
+        let mut jobs = self.lock_jobs();
+        let handles = Metrics::entry(&mut jobs, &report.job, mode);
+        handles.series.count(handles.mode_index, step);
         record_parallelism(handles, report);
+        record_leases(handles, report);
         drop(jobs);
-        self.record_leases(report);
         self.changed();
-    }
-
-    /// The lease gauges, from the step's lease events (rare: no handles kept).
-    fn record_leases(&self, report: &CycleReport) {
-        for event in &report.events {
-            let held = match event.reason {
-                EventReason::LeaseAcquired => 1,
-                EventReason::LeaseLost => 0,
-                _ => continue,
-            };
-            let job = JobLabels::of(&report.job);
-            self.lease_held.get_or_create(&job).set(held);
-            if let Some(&token) = event.details.get("token") {
-                self.lease_token.get_or_create(&job).set(token);
-            }
-        }
     }
 
     /// The OpenMetrics text of every metric ([`OPENMETRICS_TYPE`]).
@@ -369,13 +266,17 @@ impl Metrics {
         };
         let generation = self.generation.load(Ordering::Acquire);
         if cached.generation != Some(generation) {
-            cached.text = Bytes::from(self.render(openmetrics, cached.text.len()));
+            let mut text = self.render(openmetrics, cached.text.len());
+            if text.capacity() > text.len() + SLACK {
+                text.shrink_to_fit();
+            }
+            cached.text = Bytes::from(text);
             cached.generation = Some(generation);
         }
         cached.text.clone()
     }
 
-    /// Encodes every metric: the per-vertex gauges written directly, then the client's
+    /// Encodes every metric: the per-job families written directly, then the client's
     /// families (converted to the Prometheus text format unless `openmetrics`). `size` is the
     /// previous text's, so that the buffer does not grow step by step.
     fn render(&self, openmetrics: bool, size: usize) -> String {
@@ -384,9 +285,11 @@ impl Metrics {
             .values()
             .map(|h| Arc::clone(&h.series))
             .collect();
+        let owners = self.lock_owners().clone();
         let mut out = String::with_capacity(size + 1024);
         series::write(&series, &mut out);
-        let mut client = String::with_capacity(64 * 1024);
+        series::write_job_families(&series, &owners, openmetrics, &mut out);
+        let mut client = String::with_capacity(4 * 1024);
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut client, &self.registry);
         if openmetrics {
@@ -395,6 +298,20 @@ impl Metrics {
             write_prometheus_text(&client, &mut out);
         }
         out
+    }
+}
+
+/// The lease gauges, from the step's lease events.
+fn record_leases(handles: &JobHandles, report: &CycleReport) {
+    for event in &report.events {
+        let held = match event.reason {
+            EventReason::LeaseAcquired => true,
+            EventReason::LeaseLost => false,
+            _ => continue,
+        };
+        handles
+            .series
+            .set_lease(held, event.details.get("token").copied());
     }
 }
 
@@ -704,5 +621,157 @@ pub(super) mod tests {
                 .encode()
                 .contains("flowscale_rescales_total{job=\"j\"} 1")
         );
+    }
+
+    /// The per-job families as the official client encodes them, for the values `metrics`
+    /// holds after the steps of [`the_job_families_are_what_the_client_would_encode`].
+    fn client_text(openmetrics: bool) -> String {
+        use prometheus_client::metrics::counter::Counter;
+
+        #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+        struct JobMode {
+            job: String,
+            mode: String,
+        }
+        #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+        struct Job {
+            job: String,
+        }
+        #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+        struct Owner {
+            job: String,
+            owner: String,
+        }
+        let job_mode = |job: &str, mode: &str| JobMode {
+            job: job.into(),
+            mode: mode.into(),
+        };
+        let job = |job: &str| Job { job: job.into() };
+        let mut registry = Registry::default();
+        let decisions = Family::<JobMode, Counter>::default();
+        let rescales = Family::<Job, Counter>::default();
+        let faults = Family::<JobMode, Counter>::default();
+        let errors = Family::<Job, Counter>::default();
+        let held = Family::<Job, Gauge>::default();
+        let token = Family::<Job, Gauge>::default();
+        let owner = Family::<Owner, Gauge>::default();
+        decisions
+            .get_or_create(&job_mode("a", "BALANCED"))
+            .inc_by(2);
+        decisions.get_or_create(&job_mode("a", "OFF")).inc_by(1);
+        let _ = decisions.get_or_create(&job_mode("b", "BALANCED"));
+        faults.get_or_create(&job_mode("a", "BALANCED")).inc_by(2);
+        let _ = faults.get_or_create(&job_mode("a", "OFF"));
+        let _ = faults.get_or_create(&job_mode("b", "BALANCED"));
+        rescales.get_or_create(&job("a")).inc();
+        let _ = rescales.get_or_create(&job("b"));
+        errors.get_or_create(&job("a")).inc();
+        let _ = errors.get_or_create(&job("b"));
+        held.get_or_create(&job("a")).set(0);
+        token.get_or_create(&job("a")).set(7);
+        owner
+            .get_or_create(&Owner {
+                job: "a".into(),
+                owner: "h2".into(),
+            })
+            .set(1);
+        registry.register("flowscale_decisions", DECISIONS_HELP, decisions);
+        registry.register("flowscale_rescales", RESCALES_HELP, rescales);
+        registry.register("flowscale_plugin_faults", FAULTS_HELP, faults);
+        registry.register("flowscale_engine_errors", ERRORS_HELP, errors);
+        registry.register("flowscale_lease_held", HELD_HELP, held);
+        registry.register("flowscale_lease_token", TOKEN_HELP, token);
+        registry.register("flowscale_lease_owner", OWNER_HELP, owner);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).expect("encoded");
+        if openmetrics {
+            text
+        } else {
+            to_prometheus_text(&text)
+        }
+    }
+
+    const DECISIONS_HELP: &str = "Decision cycles that evaluated the job, by alignment mode";
+    const RESCALES_HELP: &str = "Scaling operations realized on the engine";
+    const FAULTS_HELP: &str = "Plugin modes that panicked, failed or answered out of range";
+    const ERRORS_HELP: &str = "Steps whose engine could not be reached or refused a request";
+    const HELD_HELP: &str =
+        "With state shared by several hosts: 1 while this host holds the job's lease";
+    const TOKEN_HELP: &str = "The fencing token of the job's lease this host last held";
+    const OWNER_HELP: &str = "With state shared by several hosts: 1 for the host (this one or \
+                              another) that holds the job's lease, named in the owner label, as \
+                              this host's last lease round read it";
+
+    /// The lines of the per-job counter and lease families, sorted (the client's come in no
+    /// set order within a family).
+    fn job_family_lines(text: &str) -> Vec<&str> {
+        let mut lines: Vec<&str> = text
+            .lines()
+            .filter(|l| {
+                [
+                    "decisions",
+                    "rescales",
+                    "plugin_faults",
+                    "engine_errors",
+                    "lease_",
+                ]
+                .iter()
+                .any(|f| l.contains(&format!("flowscale_{f}")))
+            })
+            .collect();
+        lines.sort_unstable();
+        lines
+    }
+
+    #[test]
+    fn the_job_families_are_what_the_client_would_encode() {
+        let metrics = Metrics::new();
+        metrics.add_job("a", "BALANCED");
+        metrics.add_job("b", "BALANCED");
+        let mut faulty = CycleReport::new("a", 1000);
+        faulty.stage = Some(crate::scaling::CycleStage::WithinBounds);
+        faulty.engine_failed = true;
+        faulty.events = vec![
+            crate::events::Event::new(
+                EventReason::PluginFault,
+                crate::events::Severity::Warning,
+                "x",
+            ),
+            crate::events::Event::new(
+                EventReason::PluginFault,
+                crate::events::Severity::Warning,
+                "y",
+            ),
+            crate::events::Event::new(
+                EventReason::LeaseAcquired,
+                crate::events::Severity::Normal,
+                "z",
+            )
+            .detail("token", 7),
+        ];
+        metrics.record(&faulty, "BALANCED");
+        let mut rescaled = CycleReport::new("a", 2000);
+        rescaled.stage = Some(crate::scaling::CycleStage::Scaled);
+        rescaled.operation = Some(std::collections::BTreeMap::from([("v".to_string(), 4)]));
+        rescaled.events = vec![crate::events::Event::new(
+            EventReason::LeaseLost,
+            crate::events::Severity::Warning,
+            "lost",
+        )];
+        metrics.record(&rescaled, "BALANCED");
+        let mut other_mode = CycleReport::new("a", 3000);
+        other_mode.stage = Some(crate::scaling::CycleStage::WithinBounds);
+        metrics.record(&other_mode, "OFF");
+        metrics.set_owners(BTreeMap::from([("a".to_string(), "h2".to_string())]));
+        for openmetrics in [false, true] {
+            let ours = metrics.encoded(openmetrics);
+            let ours = String::from_utf8_lossy(&ours);
+            let theirs = client_text(openmetrics);
+            assert_eq!(
+                job_family_lines(&ours),
+                job_family_lines(&theirs),
+                "openmetrics: {openmetrics}\nours:\n{ours}\ntheirs:\n{theirs}"
+            );
+        }
     }
 }

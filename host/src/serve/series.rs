@@ -1,34 +1,91 @@
-//! `flowscale_vertex_parallelism`: three gauges per vertex, the bulk of `/metrics` (60,000 of
-//! the 64,000 samples of 1,000 jobs x 20 vertices).
+//! Every series of a job: `flowscale_vertex_parallelism` (three gauges per vertex, the bulk of
+//! `/metrics`: 60,000 of the 64,000 samples of 1,000 jobs x 20 vertices), its counters
+//! (`flowscale_decisions_total` and `flowscale_plugin_faults_total` per alignment mode it ran,
+//! `flowscale_rescales_total`, `flowscale_engine_errors_total`) and its lease gauges.
 //!
-//! The gauges are plain atomics grouped by job, and their exposition is written here in one
-//! pass from precomputed label text, instead of through the client's generic encoder: that
+//! They are plain atomics grouped by job, and their exposition is written here in one pass per
+//! family from precomputed label text, instead of through the client's generic encoder: that
 //! encoder costs about a microsecond per sample (40 ms for such a fleet), which a scrape every
-//! second takes from the decision loop on a small machine. The text is the same in the
-//! Prometheus and the OpenMetrics formats (a gauge family with a name, a help text and integer
-//! samples), and the other families are still encoded by the client around it.
+//! second takes from the decision loop on a small machine. Keeping a job's series in one value
+//! of our own also means that removing the job removes them all: the client's label families
+//! would keep a removed job's series until each label set was named again, and their tables
+//! never shrink.
+//!
+//! The text of a gauge family is the same in the Prometheus and the OpenMetrics formats; a
+//! counter family is named after its `_total` samples in the Prometheus format and without the
+//! suffix in OpenMetrics, as the client does it.
 //!
 //! The control loop only stores into atomics it already holds; a scrape takes the jobs' `Arc`s
 //! under a lock held for the copy of a list of pointers, and reads the atomics after releasing
 //! it, so neither waits for the other.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 use super::label::escape;
 
-/// The family's name.
+/// The vertex family's name.
 const NAME: &str = "flowscale_vertex_parallelism";
-/// The family's help text.
+/// The vertex family's help text.
 const HELP: &str = "Parallelism of a vertex: running (current), computed (target) and aligned";
 
 /// The `kind` label of each of a vertex's three gauges, in order.
 const KINDS: [&str; 3] = ["current", "target", "aligned"];
 
 /// A gauge that has never been set: it is not exposed (a vertex without a target yet has no
-/// `kind="target"` sample).
+/// `kind="target"` sample, a job that never held a lease no lease gauges).
 const ABSENT: i64 = i64::MIN;
+
+/// A counter family: its name (without `_total`), its help text and how to read a job's (or
+/// a job's mode's) value.
+struct CounterFamily<T> {
+    name: &'static str,
+    help: &'static str,
+    value: fn(&T) -> &AtomicU64,
+}
+
+/// `flowscale_decisions_total{job, mode}`.
+const DECISIONS: CounterFamily<ModeSeries> = CounterFamily {
+    name: "flowscale_decisions",
+    help: "Decision cycles that evaluated the job, by alignment mode",
+    value: |m| &m.decisions,
+};
+/// `flowscale_rescales_total{job}`.
+const RESCALES: CounterFamily<JobSeries> = CounterFamily {
+    name: "flowscale_rescales",
+    help: "Scaling operations realized on the engine",
+    value: |j| &j.rescales,
+};
+/// `flowscale_plugin_faults_total{job, mode}`.
+const PLUGIN_FAULTS: CounterFamily<ModeSeries> = CounterFamily {
+    name: "flowscale_plugin_faults",
+    help: "Plugin modes that panicked, failed or answered out of range",
+    value: |m| &m.plugin_faults,
+};
+/// `flowscale_engine_errors_total{job}`.
+const ENGINE_ERRORS: CounterFamily<JobSeries> = CounterFamily {
+    name: "flowscale_engine_errors",
+    help: "Steps whose engine could not be reached or refused a request",
+    value: |j| &j.engine_errors,
+};
+/// `flowscale_lease_held{job}`: name and help text.
+const LEASE_HELD: (&str, &str) = (
+    "flowscale_lease_held",
+    "With state shared by several hosts: 1 while this host holds the job's lease",
+);
+/// `flowscale_lease_token{job}`.
+const LEASE_TOKEN: (&str, &str) = (
+    "flowscale_lease_token",
+    "The fencing token of the job's lease this host last held",
+);
+/// `flowscale_lease_owner{job, owner}`.
+const LEASE_OWNER: (&str, &str) = (
+    "flowscale_lease_owner",
+    "With state shared by several hosts: 1 for the host (this one or another) that holds the \
+     job's lease, named in the owner label, as this host's last lease round read it",
+);
 
 /// The three gauges of a vertex.
 struct VertexSeries {
@@ -39,20 +96,138 @@ struct VertexSeries {
     values: [AtomicI64; 3],
 }
 
-/// A job's vertex gauges. The loop stores into the atomics; a vertex it has not seen yet
-/// replaces the whole `Arc` (the values carried over), so a scrape reads a list that does not
-/// change under it.
+/// The counters of a job under one alignment mode.
+struct ModeSeries {
+    mode: String,
+    /// `job="...",mode="..."`, escaped.
+    labels: String,
+    decisions: AtomicU64,
+    plugin_faults: AtomicU64,
+}
+
+/// Every series of a job. The loop stores into the atomics; a vertex or a mode it has not
+/// seen yet replaces the whole `Arc` (the values carried over), so a scrape reads lists that
+/// do not change under it.
 pub(super) struct JobSeries {
     job: String,
+    /// `job="..."`, escaped.
+    job_label: String,
+    /// The modes the job ran, in the order it first ran them.
+    modes: Vec<ModeSeries>,
+    rescales: AtomicU64,
+    engine_errors: AtomicU64,
+    /// 1 while this host holds the job's lease, 0 once it lost it; [`ABSENT`] before either.
+    lease_held: AtomicI64,
+    /// The token of the last lease held, [`ABSENT`] before one.
+    lease_token: AtomicI64,
     vertices: Vec<VertexSeries>,
 }
 
+/// A copy of a counter's value, for a copy of the series that holds it.
+fn copy_u64(a: &AtomicU64) -> AtomicU64 {
+    AtomicU64::new(a.load(Ordering::Relaxed))
+}
+
+fn copy_i64(a: &AtomicI64) -> AtomicI64 {
+    AtomicI64::new(a.load(Ordering::Relaxed))
+}
+
 impl JobSeries {
-    /// A job with no vertex yet.
+    /// A job with no vertex and no mode yet.
     pub(super) fn new(job: &str) -> JobSeries {
+        let mut job_label = String::with_capacity(job.len() + 6);
+        job_label.push_str("job=\"");
+        push_escaped(job, &mut job_label);
+        job_label.push('"');
         JobSeries {
             job: job.to_string(),
+            job_label,
+            modes: Vec::new(),
+            rescales: AtomicU64::new(0),
+            engine_errors: AtomicU64::new(0),
+            lease_held: AtomicI64::new(ABSENT),
+            lease_token: AtomicI64::new(ABSENT),
             vertices: Vec::new(),
+        }
+    }
+
+    /// A copy with the same values, changed by `change` before it is shared.
+    fn copy(&self, change: impl FnOnce(&mut JobSeries)) -> JobSeries {
+        let mut copy = JobSeries {
+            job: self.job.clone(),
+            job_label: self.job_label.clone(),
+            modes: self
+                .modes
+                .iter()
+                .map(|m| ModeSeries {
+                    mode: m.mode.clone(),
+                    labels: m.labels.clone(),
+                    decisions: copy_u64(&m.decisions),
+                    plugin_faults: copy_u64(&m.plugin_faults),
+                })
+                .collect(),
+            rescales: copy_u64(&self.rescales),
+            engine_errors: copy_u64(&self.engine_errors),
+            lease_held: copy_i64(&self.lease_held),
+            lease_token: copy_i64(&self.lease_token),
+            vertices: self
+                .vertices
+                .iter()
+                .map(|v| VertexSeries {
+                    name: v.name.clone(),
+                    labels: v.labels.clone(),
+                    values: v.values.each_ref().map(copy_i64),
+                })
+                .collect(),
+        };
+        change(&mut copy);
+        copy
+    }
+
+    /// The index of mode `mode`, once the job ran it ([`JobSeries::with_mode`]).
+    pub(super) fn mode_position(&self, mode: &str) -> Option<usize> {
+        self.modes.iter().position(|m| m.mode == mode)
+    }
+
+    /// A copy with mode `mode` added, its counters at 0.
+    pub(super) fn with_mode(&self, mode: &str) -> JobSeries {
+        self.copy(|job| {
+            let mut labels = job.job_label.clone();
+            labels.push_str(",mode=\"");
+            push_escaped(mode, &mut labels);
+            labels.push('"');
+            job.modes.push(ModeSeries {
+                mode: mode.to_string(),
+                labels,
+                decisions: AtomicU64::new(0),
+                plugin_faults: AtomicU64::new(0),
+            });
+        })
+    }
+
+    /// Counts a step of the job under the mode at `mode` (from [`JobSeries::mode_position`]):
+    /// a decision cycle, a realized operation, a failed engine call, plugin faults.
+    pub(super) fn count(&self, mode: usize, step: Step) {
+        if let Some(m) = self.modes.get(mode) {
+            if step.decided {
+                m.decisions.fetch_add(1, Ordering::Relaxed);
+            }
+            m.plugin_faults
+                .fetch_add(step.plugin_faults, Ordering::Relaxed);
+        }
+        if step.rescaled {
+            self.rescales.fetch_add(1, Ordering::Relaxed);
+        }
+        if step.engine_failed {
+            self.engine_errors.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Sets the lease gauges: held or not, and the token when known.
+    pub(super) fn set_lease(&self, held: bool, token: Option<i64>) {
+        self.lease_held.store(i64::from(held), Ordering::Relaxed);
+        if let Some(token) = token {
+            self.lease_token.store(token, Ordering::Relaxed);
         }
     }
 
@@ -67,31 +242,18 @@ impl JobSeries {
 
     /// A copy with the vertices named in `names` that it lacks appended, at [`ABSENT`].
     pub(super) fn with_vertices<'a>(&self, names: impl Iterator<Item = &'a str>) -> JobSeries {
-        let mut vertices: Vec<VertexSeries> = self
-            .vertices
-            .iter()
-            .map(|v| VertexSeries {
-                name: v.name.clone(),
-                labels: v.labels.clone(),
-                values: v
-                    .values
-                    .each_ref()
-                    .map(|a| AtomicI64::new(a.load(Ordering::Relaxed))),
-            })
-            .collect();
-        for name in names {
-            if !vertices.iter().any(|v| v.name == name) {
-                vertices.push(VertexSeries {
-                    name: name.to_string(),
-                    labels: labels(&self.job, name),
-                    values: [ABSENT; 3].map(AtomicI64::new),
-                });
+        self.copy(|job| {
+            for name in names {
+                if !job.vertices.iter().any(|v| v.name == name) {
+                    let labels = labels(&job.job, name);
+                    job.vertices.push(VertexSeries {
+                        name: name.to_string(),
+                        labels,
+                        values: [ABSENT; 3].map(AtomicI64::new),
+                    });
+                }
             }
-        }
-        JobSeries {
-            job: self.job.clone(),
-            vertices,
-        }
+        })
     }
 
     /// Sets the vertex at `index` (from [`JobSeries::position`]): `current`, `target` and
@@ -107,27 +269,73 @@ impl JobSeries {
     }
 }
 
+/// What one step adds to a job's counters.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Step {
+    /// A decision cycle evaluated the job.
+    pub(super) decided: bool,
+    /// An operation was realized on the engine.
+    pub(super) rescaled: bool,
+    /// The engine could not be reached or refused a request.
+    pub(super) engine_failed: bool,
+    /// `PluginFault` events of the step.
+    pub(super) plugin_faults: u64,
+}
+
 /// `job="<job>",vertex="<vertex>",kind="`, the label values escaped.
 fn labels(job: &str, vertex: &str) -> String {
     let mut out = String::with_capacity(job.len() + vertex.len() + 24);
     out.push_str("job=\"");
-    // Writing into a String cannot fail.
-    let _ = escape(job, &mut out);
+    push_escaped(job, &mut out);
     out.push_str("\",vertex=\"");
-    let _ = escape(vertex, &mut out);
+    push_escaped(vertex, &mut out);
     out.push_str("\",kind=\"");
     out
 }
 
-/// Writes the family (`# HELP`, `# TYPE` and every set gauge of `jobs`, in their order).
+/// Appends `value` to `out` escaped as a label value (see [`escape`]).
+fn push_escaped(value: &str, out: &mut String) {
+    // Writing into a String cannot fail.
+    let _ = escape(value, out);
+}
+
+/// `# HELP` and `# TYPE` of a family; a counter's name takes `_total` in the Prometheus format
+/// (not `openmetrics`).
+fn header(out: &mut String, name: &str, help: &str, counter: bool, openmetrics: bool) {
+    let suffix = if counter && !openmetrics {
+        "_total"
+    } else {
+        ""
+    };
+    for (line, tail) in [("# HELP ", help), ("# TYPE ", "")] {
+        out.push_str(line);
+        out.push_str(name);
+        out.push_str(suffix);
+        out.push(' ');
+        if tail.is_empty() {
+            out.push_str(if counter { "counter" } else { "gauge" });
+        } else {
+            out.push_str(tail);
+            out.push('.');
+        }
+        out.push('\n');
+    }
+}
+
+/// One sample line: `name{labels} value`.
+fn sample(out: &mut String, name: &str, labels: &str, value: impl std::fmt::Display) {
+    out.push_str(name);
+    out.push('{');
+    out.push_str(labels);
+    out.push_str("} ");
+    // Writing into a String cannot fail.
+    let _ = write!(out, "{value}");
+    out.push('\n');
+}
+
+/// Writes the vertex family (`# HELP`, `# TYPE` and every set gauge of `jobs`, in their order).
 pub(super) fn write(jobs: &[Arc<JobSeries>], out: &mut String) {
-    out.push_str("# HELP ");
-    out.push_str(NAME);
-    out.push(' ');
-    out.push_str(HELP);
-    out.push_str(".\n# TYPE ");
-    out.push_str(NAME);
-    out.push_str(" gauge\n");
+    header(out, NAME, HELP, false, true);
     for job in jobs {
         for vertex in &job.vertices {
             for (kind, value) in KINDS.iter().zip(&vertex.values) {
@@ -145,6 +353,71 @@ pub(super) fn write(jobs: &[Arc<JobSeries>], out: &mut String) {
                 out.push('\n');
             }
         }
+    }
+}
+
+/// Writes the counter and lease families of `jobs`, in their order, and `owners` (job ->
+/// the host holding its lease), in the Prometheus text format or in OpenMetrics.
+pub(super) fn write_job_families(
+    jobs: &[Arc<JobSeries>],
+    owners: &BTreeMap<String, String>,
+    openmetrics: bool,
+    out: &mut String,
+) {
+    let per_mode = |out: &mut String, family: &CounterFamily<ModeSeries>| {
+        header(out, family.name, family.help, true, openmetrics);
+        let total = format!("{}_total", family.name);
+        for mode in jobs.iter().flat_map(|j| &j.modes) {
+            sample(
+                out,
+                &total,
+                &mode.labels,
+                (family.value)(mode).load(Ordering::Relaxed),
+            );
+        }
+    };
+    let per_job = |out: &mut String, family: &CounterFamily<JobSeries>| {
+        header(out, family.name, family.help, true, openmetrics);
+        let total = format!("{}_total", family.name);
+        for job in jobs {
+            sample(
+                out,
+                &total,
+                &job.job_label,
+                (family.value)(job).load(Ordering::Relaxed),
+            );
+        }
+    };
+    per_mode(out, &DECISIONS);
+    per_job(out, &RESCALES);
+    per_mode(out, &PLUGIN_FAULTS);
+    per_job(out, &ENGINE_ERRORS);
+    for ((name, help), gauge) in [
+        (
+            LEASE_HELD,
+            (|j| &j.lease_held) as fn(&JobSeries) -> &AtomicI64,
+        ),
+        (LEASE_TOKEN, |j| &j.lease_token),
+    ] {
+        header(out, name, help, false, openmetrics);
+        for job in jobs {
+            let value = gauge(job).load(Ordering::Relaxed);
+            if value != ABSENT {
+                sample(out, name, &job.job_label, value);
+            }
+        }
+    }
+    let (name, help) = LEASE_OWNER;
+    header(out, name, help, false, openmetrics);
+    let mut labels = String::new();
+    for (job, owner) in owners {
+        labels.clear();
+        labels.push_str("job=\"");
+        push_escaped(job, &mut labels);
+        labels.push_str("\",owner=\"");
+        push_escaped(owner, &mut labels);
+        labels.push('"');
+        sample(out, name, &labels, 1);
     }
 }
 

@@ -204,7 +204,6 @@ fn the_view_and_the_metrics_show_whether_this_host_holds_a_jobs_lease() {
 fn the_view_keeps_the_last_decision_and_the_metrics_count_steps() {
     let view = FleetView::new();
     view.add_job("j", "sim", "BALANCED");
-    view.metrics().add_job("j", "BALANCED");
     assert!(!view.all_reached(), "no step yet");
     view.record(&report("j", 10_000, 10, None));
     let mut scaled = report("j", 20_000, 10, Some(26));
@@ -249,6 +248,7 @@ fn the_view_keeps_the_last_decision_and_the_metrics_count_steps() {
 #[test]
 fn a_long_series_is_thinned_to_cover_the_whole_run() {
     let view = FleetView::new();
+    view.add_job("j", "sim", "BALANCED");
     let steps = MAX_POINTS * 5;
     for i in 0..steps {
         view.record(&report("j", i as i64 * 1000, 10 + (i as u32 % 3), None));
@@ -707,7 +707,6 @@ fn promtool_accepts_the_metrics() {
     view.metrics().set_plugins_loaded(2);
     for job in ["a", "b"] {
         view.add_job(job, "sim", "BALANCED");
-        view.metrics().add_job(job, "BALANCED");
         view.record(&report(job, 1000, 10, Some(16)));
     }
     if let Err(complaint) = flowscale_tests::promtool_check(&view.metrics().encode_text()) {
@@ -1042,4 +1041,171 @@ fn every_route_that_computes_needs_json_and_a_method_a_route_lacks_is_405() {
         }
     }
     assert!(computing >= 1, "the what-if is one such route");
+}
+
+/// The lines of `text` with a `job="<job>"` label.
+fn lines_of<'t>(text: &'t str, job: &str) -> Vec<&'t str> {
+    let label = format!("job=\"{job}\"");
+    text.lines().filter(|l| l.contains(&label)).collect()
+}
+
+/// Jobs `keep` and `gone`, each with everything a job's steps put into the view and the
+/// metrics: its vertex gauges, a rescale, an engine error, a plugin fault, a lease and its
+/// owner; `gone` also ran a second mode.
+fn fleet_of_two() -> FleetView {
+    let view = FleetView::new();
+    for job in ["keep", "gone"] {
+        view.add_job(job, "flink", "BALANCED");
+        view.record(&report(job, 1000, 10, Some(16)));
+        let mut failed = report(job, 2000, 16, None);
+        failed.engine_failed = true;
+        failed.events = vec![
+            Event::new(EventReason::PluginFault, Severity::Warning, "it panicked").job(job),
+            Event::new(EventReason::LeaseAcquired, Severity::Normal, "held")
+                .job(job)
+                .detail("token", 3),
+        ];
+        view.record(&failed);
+    }
+    view.add_job("gone", "flink", "EVENLY_SPREAD");
+    view.record(&report("gone", 3000, 16, None));
+    view.metrics().set_owners(BTreeMap::from([
+        ("keep".to_string(), "h1".to_string()),
+        ("gone".to_string(), "h1".to_string()),
+    ]));
+    view
+}
+
+#[test]
+fn a_removed_job_leaves_the_api_and_every_metric_series() {
+    let view = fleet_of_two();
+    let before = view.metrics().encode_text();
+    // Per mode: decisions and plugin faults; per job: rescales, engine errors, lease held,
+    // lease token, lease owner, and three gauges of its one vertex.
+    let per_job = |modes: usize| 2 * modes + 5 + 3;
+    assert_eq!(lines_of(&before, "gone").len(), per_job(2), "{before}");
+    let kept = lines_of(&before, "keep");
+    assert_eq!(kept.len(), per_job(1), "{before}");
+
+    view.remove_job("gone");
+
+    let names: Vec<String> = view.jobs().into_iter().map(|j| j.job).collect();
+    assert_eq!(names, ["keep"]);
+    assert!(view.job("gone").is_none());
+    assert!(view.events("gone").is_none());
+    let after = view.metrics().encode_text();
+    assert_eq!(lines_of(&after, "gone"), Vec::<&str>::new(), "{after}");
+    assert_eq!(lines_of(&after, "keep"), kept);
+    let openmetrics = view.metrics().encode();
+    assert_eq!(lines_of(&openmetrics, "gone"), Vec::<&str>::new());
+    assert_eq!(lines_of(&openmetrics, "keep").len(), per_job(1));
+    // The next lease round still reads the job's lease in the lease table: the job is not
+    // this host's to show any more.
+    view.metrics().set_owners(BTreeMap::from([
+        ("keep".to_string(), "h1".to_string()),
+        ("gone".to_string(), "h2".to_string()),
+    ]));
+    assert_eq!(
+        lines_of(&view.metrics().encode_text(), "gone"),
+        Vec::<&str>::new()
+    );
+}
+
+#[test]
+fn a_step_that_ends_after_its_job_was_removed_does_not_bring_it_back() {
+    let view = fleet_of_two();
+    view.remove_job("gone");
+    // The job's step was in flight when the reload removed it: it publishes afterwards.
+    view.record(&report("gone", 4000, 16, Some(20)));
+    let mut stuck = CycleReport::new("gone", 5000);
+    stuck
+        .events
+        .push(Event::new(EventReason::JobStuck, Severity::Warning, "stuck").job("gone"));
+    view.record(&stuck);
+
+    let names: Vec<String> = view.jobs().into_iter().map(|j| j.job).collect();
+    assert_eq!(names, ["keep"]);
+    assert!(view.job("gone").is_none());
+    assert_eq!(
+        lines_of(&view.metrics().encode_text(), "gone"),
+        Vec::<&str>::new()
+    );
+}
+
+/// `report(job, ...)` as the fleet's run `run` of entry `entry` publishes it.
+fn of_run(mut report: CycleReport, entry: &str, run: u64) -> CycleReport {
+    report.entry = Some(crate::runner::EntryRun {
+        entry: entry.into(),
+        run,
+    });
+    report
+}
+
+#[test]
+fn a_late_step_of_an_earlier_run_of_a_job_added_again_is_dropped() {
+    use crate::runner::take_entry_run;
+    let view = FleetView::new();
+    view.add_job("j", "sim", "BALANCED");
+    // The run the fleet started for the entry.
+    let first = take_entry_run();
+    view.record(&of_run(report("j", 1000, 10, Some(16)), "j", first));
+    assert_eq!(view.job("j").expect("j").steps, 1);
+
+    // A reload removes the entry, the next one adds it back while the first run is still
+    // ending: its last step comes after the entry was added again.
+    view.remove_job("j");
+    view.add_job("j", "sim", "BALANCED");
+    view.record(&of_run(report("j", 2000, 16, Some(20)), "j", first));
+    let again = view.job("j").expect("j is in the fleet again");
+    assert_eq!((again.steps, again.decisions.len()), (0, 0));
+    assert!(
+        lines_of(&view.metrics().encode_text(), "j")
+            .iter()
+            .all(|l| !l.starts_with("flowscale_vertex_parallelism") && !l.ends_with(" 1")),
+        "{}",
+        view.metrics().encode_text()
+    );
+
+    // The run the fleet started for the entry added again is shown.
+    let second = take_entry_run();
+    view.record(&of_run(report("j", 3000, 10, None), "j", second));
+    let shown = view.job("j").expect("j");
+    assert_eq!((shown.steps, shown.at_ms), (1, Some(3000)));
+}
+
+#[test]
+fn the_jobs_a_cluster_entry_finds_go_with_the_entry() {
+    use crate::runner::take_entry_run;
+    let view = FleetView::new();
+    for entry in ["cluster", "other"] {
+        view.add_job(entry, "flink", "EVENLY_SPREAD");
+    }
+    let run = take_entry_run();
+    // A Flink entry without a job id runs its cluster's jobs under their own names.
+    for job in ["orders", "payments"] {
+        view.record(&of_run(report(job, 1000, 10, Some(16)), "cluster", run));
+    }
+    view.record(&of_run(
+        report("other", 1000, 4, None),
+        "other",
+        take_entry_run(),
+    ));
+    let orders = view.job("orders").expect("a job the entry found is shown");
+    assert_eq!(
+        (orders.engine.as_str(), orders.mode.as_str()),
+        ("flink", "EVENLY_SPREAD")
+    );
+    // A report of an entry that was never in the fleet is not.
+    view.record(&of_run(report("stray", 1000, 4, None), "unknown", run));
+    assert!(view.job("stray").is_none());
+
+    view.remove_job("cluster");
+
+    let names: Vec<String> = view.jobs().into_iter().map(|j| j.job).collect();
+    assert_eq!(names, ["other"]);
+    let text = view.metrics().encode_text();
+    for gone in ["cluster", "orders", "payments"] {
+        assert_eq!(lines_of(&text, gone), Vec::<&str>::new(), "{text}");
+    }
+    assert!(!lines_of(&text, "other").is_empty());
 }

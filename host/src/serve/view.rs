@@ -1,11 +1,18 @@
 //! The fleet view: what the server shows, kept up to date by the control loop.
 //!
 //! The loop hands every step's report to [`FleetView::record`], which takes one short lock to
-//! update the job's entry and then updates the metrics (atomics it holds handles to). Requests read a copy of an
-//! entry under the same lock and render it after releasing it, so a slow client never holds the
-//! lock and never slows the loop.
+//! update the job's entry and the job's metrics (atomics it holds handles to). Requests read a
+//! copy of an entry under the same lock and render it after releasing it, so a slow client
+//! never holds the lock and never slows the loop.
+//!
+//! The view shows the fleet's entries as the running host has them: an entry is added when the
+//! fleet starts or a reload adds it ([`FleetView::add_job`]), and removed, with its jobs and
+//! every series of theirs, when a reload removes it ([`FleetView::remove_entries`]). A report
+//! is taken only while its entry is in the fleet, and only from the run of the entry that
+//! started after the entry was added: a step that was still running when the reload removed
+//! its job ends after the removal, and must not bring the job back.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use serde::Serialize;
@@ -13,7 +20,7 @@ use utoipa::ToSchema;
 
 use super::metrics::Metrics;
 use crate::events::{Event, EventReason};
-use crate::runner::CycleReport;
+use crate::runner::{CycleReport, next_entry_run};
 use crate::scaling::CycleStage;
 use crate::state::{JobLeases, LeaseOwner};
 
@@ -205,6 +212,9 @@ pub(crate) struct JobDetail {
 /// A job's entry.
 #[derive(Debug, Clone)]
 struct JobEntry {
+    /// The fleet entry the job belongs to: its own name, but for the jobs a Flink entry without
+    /// a job id finds on its cluster.
+    entry: String,
     engine: String,
     mode: String,
     status: String,
@@ -224,8 +234,9 @@ struct JobEntry {
 }
 
 impl JobEntry {
-    fn new(engine: &str, mode: &str) -> JobEntry {
+    fn new(entry: &str, engine: &str, mode: &str) -> JobEntry {
         JobEntry {
+            entry: entry.to_string(),
             engine: engine.to_string(),
             mode: mode.to_string(),
             status: "starting".to_string(),
@@ -277,9 +288,44 @@ impl JobEntry {
     }
 }
 
+/// The fleet's entries and jobs, behind the view's lock.
+#[derive(Debug, Default)]
+struct Fleet {
+    /// The fleet's entries now, each with the first of its runs whose reports are taken
+    /// ([`next_entry_run`] when the entry was added).
+    entries: HashMap<String, u64>,
+    /// Every job shown, by name.
+    jobs: BTreeMap<String, JobEntry>,
+}
+
+impl Fleet {
+    /// The entry of the job `report` comes from, when the report is to be taken: its entry is
+    /// in the fleet and the report comes from a run that started since the entry was added.
+    /// A job of the entry not shown yet (a job its Flink cluster runs) is added. A report from
+    /// no entry's run (the stuck-job watchdog's) is taken for a job that is shown.
+    fn job_of(&mut self, report: &CycleReport) -> Option<&mut JobEntry> {
+        let Some(run) = &report.entry else {
+            return self.jobs.get_mut(&report.job);
+        };
+        let first = *self.entries.get(&*run.entry)?;
+        if run.run < first {
+            return None;
+        }
+        if !self.jobs.contains_key(&report.job) {
+            let (engine, mode) = self
+                .jobs
+                .get(&*run.entry)
+                .map_or(("-", "-"), |e| (e.engine.as_str(), e.mode.as_str()));
+            let job = JobEntry::new(&run.entry, engine, mode);
+            self.jobs.insert(report.job.clone(), job);
+        }
+        self.jobs.get_mut(&report.job)
+    }
+}
+
 /// What the control loop knows about the fleet, for the server.
 pub struct FleetView {
-    jobs: Mutex<BTreeMap<String, JobEntry>>,
+    fleet: Mutex<Fleet>,
     metrics: Metrics,
     /// With state shared by several hosts: this host's leases, which know every job's owner.
     leases: OnceLock<Arc<dyn JobLeases>>,
@@ -379,16 +425,16 @@ impl FleetView {
     /// An empty view with its metrics.
     pub fn new() -> FleetView {
         FleetView {
-            jobs: Mutex::new(BTreeMap::new()),
+            fleet: Mutex::new(Fleet::default()),
             metrics: Metrics::new(),
             leases: OnceLock::new(),
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, BTreeMap<String, JobEntry>> {
+    fn lock(&self) -> MutexGuard<'_, Fleet> {
         // A panic while holding the lock leaves a consistent map: every update is a whole
         // assignment or push.
-        self.jobs.lock().unwrap_or_else(PoisonError::into_inner)
+        self.fleet.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The metrics.
@@ -438,29 +484,70 @@ impl FleetView {
         self.metrics.set_owners(owners);
     }
 
-    /// Registers a job before its first step, so that it is listed (and not ready) from the
-    /// start.
+    /// Adds the fleet entry `job`, or changes its engine and mode, before its first step, so
+    /// that it is listed (and not ready) and its counters exist (at 0) from the start. A new
+    /// entry takes the reports of the runs started from now on.
     pub fn add_job(&self, job: &str, engine: &str, mode: &str) {
-        let mut jobs = self.lock();
-        let entry = jobs
+        let mut fleet = self.lock();
+        if !fleet.entries.contains_key(job) {
+            fleet.entries.insert(job.to_string(), next_entry_run());
+        }
+        let entry = fleet
+            .jobs
             .entry(job.to_string())
-            .or_insert_with(|| JobEntry::new(engine, mode));
+            .or_insert_with(|| JobEntry::new(job, engine, mode));
         entry.engine = engine.to_string();
         entry.mode = mode.to_string();
+        self.metrics.add_job(job, mode);
     }
 
-    /// Forgets a job that left the fleet (a reload removed it).
+    /// Forgets a fleet entry that left the fleet (a reload removed it), as
+    /// [`FleetView::remove_entries`] does.
+    #[cfg(test)]
     pub(crate) fn remove_job(&self, job: &str) {
-        self.lock().remove(job);
+        self.remove_entries([job]);
     }
 
-    /// Takes in one step's report: the short locked update the control loop pays for.
+    /// Forgets the fleet entries `entries` (a reload removed them): their jobs, with their
+    /// decisions, events and time series, and every metric series of those jobs. A report of
+    /// theirs that comes later is dropped.
+    pub(crate) fn remove_entries<'a>(&self, entries: impl IntoIterator<Item = &'a str>) {
+        let mut fleet = self.lock();
+        let mut removed = false;
+        for entry in entries {
+            removed |= fleet.entries.remove(entry).is_some();
+        }
+        if !removed {
+            return;
+        }
+        let Fleet { entries, jobs } = &mut *fleet;
+        let mut gone = Vec::new();
+        jobs.retain(|name, job| {
+            let keep = entries.contains_key(&job.entry);
+            if !keep {
+                gone.push(name.clone());
+            }
+            keep
+        });
+        // The table of a fleet that shrank from thousands of entries to a few gives its
+        // memory back.
+        if entries.capacity() > 2 * entries.len() + 64 {
+            entries.shrink_to_fit();
+        }
+        // Under the view's lock, which `record` holds while it updates the metrics: no step
+        // of these jobs can bring a series back.
+        self.metrics.remove_jobs(gone.iter().map(String::as_str));
+    }
+
+    /// Takes in one step's report: the short locked update the control loop pays for. A
+    /// report of a job whose entry is no longer in the fleet, or of an earlier run of the
+    /// entry, is dropped.
     pub fn record(&self, report: &CycleReport) {
-        let mode = {
-            let mut jobs = self.lock();
-            let entry = jobs
-                .entry(report.job.clone())
-                .or_insert_with(|| JobEntry::new("-", "-"));
+        let mut fleet = self.lock();
+        {
+            let Some(entry) = fleet.job_of(report) else {
+                return;
+            };
             entry.steps += 1;
             entry.at_ms = Some(report.at_ms);
             entry.cooldown_until_ms = report.cooldown_until_ms;
@@ -508,9 +595,10 @@ impl FleetView {
                 }
             }
             entry.events.truncate(MAX_EVENTS);
-            entry.mode.clone()
-        };
-        self.metrics.record(report, &mode);
+            // Under the lock, so that removing the job cannot come between the update of its
+            // entry and that of its metrics.
+            self.metrics.record(report, &entry.mode);
+        }
     }
 
     /// This host's lease of `job` as it is now (not as the job's last step found it): held
@@ -533,6 +621,7 @@ impl FleetView {
     pub(crate) fn jobs(&self) -> Vec<JobSummary> {
         let mut owners = self.owners();
         self.lock()
+            .jobs
             .iter()
             .map(|(name, e)| {
                 let mut summary = e.summary(name);
@@ -555,8 +644,8 @@ impl FleetView {
             Some(o) if !o.this_host => OWNED_ELSEWHERE.to_string(),
             _ => e.status.clone(),
         };
-        let jobs = self.lock();
-        let e = jobs.get(job)?;
+        let fleet = self.lock();
+        let e = fleet.jobs.get(job)?;
         let now = e.at_ms.unwrap_or(i64::MIN);
         Some(JobDetail {
             job: job.to_string(),
@@ -582,6 +671,7 @@ impl FleetView {
     /// One job's events, newest first.
     pub(crate) fn events(&self, job: &str) -> Option<Vec<EventView>> {
         self.lock()
+            .jobs
             .get(job)
             .map(|e| e.events.iter().cloned().collect())
     }
@@ -589,7 +679,7 @@ impl FleetView {
     /// Every job's engine answered at least once (a job with no entry yet is not ready).
     #[cfg(test)]
     pub(crate) fn all_reached(&self) -> bool {
-        self.lock().values().all(|e| e.reached)
+        self.lock().jobs.values().all(|e| e.reached)
     }
 }
 
