@@ -176,7 +176,7 @@ def module_cycles(src):
 # or the layers before it. Modules on one line share a layer.
 LAYERS = [
     ["utc"],
-    ["events"],
+    ["events", "allocator"],
     ["config"],
     ["engine"],
     ["state"],

@@ -14,6 +14,11 @@
 //! static ALLOCATOR: flowscale::allocator::HostAllocator = flowscale::allocator::HOST_ALLOCATOR;
 //! ```
 //!
+//! Memory freed in bulk (a reload that removed thousands of jobs) is given back to the system
+//! by [`release_free_memory`], which every thread that allocates for the fleet runs once a
+//! release was asked for ([`ask_release`], [`ReleaseWatch`]): mimalloc keeps a thread's free
+//! pages, and those of its blocks that other threads freed, until that thread collects them.
+//!
 //! The blocks go through mimalloc's plain entry points whenever its natural alignment suffices
 //! (see [`HostAllocator`]): `mimalloc::MiMalloc` asks for every block by its alignment, and
 //! mimalloc serves a block above 1 KiB whose size is not a power of two (a job's metric sample,
@@ -22,6 +27,7 @@
 
 use std::alloc::{GlobalAlloc, Layout};
 use std::ffi::c_void;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use libmimalloc_sys::{mi_free, mi_malloc, mi_malloc_aligned, mi_realloc, mi_realloc_aligned};
 use libmimalloc_sys::{mi_zalloc, mi_zalloc_aligned};
@@ -92,3 +98,57 @@ unsafe impl GlobalAlloc for HostAllocator {
 
 /// The allocator value to install (`#[global_allocator]` needs a `static` of a concrete value).
 pub const HOST_ALLOCATOR: HostAllocator = HostAllocator;
+
+// mimalloc's own entry point, linked in through `libmimalloc-sys` (whose Rust declaration of it
+// is behind its `extended` feature, which would add a crate for one function).
+unsafe extern "C" {
+    /// Collects the calling thread's free pages (those freed by other threads too, with
+    /// `force`) and purges what is free in mimalloc's arenas, process wide.
+    fn mi_collect(force: bool);
+}
+
+/// Gives what mimalloc holds free for the calling thread back to the system, and what is free
+/// in its arenas. Costs a walk over the thread's pages: for after a bulk free, not for every
+/// step. In a program that installs another allocator, it only collects mimalloc's own (empty)
+/// heap.
+pub(crate) fn release_free_memory() {
+    // SAFETY: `mi_collect` takes no pointer and may be called from any thread at any time.
+    unsafe { mi_collect(true) }
+}
+
+/// Releases asked for so far ([`ask_release`]).
+static RELEASES: AtomicU64 = AtomicU64::new(0);
+
+/// Asks every thread that holds a [`ReleaseWatch`] to release its free memory at its next
+/// check: much was freed at once.
+pub(crate) fn ask_release() {
+    RELEASES.fetch_add(1, Ordering::AcqRel);
+}
+
+/// One thread's view of the releases asked for: [`ReleaseWatch::check`] releases the thread's
+/// free memory once per request.
+#[derive(Debug)]
+pub(crate) struct ReleaseWatch {
+    seen: u64,
+}
+
+impl ReleaseWatch {
+    /// A watch that has seen the releases asked for until now.
+    pub(crate) fn new() -> ReleaseWatch {
+        ReleaseWatch {
+            seen: RELEASES.load(Ordering::Acquire),
+        }
+    }
+
+    /// Releases the calling thread's free memory if a release was asked for since the last
+    /// check; true if it did. One atomic load otherwise.
+    pub(crate) fn check(&mut self) -> bool {
+        let now = RELEASES.load(Ordering::Acquire);
+        if now == self.seen {
+            return false;
+        }
+        self.seen = now;
+        release_free_memory();
+        true
+    }
+}

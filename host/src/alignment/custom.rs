@@ -56,6 +56,10 @@ pub trait HostMode: Send + Sync {
     ) -> Option<Vec<Result<GatedAnswer, ModeError>>> {
         None
     }
+    /// The loop of `job` ended (a reload removed the job, or it ended by itself): whatever the
+    /// mode keeps of the job between calls can go. A plugin worker keeps each job's graph,
+    /// parameters and metric names; the default keeps nothing.
+    fn forget_job(&self, _job: &str) {}
 }
 
 /// What a custom mode answered for one vertex, its gate and its alignment taken together.

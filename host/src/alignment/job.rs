@@ -93,6 +93,14 @@ impl JobAlignment {
     /// True when `other` decides with the same implementation: the same mode and, for a custom
     /// mode, the very same object (a new version of a plugin, loaded while the host runs, is
     /// another object even under the same id). Parameters are the configuration's to compare.
+    /// Tells the job's custom mode, if it has one, that the loop of `job` ended
+    /// ([`super::HostMode::forget_job`]).
+    pub(crate) fn forget_job(&self, job: &str) {
+        if let Selection::Custom { mode, .. } = &self.resolved.selection {
+            mode.mode.forget_job(job);
+        }
+    }
+
     pub(crate) fn same_implementation(&self, other: &JobAlignment) -> bool {
         match (&self.resolved.selection, &other.resolved.selection) {
             (Selection::Custom { mode: a, .. }, Selection::Custom { mode: b, .. }) => {

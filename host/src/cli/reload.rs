@@ -15,7 +15,7 @@ use crate::config::{
 use crate::events::{Event, EventReason, Severity};
 use crate::plan::{FleetPlan, replan_fleet};
 use crate::plugins::LivePlugins;
-use crate::runner::{FleetSource, Printer, wall_ms};
+use crate::runner::{FleetSource, JobRun, Printer, wall_ms};
 
 use super::load::recheck_fleet;
 
@@ -73,6 +73,9 @@ pub(super) enum Changed<'a> {
 /// What is told of every [`Changed`].
 pub(super) type OnChange<'p> = Box<dyn FnMut(Changed<'_>) + 'p>;
 
+/// What is handed the runs of the entries a reload stopped, as they end.
+pub(super) type OnLeft<'p> = Box<dyn FnMut(Vec<JobRun>) + 'p>;
+
 /// Watches one fleet file for the running host.
 ///
 /// The file is read every time the fleet asks (a few times a second; fleet files are small) and
@@ -97,6 +100,8 @@ pub(super) struct FleetWatcher<'p, W: Write> {
     catalog: Arc<dyn ModeCatalog + Send + Sync>,
     /// Told of every new plan and every change of the plugins.
     on_change: Option<OnChange<'p>>,
+    /// Handed the runs of the entries a reload stopped.
+    on_left: Option<OnLeft<'p>>,
     plugins: Option<LivePlugins>,
     /// The next plan comes from a plugin change: its `ConfigReloaded` summary is not printed
     /// (the plugin events say what happened).
@@ -132,6 +137,7 @@ impl<'p, W: Write> FleetWatcher<'p, W> {
             fleet,
             catalog,
             on_change: None,
+            on_left: None,
             plugins,
             quiet: false,
             policy,
@@ -148,6 +154,11 @@ impl<'p, W: Write> FleetWatcher<'p, W> {
     /// Has `callback` told of every new plan and every change of the plugins directory.
     pub(super) fn on_change(&mut self, callback: OnChange<'p>) {
         self.on_change = Some(callback);
+    }
+
+    /// Has `callback` handed the runs of every entry a reload stopped, once they have ended.
+    pub(super) fn on_left(&mut self, callback: OnLeft<'p>) {
+        self.on_left = Some(callback);
     }
 
     fn tell(&mut self, change: Changed<'_>) {
@@ -276,6 +287,12 @@ impl<W: Write> FleetSource for FleetWatcher<'_, W> {
     fn applied(&mut self, event: Event) {
         if !std::mem::take(&mut self.quiet) {
             self.print(&event);
+        }
+    }
+
+    fn left(&mut self, runs: Vec<JobRun>) {
+        if let Some(callback) = self.on_left.as_mut() {
+            callback(runs);
         }
     }
 }

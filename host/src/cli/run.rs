@@ -105,6 +105,69 @@ struct JobSummary<'a> {
     /// How late the job's cycles started after they were due (wall-clock and paced jobs).
     #[serde(skip_serializing_if = "Option::is_none")]
     lateness: Option<LatenessSummary>,
+    /// A reload stopped the job (it left the fleet, or restarted on another engine): its
+    /// summary was printed when it ended, not at the end of the run.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    left: bool,
+}
+
+impl<'a> JobSummary<'a> {
+    fn of(run: &'a JobRun, left: bool) -> JobSummary<'a> {
+        JobSummary {
+            job: &run.name,
+            mode: &run.mode,
+            steps: run.steps,
+            failed_steps: run.failed_steps,
+            error: run.error.as_deref(),
+            summary: run.simulation.as_ref().map(|(_, s)| s),
+            interrupted_at_ms: run.interrupted.map(|i| i.at_ms),
+            gone: run.gone,
+            lateness: run.lateness.summary(),
+            left,
+        }
+    }
+
+    /// Writes the summary as a JSON line.
+    fn write(&self, out: &mut impl Write) {
+        let _ = serde_json::to_writer(
+            &mut *out,
+            &serde_json::json!({"type": "summary", "data": self}),
+        );
+        let _ = writeln!(out);
+    }
+}
+
+/// What the jobs a reload stopped came to, in a few numbers: their runs are summarised as they
+/// end ([`Departed::take`]) and not kept, so that a host whose fleet comes and goes holds no
+/// memory for the jobs it no longer runs.
+#[derive(Debug, Default)]
+struct Departed {
+    jobs: usize,
+    steps: usize,
+    failed_steps: usize,
+    /// Of them, jobs that could not run at all: the run fails as it would with them.
+    could_not_run: usize,
+    lateness: Lateness,
+}
+
+impl Departed {
+    /// Prints what the runs of an entry a reload stopped came to, as the summary at the end
+    /// would (a JSON line each, or the reason a job could not run), and counts them.
+    fn take<W: Write>(&mut self, runs: &[JobRun], json: bool, out: &mut W) {
+        for run in runs {
+            if json {
+                JobSummary::of(run, true).write(out);
+            } else if let Some(error) = &run.error {
+                let _ = writeln!(out, "{}: could not run: {error}", run.name);
+            }
+            self.jobs += 1;
+            self.steps += run.steps;
+            self.failed_steps += run.failed_steps;
+            self.could_not_run += usize::from(run.error.is_some());
+            self.lateness.merge(&run.lateness);
+        }
+        let _ = out.flush();
+    }
 }
 
 /// Runs `flowscale run`.
@@ -164,7 +227,7 @@ pub(super) fn exec(args: RunArgs) -> u8 {
     });
     let done = Arc::new(AtomicBool::new(false));
     exit_if_stuck(Arc::clone(&stop), Arc::clone(&done), STOP_GRACE);
-    let runs = run_printing(
+    let (runs, departed) = run_printing(
         &plan,
         &options,
         &ignored,
@@ -177,7 +240,7 @@ pub(super) fn exec(args: RunArgs) -> u8 {
         renewals.finish();
     }
     drop(serving);
-    let failed = report_runs(&runs, args.json, args.once);
+    let failed = report_runs(&runs, &departed, args.json, args.once);
     if report_interrupted("flowscale run", &runs) {
         exit_codes::INTERRUPTED
     } else if failed {
@@ -398,7 +461,7 @@ pub(super) fn stop_on_ctrl_c() -> Arc<AtomicBool> {
 }
 
 /// Runs the fleet, printing its steps to stdout as a readable log (with `verbose`, every step)
-/// or as JSON Lines.
+/// or as JSON Lines, and the summaries of the jobs a reload stopped as they end.
 fn run_printing(
     plan: &FleetPlan,
     options: &RunOptions<'_>,
@@ -406,7 +469,8 @@ fn run_printing(
     watch: Option<Watch>,
     serving: Option<&Serving>,
     (json, verbose): (bool, bool),
-) -> Vec<JobRun> {
+) -> (Vec<JobRun>, Departed) {
+    let mut departed = Departed::default();
     let mut start = Printer::new(std::io::stdout(), json, verbose);
     let now = wall_ms();
     for event in start_events {
@@ -450,6 +514,15 @@ fn run_printing(
             if let Some(serving) = serving {
                 watcher.on_change(Box::new(|change| serving.changed(change)));
             }
+            let departed = &mut departed;
+            let printer = &printer;
+            watcher.on_left(Box::new(move |runs| {
+                // Through the printer's lock, so that a summary never lands inside a line of
+                // the log.
+                if let Ok(mut printer) = printer.lock() {
+                    departed.take(&runs, json, printer.out());
+                }
+            }));
             run_fleet_reloading(plan.clone(), options, &sink, Some(&mut watcher))
         }
         None => run_fleet(plan, options, &sink),
@@ -458,41 +531,27 @@ fn run_printing(
         let mut out = std::io::BufWriter::new(printer.out());
         let _ = held.finish(&mut out).and_then(|()| out.flush());
     }
-    runs
+    (runs, departed)
 }
 
 /// Prints the end-of-run summary; true if a job could not run or (with `--once`, a check) a
 /// step failed or a job is gone. Over a long run a failed step is an event, counted in the
 /// summary, not a failure of the run, and a job deleted from its cluster is a `JobGone` event.
-fn report_runs(runs: &[JobRun], json: bool, once: bool) -> bool {
+/// The jobs a reload stopped were summarised as they ended: `departed` counts them.
+fn report_runs(runs: &[JobRun], departed: &Departed, json: bool, once: bool) -> bool {
     let mut out = std::io::stdout().lock();
-    let mut failed = false;
+    let mut failed = departed.could_not_run > 0;
     for run in runs {
         failed |= run.error.is_some() || (once && (run.failed_steps > 0 || run.gone));
         if json {
-            let summary = JobSummary {
-                job: &run.name,
-                mode: &run.mode,
-                steps: run.steps,
-                failed_steps: run.failed_steps,
-                error: run.error.as_deref(),
-                summary: run.simulation.as_ref().map(|(_, s)| s),
-                interrupted_at_ms: run.interrupted.map(|i| i.at_ms),
-                gone: run.gone,
-                lateness: run.lateness.summary(),
-            };
-            let _ = serde_json::to_writer(
-                &mut out,
-                &serde_json::json!({"type": "summary", "data": summary}),
-            );
-            let _ = writeln!(out);
+            JobSummary::of(run, false).write(&mut out);
         } else if let Some(error) = &run.error {
             let _ = writeln!(out, "{}: could not run: {error}", run.name);
         }
     }
     if !json {
         // The whole fleet's lateness, for a host that has to keep up with the wall clock.
-        let mut lateness = Lateness::default();
+        let mut lateness = departed.lateness.clone();
         for run in runs {
             lateness.merge(&run.lateness);
         }
@@ -526,6 +585,13 @@ fn report_runs(runs: &[JobRun], json: bool, once: bool) -> bool {
                 } else {
                     ""
                 }
+            );
+        }
+        if departed.jobs > 0 {
+            let _ = writeln!(
+                out,
+                "{} job(s) stopped by a reload while the fleet ran: {} step(s), {} failed",
+                departed.jobs, departed.steps, departed.failed_steps
             );
         }
     }

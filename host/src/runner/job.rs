@@ -60,6 +60,14 @@ pub struct JobRunner<E: Engine> {
     fence: Option<LeaseFence>,
 }
 
+impl<E: Engine> Drop for JobRunner<E> {
+    /// The job's loop ended (a reload removed it, or it ended by itself): a plugin worker
+    /// running its mode need not keep what it was sent of the job.
+    fn drop(&mut self) {
+        self.alignment.forget_job(&self.name);
+    }
+}
+
 impl<E: Engine> JobRunner<E> {
     /// A runner for `name` on `engine`, cycling every `interval_ms`, with the job's validated
     /// `settings`.
@@ -191,7 +199,10 @@ impl<E: Engine> JobRunner<E> {
         settings: &JobSettings,
         interval_ms: i64,
     ) {
-        self.alignment = alignment;
+        let old = std::mem::replace(&mut self.alignment, alignment);
+        if !old.same_implementation(&self.alignment) {
+            old.forget_job(&self.name);
+        }
         self.autoscaler = Autoscaler::new(settings.autoscaler.clone());
         self.enabled = settings.enabled;
         self.interval_ms = interval_ms.max(1);

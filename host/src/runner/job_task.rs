@@ -429,7 +429,11 @@ impl<E: Engine> JobTask<'_, E> {
             Kind::Engine { fresh, .. } => {
                 let restored = match self.env.options.store.lock() {
                     Ok(_) if fresh => Ok(Vec::new()),
-                    Ok(mut store) => self.runner.restore(store.as_mut()),
+                    // A job back in the fleet reads what it persisted before it left.
+                    Ok(mut store) => {
+                        store.readmit(self.runner.name());
+                        self.runner.restore(store.as_mut())
+                    }
                     Err(_) => Ok(Vec::new()),
                 };
                 match restored {
@@ -700,8 +704,14 @@ impl<E: Engine> JobTask<'_, E> {
         }
     }
 
-    /// Delivers the job's run into its entry's outcome.
+    /// Delivers the job's run into its entry's outcome. A job a reload stopped lets the store
+    /// forget what it holds of the job in memory (its last step persisted what it had).
     fn finish(&mut self, interrupted: Option<Interrupted>, gone: bool) -> Next {
+        if self.follower.entry().is_removed()
+            && let Ok(mut store) = self.env.options.store.lock()
+        {
+            store.release(self.runner.name());
+        }
         let simulation = match self.kind {
             Kind::Simulated { .. } => {
                 (self.summarise)(self.runner.engine(), self.env.options.timelines)

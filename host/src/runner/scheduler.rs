@@ -28,6 +28,8 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::Scope;
 use std::time::{Duration, Instant};
 
+use crate::allocator::ReleaseWatch;
+
 use crate::plugins::CallClock;
 
 /// The longest a worker waits without looking at the stop flag: Ctrl-C reaches every waiting
@@ -463,10 +465,14 @@ fn serve<'scope, 'env>(
     lane: Lane,
     slot: Option<&WorkerSlot>,
 ) {
+    let mut release = ReleaseWatch::new();
     loop {
         let Some(mut task) = next_due(shared, lane) else {
             return;
         };
+        // Between two steps: what this thread holds free after a reload removed many jobs
+        // (their tasks ended on this thread, or their blocks were allocated here).
+        release.check();
         if let Some(slot) = slot {
             *slot.task.lock().unwrap_or_else(PoisonError::into_inner) =
                 (task.label().to_string(), task.time().cloned());

@@ -24,11 +24,12 @@
 //!
 //! [`JobRunner::reconfigure`]: super::JobRunner::reconfigure
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::alignment::JobAlignment;
+use crate::allocator;
 use crate::config::{
     EngineSpec, HostSettings, JobSpec, OnReload, PluginIsolation, changed_host_keys, on_reload,
 };
@@ -45,6 +46,10 @@ use super::scheduler::{PoolConfig, Scheduler, Stuck};
 /// How often a serving supervisor reaps ended entries and asks its source for a new plan.
 const POLL: Duration = Duration::from_millis(200);
 
+/// Entries stopped by a reload that, ended in one look, make the host give the memory they
+/// held back to the system ([`allocator::release_free_memory`]).
+const BULK_STOP: usize = 64;
+
 /// The most request threads of a fleet, however many clusters it runs on.
 pub(crate) const MAX_NETWORK_THREADS: usize = 64;
 
@@ -56,6 +61,12 @@ pub(crate) trait FleetSource {
 
     /// Reports what applying the last plan did (a `ConfigReloaded` event).
     fn applied(&mut self, event: Event);
+
+    /// The runs of an entry a reload stopped (it left the fleet, or restarts on another
+    /// engine), once its jobs have ended. The fleet does not keep them for the runs it returns
+    /// at its end: a host whose fleet file adds and removes thousands of jobs over months would
+    /// otherwise hold every run it ever had.
+    fn left(&mut self, runs: Vec<JobRun>);
 }
 
 /// Runs every job of `plan`, passing each step's report to `sink` as it happens.
@@ -210,7 +221,7 @@ impl<'p, 'scope, 'env> Supervisor<'p, 'scope, 'env> {
     /// applying each plan `source` offers meanwhile.
     pub(super) fn serve(mut self, source: &mut dyn FleetSource) -> Vec<JobRun> {
         loop {
-            self.reap();
+            self.reap(&mut *source);
             if self.running.is_empty()
                 && self.waiting.is_empty()
                 && (self.planned > 0 || self.stopped())
@@ -257,23 +268,47 @@ impl<'p, 'scope, 'env> Supervisor<'p, 'scope, 'env> {
         self.runs.push((running.seq, running.outcome.take_runs()));
     }
 
-    /// Collects the entries that ended, then starts what waited for them.
-    fn reap(&mut self) {
-        let (ended, alive): (Vec<_>, Vec<_>) = std::mem::take(&mut self.running)
-            .into_iter()
-            .partition(|r| r.outcome.is_finished());
-        self.running = alive;
-        for running in &ended {
-            self.join(running);
-        }
-        let interval_ms = interval_ms(&self.host);
-        for (job, fresh) in std::mem::take(&mut self.waiting) {
-            if self.running.iter().any(|r| r.spec.name == job.spec.name) {
-                self.waiting.push((job, fresh));
-            } else {
-                self.spawn(job, interval_ms, fresh);
+    /// Collects the entries that ended, then starts what waited for them. The runs of an
+    /// entry a reload stopped go to `source`; the entries that ended are dropped here, with the
+    /// last references to their plans, and after a reload that removed most of the fleet the
+    /// lists give their room back.
+    fn reap(&mut self, source: &mut dyn FleetSource) {
+        if self.running.iter().any(|r| r.outcome.is_finished()) {
+            let (ended, alive): (Vec<_>, Vec<_>) = std::mem::take(&mut self.running)
+                .into_iter()
+                .partition(|r| r.outcome.is_finished());
+            self.running = alive;
+            let mut stopped = 0;
+            for running in &ended {
+                if running.live.is_removed() {
+                    source.left(running.outcome.take_runs());
+                    stopped += 1;
+                } else {
+                    self.join(running);
+                }
+            }
+            drop(ended);
+            if stopped >= BULK_STOP {
+                // Many jobs' memory was freed at once: every worker gives back what it holds
+                // free at its next step (woken now), this thread at once.
+                allocator::ask_release();
+                self.pool.wake_all();
+                allocator::release_free_memory();
             }
         }
+        if !self.waiting.is_empty() {
+            let interval_ms = interval_ms(&self.host);
+            let busy: HashSet<String> = self.running.iter().map(|r| r.spec.name.clone()).collect();
+            for (job, fresh) in std::mem::take(&mut self.waiting) {
+                if busy.contains(&job.spec.name) {
+                    self.waiting.push((job, fresh));
+                } else {
+                    self.spawn(job, interval_ms, fresh);
+                }
+            }
+        }
+        shrink(&mut self.running);
+        shrink(&mut self.waiting);
     }
 
     /// Applies a new plan; the event says what changed.
@@ -281,26 +316,47 @@ impl<'p, 'scope, 'env> Supervisor<'p, 'scope, 'env> {
         let new_interval = interval_ms(&plan.fleet.host);
         let interval_changed = new_interval != interval_ms(&self.host);
         let mut changes = Changes::default();
+        // By name, so that a reload of a fleet of thousands of entries is not quadratic.
+        let planned: HashSet<String> = plan.jobs.iter().map(|j| j.spec.name.clone()).collect();
         for running in self.running.iter().filter(|r| !r.live.is_removed()) {
-            if !plan.jobs.iter().any(|j| j.spec.name == running.spec.name) {
+            if !planned.contains(&running.spec.name) {
                 running.live.remove();
                 changes.removed.push(running.spec.name.clone());
             }
         }
         self.waiting
-            .retain(|(waiting, _)| plan.jobs.iter().any(|j| j.spec.name == waiting.spec.name));
+            .retain(|(waiting, _)| planned.contains(&waiting.spec.name));
+        drop(planned);
         self.planned = plan.jobs.len();
+        // Where each entry runs: the one not removed, and whether any run of it is ending.
+        let mut active: HashMap<String, usize> = HashMap::new();
+        let mut ending: HashSet<String> = HashSet::new();
+        for (at, running) in self.running.iter().enumerate() {
+            if running.live.is_removed() {
+                ending.insert(running.spec.name.clone());
+            } else {
+                active.insert(running.spec.name.clone(), at);
+            }
+        }
+        let mut waiting: HashMap<String, usize> = self
+            .waiting
+            .iter()
+            .enumerate()
+            .map(|(at, (job, _))| (job.spec.name.clone(), at))
+            .collect();
         for job in plan.jobs {
             let name = job.spec.name.clone();
-            let active = self
-                .running
-                .iter_mut()
-                .find(|r| r.spec.name == name && !r.live.is_removed());
+            let active = active.get(&name).and_then(|&at| self.running.get_mut(at));
             match active {
                 Some(running) if running.spec.engine != job.spec.engine => {
                     running.live.remove();
-                    self.waiting.retain(|(w, _)| w.spec.name != name);
-                    self.waiting.push((job, true));
+                    match waiting.get(&name).and_then(|&at| self.waiting.get_mut(at)) {
+                        Some(slot) => *slot = (job, true),
+                        None => {
+                            waiting.insert(name.clone(), self.waiting.len());
+                            self.waiting.push((job, true));
+                        }
+                    }
                     changes.restarted.push(name);
                 }
                 Some(running) => {
@@ -318,11 +374,12 @@ impl<'p, 'scope, 'env> Supervisor<'p, 'scope, 'env> {
                     }
                 }
                 None => {
-                    let waiting = self.waiting.iter_mut().find(|(w, _)| w.spec.name == name);
-                    match waiting {
+                    let slot = waiting.get(&name).and_then(|&at| self.waiting.get_mut(at));
+                    match slot {
                         // A restart or a return still waiting for its old thread.
                         Some(slot) => slot.0 = job,
-                        None if self.running.iter().any(|r| r.spec.name == name) => {
+                        None if ending.contains(&name) => {
+                            waiting.insert(name.clone(), self.waiting.len());
                             self.waiting.push((job, false));
                         }
                         None => self.spawn(job, new_interval, false),
@@ -348,6 +405,14 @@ impl<'p, 'scope, 'env> Supervisor<'p, 'scope, 'env> {
     fn finish(mut self) -> Vec<JobRun> {
         self.runs.sort_by_key(|(seq, _)| *seq);
         self.runs.into_iter().flat_map(|(_, runs)| runs).collect()
+    }
+}
+
+/// Gives a list's room back once it holds far fewer items than it has room for (a reload
+/// removed most of the fleet).
+fn shrink<T>(list: &mut Vec<T>) {
+    if list.capacity() > 2 * list.len() + 16 {
+        list.shrink_to_fit();
     }
 }
 
@@ -482,7 +547,28 @@ mod tests {
         /// When each plan was handed over (wall ms).
         offered_at: Vec<i64>,
         applied: Vec<Event>,
+        /// The runs of the entries the plans stopped, as they ended.
+        left: Vec<JobRun>,
         stop: &'a AtomicBool,
+    }
+
+    impl Script<'_> {
+        /// A script of `plans` that sets `stop` once they are all offered.
+        fn of(plans: Vec<FleetPlan>, stop: &AtomicBool) -> Script<'_> {
+            Script {
+                plans,
+                polls: 0,
+                offered_at: Vec::new(),
+                applied: Vec::new(),
+                left: Vec::new(),
+                stop,
+            }
+        }
+    }
+
+    /// A store in memory, as the fleet's options hold it.
+    fn memory_store() -> Mutex<Box<dyn StateStore + Send>> {
+        Mutex::new(Box::new(InMemoryStateStore::new()))
     }
 
     impl FleetSource for Script<'_> {
@@ -502,6 +588,10 @@ mod tests {
         fn applied(&mut self, event: Event) {
             self.applied.push(event);
         }
+
+        fn left(&mut self, runs: Vec<JobRun>) {
+            self.left.extend(runs);
+        }
     }
 
     #[test]
@@ -511,29 +601,23 @@ mod tests {
         serve_restarting(&fake, OTHER_JOB);
         let url = fake.url();
         let stop = AtomicBool::new(false);
-        let store: Mutex<Box<dyn StateStore + Send>> =
-            Mutex::new(Box::new(InMemoryStateStore::new()));
+        let store = memory_store();
         let options = RunOptions::new(&stop, &store);
-        let mut script = Script {
-            plans: vec![
-                // `a` changes mode, `b` leaves, `c` joins.
-                plan(&url, &[("a", JOB, "EVENLY_SPREAD"), ("c", JOB, "BALANCED")]),
-                // `a` is pointed at another job: a new engine.
-                plan(
-                    &url,
-                    &[("a", OTHER_JOB, "EVENLY_SPREAD"), ("c", JOB, "BALANCED")],
-                ),
-                // The same again: nothing to do.
-                plan(
-                    &url,
-                    &[("a", OTHER_JOB, "EVENLY_SPREAD"), ("c", JOB, "BALANCED")],
-                ),
-            ],
-            polls: 0,
-            offered_at: Vec::new(),
-            applied: Vec::new(),
-            stop: &stop,
-        };
+        let plans = vec![
+            // `a` changes mode, `b` leaves, `c` joins.
+            plan(&url, &[("a", JOB, "EVENLY_SPREAD"), ("c", JOB, "BALANCED")]),
+            // `a` is pointed at another job: a new engine.
+            plan(
+                &url,
+                &[("a", OTHER_JOB, "EVENLY_SPREAD"), ("c", JOB, "BALANCED")],
+            ),
+            // The same again: nothing to do.
+            plan(
+                &url,
+                &[("a", OTHER_JOB, "EVENLY_SPREAD"), ("c", JOB, "BALANCED")],
+            ),
+        ];
+        let mut script = Script::of(plans, &stop);
         let reports = Mutex::new(Vec::new());
         let sink = |r: &CycleReport| {
             reports
@@ -580,17 +664,27 @@ mod tests {
             "{reports:?}"
         );
         // The old `a` took the new mode before it was replaced; the new `a` observes the new job.
-        let summary: Vec<(&str, &str)> = runs
-            .iter()
-            .map(|r| (r.name.as_str(), r.mode.as_str()))
-            .collect();
+        // The runs of `b` and of the old `a` were handed over as they ended, not kept for the
+        // end.
+        let summary = |runs: &[JobRun]| -> Vec<(String, String)> {
+            runs.iter()
+                .map(|r| (r.name.clone(), r.mode.clone()))
+                .collect()
+        };
+        let mut left = summary(&script.left);
+        left.sort();
         assert_eq!(
-            summary,
+            left,
             [
-                ("a", "EVENLY_SPREAD"),
-                ("b", "BALANCED"),
-                ("c", "BALANCED"),
-                ("a", "EVENLY_SPREAD"),
+                ("a".to_string(), "EVENLY_SPREAD".to_string()),
+                ("b".to_string(), "BALANCED".to_string())
+            ]
+        );
+        assert_eq!(
+            summary(&runs),
+            [
+                ("c".to_string(), "BALANCED".to_string()),
+                ("a".to_string(), "EVENLY_SPREAD".to_string())
             ]
         );
         let asked_other = fake
@@ -599,6 +693,28 @@ mod tests {
             .filter(|r| r.target == format!("/jobs/{OTHER_JOB}"))
             .count();
         assert!(asked_other >= 2, "the restarted entry observes its new job");
+    }
+
+    #[test]
+    fn a_job_a_reload_removes_leaves_the_store_and_the_runs_kept_for_the_end() {
+        let fake = FakeFlink::start();
+        serve_restarting(&fake, JOB);
+        let url = fake.url();
+        let stop = AtomicBool::new(false);
+        let store = memory_store();
+        let options = RunOptions::new(&stop, &store);
+        let mut script = Script::of(vec![plan(&url, &[("a", JOB, "BALANCED")])], &stop);
+        let initial = plan(&url, &[("a", JOB, "BALANCED"), ("b", JOB, "BALANCED")]);
+        let runs =
+            crate::runner::run_fleet_reloading(initial, &options, &|_| {}, Some(&mut script));
+
+        // Both stored their state after every step; `b`'s went with it.
+        assert_eq!(store.lock().expect("the store").jobs(), ["a"]);
+        let names =
+            |runs: &[JobRun]| -> Vec<String> { runs.iter().map(|r| r.name.clone()).collect() };
+        assert_eq!(names(&script.left), ["b"]);
+        assert!(script.left[0].steps >= 1, "{:?}", script.left);
+        assert_eq!(names(&runs), ["a"]);
     }
 
     /// Hundreds of replayed jobs paced to the wall clock, all due at the same instants, on two

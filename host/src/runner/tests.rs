@@ -692,3 +692,90 @@ fn a_lease_lost_and_taken_again_between_steps_reports_the_loss_then_the_new_toke
     assert_eq!(step(None), (false, vec![(LeaseLost, Some(5))]));
     assert_eq!(step(None), (false, vec![]));
 }
+
+/// A custom mode that records the jobs it was told to forget.
+#[derive(Default)]
+struct Forgetful(std::sync::Mutex<Vec<String>>);
+
+impl crate::alignment::HostMode for Forgetful {
+    fn is_applicable(
+        &self,
+        _: &flowscale_sdk::AlignmentContext,
+    ) -> Result<bool, flowscale_sdk::ModeError> {
+        Ok(false)
+    }
+    fn align(
+        &self,
+        ctx: &flowscale_sdk::AlignmentContext,
+    ) -> Result<u32, flowscale_sdk::ModeError> {
+        Ok(ctx.target_parallelism())
+    }
+    fn validate(&self, _: &flowscale_sdk::ModeParams) -> Result<(), flowscale_sdk::ModeError> {
+        Ok(())
+    }
+    fn forget_job(&self, job: &str) {
+        self.0.lock().expect("forgotten").push(job.to_string());
+    }
+}
+
+/// The catalog of one custom mode, `forgetful`.
+struct OneForgetful(std::sync::Arc<Forgetful>);
+
+impl crate::alignment::ModeCatalog for OneForgetful {
+    fn find(&self, id: &str) -> Option<crate::alignment::CustomMode> {
+        (id == "forgetful").then(|| crate::alignment::CustomMode {
+            id: id.to_string(),
+            description: String::new(),
+            origin: crate::alignment::ModeOrigin::Linked,
+            mode: std::sync::Arc::clone(&self.0) as std::sync::Arc<dyn crate::alignment::HostMode>,
+        })
+    }
+    fn ids(&self) -> Vec<String> {
+        vec!["forgetful".to_string()]
+    }
+}
+
+#[test]
+fn a_custom_mode_forgets_a_job_whose_loop_ended_or_left_it() {
+    let mode = std::sync::Arc::new(Forgetful::default());
+    let catalog = OneForgetful(std::sync::Arc::clone(&mode));
+    let pairs = [
+        ("scaling.alignment.mode", "mine"),
+        ("scaling.alignment.mode.mine.class", "forgetful"),
+    ];
+    let config = JobConfig::from_pairs(pairs.iter().copied());
+    let settings = JobSettings::from_config(&config).expect("valid settings");
+    let resolve = |name: &str| JobAlignment::resolve(name, &config, &catalog).expect("resolves");
+    let forgotten = || mode.0.lock().expect("forgotten").clone();
+
+    let mut moved = JobRunner::new(
+        "moved",
+        example("diurnal.toml"),
+        resolve("moved"),
+        &settings,
+        10_000,
+    );
+    let ended = JobRunner::new(
+        "ended",
+        example("diurnal.toml"),
+        resolve("ended"),
+        &settings,
+        10_000,
+    );
+    // The same mode again: it keeps the job.
+    moved.reconfigure(resolve("moved"), &settings, 10_000);
+    assert_eq!(forgotten(), Vec::<String>::new());
+    // Another mode: the custom one forgets the job.
+    let balanced = JobConfig::from_pairs([("scaling.alignment.mode", "BALANCED")]);
+    let other = JobAlignment::resolve("moved", &balanced, &catalog).expect("resolves");
+    moved.reconfigure(other, &settings, 10_000);
+    assert_eq!(forgotten(), ["moved"]);
+    drop(ended);
+    assert_eq!(forgotten(), ["moved", "ended"]);
+    drop(moved);
+    assert_eq!(
+        forgotten(),
+        ["moved", "ended"],
+        "BALANCED keeps nothing to forget"
+    );
+}

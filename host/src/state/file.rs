@@ -22,7 +22,7 @@ use super::lock::StateDirLock;
 use super::names::file_stem;
 use super::pending::{PendingJobs, delegate_to_pending};
 use super::quarantine::{keep_copy, move_aside, sync_dir};
-use super::scan::{EXTENSION, JobFile, StateFinding, TEMP_EXTENSION, scan_dir};
+use super::scan::{EXTENSION, JobFile, StateFinding, TEMP_EXTENSION, read_job_file, scan_dir};
 use super::store::{StateStore, StoredProblem};
 
 /// One JSON file per job in a directory; changes are written by [`StateStore::flush`].
@@ -206,6 +206,32 @@ fn temp_path(path: &Path) -> PathBuf {
 
 impl StateStore for FileStateStore {
     delegate_to_pending!();
+
+    /// Reads the job's file again when [`StateStore::release`] let its sections go: the file
+    /// it was read from or written to, else the one its name encodes. A file that is not state
+    /// now is kept as unreadable (the job's restore quarantines it, as at start); a file that
+    /// names another job is left alone.
+    fn readmit(&mut self, job: &str) {
+        if self.pending.jobs.contains_key(job) || self.ambiguous.contains_key(job) {
+            return;
+        }
+        let path = self.path_of(job);
+        if !path.is_file() {
+            return;
+        }
+        match read_job_file(&path) {
+            Ok(file) if file.job == job => {
+                self.pending.jobs.insert(job.to_string(), file.sections);
+                self.paths.insert(job.to_string(), path);
+            }
+            Ok(_) => {}
+            // As at start: never overwritten, quarantined by the job's restore.
+            Err(reason) => {
+                self.paths.remove(job);
+                self.unreadable.insert(path, reason);
+            }
+        }
+    }
 
     fn problem(&self, job: &str) -> Option<StoredProblem> {
         if let Some(paths) = self.ambiguous.get(job) {
@@ -396,6 +422,65 @@ mod tests {
         );
         drop(first);
         FileStateStore::open(dir.path()).expect("free once the first is gone");
+    }
+
+    #[test]
+    fn a_released_job_leaves_memory_keeps_its_file_and_is_read_again_when_it_returns() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = FileStateStore::open(dir.path()).unwrap();
+        store.put("gone", "s", serde_json::json!({"window": [1, 2, 3]}));
+        store.put("kept", "s", serde_json::json!(2));
+        store.flush().unwrap();
+        store.put("unwritten", "s", serde_json::json!(3));
+
+        store.release("gone");
+        store.release("unwritten");
+        assert_eq!(
+            store.jobs(),
+            ["kept", "unwritten"],
+            "a change not yet written stays"
+        );
+        assert_eq!(store.get("gone", "s"), None);
+        store.flush().unwrap();
+        assert_eq!(
+            on_disk(dir.path()).keys().collect::<Vec<_>>(),
+            ["gone", "kept", "unwritten"],
+            "a released job's file is kept"
+        );
+
+        store.readmit("gone");
+        assert_eq!(
+            store.get("gone", "s"),
+            Some(serde_json::json!({"window": [1, 2, 3]}))
+        );
+        store.readmit("never");
+        assert_eq!(store.get("never", "s"), None);
+        // Written back to the file it came from.
+        store.put("gone", "s", serde_json::json!(4));
+        store.flush().unwrap();
+        assert_eq!(
+            on_disk(dir.path())["gone"].sections["s"],
+            serde_json::json!(4)
+        );
+    }
+
+    #[test]
+    fn a_released_job_whose_file_was_spoilt_meanwhile_finds_it_unreadable() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = FileStateStore::open(dir.path()).unwrap();
+        store.put("gone", "s", serde_json::json!(1));
+        store.flush().unwrap();
+        store.release("gone");
+        fs::write(store.path_of("gone"), "not state").unwrap();
+        store.readmit("gone");
+        assert!(
+            matches!(
+                store.problem("gone"),
+                Some(StoredProblem::Unreadable { .. })
+            ),
+            "{:?}",
+            store.problem("gone")
+        );
     }
 
     #[test]

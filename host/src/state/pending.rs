@@ -43,6 +43,13 @@ impl PendingJobs {
         self.removed.insert(job.to_string());
     }
 
+    /// Forgets a job's sections in memory unless they are still to be written.
+    pub(super) fn release(&mut self, job: &str) {
+        if !self.dirty.contains(job) {
+            self.jobs.remove(job);
+        }
+    }
+
     /// The jobs with state.
     pub(super) fn job_names(&self) -> Vec<String> {
         self.jobs.keys().cloned().collect()
@@ -66,6 +73,10 @@ macro_rules! delegate_to_pending {
 
         fn remove_job(&mut self, job: &str) {
             self.pending.remove_job(job);
+        }
+
+        fn release(&mut self, job: &str) {
+            self.pending.release(job);
         }
 
         fn jobs(&self) -> Vec<String> {

@@ -176,7 +176,7 @@ pub(crate) fn scan_dir(dir: &Path) -> Result<DirScan, StateError> {
 }
 
 /// The file's content as a job file, or why it is not one.
-fn read_job_file(path: &Path) -> Result<JobFile, String> {
+pub(super) fn read_job_file(path: &Path) -> Result<JobFile, String> {
     let bytes = fs::read(path).map_err(|e| format!("cannot read it: {e}"))?;
     serde_json::from_slice(&bytes).map_err(|e| e.to_string())
 }

@@ -30,6 +30,17 @@ pub trait StateStore {
     /// Forgets everything about `job` (the Flink autoscaler clears all state of a job whose autoscaler is
     /// disabled, and of a job that is gone).
     fn remove_job(&mut self, job: &str);
+    /// `job` left the fleet (a reload removed it, or restarted it on another engine): forgets
+    /// what the store holds of it in memory, keeping what it persisted (a state file, the
+    /// database's rows) for the job's return, which reads it again ([`StateStore::readmit`],
+    /// or [`StateStore::refresh`] when a lease is taken). A store that persists nothing forgets
+    /// the job: without a state directory, a job that comes back starts empty. Changes not yet
+    /// written are kept until they are.
+    fn release(&mut self, job: &str);
+    /// `job` starts (again): what [`StateStore::release`] let go of it is read again from
+    /// where it is persisted. Nothing to do for a job whose state is in memory. What cannot be
+    /// read is found by [`StateStore::problem`], as at start.
+    fn readmit(&mut self, _job: &str) {}
     /// The jobs that have state, sorted.
     fn jobs(&self) -> Vec<String>;
     /// What was found wrong with `job`'s stored state when the store read it: a file that is not
@@ -161,6 +172,11 @@ impl StateStore for InMemoryStateStore {
         self.jobs.remove(job);
     }
 
+    /// Nothing else holds the job's state: it is gone with the job.
+    fn release(&mut self, job: &str) {
+        self.jobs.remove(job);
+    }
+
     fn jobs(&self) -> Vec<String> {
         self.jobs.keys().cloned().collect()
     }
@@ -252,5 +268,16 @@ mod tests {
         let mut store: Box<dyn StateStore> = Box::new(InMemoryStateStore::new());
         save(store.as_mut(), "j", "s", &5_u32).unwrap();
         assert_eq!(load::<u32>(store.as_ref(), "j", "s").unwrap(), Some(5));
+    }
+
+    #[test]
+    fn a_released_job_is_forgotten_when_nothing_else_keeps_it() {
+        let mut store = InMemoryStateStore::new();
+        store.put("gone", "s", serde_json::json!(1));
+        store.put("kept", "s", serde_json::json!(2));
+        store.release("gone");
+        store.readmit("gone");
+        assert_eq!(store.jobs(), ["kept"]);
+        assert_eq!(store.get("gone", "s"), None);
     }
 }

@@ -184,6 +184,14 @@ impl HostMode for ProcessMode {
         self.workers.with(Supervisor::batches)
     }
 
+    /// The fleet's worker forgets the job; a what-if pool's workers keep theirs (bounded by
+    /// [`slots::MAX_SLOTS`], and they never serve a fleet's job).
+    fn forget_job(&self, job: &str) {
+        if let Workers::One(supervisor) = &self.workers {
+            supervisor.forget_job(job);
+        }
+    }
+
     /// One round trip for all the vertices, when the worker speaks protocol 4.
     fn align_many(
         &self,

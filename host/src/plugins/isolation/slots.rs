@@ -9,9 +9,11 @@
 //! request at a time, on one pipe), so they agree as long as the worker lives; a new worker
 //! starts with both empty.
 //!
-//! The number of slots is bounded ([`MAX_SLOTS`]): past it the host starts over from an empty
-//! table, and sends everything again, so that jobs that come and go (a fleet file edited while
-//! the host runs) cannot make either side grow without end.
+//! A job whose loop ended (a reload removed it) is forgotten ([`SentJobs::forget`]): its slot
+//! goes to the next new job, whose first call fills it anew on the worker, so both tables hold
+//! about as many jobs as the host runs at once. The number of slots is bounded as well
+//! ([`MAX_SLOTS`]): past it the host starts over from an empty table, and sends everything
+//! again, so that jobs that come and go cannot make either side grow without end.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -49,6 +51,8 @@ struct Sent {
 pub struct SentJobs {
     jobs: HashMap<String, Sent>,
     next_slot: u32,
+    /// The slots of forgotten jobs, below `next_slot`: taken by the next new jobs first.
+    free: Vec<u32>,
 }
 
 impl SentJobs {
@@ -87,13 +91,29 @@ impl SentJobs {
         self.finish(out)
     }
 
+    /// Forgets what was sent for `job`, whose loop ended: its slot goes to the next new job
+    /// (whose first call fills it anew on the worker), and the table gives its room back once
+    /// most of its jobs are gone.
+    pub fn forget(&mut self, job: &str) {
+        if let Some(sent) = self.jobs.remove(job) {
+            self.free.push(sent.slot);
+        }
+        if self.jobs.capacity() > 2 * self.jobs.len() + 64 {
+            self.jobs.shrink_to_fit();
+        }
+    }
+
+    /// Starts over from an empty table.
+    fn clear(&mut self) {
+        self.jobs.clear();
+        self.free.clear();
+        self.next_slot = 0;
+    }
+
     /// The frame; if it cannot be sent (above the frame limit), the table starts over, since
     /// the worker never gets what its entries recorded.
     fn finish(&mut self, out: Writer) -> Result<Vec<u8>, FrameError> {
-        out.finish().inspect_err(|_| {
-            self.jobs.clear();
-            self.next_slot = 0;
-        })
+        out.finish().inspect_err(|_| self.clear())
     }
 
     /// Writes one call's job slot, what it brings for the slot and its vertex, and records what
@@ -101,12 +121,14 @@ impl SentJobs {
     /// whole means a dead or killed worker, and a new worker comes with a new, empty table.
     fn entry(&mut self, out: &mut Writer, ctx: &AlignmentContext) {
         let job = ctx.job_name();
-        if !self.jobs.contains_key(job) && self.next_slot >= MAX_SLOTS {
-            self.jobs.clear();
-            self.next_slot = 0;
+        if !self.jobs.contains_key(job) && self.free.is_empty() && self.next_slot >= MAX_SLOTS {
+            self.clear();
         }
         let sent = self.jobs.get(job);
-        let slot = sent.map_or(self.next_slot, |s| s.slot);
+        let slot = sent.map_or_else(
+            || self.free.last().copied().unwrap_or(self.next_slot),
+            |s| s.slot,
+        );
         let mut flags = 0;
         match sent {
             None => flags |= JOB | GRAPH | PARAMS | NAMES,
@@ -155,7 +177,12 @@ impl SentJobs {
     fn record(&mut self, slot: u32, flags: u8, ctx: &AlignmentContext) {
         let job = ctx.job_name();
         if flags & JOB != 0 {
-            self.next_slot += 1;
+            // The slot `entry` took: a forgotten job's, else the next one.
+            if self.free.last() == Some(&slot) {
+                self.free.pop();
+            } else {
+                self.next_slot += 1;
+            }
             self.jobs.insert(
                 job.to_string(),
                 Sent {
@@ -565,21 +592,67 @@ mod tests {
         );
     }
 
+    /// The smallest call of `job`: one vertex, no graph, no metrics.
+    fn small_call(job: String) -> AlignmentContext {
+        AlignmentContext::builder(2, 3, 8)
+            .identity(job, "v", "v")
+            .build()
+    }
+
+    #[test]
+    fn a_forgotten_jobs_slot_goes_to_the_next_new_job() {
+        let (mut sent, mut held) = (SentJobs::default(), HeldJobs::default());
+        let call = |job: &str| ctx(job, "v1", 8, graph(4), "DIVISOR");
+        let whole = deliver(&mut sent, &mut held, &call("a"));
+        deliver(&mut sent, &mut held, &call("b"));
+        sent.forget("a");
+        sent.forget("never sent");
+        assert!(!sent.jobs.contains_key("a"));
+        // The new job takes `a`'s slot, sends everything, and the worker reads it whole (the
+        // helper compares what the worker rebuilt with the call).
+        assert_eq!(deliver(&mut sent, &mut held, &call("c")), whole);
+        assert_eq!(sent.jobs["c"].slot, 0);
+        assert_eq!(held.slots.len(), 2, "the worker's table did not grow");
+        // `b` kept its slot and what the worker holds of it.
+        assert!(deliver(&mut sent, &mut held, &call("b")) < whole);
+        // `a` back: a new slot, everything sent again.
+        assert_eq!(deliver(&mut sent, &mut held, &call("a")), whole);
+        assert_eq!(sent.jobs["a"].slot, 2);
+        assert!(sent.free.is_empty());
+    }
+
+    #[test]
+    fn a_table_of_many_jobs_shrinks_once_they_are_forgotten() {
+        let (mut sent, mut held) = (SentJobs::default(), HeldJobs::default());
+        for i in 0..1000 {
+            deliver(&mut sent, &mut held, &small_call(format!("job-{i}")));
+        }
+        let full = sent.jobs.capacity();
+        for i in 3..1000 {
+            sent.forget(&format!("job-{i}"));
+        }
+        assert_eq!(sent.jobs.len(), 3);
+        assert!(
+            sent.jobs.capacity() < full / 4,
+            "{} of {full}",
+            sent.jobs.capacity()
+        );
+    }
+
     #[test]
     fn past_the_slot_limit_both_sides_start_over() {
         let (mut sent, mut held) = (SentJobs::default(), HeldJobs::default());
-        let small = |job: String| {
-            AlignmentContext::builder(2, 3, 8)
-                .identity(job, "v", "v")
-                .build()
-        };
         for i in 0..=MAX_SLOTS {
-            deliver(&mut sent, &mut held, &small(format!("job-{i}")));
+            deliver(&mut sent, &mut held, &small_call(format!("job-{i}")));
         }
         assert_eq!(sent.jobs.len(), 1, "the table started over");
         assert!(held.slots.len() <= MAX_SLOTS as usize);
-        deliver(&mut sent, &mut held, &small(format!("job-{MAX_SLOTS}")));
-        deliver(&mut sent, &mut held, &small("job-0".to_string()));
+        deliver(
+            &mut sent,
+            &mut held,
+            &small_call(format!("job-{MAX_SLOTS}")),
+        );
+        deliver(&mut sent, &mut held, &small_call("job-0".to_string()));
     }
 
     #[test]

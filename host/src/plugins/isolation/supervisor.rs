@@ -656,6 +656,14 @@ impl Supervisor {
         )
     }
 
+    /// Forgets what the worker was sent for `job`, whose loop ended: its slot goes to the
+    /// next new job. Waits for a call in progress.
+    pub(crate) fn forget_job(&self, job: &str) {
+        if let Some(worker) = self.lock().worker.as_mut() {
+            worker.sent.forget(job);
+        }
+    }
+
     /// Whether the worker speaks batches (protocol 4): [`Supervisor::call_many`] then makes one
     /// round trip for all its calls. Told by the last worker started (a worker started later
     /// from a replaced, older binary refuses a batch with a fault that does not count).

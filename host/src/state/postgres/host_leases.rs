@@ -28,6 +28,21 @@ struct Book {
     owners_until: Option<Instant>,
 }
 
+impl Book {
+    /// Forgets the last token of every job this host neither wants nor holds: its loop ended
+    /// (a reload removed it) and its lease is given up, so nothing writes under the token any
+    /// more. A host whose fleet comes and goes keeps no token of the jobs it no longer runs.
+    fn forget_unwanted(&mut self) {
+        let Book {
+            wanted,
+            held,
+            last_tokens,
+            ..
+        } = self;
+        last_tokens.retain(|job, _| wanted.contains(job) || held.contains_key(job));
+    }
+}
+
 /// One host's leases over a shared database.
 pub(crate) struct HostLeases {
     id: String,
@@ -130,6 +145,7 @@ impl HostLeases {
                 .iter()
                 .map(|(job, &token)| (job.clone(), token)),
         );
+        book.forget_unwanted();
         // A job just taken is not given up again before its loop stored a step under the new
         // lease (JobLeases::set_busy after the step clears it): what that step decided would
         // be lost to the next owner.
@@ -305,5 +321,35 @@ impl JobLeases for HostLeases {
                 owner,
             })
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_last_token_of_a_job_no_longer_run_here_is_forgotten_once_its_lease_is_gone() {
+        let now = Instant::now();
+        let lease = |token| HeldLease {
+            token,
+            since: now,
+            until: now,
+        };
+        let mut book = Book::default();
+        book.wanted.extend(["kept".to_string(), "lost".to_string()]);
+        book.held.insert("kept".to_string(), lease(1));
+        // Removed from the fleet, its lease not given up yet.
+        book.held.insert("leaving".to_string(), lease(2));
+        for (job, token) in [("kept", 1), ("lost", 5), ("leaving", 2), ("gone", 3)] {
+            book.last_tokens.insert(job.to_string(), token);
+        }
+        book.forget_unwanted();
+        let kept: Vec<&str> = book.last_tokens.keys().map(String::as_str).collect();
+        // `lost` is still wanted (another host took it): its token says what this host held.
+        assert_eq!(kept, ["kept", "leaving", "lost"]);
+        book.held.remove("leaving");
+        book.forget_unwanted();
+        assert!(!book.last_tokens.contains_key("leaving"));
     }
 }
