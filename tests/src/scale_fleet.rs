@@ -23,11 +23,19 @@ pub fn example_jobs(root: &Path) -> std::io::Result<Vec<PathBuf>> {
 /// simulating one of `jobs` (in turn) for `duration` (Flink syntax, e.g. `"2h"`) under one of
 /// the built-in modes (in turn). Job paths are written absolute, so the file can live anywhere.
 pub fn scale_fleet(n: usize, jobs: &[PathBuf], duration: &str) -> String {
-    let mut fleet = format!(
+    let header = format!(
         "# {n} simulated jobs x {duration}: the example jobs and the built-in modes in turn.\n\
          [host]\ninterval = \"10s\"\n\n[defaults]\n\"metrics.window\" = \"5 min\"\n\
          \"stabilization.interval\" = \"1 min\"\n\"scaling-cooldown-period\" = \"5 min\"\n"
     );
+    fleet_of(&header, n, jobs, duration)
+}
+
+/// `header` (the `[host]` and `[defaults]` sections) and the jobs of [`scale_fleet`]: job `i`
+/// is the same in a fleet of any size, so that a fleet file of `m < n` jobs is a fleet of `n`
+/// jobs with the last `n - m` removed.
+pub fn fleet_of(header: &str, n: usize, jobs: &[PathBuf], duration: &str) -> String {
+    let mut fleet = header.to_string();
     if jobs.is_empty() {
         return fleet;
     }
@@ -37,12 +45,18 @@ pub fn scale_fleet(n: usize, jobs: &[PathBuf], duration: &str) -> String {
         let mode = MODES[(i / jobs.len()) % MODES.len()];
         let _ = write!(
             fleet,
-            "\n[[jobs]]\nname = \"job-{i:04}\"\njob = {:?}\nduration = \"{duration}\"\n\
+            "\n[[jobs]]\nname = \"{}\"\njob = {:?}\nduration = \"{duration}\"\n\
              [jobs.config]\n\"scaling.alignment.mode\" = \"{mode}\"\n",
+            job_name(i),
             job.display().to_string()
         );
     }
     fleet
+}
+
+/// The name of job `i` of a [`scale_fleet`].
+pub fn job_name(i: usize) -> String {
+    format!("job-{i:04}")
 }
 
 #[cfg(test)]

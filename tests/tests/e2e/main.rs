@@ -3,7 +3,8 @@
 //! Where things go: `align` for the alignment command, `validate` for configuration checking,
 //! `plugin_loading` for the plugins directory, `isolation` for plugins in worker processes,
 //! `run` for `run` and `simulate`, `state` for `run` with a state directory (killed, corrupted,
-//! locked), `reload` for a fleet file edited while `run` runs, `scale` for the memory of a
+//! locked), `reload` for a fleet file edited while `run` runs, `removed` for the jobs a reload removes
+//! (gone from the API, the metrics and the host's memory), `scale` for the memory of a
 //! large simulated fleet, `multi_host` for several hosts sharing a fleet through PostgreSQL
 //! (`#[ignore]`d: it runs with `--ignored` and `FLOWSCALE_POSTGRES_URL`, which `.ci/run` sets),
 //! (its `stale_writes` tests: a host that lost a lease never changes the job again, with
@@ -31,6 +32,7 @@ mod plugin_loading;
 mod proxy;
 mod readme;
 mod reload;
+mod removed;
 mod run;
 mod scale;
 mod serve;

@@ -38,7 +38,7 @@ fn fleet(rest: &str, entries: &[(&str, &str)]) -> String {
 }
 
 /// Replaces the file's content in one step, as an editor that saves atomically does.
-fn write(path: &Path, text: &str) {
+pub(crate) fn write(path: &Path, text: &str) {
     let tmp = path.with_extension("toml.new");
     std::fs::write(&tmp, text).expect("write the fleet");
     std::fs::rename(&tmp, path).expect("replace the fleet");
@@ -238,6 +238,34 @@ fn an_edited_fleet_is_taken_while_running_and_an_invalid_edit_is_refused() {
         .count();
     // One cycle may have been under way when the reload was applied.
     assert!(late_b <= 1, "{late_b} cycles of b after it left");
+    // `b`'s summary came when it had stopped, marked as a job a reload stopped, and only
+    // then: the summary at the end has the jobs the fleet ran at its end.
+    let summaries: Vec<(String, bool)> = lines
+        .seen
+        .iter()
+        .filter(|l| l["type"] == "summary")
+        .map(|l| {
+            let job = l["data"]["job"].as_str().unwrap_or("").to_string();
+            (job, l["data"]["left"] == true)
+        })
+        .collect();
+    let b_at = lines
+        .seen
+        .iter()
+        .position(|l| l["type"] == "summary" && l["data"]["job"] == "b")
+        .expect("a summary of b");
+    assert!(
+        b_at > reloaded,
+        "b is summarised after the reload that removed it"
+    );
+    assert_eq!(
+        summaries,
+        [
+            ("b".to_string(), true),
+            ("a".to_string(), false),
+            ("c".to_string(), false)
+        ]
+    );
 }
 
 /// A simulated job, paced so that it decides a few times a wall second, with `mode` (and the

@@ -28,8 +28,8 @@ fn agent() -> ureq::Agent {
         .into()
 }
 
-/// `GET url`: status and body.
-fn get(url: &str) -> (u16, String) {
+/// `GET url`: status and body (status 0 when the server could not be reached).
+pub(crate) fn get(url: &str) -> (u16, String) {
     match agent().get(url).call() {
         Ok(mut r) => (
             r.status().as_u16(),
@@ -60,7 +60,12 @@ fn send(method: &str, url: &str, body: &Value) -> (u16, Value) {
     }
 }
 
-fn wait_for<T>(what: &str, timeout: Duration, mut check: impl FnMut() -> Option<T>) -> T {
+/// Polls `check` every 250 ms until it answers, for at most `timeout`.
+pub(crate) fn wait_for<T>(
+    what: &str,
+    timeout: Duration,
+    mut check: impl FnMut() -> Option<T>,
+) -> T {
     let deadline = Instant::now() + timeout;
     loop {
         if let Some(v) = check() {
@@ -72,7 +77,7 @@ fn wait_for<T>(what: &str, timeout: Duration, mut check: impl FnMut() -> Option<
 }
 
 /// A child process killed when dropped.
-struct Killed(Child);
+pub(crate) struct Killed(pub(crate) Child);
 
 impl Drop for Killed {
     fn drop(&mut self) {
