@@ -177,6 +177,7 @@ def module_cycles(src):
 LAYERS = [
     ["utc"],
     ["events", "allocator"],
+    ["credentials"],
     ["config"],
     ["engine"],
     ["state"],

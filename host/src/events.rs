@@ -76,6 +76,14 @@ pub enum EventReason {
     /// `[host] plugin-call-timeout`: the job makes no progress until the call returns (nothing
     /// can interrupt it), and the other jobs go on on a substitute worker.
     JobStuck,
+    /// A certificate, key, CA bundle or token file changed on disk and was read again: the
+    /// link it secures uses it from its next connection on. The message names the files,
+    /// never their contents.
+    CredentialsReloaded,
+    /// A certificate, key, CA bundle or token file changed into something that cannot be used
+    /// (unreadable, not PEM, readable by others, a key that does not match its certificate):
+    /// the link keeps the last good one. The message names the files and the reason.
+    CredentialsRefused,
 }
 
 impl EventReason {
@@ -107,6 +115,8 @@ impl EventReason {
             EventReason::RescaleAbandoned => "RescaleAbandoned",
             EventReason::RescaleConflict => "RescaleConflict",
             EventReason::JobStuck => "JobStuck",
+            EventReason::CredentialsReloaded => "CredentialsReloaded",
+            EventReason::CredentialsRefused => "CredentialsRefused",
         }
     }
 }

@@ -26,6 +26,7 @@ pub mod allocator;
 pub mod backpressure;
 pub mod cli;
 pub mod config;
+pub mod credentials;
 pub mod engine;
 pub mod events;
 pub mod plan;

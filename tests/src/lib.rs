@@ -8,6 +8,7 @@
 
 #![warn(missing_docs, unreachable_pub)]
 
+pub mod certs;
 pub mod flink;
 pub mod scale_fleet;
 
