@@ -13,6 +13,7 @@
 //! `flink` for `flowscale run` against a real Flink cluster and `flink_load_align` for
 //! load-aware alignment on a real cluster with skewed keys (both `#[ignore]`d: they run with
 //! `--ignored` and `FLOWSCALE_FLINK_E2E=1`).
+//! `secrets` checks that no token or password of a cluster reaches what the host prints.
 //! `what_if` drives `POST /api/v1/align` on a running host as an attacker would (a plugin that
 //! crashes, spins or forks; a request from a web page).
 //! Shared helpers live in `harness`; `fake_flink` serves a Flink REST API for wall-clock jobs
@@ -35,6 +36,7 @@ mod reload;
 mod removed;
 mod run;
 mod scale;
+mod secrets;
 mod serve;
 mod state;
 mod validate;
