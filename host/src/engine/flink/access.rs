@@ -186,6 +186,10 @@ pub(crate) fn agent(options: &Endpoint, tls: Option<TlsConfig>) -> ureq::Agent {
         .timeout_connect(Some(options.connect_timeout))
         // Error statuses are read like any answer so their body (Flink's `errors`) survives.
         .http_status_as_error(false)
+        // No redirect is followed: a PUT of resource requirements must reach the address it
+        // was meant for, and a TLS port's redirect of a plain request (Flink answers http://
+        // on its https port with one) is reported as what it means.
+        .max_redirects(0)
         // Without a TLS setup of its own, an https redirect trusts nothing rather than a
         // bundled list of roots.
         .tls_config(tls.unwrap_or_else(|| {

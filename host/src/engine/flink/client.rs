@@ -8,7 +8,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::access::{ClusterAccess, Connection, Endpoint, is_https};
-use super::failure::{Failure, describe_transport, status_cause};
+use super::failure::{Failure, describe_transport, redirect_to_tls, status_cause};
 use super::limit::RequestLimit;
 use crate::engine::{EngineError, Unfenced, WriteFence};
 use crate::events::Event;
@@ -265,6 +265,9 @@ impl FlinkClient {
         let https = is_https(&self.options.rest_url);
         let mut response = response.map_err(|e| describe_transport(&e, https, ""))?;
         let code = response.status().as_u16();
+        if let Some(failure) = redirect_to_tls(&response) {
+            return Err(failure);
+        }
         let body = response
             .body_mut()
             .read_to_string()

@@ -64,6 +64,28 @@ pub(super) fn describe_transport(err: &ureq::Error, https: bool, prefix: &str) -
     }
 }
 
+/// A redirect to an `https://` address: the answer of a TLS port to a plain request (Flink's
+/// REST endpoint with `security.ssl.rest.enabled` answers so). Redirects are not followed.
+pub(super) fn redirect_to_tls(response: &ureq::http::Response<ureq::Body>) -> Option<Failure> {
+    if !response.status().is_redirection() {
+        return None;
+    }
+    let location = response
+        .headers()
+        .get(ureq::http::header::LOCATION)?
+        .to_str()
+        .ok()?;
+    let https = location
+        .get(..8)
+        .is_some_and(|scheme| scheme.eq_ignore_ascii_case("https://"));
+    https.then(|| {
+        Failure::Setup(format!(
+            "the server redirects to {location}: its REST API has TLS \
+             (security.ssl.rest.enabled); use an https:// URL"
+        ))
+    })
+}
+
 /// The cause of a refusal that authentication explains (HTTP 401 and 403, from Flink behind
 /// an authenticating proxy).
 pub(super) fn status_cause(code: u16) -> Option<&'static str> {

@@ -144,8 +144,14 @@ fn serve<S: Read + Write>(stream: S, status: u16, seen: &Mutex<Vec<String>>) {
         } else {
             "<html><body>Unauthorized\n</body></html>".to_string()
         };
+        // A 3xx is what Flink's TLS port answers a plain request: a redirect to https.
+        let location = if (300..400).contains(&status) {
+            "Location: https://127.0.0.1:8081/overview\r\n"
+        } else {
+            ""
+        };
         let reply = format!(
-            "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{answer}",
+            "HTTP/1.1 {status} X\r\n{location}Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{answer}",
             answer.len()
         );
         let stream = reader.get_mut();
@@ -320,6 +326,14 @@ fn https_to_a_plain_port_and_http_to_a_tls_port_say_which_is_which() {
 
     let tls = tls_server(&pki.server, None, 200);
     let line = failure(&cluster(&format!("http://localhost:{}", tls.port)));
+    assert!(line.contains("use an https:// URL"), "{line}");
+    // Flink's TLS port answers a plain request with a redirect to https: not followed, named.
+    let redirecting = Server::start(None, 307);
+    let line = failure(&cluster(&format!("http://localhost:{}", redirecting.port)));
+    assert!(
+        line.contains("redirects to https://127.0.0.1:8081/overview: its REST API has TLS"),
+        "{line}"
+    );
     assert!(line.contains("use an https:// URL"), "{line}");
 }
 
