@@ -10,6 +10,8 @@ use serde_json::Value;
 use super::access::{ClusterAccess, Connection, Endpoint, is_https};
 use super::failure::{Failure, describe_transport, redirect_to_tls, status_cause};
 use super::limit::RequestLimit;
+use crate::config::ClusterSpec;
+use crate::credentials::CredentialError;
 use crate::engine::{EngineError, Unfenced, WriteFence};
 use crate::events::Event;
 
@@ -107,6 +109,16 @@ impl FlinkClient {
             access,
             in_flight: None,
         }
+    }
+
+    /// A client for the named cluster `cluster` (`[clusters.<name>]`: its TLS files and
+    /// credentials, read now and re-read when they change), at `options`' URL.
+    pub fn for_cluster(
+        options: FlinkOptions,
+        cluster: &ClusterSpec,
+    ) -> Result<FlinkClient, CredentialError> {
+        let access = ClusterAccess::open(&options.endpoint(), cluster)?;
+        Ok(FlinkClient::with_access(options, Arc::new(access)))
     }
 
     /// A client that sends through `access` (a named cluster's TLS setup and credentials,

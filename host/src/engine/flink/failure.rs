@@ -38,7 +38,7 @@ pub(super) fn describe_transport(err: &ureq::Error, https: bool, prefix: &str) -
     match err {
         ureq::Error::Protocol(_) | ureq::Error::BadUri(_) if !https => Failure::Setup(format!(
             "{prefix}the answer is not HTTP ({err}); if the cluster's REST API has TLS \
-             (security.ssl.rest.enabled), use an https:// URL"
+             (security.ssl.rest.enabled), set `rest` to an https:// URL"
         )),
         ureq::Error::Io(io)
             if !https
@@ -51,7 +51,7 @@ pub(super) fn describe_transport(err: &ureq::Error, https: bool, prefix: &str) -
             // plain server that resets is retried like any reset.
             Failure::Transport(format!(
                 "{prefix}the connection was closed without an answer ({err}); if the cluster's \
-                 REST API has TLS (security.ssl.rest.enabled), use an https:// URL"
+                 REST API has TLS (security.ssl.rest.enabled), set `rest` to an https:// URL"
             ))
         }
         ureq::Error::Io(io) if https && io.kind() == std::io::ErrorKind::UnexpectedEof => {
@@ -81,7 +81,7 @@ pub(super) fn redirect_to_tls(response: &ureq::http::Response<ureq::Body>) -> Op
     https.then(|| {
         Failure::Setup(format!(
             "the server redirects to {location}: its REST API has TLS \
-             (security.ssl.rest.enabled); use an https:// URL"
+             (security.ssl.rest.enabled); set `rest` to an https:// URL"
         ))
     })
 }
@@ -134,7 +134,7 @@ fn tls_cause(err: &rustls::Error) -> String {
              when there is none)"
         ),
         E::InvalidMessage(_) | E::InappropriateMessage { .. } => {
-            "the address does not speak TLS (a plain http:// port?); use an http:// URL or the \
+            "the address does not speak TLS (a plain http:// port?); set `rest` to an http:// URL or to the \
              cluster's TLS port"
                 .to_string()
         }

@@ -26,6 +26,8 @@ mod topology;
 pub(crate) mod fake_server;
 #[cfg(test)]
 mod rest_tests;
+#[cfg(any(test, feature = "test-support"))]
+pub mod test_server;
 #[cfg(test)]
 mod tls_tests;
 

@@ -2,164 +2,16 @@
 //! gives one line naming the cluster, the address and the cause, with no secret in it; mutual
 //! TLS, tokens and rotation work; a handshake is not paid per request.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use rustls::server::WebPkiClientVerifier;
-use rustls::{RootCertStore, ServerConfig};
-
-use super::access::ClusterAccess;
 use super::client::{FlinkClient, FlinkOptions};
+use super::test_server::{Server, server_config};
 use crate::config::test_certs::write;
-use crate::config::{ClusterAuth, ClusterSpec, crypto};
+use crate::config::{ClusterAuth, ClusterSpec};
 use crate::engine::EngineError;
 use flowscale_tests::certs::TestCa as Ca;
-
-/// A local HTTP/1.1 server, TLS when given a config, that answers every request with
-/// `status` and a small JSON body, keeping connections alive; it counts handshakes (TLS) or
-/// connections (plain) and records the `Authorization` headers it gets.
-pub(crate) struct Server {
-    pub(crate) port: u16,
-    pub(crate) connections: Arc<AtomicUsize>,
-    pub(crate) authorizations: Arc<Mutex<Vec<String>>>,
-}
-
-pub(crate) fn server_config(
-    cert: &Path,
-    key: &Path,
-    client_ca: Option<&Path>,
-) -> Arc<ServerConfig> {
-    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
-        .expect("cert")
-        .collect::<Result<_, _>>()
-        .expect("cert");
-    let key = PrivateKeyDer::from_pem_file(key).expect("key");
-    let builder = ServerConfig::builder_with_provider(crypto())
-        .with_safe_default_protocol_versions()
-        .expect("versions");
-    let builder = match client_ca {
-        Some(ca) => {
-            let mut roots = RootCertStore::empty();
-            for der in CertificateDer::pem_file_iter(ca).expect("ca") {
-                roots.add(der.expect("ca")).expect("ca");
-            }
-            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), crypto())
-                .build()
-                .expect("verifier");
-            builder.with_client_cert_verifier(verifier)
-        }
-        None => builder.with_no_client_auth(),
-    };
-    Arc::new(builder.with_single_cert(chain, key).expect("server cert"))
-}
-
-impl Server {
-    pub(crate) fn start(tls: Option<Arc<ServerConfig>>, status: u16) -> Server {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-        let port = listener.local_addr().expect("addr").port();
-        let connections = Arc::new(AtomicUsize::new(0));
-        let authorizations = Arc::new(Mutex::new(Vec::new()));
-        let (count, seen) = (Arc::clone(&connections), Arc::clone(&authorizations));
-        std::thread::spawn(move || {
-            for stream in listener.incoming().flatten() {
-                let (tls, count, seen) = (tls.clone(), Arc::clone(&count), Arc::clone(&seen));
-                std::thread::spawn(move || {
-                    let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
-                    match tls {
-                        Some(config) => {
-                            let Ok(mut conn) = rustls::ServerConnection::new(config) else {
-                                return;
-                            };
-                            let mut stream = stream;
-                            // The handshake first, so that a refused one is not counted.
-                            while conn.is_handshaking() {
-                                if conn.complete_io(&mut stream).is_err() {
-                                    return;
-                                }
-                            }
-                            count.fetch_add(1, Ordering::SeqCst);
-                            serve(rustls::StreamOwned::new(conn, stream), status, &seen);
-                        }
-                        None => {
-                            count.fetch_add(1, Ordering::SeqCst);
-                            serve(stream, status, &seen);
-                        }
-                    }
-                });
-            }
-        });
-        Server {
-            port,
-            connections,
-            authorizations,
-        }
-    }
-}
-
-/// Answers requests on one connection until the client closes it.
-fn serve<S: Read + Write>(stream: S, status: u16, seen: &Mutex<Vec<String>>) {
-    let mut reader = BufReader::new(stream);
-    loop {
-        let mut length = 0usize;
-        let mut line = String::new();
-        let mut first = true;
-        loop {
-            line.clear();
-            match reader.read_line(&mut line) {
-                Ok(0) | Err(_) => return,
-                Ok(_) => {}
-            }
-            if line == "\r\n" {
-                break;
-            }
-            let lower = line.to_ascii_lowercase();
-            if let Some(value) = lower.strip_prefix("content-length:") {
-                length = value.trim().parse().unwrap_or(0);
-            }
-            if lower.starts_with("authorization:") {
-                let value = line["authorization:".len()..].trim().to_string();
-                seen.lock().expect("lock").push(value);
-            }
-            if first && !line.starts_with("GET") && !line.starts_with("PUT") {
-                // What an HTTP server answers to bytes that are not a request (a TLS hello).
-                let _ = reader
-                    .get_mut()
-                    .write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n");
-                return;
-            }
-            first = false;
-        }
-        let mut body = vec![0; length];
-        if reader.read_exact(&mut body).is_err() {
-            return;
-        }
-        let answer = if status == 200 {
-            r#"{"taskmanagers":1}"#.to_string()
-        } else {
-            "<html><body>Unauthorized\n</body></html>".to_string()
-        };
-        // A 3xx is what Flink's TLS port answers a plain request: a redirect to https.
-        let location = if (300..400).contains(&status) {
-            "Location: https://127.0.0.1:8081/overview\r\n"
-        } else {
-            ""
-        };
-        let reply = format!(
-            "HTTP/1.1 {status} X\r\n{location}Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{answer}",
-            answer.len()
-        );
-        let stream = reader.get_mut();
-        if stream.write_all(reply.as_bytes()).is_err() || stream.flush().is_err() {
-            return;
-        }
-    }
-}
 
 /// A named cluster `prod` at `rest`.
 pub(crate) fn cluster(rest: &str) -> ClusterSpec {
@@ -179,8 +31,7 @@ pub(crate) fn client(spec: &ClusterSpec) -> FlinkClient {
         request_timeout: Duration::from_secs(5),
         ..FlinkOptions::new(spec.rest.as_str())
     };
-    let access = ClusterAccess::open(&options.endpoint(), spec).expect("files usable");
-    FlinkClient::with_access(options, Arc::new(access))
+    FlinkClient::for_cluster(options, spec).expect("files usable")
 }
 
 /// The one line of a failed `GET /overview`.
@@ -326,7 +177,7 @@ fn https_to_a_plain_port_and_http_to_a_tls_port_say_which_is_which() {
 
     let tls = tls_server(&pki.server, None, 200);
     let line = failure(&cluster(&format!("http://localhost:{}", tls.port)));
-    assert!(line.contains("use an https:// URL"), "{line}");
+    assert!(line.contains("set `rest` to an https:// URL"), "{line}");
     // Flink's TLS port answers a plain request with a redirect to https: not followed, named.
     let redirecting = Server::start(None, 307);
     let line = failure(&cluster(&format!("http://localhost:{}", redirecting.port)));
@@ -334,7 +185,7 @@ fn https_to_a_plain_port_and_http_to_a_tls_port_say_which_is_which() {
         line.contains("redirects to https://127.0.0.1:8081/overview: its REST API has TLS"),
         "{line}"
     );
-    assert!(line.contains("use an https:// URL"), "{line}");
+    assert!(line.contains("set `rest` to an https:// URL"), "{line}");
 }
 
 #[test]
