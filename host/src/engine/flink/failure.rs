@@ -156,11 +156,29 @@ fn certificate_cause(err: &CertificateError) -> String {
         C::NotValidForNameContext {
             expected,
             presented,
-        } => format!(
-            "the server's certificate is not valid for `{expected:?}`; it lists {} (connect \
-             by one of those names)",
-            presented.join(", ")
-        ),
+        } => {
+            let expected = match expected {
+                rustls::pki_types::ServerName::DnsName(name) => name.as_ref().to_string(),
+                rustls::pki_types::ServerName::IpAddress(ip) => {
+                    std::net::IpAddr::from(*ip).to_string()
+                }
+                other => format!("{other:?}"),
+            };
+            // rustls gives each name as `DnsName("...")` or `IpAddress(...)`: the name alone.
+            let presented: Vec<&str> = presented
+                .iter()
+                .map(|name| {
+                    name.split_once('(')
+                        .and_then(|(_, rest)| rest.strip_suffix(')'))
+                        .map_or(name.as_str(), |inner| inner.trim_matches('"'))
+                })
+                .collect();
+            format!(
+                "the server's certificate is not valid for `{expected}`; it lists {} (connect \
+                 by one of those names)",
+                presented.join(", ")
+            )
+        }
         C::Expired | C::ExpiredContext { .. } => {
             "the server's certificate has expired (renew it on the cluster)".to_string()
         }
