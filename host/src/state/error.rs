@@ -76,6 +76,21 @@ pub enum StateError {
         #[source]
         source: postgres::Error,
     },
+    /// `[host] state` is not a URL the state link can use (never with its password).
+    #[error("`[host] state` is not a usable PostgreSQL URL: {reason}")]
+    Url {
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The TLS files of the state link cannot be used: the server's address and why (the file
+    /// and the cause, never its contents).
+    #[error("PostgreSQL state (connect to {server}): {reason}")]
+    Tls {
+        /// The server's address.
+        server: String,
+        /// Why.
+        reason: String,
+    },
     /// The database holds a schema newer than this host knows: a newer flowscale migrated it.
     #[error(
         "the PostgreSQL schema is at version {found}, this host knows up to {known}: upgrade this host (a newer flowscale migrated the database)"
