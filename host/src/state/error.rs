@@ -82,10 +82,10 @@ pub enum StateError {
         /// What is wrong with it.
         reason: String,
     },
-    /// The TLS files of the state link cannot be used: the server's address and why (the file
-    /// and the cause, never its contents).
+    /// The state link cannot be made before the server is asked: its TLS files cannot be used
+    /// (the file and the cause, never its contents), or there is no password to give.
     #[error("PostgreSQL state (connect to {server}): {reason}")]
-    Tls {
+    Link {
         /// The server's address.
         server: String,
         /// Why.

@@ -60,7 +60,7 @@ impl Connector {
             } else {
                 let files = info.tls.clone();
                 let reloading = Reloading::new(files.paths(), move || Material::read(&files))
-                    .map_err(|e| StateError::Tls {
+                    .map_err(|e| StateError::Link {
                         server: info.server.clone(),
                         reason: e.to_string(),
                     })?;
@@ -96,7 +96,7 @@ impl Connector {
             Some(tls) => {
                 let tls_config =
                     client_config(self.info.mode, &self.material(tls)).map_err(|reason| {
-                        StateError::Tls {
+                        StateError::Link {
                             server: server.clone(),
                             reason,
                         }
@@ -112,7 +112,25 @@ impl Connector {
                 }
             }
         };
-        let mut client = connected.map_err(db_error(&action))?;
+        let mut client = connected.map_err(|err| match &password {
+            // The client's own words ("password missing") do not say where one was looked for.
+            None if std::error::Error::source(&err)
+                .is_some_and(|cause| cause.to_string() == "password missing") =>
+            {
+                StateError::Link {
+                    server: server.clone(),
+                    reason: format!(
+                        "the server asks for a password and there is none: not in the URL, not in \
+                     PGPASSWORD, and {}",
+                        self.info.password_file(&self.env).map_or_else(
+                            || "no password file (PGPASSFILE or ~/.pgpass)".to_string(),
+                            |path| format!("no line of {} matches", path.display())
+                        )
+                    ),
+                }
+            }
+            _ => db_error(&action)(err),
+        })?;
         if let Some(ttl) = ttl {
             let idle_ms = (ttl.as_millis() / 4).max(50);
             let lock_ms = (ttl.as_millis() / 2).max(100);

@@ -193,7 +193,7 @@ impl ConnInfo {
         if let Some(password) = &env.pgpassword {
             return (Some(Secret::new(password.clone())), None);
         }
-        let Some(path) = pgpass::location(env.pgpassfile.as_deref(), env.home.as_deref()) else {
+        let Some(path) = self.password_file(env) else {
             return (None, None);
         };
         match pgpass::read(&path) {
@@ -207,6 +207,11 @@ impl ConnInfo {
                 (found.map(Secret::new), None)
             }
         }
+    }
+
+    /// Where the password file is looked for.
+    pub(crate) fn password_file(&self, env: &Env) -> Option<PathBuf> {
+        pgpass::location(env.pgpassfile.as_deref(), env.home.as_deref())
     }
 
     /// What the password file is searched by, one per host of the URL.

@@ -375,12 +375,48 @@ fn a_wrong_root_a_wrong_name_and_missing_credentials_fail_with_one_clear_line() 
         Some(0),
         "verify-ca checks the chain, not the name: {stderr}"
     );
+    // `require`: encryption, any certificate; but given a root certificate, libpq's special
+    // case: the chain is checked as in verify-ca.
+    let fleet = status_fleet(
+        dir.path(),
+        "require",
+        &server.url(
+            "127.0.0.1",
+            "flowscale",
+            &format!("sslmode=require&{client}"),
+        ),
+    );
+    let (code, _, stderr) = status(&fleet, &env);
+    assert_eq!(code, Some(0), "require takes any certificate: {stderr}");
+    check(
+        "require-with-root",
+        &server.url(
+            "127.0.0.1",
+            "flowscale",
+            &format!(
+                "sslmode=require&sslrootcert={}&{client}",
+                other.ca_pem().display()
+            ),
+        ),
+        &env,
+        &error(
+            "127.0.0.1",
+            "error performing TLS handshake: invalid peer certificate: UnknownIssuer",
+        ),
+    );
     // No password anywhere: the server's refusal, no password in it.
     check(
         "no-password",
         &server.verify_full("flowscale"),
-        &[],
-        &error("localhost", "invalid configuration: password missing"),
+        &[("PGPASSFILE", dir.path().join("no-such-file").as_os_str())],
+        &error(
+            "localhost",
+            &format!(
+                "the server asks for a password and there is none: not in the URL, not in \
+                 PGPASSWORD, and no line of {} matches",
+                dir.path().join("no-such-file").display()
+            ),
+        ),
     );
     // A wrong password in the URL: the server's message and SQLSTATE, not the password.
     let wrong = server
@@ -440,7 +476,7 @@ fn a_wrong_root_a_wrong_name_and_missing_credentials_fail_with_one_clear_line() 
         stderr.contains(&format!(
             "password file ignored: {} is readable by group or others",
             pgpass.display()
-        )) && stderr.contains("password missing"),
+        )) && stderr.contains("the server asks for a password and there is none"),
         "{stderr}"
     );
     assert!(!stderr.contains(PASSWORD), "{stderr}");
