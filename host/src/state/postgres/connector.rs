@@ -174,6 +174,12 @@ impl Connector {
     }
 }
 
+/// Whether the state link of `url` can be made as far as this host alone can tell, without
+/// connecting: the URL, its `sslmode` and its TLS files (`flowscale validate`).
+pub(crate) fn check_link(url: &str) -> Result<(), StateError> {
+    Connector::new(url).map(|_| ())
+}
+
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|e| e.into_inner())
 }

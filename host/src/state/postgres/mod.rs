@@ -30,6 +30,7 @@ mod tls;
 #[cfg(test)]
 mod tests;
 
+pub(crate) use connector::check_link;
 pub(crate) use host_leases::HostLeases;
 pub(crate) use ownership::{Ownership, read_ownership};
 pub(crate) use store::PostgresStateStore;
