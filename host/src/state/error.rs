@@ -127,7 +127,7 @@ pub enum StateError {
 
 /// What a client error says, with the server's own message (the client's `Display` alone says
 /// only "db error") or the cause of a broken connection.
-fn describe(error: &postgres::Error) -> String {
+pub(super) fn describe(error: &postgres::Error) -> String {
     if let Some(db) = error.as_db_error() {
         return format!("{}: {} ({})", db.severity(), db.message(), db.code().code());
     }

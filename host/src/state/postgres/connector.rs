@@ -16,9 +16,10 @@ use tokio_postgres_rustls::MakeRustlsConnect;
 use super::conninfo::{ConnInfo, Env, SslMode};
 use super::error::db_error;
 use super::tls::{Material, client_config};
-use crate::credentials::{Reload, Reloading};
+use crate::credentials::{Reload, Reloading, Secret};
 use crate::events::Event;
 use crate::state::StateError;
+use crate::state::error::describe;
 
 /// The most credential events kept for the host to collect (a host that never collects them
 /// keeps only the last ones).
@@ -82,7 +83,6 @@ impl Connector {
     /// at the same instant.
     pub(crate) fn connect(&self, ttl: Option<Duration>) -> Result<Client, StateError> {
         let server = &self.info.server;
-        let action = format!("connect to {server}");
         let mut config = self.info.config.clone();
         let (password, warning) = self.info.password(&self.env);
         if let Some(warning) = warning {
@@ -91,8 +91,10 @@ impl Connector {
         if let Some(password) = &password {
             config.password(password.expose());
         }
-        let connected = match &self.tls {
-            None => config.connect(NoTls),
+        let mut client = match &self.tls {
+            None => config
+                .connect(NoTls)
+                .map_err(|err| self.connect_error(err, &password))?,
             Some(tls) => {
                 let tls_config =
                     client_config(self.info.mode, &self.material(tls)).map_err(|reason| {
@@ -102,35 +104,32 @@ impl Connector {
                         }
                     })?;
                 match config.connect(MakeRustlsConnect::new(tls_config)) {
-                    // libpq's `prefer`: whatever failed over TLS is tried once without.
+                    // libpq's `prefer`: whatever failed over TLS is tried once without; when
+                    // that fails too, both causes are said (as libpq does).
                     Err(tls_error) if self.info.mode == SslMode::Prefer => {
-                        tracing::debug!(server = %server, %tls_error, "trying again without TLS");
                         config.ssl_mode(ClientSslMode::Disable);
-                        config.connect(NoTls)
+                        match config.connect(NoTls) {
+                            Ok(client) => client,
+                            // The same refusal both ways (a password, a role): said once.
+                            Err(plain) if describe(&plain) == describe(&tls_error) => {
+                                return Err(self.connect_error(plain, &password));
+                            }
+                            Err(plain) => {
+                                return Err(StateError::Link {
+                                    server: server.clone(),
+                                    reason: format!(
+                                        "over TLS: {}; without TLS: {}",
+                                        describe(&tls_error),
+                                        describe(&plain)
+                                    ),
+                                });
+                            }
+                        }
                     }
-                    connected => connected,
+                    connected => connected.map_err(|err| self.connect_error(err, &password))?,
                 }
             }
         };
-        let mut client = connected.map_err(|err| match &password {
-            // The client's own words ("password missing") do not say where one was looked for.
-            None if std::error::Error::source(&err)
-                .is_some_and(|cause| cause.to_string() == "password missing") =>
-            {
-                StateError::Link {
-                    server: server.clone(),
-                    reason: format!(
-                        "the server asks for a password and there is none: not in the URL, not in \
-                     PGPASSWORD, and {}",
-                        self.info.password_file(&self.env).map_or_else(
-                            || "no password file (PGPASSFILE or ~/.pgpass)".to_string(),
-                            |path| format!("no line of {} matches", path.display())
-                        )
-                    ),
-                }
-            }
-            _ => db_error(&action)(err),
-        })?;
         if let Some(ttl) = ttl {
             let idle_ms = (ttl.as_millis() / 4).max(50);
             let lock_ms = (ttl.as_millis() / 2).max(100);
@@ -141,6 +140,29 @@ impl Connector {
                 .map_err(db_error("set the session timeouts"))?;
         }
         Ok(client)
+    }
+
+    /// A failed connection as a state error. The client's own "password missing" does not say
+    /// where a password was looked for: this does.
+    fn connect_error(&self, err: postgres::Error, password: &Option<Secret>) -> StateError {
+        let server = &self.info.server;
+        let missing = password.is_none()
+            && std::error::Error::source(&err)
+                .is_some_and(|cause| cause.to_string() == "password missing");
+        if !missing {
+            return db_error(&format!("connect to {server}"))(err);
+        }
+        StateError::Link {
+            server: server.clone(),
+            reason: format!(
+                "the server asks for a password and there is none: not in the URL, not in \
+                 PGPASSWORD, and {}",
+                self.info.password_file(&self.env).map_or_else(
+                    || "no password file (PGPASSFILE or ~/.pgpass)".to_string(),
+                    |path| format!("no line of {} matches", path.display())
+                )
+            ),
+        }
     }
 
     /// The TLS material for a new connection: read again when a file changed since the last

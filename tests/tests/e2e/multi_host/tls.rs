@@ -404,6 +404,33 @@ fn a_wrong_root_a_wrong_name_and_missing_credentials_fail_with_one_clear_line() 
             "error performing TLS handshake: invalid peer certificate: UnknownIssuer",
         ),
     );
+    // `prefer` (the default): a failed TLS attempt is tried once without TLS, as libpq does,
+    // which this server refuses (TLS only); with good files it stays on TLS.
+    check(
+        "prefer-wrong-root",
+        &server.url(
+            "localhost",
+            "flowscale",
+            &format!(
+                "sslmode=prefer&sslrootcert={}&{client}",
+                other.ca_pem().display()
+            ),
+        ),
+        &env,
+        &error(
+            "localhost",
+            "over TLS: error performing TLS handshake: invalid peer certificate: UnknownIssuer; \
+             without TLS: FATAL: no pg_hba.conf entry for host \"127.0.0.1\", user \"flowscale\", \
+             database \"flowscale\", no encryption (28000)",
+        ),
+    );
+    let fleet = status_fleet(
+        dir.path(),
+        "prefer",
+        &server.url("localhost", "flowscale", &format!("{root}&{client}")),
+    );
+    let (code, _, stderr) = status(&fleet, &env);
+    assert_eq!(code, Some(0), "prefer over TLS: {stderr}");
     // No password anywhere: the server's refusal, no password in it.
     check(
         "no-password",
