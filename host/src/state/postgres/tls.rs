@@ -185,3 +185,149 @@ impl ServerCertVerifier for AnyCertificate {
         self.algorithms.supported_schemes()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
+    use rustls::pki_types::PrivatePkcs8KeyDer;
+    use rustls::{ClientConnection, ServerConfig, ServerConnection};
+
+    use super::*;
+
+    /// A CA made in memory.
+    struct Ca {
+        cert: CertificateDer<'static>,
+        issuer: Issuer<'static, KeyPair>,
+    }
+
+    impl Ca {
+        /// A CA named `name` (two CAs of one name would be told apart by signature only).
+        fn new(name: &str) -> Ca {
+            let key = KeyPair::generate().expect("a key");
+            let mut params = CertificateParams::new(Vec::<String>::new()).expect("params");
+            params.distinguished_name.push(DnType::CommonName, name);
+            params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+            let cert = params.self_signed(&key).expect("a CA").der().clone();
+            Ca {
+                cert,
+                issuer: Issuer::new(params, key),
+            }
+        }
+
+        /// A server configuration with a leaf for `names`, valid now or expired.
+        fn server(&self, names: &[&str], expired: bool) -> Arc<ServerConfig> {
+            let key = KeyPair::generate().expect("a key");
+            let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+            let mut params = CertificateParams::new(names).expect("params");
+            if expired {
+                params.not_before = rcgen::date_time_ymd(2020, 1, 1);
+                params.not_after = rcgen::date_time_ymd(2021, 1, 1);
+            }
+            let leaf = params.signed_by(&key, &self.issuer).expect("a leaf");
+            let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der()));
+            let config = ServerConfig::builder_with_provider(provider())
+                .with_safe_default_protocol_versions()
+                .expect("versions")
+                .with_no_client_auth()
+                .with_single_cert(vec![leaf.der().clone()], key)
+                .expect("a server config");
+            Arc::new(config)
+        }
+    }
+
+    /// A handshake in memory between `mode` with `roots` and `server`, the client dialing
+    /// `name`: the client's verdict.
+    fn handshake(
+        mode: SslMode,
+        roots: &[&Ca],
+        server: Arc<ServerConfig>,
+        name: &str,
+    ) -> Result<(), rustls::Error> {
+        let material = Material {
+            roots: roots.iter().map(|ca| ca.cert.clone()).collect(),
+            client: None,
+        };
+        let config = client_config(mode, &material).expect("a client config");
+        let name = ServerName::try_from(name.to_string()).expect("a name");
+        let mut client = ClientConnection::new(Arc::new(config), name).expect("a client");
+        let mut server = ServerConnection::new(server).expect("a server");
+        for _ in 0..10 {
+            let mut bytes = Vec::new();
+            client.write_tls(&mut bytes).expect("client bytes");
+            server.read_tls(&mut &bytes[..]).expect("to the server");
+            // The server's own complaint comes after the client's, which is what is asserted.
+            let _ = server.process_new_packets();
+            let mut bytes = Vec::new();
+            server.write_tls(&mut bytes).expect("server bytes");
+            client.read_tls(&mut &bytes[..]).expect("to the client");
+            client.process_new_packets()?;
+            if !client.is_handshaking() {
+                return Ok(());
+            }
+        }
+        panic!("the handshake did not end");
+    }
+
+    fn certificate_error(result: Result<(), rustls::Error>) -> CertificateError {
+        match result {
+            Err(rustls::Error::InvalidCertificate(err)) => err,
+            other => panic!("a certificate error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn verify_full_checks_the_chain_and_the_name() {
+        let (ca, other) = (Ca::new("ca"), Ca::new("other"));
+        let server = ca.server(&["db.example"], false);
+        handshake(SslMode::VerifyFull, &[&ca], server.clone(), "db.example").expect("verified");
+        let err = certificate_error(handshake(
+            SslMode::VerifyFull,
+            &[&ca],
+            server.clone(),
+            "other.example",
+        ));
+        assert!(
+            matches!(
+                err,
+                CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. }
+            ),
+            "{err:?}"
+        );
+        let err = certificate_error(handshake(
+            SslMode::VerifyFull,
+            &[&other],
+            server,
+            "db.example",
+        ));
+        assert_eq!(err, CertificateError::UnknownIssuer);
+    }
+
+    #[test]
+    fn verify_ca_and_require_with_a_root_check_the_chain_but_not_the_name() {
+        let (ca, other) = (Ca::new("ca"), Ca::new("other"));
+        let server = ca.server(&["db.example"], false);
+        for mode in [SslMode::VerifyCa, SslMode::Require, SslMode::Prefer] {
+            handshake(mode, &[&ca], server.clone(), "other.example")
+                .unwrap_or_else(|e| panic!("{mode:?}: any name: {e}"));
+            let err = certificate_error(handshake(mode, &[&other], server.clone(), "db.example"));
+            assert_eq!(err, CertificateError::UnknownIssuer, "{mode:?}");
+        }
+        // Only the name is let pass: an expired certificate is refused all the same.
+        let expired = ca.server(&["db.example"], true);
+        let err = certificate_error(handshake(SslMode::VerifyCa, &[&ca], expired, "db.example"));
+        assert!(
+            matches!(
+                err,
+                CertificateError::Expired | CertificateError::ExpiredContext { .. }
+            ),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn require_without_a_root_takes_any_certificate() {
+        let server = Ca::new("any").server(&["db.example"], true);
+        handshake(SslMode::Require, &[], server.clone(), "other.example").expect("encrypted");
+        handshake(SslMode::Prefer, &[], server, "other.example").expect("encrypted");
+    }
+}
