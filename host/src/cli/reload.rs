@@ -76,6 +76,10 @@ pub(super) type OnChange<'p> = Box<dyn FnMut(Changed<'_>) + 'p>;
 /// What is handed the runs of the entries a reload stopped, as they end.
 pub(super) type OnLeft<'p> = Box<dyn FnMut(Vec<JobRun>) + 'p>;
 
+/// Where the host's own events that happen outside the fleet's loop come from (the state link's
+/// `CredentialsReloaded` and `CredentialsRefused`): asked at every poll.
+pub(super) type HostEvents<'p> = Box<dyn FnMut() -> Vec<Event> + 'p>;
+
 /// Watches one fleet file for the running host.
 ///
 /// The file is read every time the fleet asks (a few times a second; fleet files are small) and
@@ -102,6 +106,8 @@ pub(super) struct FleetWatcher<'p, W: Write> {
     on_change: Option<OnChange<'p>>,
     /// Handed the runs of the entries a reload stopped.
     on_left: Option<OnLeft<'p>>,
+    /// Asked for the host's events at every poll, which are printed.
+    host_events: Option<HostEvents<'p>>,
     plugins: Option<LivePlugins>,
     /// The next plan comes from a plugin change: its `ConfigReloaded` summary is not printed
     /// (the plugin events say what happened).
@@ -138,6 +144,7 @@ impl<'p, W: Write> FleetWatcher<'p, W> {
             catalog,
             on_change: None,
             on_left: None,
+            host_events: None,
             plugins,
             quiet: false,
             policy,
@@ -159,6 +166,11 @@ impl<'p, W: Write> FleetWatcher<'p, W> {
     /// Has `callback` handed the runs of every entry a reload stopped, once they have ended.
     pub(super) fn on_left(&mut self, callback: OnLeft<'p>) {
         self.on_left = Some(callback);
+    }
+
+    /// Has `source` asked for the host's events at every poll, to print them.
+    pub(super) fn host_events(&mut self, source: HostEvents<'p>) {
+        self.host_events = Some(source);
     }
 
     fn tell(&mut self, change: Changed<'_>) {
@@ -250,6 +262,14 @@ impl<W: Write> FleetWatcher<'_, W> {
 
 impl<W: Write> FleetSource for FleetWatcher<'_, W> {
     fn poll(&mut self) -> Option<FleetPlan> {
+        let events = self
+            .host_events
+            .as_mut()
+            .map(|source| source())
+            .unwrap_or_default();
+        for event in &events {
+            self.print(event);
+        }
         // A SIGHUP asks for both: the plugins first, the file at this poll or, when the plugins
         // gave a new plan, at the next one.
         if self.signals.take_reload() {
