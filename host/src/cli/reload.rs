@@ -10,7 +10,8 @@ use std::sync::{Arc, Mutex};
 
 use crate::alignment::ModeCatalog;
 use crate::config::{
-    ConfigErrors, Diagnostic, FleetConfig, HostSettings, KeyPolicy, PluginIsolation, check_listen,
+    ConfigErrors, Diagnostic, FleetConfig, HostSettings, KeyPolicy, PluginIsolation,
+    check_listen_token,
 };
 use crate::events::{Event, EventReason, Severity};
 use crate::plan::{FleetPlan, replan_fleet};
@@ -73,6 +74,10 @@ pub(super) enum Changed<'a> {
 /// What is told of every [`Changed`].
 pub(super) type OnChange<'p> = Box<dyn FnMut(Changed<'_>) + 'p>;
 
+/// What is asked, at every look, for events of others to print (the HTTP server's certificate
+/// and token files).
+pub(super) type MoreEvents<'p> = Box<dyn FnMut() -> Vec<Event> + 'p>;
+
 /// What is handed the runs of the entries a reload stopped, as they end.
 pub(super) type OnLeft<'p> = Box<dyn FnMut(Vec<JobRun>) + 'p>;
 
@@ -102,6 +107,8 @@ pub(super) struct FleetWatcher<'p, W: Write> {
     on_change: Option<OnChange<'p>>,
     /// Handed the runs of the entries a reload stopped.
     on_left: Option<OnLeft<'p>>,
+    /// Asked for events to print at every look.
+    more_events: Option<MoreEvents<'p>>,
     plugins: Option<LivePlugins>,
     /// The next plan comes from a plugin change: its `ConfigReloaded` summary is not printed
     /// (the plugin events say what happened).
@@ -138,6 +145,7 @@ impl<'p, W: Write> FleetWatcher<'p, W> {
             catalog,
             on_change: None,
             on_left: None,
+            more_events: None,
             plugins,
             quiet: false,
             policy,
@@ -159,6 +167,11 @@ impl<'p, W: Write> FleetWatcher<'p, W> {
     /// Has `callback` handed the runs of every entry a reload stopped, once they have ended.
     pub(super) fn on_left(&mut self, callback: OnLeft<'p>) {
         self.on_left = Some(callback);
+    }
+
+    /// Has `callback` asked, at every look, for events to print.
+    pub(super) fn more_events(&mut self, callback: MoreEvents<'p>) {
+        self.more_events = Some(callback);
     }
 
     fn tell(&mut self, change: Changed<'_>) {
@@ -200,7 +213,7 @@ impl<'p, W: Write> FleetWatcher<'p, W> {
         let mut plan = checked.plan?;
         self.started.flags.apply(&mut plan.fleet.host);
         if let Some(addr) = self.started.serving
-            && let Err(why) = check_listen(addr, plan.fleet.host.api_token.as_deref())
+            && let Err(why) = check_listen_token(addr, &plan.fleet.host)
         {
             let problem = Diagnostic::new(
                 format!("{}: host.api-token", self.path.display()),
@@ -250,6 +263,11 @@ impl<W: Write> FleetWatcher<'_, W> {
 
 impl<W: Write> FleetSource for FleetWatcher<'_, W> {
     fn poll(&mut self) -> Option<FleetPlan> {
+        if let Some(more) = self.more_events.as_mut() {
+            for event in more() {
+                self.print(&event);
+            }
+        }
         // A SIGHUP asks for both: the plugins first, the file at this poll or, when the plugins
         // gave a new plan, at the next one.
         if self.signals.take_reload() {

@@ -513,6 +513,7 @@ fn run_printing(
             );
             if let Some(serving) = serving {
                 watcher.on_change(Box::new(|change| serving.changed(change)));
+                watcher.more_events(Box::new(|| serving.credential_events()));
             }
             let departed = &mut departed;
             let printer = &printer;
