@@ -398,6 +398,47 @@ mod tests {
     }
 
     #[test]
+    fn a_token_file_is_reloaded_as_a_token_is_and_the_server_cannot_be_left_without_one() {
+        let watched = Watched::new("api-token-file = \"token\"");
+        let token = |name: &str, text: &str| {
+            let path = watched.dir.path().join(name);
+            flowscale_tests::certs::write_private(&path, text);
+            path
+        };
+        let first = token("token", "a-token-from-a-file-0123");
+        let mut watcher = watched.watcher(Started {
+            flags: HostFlags::default(),
+            serving: Some("0.0.0.0:9464".parse().expect("an address")),
+        });
+        // Another file: taken, the path (never the token) in the reload's message.
+        let second = token("other-token", "another-token-from-a-file");
+        watched.write("api-token-file = \"other-token\"");
+        let plan = watched.hup(&mut watcher).expect("applied");
+        assert_eq!(plan.fleet.host.api_token_file, Some(second));
+        // The file removed from the fleet file while the server listens on another address
+        // than loopback: refused, as a removed api-token is.
+        watched.write("");
+        assert!(watched.hup(&mut watcher).is_none());
+        // A file the server could not use: refused where the fleet file names it.
+        std::fs::set_permissions(&first, std::os::unix::fs::PermissionsExt::from_mode(0o644))
+            .expect("chmod");
+        watched.write("api-token-file = \"token\"");
+        assert!(watched.hup(&mut watcher).is_none());
+        let printed = watched.printed();
+        assert!(
+            printed.contains(
+                "fleet.toml: host.api-token: the server keeps listening on 0.0.0.0:9464 until the \
+                 host restarts: 0.0.0.0:9464 is not a loopback address: set `[host] \
+                 api-token-file` (or `api-token`)"
+            ),
+            "{printed}"
+        );
+        assert!(printed.contains("run `chmod 600"), "{printed}");
+        assert!(!printed.contains("a-token-from-a-file"), "{printed}");
+        assert!(!printed.contains("another-token-from-a-file"), "{printed}");
+    }
+
+    #[test]
     fn a_token_the_running_server_cannot_go_without_is_refused() {
         let token = "api-token = \"a-token-0123456789\"";
         let watched = Watched::new(token);
