@@ -416,3 +416,24 @@ fn the_server_does_not_start_with_files_it_cannot_use() {
         "{text}"
     );
 }
+
+#[test]
+fn clients_that_never_say_hello_on_every_slot_hold_off_others_only_until_the_deadline() {
+    let pki = Pki::new();
+    let server = start(&tls_config(&pki, None)).expect("starts");
+    let addr = server.local_addr();
+    let silent: Vec<TcpStream> = (0..super::MAX_CONNECTIONS)
+        .map(|_| TcpStream::connect(addr).expect("connect"))
+        .collect();
+    // Every slot is taken: this one waits in the backlog until the silent ones are cut off.
+    let started = Instant::now();
+    let (_, status, _) = https(addr, pki.ca.ca_pem(), "/healthz", Some(TOKEN))
+        .expect("served once the silent clients lost their slots");
+    let waited = started.elapsed();
+    assert_eq!(status, 200);
+    assert!(
+        waited < HANDSHAKE_TIMEOUT + Duration::from_secs(3),
+        "waited {waited:?}"
+    );
+    drop(silent);
+}
