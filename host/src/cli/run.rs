@@ -518,6 +518,7 @@ fn run_printing(
             );
             if let Some(serving) = serving {
                 watcher.on_change(Box::new(|change| serving.changed(change)));
+                watcher.host_events(Box::new(|| serving.credential_events()));
             }
             if let Some(leases) = watch.leases {
                 let connector = leases.connector();

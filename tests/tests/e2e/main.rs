@@ -36,6 +36,7 @@ mod removed;
 mod run;
 mod scale;
 mod serve;
+mod serve_tls;
 mod state;
 mod validate;
 mod what_if;
