@@ -332,6 +332,8 @@ pub(crate) fn run(quick: bool) {
     let config = ServeConfig {
         listen: SocketAddr::from(([127, 0, 0, 1], 0)),
         api_token: None,
+        api_token_file: None,
+        tls: None,
     };
     let server =
         Server::start(&config, Arc::clone(&view), Arc::new(NoBackend)).expect("the server starts");

@@ -12,6 +12,7 @@ use crate::config::{
 use crate::plan::{FleetPlan, plan_fleet, reload_fleet};
 use crate::plugins::LivePlugins;
 use crate::runner::check_state_dir;
+use crate::state::postgres::check_link;
 
 /// The custom modes of a plugins directory, as loaded at start.
 pub(super) type Catalog = Box<dyn ModeCatalog + Send + Sync>;
@@ -82,6 +83,16 @@ pub(super) fn check_fleet(
         let state = check_state_dir(&dir, &entries);
         reading.errors.extend(state.errors);
         extra_warnings = state.warnings;
+    }
+    // The state database's URL and TLS files, as far as they can be checked without connecting.
+    if checks.state_dir
+        && let Some(url) = reading.fleet.host.state_url.as_deref()
+        && let Err(err) = check_link(url)
+    {
+        reading.errors.push(Diagnostic::new(
+            format!("{}: host.state", file.display()),
+            format!("the state database cannot be used: {err}"),
+        ));
     }
     let dir = plugins_dir(plugins_flag, Some(&reading.fleet.host.plugins_dir));
     let isolation = isolation(checks.isolation, Some(&reading.fleet.host));

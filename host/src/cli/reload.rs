@@ -10,7 +10,8 @@ use std::sync::{Arc, Mutex};
 
 use crate::alignment::ModeCatalog;
 use crate::config::{
-    ConfigErrors, Diagnostic, FleetConfig, HostSettings, KeyPolicy, PluginIsolation, check_listen,
+    ConfigErrors, Diagnostic, FleetConfig, HostSettings, KeyPolicy, PluginIsolation,
+    check_listen_token,
 };
 use crate::events::{Event, EventReason, Severity};
 use crate::plan::{FleetPlan, replan_fleet};
@@ -76,6 +77,11 @@ pub(super) type OnChange<'p> = Box<dyn FnMut(Changed<'_>) + 'p>;
 /// What is handed the runs of the entries a reload stopped, as they end.
 pub(super) type OnLeft<'p> = Box<dyn FnMut(Vec<JobRun>) + 'p>;
 
+/// Where the host's own events that happen outside the fleet's loop come from (the
+/// `CredentialsReloaded` and `CredentialsRefused` of the state link and of the HTTP server):
+/// asked at every poll.
+pub(super) type HostEvents<'p> = Box<dyn FnMut() -> Vec<Event> + 'p>;
+
 /// Watches one fleet file for the running host.
 ///
 /// The file is read every time the fleet asks (a few times a second; fleet files are small) and
@@ -102,6 +108,9 @@ pub(super) struct FleetWatcher<'p, W: Write> {
     on_change: Option<OnChange<'p>>,
     /// Handed the runs of the entries a reload stopped.
     on_left: Option<OnLeft<'p>>,
+    /// Asked at every poll for the host's events from outside the fleet's loop, which are
+    /// printed.
+    host_events: Vec<HostEvents<'p>>,
     plugins: Option<LivePlugins>,
     /// The next plan comes from a plugin change: its `ConfigReloaded` summary is not printed
     /// (the plugin events say what happened).
@@ -138,6 +147,7 @@ impl<'p, W: Write> FleetWatcher<'p, W> {
             catalog,
             on_change: None,
             on_left: None,
+            host_events: Vec::new(),
             plugins,
             quiet: false,
             policy,
@@ -159,6 +169,11 @@ impl<'p, W: Write> FleetWatcher<'p, W> {
     /// Has `callback` handed the runs of every entry a reload stopped, once they have ended.
     pub(super) fn on_left(&mut self, callback: OnLeft<'p>) {
         self.on_left = Some(callback);
+    }
+
+    /// Has `source` asked for host events at every poll, to print them (one of several).
+    pub(super) fn host_events(&mut self, source: HostEvents<'p>) {
+        self.host_events.push(source);
     }
 
     fn tell(&mut self, change: Changed<'_>) {
@@ -200,7 +215,7 @@ impl<'p, W: Write> FleetWatcher<'p, W> {
         let mut plan = checked.plan?;
         self.started.flags.apply(&mut plan.fleet.host);
         if let Some(addr) = self.started.serving
-            && let Err(why) = check_listen(addr, plan.fleet.host.api_token.as_deref())
+            && let Err(why) = check_listen_token(addr, &plan.fleet.host)
         {
             let problem = Diagnostic::new(
                 format!("{}: host.api-token", self.path.display()),
@@ -250,6 +265,14 @@ impl<W: Write> FleetWatcher<'_, W> {
 
 impl<W: Write> FleetSource for FleetWatcher<'_, W> {
     fn poll(&mut self) -> Option<FleetPlan> {
+        let events: Vec<Event> = self
+            .host_events
+            .iter_mut()
+            .flat_map(|source| source())
+            .collect();
+        for event in &events {
+            self.print(event);
+        }
         // A SIGHUP asks for both: the plugins first, the file at this poll or, when the plugins
         // gave a new plan, at the next one.
         if self.signals.take_reload() {
@@ -377,6 +400,47 @@ mod tests {
         let plan = watched.hup(&mut watcher).expect("applied");
         assert_eq!(plan.fleet.host.workers, Some(4));
         assert_eq!(plan.fleet.host.plugin_isolation, PluginIsolation::Process);
+    }
+
+    #[test]
+    fn a_token_file_is_reloaded_as_a_token_is_and_the_server_cannot_be_left_without_one() {
+        let watched = Watched::new("api-token-file = \"token\"");
+        let token = |name: &str, text: &str| {
+            let path = watched.dir.path().join(name);
+            flowscale_tests::certs::write_private(&path, text);
+            path
+        };
+        let first = token("token", "a-token-from-a-file-0123");
+        let mut watcher = watched.watcher(Started {
+            flags: HostFlags::default(),
+            serving: Some("0.0.0.0:9464".parse().expect("an address")),
+        });
+        // Another file: taken, the path (never the token) in the reload's message.
+        let second = token("other-token", "another-token-from-a-file");
+        watched.write("api-token-file = \"other-token\"");
+        let plan = watched.hup(&mut watcher).expect("applied");
+        assert_eq!(plan.fleet.host.api_token_file, Some(second));
+        // The file removed from the fleet file while the server listens on another address
+        // than loopback: refused, as a removed api-token is.
+        watched.write("");
+        assert!(watched.hup(&mut watcher).is_none());
+        // A file the server could not use: refused where the fleet file names it.
+        std::fs::set_permissions(&first, std::os::unix::fs::PermissionsExt::from_mode(0o644))
+            .expect("chmod");
+        watched.write("api-token-file = \"token\"");
+        assert!(watched.hup(&mut watcher).is_none());
+        let printed = watched.printed();
+        assert!(
+            printed.contains(
+                "fleet.toml: host.api-token: the server keeps listening on 0.0.0.0:9464 until the \
+                 host restarts: 0.0.0.0:9464 is not a loopback address: set `[host] \
+                 api-token-file` (or `api-token`)"
+            ),
+            "{printed}"
+        );
+        assert!(printed.contains("run `chmod 600"), "{printed}");
+        assert!(!printed.contains("a-token-from-a-file"), "{printed}");
+        assert!(!printed.contains("another-token-from-a-file"), "{printed}");
     }
 
     #[test]

@@ -191,7 +191,9 @@ pub(super) fn exec(args: RunArgs) -> u8 {
     }
     let signals = Signals::install();
     let stop = Arc::clone(&signals.stop);
-    let renewals = leases.map(|leases| Renewals::start(leases, plan.fleet.host.interval));
+    let renewals = leases
+        .as_ref()
+        .map(|leases| Renewals::start(Arc::clone(leases), plan.fleet.host.interval));
     if !args.json {
         eprintln!(
             "running {} job(s) from {}: {}",
@@ -216,6 +218,7 @@ pub(super) fn exec(args: RunArgs) -> u8 {
     // A run of one step has nothing to reload.
     let watch = (!args.once).then(|| Watch {
         path: args.config.clone(),
+        leases,
         catalog,
         plugins,
         policy: key_policy(&args),
@@ -355,6 +358,8 @@ fn host_flags(args: &RunArgs) -> HostFlags {
 /// plugins directory.
 struct Watch {
     path: PathBuf,
+    /// The shared database's connections, whose credential events the watcher prints.
+    leases: Option<Arc<HostLeases>>,
     catalog: Arc<dyn ModeCatalog + Send + Sync>,
     plugins: Option<LivePlugins>,
     policy: KeyPolicy,
@@ -513,6 +518,11 @@ fn run_printing(
             );
             if let Some(serving) = serving {
                 watcher.on_change(Box::new(|change| serving.changed(change)));
+                watcher.host_events(Box::new(|| serving.credential_events()));
+            }
+            if let Some(leases) = watch.leases {
+                let connector = leases.connector();
+                watcher.host_events(Box::new(move || connector.take_events()));
             }
             let departed = &mut departed;
             let printer = &printer;

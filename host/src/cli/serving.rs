@@ -14,6 +14,7 @@ use std::time::Duration;
 use super::align::answer_request;
 use crate::alignment::ModeCatalog;
 use crate::config::{EngineSpec, check_listen};
+use crate::events::Event;
 use crate::plan::FleetPlan;
 use crate::plugins::isolation::what_if::WhatIfCatalog;
 use crate::plugins::{LivePlugins, PluginFileReport, PluginListing, PluginStatus};
@@ -67,6 +68,24 @@ fn loaded(reports: &[PluginFileReport]) -> usize {
         .count()
 }
 
+/// The start-up line: where the server is, and how it is protected when that is not obvious (a
+/// plaintext address others can reach relies on a proxy in front).
+fn serving_line(server: &Server, listen_plaintext: bool) -> String {
+    let addr = server.local_addr();
+    if server.tls() {
+        format!("serving metrics, API and dashboard on https://{addr}/")
+    } else if addr.ip().is_loopback() {
+        format!("serving metrics, API and dashboard on http://{addr}/")
+    } else if listen_plaintext {
+        format!(
+            "serving metrics, API and dashboard on http://{addr}/ in plaintext \
+             (`listen-plaintext = true`: the TLS-terminating proxy in front must be the only way in)"
+        )
+    } else {
+        format!("serving metrics, API and dashboard on http://{addr}/ in plaintext")
+    }
+}
+
 /// A running server and what keeps it current.
 pub(super) struct Serving {
     /// Serves until dropped.
@@ -93,8 +112,8 @@ impl Serving {
         let Some(listen) = listen else {
             return Ok(None);
         };
-        let token = plan.fleet.host.api_token.clone();
-        if let Err(why) = check_listen(listen, token.as_deref()) {
+        let host = &plan.fleet.host;
+        if let Err(why) = check_listen(listen, host) {
             eprintln!("error: --listen: {why}");
             return Err(());
         }
@@ -113,14 +132,13 @@ impl Serving {
         let backend = Arc::new(RunBackend { plugins });
         let config = ServeConfig {
             listen,
-            api_token: token,
+            api_token: host.api_token.clone(),
+            api_token_file: host.api_token_file.clone(),
+            tls: host.tls.clone(),
         };
         match Server::start(&config, Arc::clone(&view), backend) {
             Ok(server) => {
-                eprintln!(
-                    "serving metrics, API and dashboard on http://{}/",
-                    server.local_addr()
-                );
+                eprintln!("{}", serving_line(&server, host.listen_plaintext));
                 let serving = Serving {
                     server,
                     view,
@@ -163,14 +181,21 @@ impl Serving {
         *entries = plan.jobs.iter().map(|j| j.spec.name.clone()).collect();
     }
 
+    /// The events of the server's certificate, key and token files since the last call (a
+    /// renewal taken in, or a file passed over).
+    pub(super) fn credential_events(&self) -> Vec<Event> {
+        self.server.credential_events()
+    }
+
     /// Keeps the server current with what the running host changed.
     pub(super) fn changed(&self, change: Changed<'_>) {
         match change {
             Changed::Plan(plan) => {
                 // The token of the file read last; the reload checked it against the address
                 // the server listens on.
+                let host = &plan.fleet.host;
                 self.server
-                    .set_api_token(plan.fleet.host.api_token.as_deref());
+                    .set_api_token(host.api_token.as_deref(), host.api_token_file.as_deref());
                 self.show(plan);
             }
             Changed::Plugins(live) => {

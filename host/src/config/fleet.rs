@@ -42,6 +42,9 @@ use super::job::{JobConfig, Origin};
 use super::keys::canonical_key;
 use super::known::{KeyPolicy, UnknownKey, check_key};
 use super::rest_url::check_rest_url;
+use super::server_files::{
+    TlsFile, TlsFiles, load_token_file, read_tls_files, token_is_well_formed,
+};
 
 /// Default control-loop interval.
 pub(crate) const DEFAULT_INTERVAL: Duration = Duration::from_secs(10);
@@ -82,6 +85,10 @@ pub(super) const HOST_KEYS: &[&str] = &[
     "max-requests-per-cluster",
     "listen",
     "api-token",
+    "api-token-file",
+    "tls-cert-file",
+    "tls-key-file",
+    "listen-plaintext",
     "state",
     "id",
     "lease-ttl",
@@ -120,6 +127,14 @@ pub struct HostSettings {
     /// The bearer token every request to the server must carry; required when `listen` is not
     /// a loopback address.
     pub(crate) api_token: Option<String>,
+    /// `[host] api-token-file`: the file the bearer token is read from (and read again when it
+    /// changes), so that the token stays out of the fleet file; not with `api_token`.
+    pub(crate) api_token_file: Option<PathBuf>,
+    /// `[host] tls-cert-file` and `tls-key-file`: the server speaks HTTPS with them.
+    pub(crate) tls: Option<TlsFiles>,
+    /// `[host] listen-plaintext`: another address than loopback may be served without TLS,
+    /// for a TLS-terminating proxy in front.
+    pub(crate) listen_plaintext: bool,
     /// `[host] state`: the PostgreSQL database (`postgres://USER@HOST:PORT/DB`) several hosts
     /// share the fleet through, instead of `state-dir`.
     pub(crate) state_url: Option<String>,
@@ -145,6 +160,9 @@ impl HostSettings {
             max_requests_per_cluster: DEFAULT_MAX_REQUESTS_PER_CLUSTER,
             listen: None,
             api_token: None,
+            api_token_file: None,
+            tls: None,
+            listen_plaintext: false,
             state_url: None,
             id: None,
             lease_ttl: DEFAULT_LEASE_TTL,
@@ -160,9 +178,15 @@ pub(crate) enum ListenError {
     Syntax(String),
     /// Another address than loopback without a token: anyone on the network could read it.
     #[error(
-        "{0} is not a loopback address: set `[host] api-token` so that every request needs a bearer token"
+        "{0} is not a loopback address: set `[host] api-token-file` (or `api-token`) so that every request needs a bearer token"
     )]
     NeedsToken(SocketAddr),
+    /// Another address than loopback in plaintext: the token and the fleet would cross the
+    /// network readable by anyone on the path.
+    #[error(
+        "{0} is not a loopback address: set `[host] tls-cert-file` and `tls-key-file` so that the token and the answers cross the network encrypted, or `listen-plaintext = true` when a TLS-terminating proxy is in front"
+    )]
+    NeedsTls(SocketAddr),
     /// A token that cannot be sent in an HTTP header.
     #[error("api-token must be 16 to 256 visible ASCII characters (no spaces)")]
     BadToken,
@@ -175,19 +199,37 @@ pub(crate) fn parse_listen(text: &str) -> Result<SocketAddr, ListenError> {
         .map_err(|_| ListenError::Syntax(text.to_string()))
 }
 
-/// Checks a listen address and token together: a token is well formed, and only a loopback
-/// address may go without one.
-pub(crate) fn check_listen(addr: SocketAddr, token: Option<&str>) -> Result<(), ListenError> {
-    match token {
-        Some(t) => check_token(t),
-        None if !addr.ip().is_loopback() => Err(ListenError::NeedsToken(addr)),
-        None => Ok(()),
+/// Checks a listen address against how `host` protects the server: an inline token is well
+/// formed, and only a loopback address may go without a token (inline or from a file) or, unless
+/// `listen-plaintext` says a proxy encrypts in front, without TLS.
+pub(crate) fn check_listen(addr: SocketAddr, host: &HostSettings) -> Result<(), ListenError> {
+    check_listen_token(addr, host)?;
+    check_listen_tls(addr, host)
+}
+
+/// The TLS half of [`check_listen`].
+fn check_listen_tls(addr: SocketAddr, host: &HostSettings) -> Result<(), ListenError> {
+    if addr.ip().is_loopback() || host.tls.is_some() || host.listen_plaintext {
+        Ok(())
+    } else {
+        Err(ListenError::NeedsTls(addr))
+    }
+}
+
+/// The token half of [`check_listen`]: what a reload can change while the server keeps the
+/// socket and TLS setting it started with.
+pub(crate) fn check_listen_token(addr: SocketAddr, host: &HostSettings) -> Result<(), ListenError> {
+    match (&host.api_token, &host.api_token_file) {
+        (Some(t), _) => check_token(t),
+        (None, Some(_)) => Ok(()),
+        (None, None) if !addr.ip().is_loopback() => Err(ListenError::NeedsToken(addr)),
+        (None, None) => Ok(()),
     }
 }
 
 /// Checks that a token can be sent in an HTTP header and is long enough not to be guessed.
 fn check_token(token: &str) -> Result<(), ListenError> {
-    if (16..=256).contains(&token.len()) && token.bytes().all(|b| b.is_ascii_graphic()) {
+    if token_is_well_formed(token) {
         Ok(())
     } else {
         Err(ListenError::BadToken)
@@ -553,17 +595,82 @@ impl Parser {
                 "`state` and `state-dir` cannot both be set: choose the database or the directory",
             );
         }
+        self.server_files(table, value, host);
         // A token of the wrong form is reported where it is written (`host_keys`); here, only
-        // the address that needs one, where the address is written.
-        if let Some(addr) = host.listen
-            && let Err(why @ ListenError::NeedsToken(_)) =
-                check_listen(addr, host.api_token.as_deref())
-        {
-            let at = table
-                .iter()
-                .find(|(key, _)| key.get_ref().as_ref() == "listen")
-                .map_or(value, |(_, listen)| listen);
-            self.error(at, "host.listen", &why.to_string());
+        // the address that needs one, or TLS, where the address is written.
+        if let Some(addr) = host.listen {
+            let at = written(table, "listen").unwrap_or(value);
+            if let Err(why @ ListenError::NeedsToken(_)) = check_listen_token(addr, host) {
+                self.error(at, "host.listen", &why.to_string());
+            }
+            if let Err(why) = check_listen_tls(addr, host) {
+                self.error(at, "host.listen", &why.to_string());
+            }
+        }
+    }
+
+    /// Checks the server's files together and reads them, each problem at the key that names
+    /// the file: half a TLS pair, a token both inline and from a file, and a file the server
+    /// could not use (missing, readable by others, not PEM, a key of another certificate).
+    fn server_files(
+        &mut self,
+        table: &DeTable<'_>,
+        value: &Spanned<DeValue<'_>>,
+        host: &mut HostSettings,
+    ) {
+        if let Some(file) = &host.api_token_file {
+            let at = written(table, "api-token-file").unwrap_or(value);
+            if host.api_token.is_some() {
+                self.error(
+                    at,
+                    "host.api-token-file",
+                    "`api-token` and `api-token-file` cannot both be set: keep `api-token-file` (the token stays out of the fleet file)",
+                );
+            } else if let Err(why) = load_token_file(file) {
+                self.error(at, "host.api-token-file", &why.to_string());
+            }
+        }
+        let Some(tls) = host.tls.clone() else {
+            return;
+        };
+        let cert_at = written(table, "tls-cert-file");
+        let key_at = written(table, "tls-key-file");
+        match (cert_at, key_at) {
+            (Some(cert_at), Some(key_at)) => {
+                if let Err((file, why)) = read_tls_files(&tls) {
+                    let (at, key) = match file {
+                        TlsFile::Cert => (cert_at, "host.tls-cert-file"),
+                        TlsFile::Key => (key_at, "host.tls-key-file"),
+                    };
+                    self.error(at, key, &why.to_string());
+                }
+                if host.listen_plaintext
+                    && let Some(at) = written(table, "listen-plaintext")
+                {
+                    let line = Some(self.line_of(at.span().start));
+                    self.warnings.push(Diagnostic::new(
+                        self.at(line, "host.listen-plaintext"),
+                        "ignored: with `tls-cert-file` and `tls-key-file` the server speaks HTTPS",
+                    ));
+                }
+            }
+            (Some(at), None) => {
+                self.error(
+                    at,
+                    "host.tls-cert-file",
+                    "`tls-cert-file` needs `tls-key-file` too (both or neither)",
+                );
+                host.tls = None;
+            }
+            (None, Some(at)) => {
+                self.error(
+                    at,
+                    "host.tls-key-file",
+                    "`tls-key-file` needs `tls-cert-file` too (both or neither)",
+                );
+                host.tls = None;
+            }
+            (None, None) => host.tls = None,
         }
     }
 
@@ -649,6 +756,30 @@ impl Parser {
                         host.api_token = Some(token);
                     }
                 }
+                "api-token-file" => {
+                    host.api_token_file = self.string(value, &path).map(|f| base.join(f));
+                }
+                "tls-cert-file" | "tls-key-file" => {
+                    if let Some(file) = self.string(value, &path).map(|f| base.join(f)) {
+                        let tls = host.tls.get_or_insert_with(|| TlsFiles {
+                            cert: PathBuf::new(),
+                            key: PathBuf::new(),
+                        });
+                        if name == "tls-cert-file" {
+                            tls.cert = file;
+                        } else {
+                            tls.key = file;
+                        }
+                    }
+                }
+                "listen-plaintext" => match value.get_ref() {
+                    DeValue::Boolean(b) => host.listen_plaintext = *b,
+                    other => self.error(
+                        value,
+                        &path,
+                        &format!("expected true or false, got {}", other.type_str()),
+                    ),
+                },
                 "state" => {
                     if let Some(url) = self.string(value, &path) {
                         if url.starts_with("postgres://") || url.starts_with("postgresql://") {
@@ -989,6 +1120,14 @@ fn toml_integer(integer: &DeInteger<'_>) -> Option<i64> {
     i64::from_str_radix(integer.as_str(), integer.radix()).ok()
 }
 
+/// The value of `key` in `table`, where it is written.
+fn written<'t, 'a>(table: &'t DeTable<'a>, key: &str) -> Option<&'t Spanned<DeValue<'a>>> {
+    table
+        .iter()
+        .find(|(k, _)| k.get_ref().as_ref() == key)
+        .map(|(_, value)| value)
+}
+
 fn join(parent: &str, name: &str) -> String {
     if parent.is_empty() {
         name.to_string()
@@ -1020,7 +1159,8 @@ mod tests {
                            256 visible ASCII characters (no spaces)";
         assert_eq!(
             errors(
-                "[host]\ninterval = \"10s\"\nlisten = \"0.0.0.0:9464\"\napi-token = \"short\"\n"
+                "[host]\ninterval = \"10s\"\nlisten = \"0.0.0.0:9464\"\napi-token = \"short\"\n\
+                 listen-plaintext = true\n"
             ),
             [token_error]
         );
@@ -1030,16 +1170,212 @@ mod tests {
             [token_error]
         );
         assert_eq!(
-            errors("[host]\ninterval = \"10s\"\nlisten = \"0.0.0.0:9464\"\n"),
+            errors(
+                "[host]\ninterval = \"10s\"\nlisten = \"0.0.0.0:9464\"\nlisten-plaintext = true\n"
+            ),
             [
                 "/etc/flowscale/fleet.toml:3: host.listen: 0.0.0.0:9464 is not a loopback address: \
-              set `[host] api-token` so that every request needs a bearer token"
+              set `[host] api-token-file` (or `api-token`) so that every request needs a bearer \
+              token"
             ]
         );
         assert!(
-            parse("[host]\nlisten = \"0.0.0.0:9464\"\napi-token = \"a-token-0123456789\"\n")
-                .is_ok()
+            parse(
+                "[host]\nlisten = \"0.0.0.0:9464\"\napi-token = \"a-token-0123456789\"\n\
+                 listen-plaintext = true\n"
+            )
+            .is_ok()
         );
+    }
+
+    /// The server's [host] keys, with the files they name in a temporary directory: a CA-made
+    /// certificate and key and a token file, all readable by their owner only.
+    mod server_keys {
+        use std::os::unix::fs::PermissionsExt;
+
+        use flowscale_tests::certs::{TestCa, write_private};
+
+        use super::*;
+
+        fn errors(dir: &Path, text: &str) -> Vec<String> {
+            match parse_fleet(&dir.join("fleet.toml"), text) {
+                Ok(_) => Vec::new(),
+                Err(errors) => errors.0.iter().map(ToString::to_string).collect(),
+            }
+        }
+
+        struct Files {
+            dir: tempfile::TempDir,
+        }
+
+        impl Files {
+            fn new() -> Files {
+                let dir = tempfile::tempdir().expect("tempdir");
+                let ca = TestCa::new(dir.path(), "fleet");
+                ca.issue("server", &["127.0.0.1"]);
+                ca.issue("other", &["127.0.0.1"]);
+                write_private(&dir.path().join("token"), "a-token-from-a-file-0123\n");
+                Files { dir }
+            }
+            fn path(&self, name: &str) -> String {
+                self.dir.path().join(name).display().to_string()
+            }
+            fn errors(&self, text: &str) -> Vec<String> {
+                errors(self.dir.path(), text)
+            }
+        }
+
+        const TLS: &str = "tls-cert-file = \"server.pem\"\ntls-key-file = \"server.key\"\n";
+
+        #[test]
+        fn https_with_a_token_file_on_any_address_is_valid_and_the_paths_are_the_files() {
+            let files = Files::new();
+            let text =
+                format!("[host]\nlisten = \"0.0.0.0:9464\"\napi-token-file = \"token\"\n{TLS}");
+            let fleet = parse_fleet(&files.dir.path().join("fleet.toml"), &text).expect("valid");
+            let host = fleet.host;
+            assert_eq!(host.api_token, None);
+            assert_eq!(host.api_token_file, Some(files.dir.path().join("token")));
+            let tls = host.tls.expect("TLS");
+            assert_eq!(tls.cert, files.dir.path().join("server.pem"));
+            assert_eq!(tls.key, files.dir.path().join("server.key"));
+            assert!(!host.listen_plaintext);
+        }
+
+        #[test]
+        fn another_address_than_loopback_needs_tls_unless_a_proxy_is_in_front() {
+            let files = Files::new();
+            let fleet = files.path("fleet.toml");
+            assert_eq!(
+                files.errors("[host]\nlisten = \"0.0.0.0:9464\"\napi-token-file = \"token\"\n"),
+                [format!(
+                    "{fleet}:2: host.listen: 0.0.0.0:9464 is not a loopback address: set \
+                     `[host] tls-cert-file` and `tls-key-file` so that the token and the answers \
+                     cross the network encrypted, or `listen-plaintext = true` when a \
+                     TLS-terminating proxy is in front"
+                )]
+            );
+            // Neither a token nor TLS: both said, at the address.
+            assert_eq!(
+                files
+                    .errors("[host]\nlisten = \"0.0.0.0:9464\"\n")
+                    .iter()
+                    .map(|e| e.split(": ").nth(1).unwrap_or_default().to_string())
+                    .collect::<Vec<_>>(),
+                ["host.listen", "host.listen"]
+            );
+            assert_eq!(
+                files.errors(
+                    "[host]\nlisten = \"0.0.0.0:9464\"\napi-token-file = \"token\"\n\
+                     listen-plaintext = true\n"
+                ),
+                Vec::<String>::new()
+            );
+            assert_eq!(
+                files.errors("[host]\nlisten-plaintext = \"yes\"\n"),
+                [format!(
+                    "{fleet}:2: host.listen-plaintext: expected true or false, got string"
+                )]
+            );
+            // Loopback needs neither.
+            assert_eq!(
+                files.errors("[host]\nlisten = \"127.0.0.1:9464\"\n"),
+                Vec::<String>::new()
+            );
+        }
+
+        #[test]
+        fn half_a_tls_pair_and_two_tokens_are_refused_at_their_keys() {
+            let files = Files::new();
+            let fleet = files.path("fleet.toml");
+            assert_eq!(
+                files.errors("[host]\ntls-cert-file = \"server.pem\"\n"),
+                [format!(
+                    "{fleet}:2: host.tls-cert-file: `tls-cert-file` needs `tls-key-file` too \
+                     (both or neither)"
+                )]
+            );
+            assert_eq!(
+                files.errors("[host]\n\ntls-key-file = \"server.key\"\n"),
+                [format!(
+                    "{fleet}:3: host.tls-key-file: `tls-key-file` needs `tls-cert-file` too \
+                     (both or neither)"
+                )]
+            );
+            assert_eq!(
+                files.errors(
+                    "[host]\napi-token = \"an-inline-token-0123\"\napi-token-file = \"token\"\n"
+                ),
+                [format!(
+                    "{fleet}:3: host.api-token-file: `api-token` and `api-token-file` cannot \
+                     both be set: keep `api-token-file` (the token stays out of the fleet file)"
+                )]
+            );
+        }
+
+        #[test]
+        fn files_the_server_could_not_use_are_refused_at_the_key_that_names_them() {
+            let files = Files::new();
+            let fleet = files.path("fleet.toml");
+            let token = files.path("token");
+            std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o644))
+                .expect("chmod");
+            assert_eq!(
+                files.errors("[host]\napi-token-file = \"token\"\n"),
+                [format!(
+                    "{fleet}:2: host.api-token-file: {token} is readable by group or others \
+                     (mode 644); run `chmod 600 {token}`"
+                )]
+            );
+            write_private(Path::new(&token), "short\n");
+            assert_eq!(
+                files.errors("[host]\napi-token-file = \"token\"\n"),
+                [format!(
+                    "{fleet}:2: host.api-token-file: {token}: the token must be 16 to 256 \
+                     visible ASCII characters (no spaces)"
+                )]
+            );
+            let key = files.path("server.key");
+            std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o640)).expect("chmod");
+            assert_eq!(
+                files.errors(&format!("[host]\n{TLS}")),
+                [format!(
+                    "{fleet}:3: host.tls-key-file: {key} is readable by group or others \
+                     (mode 640); run `chmod 600 {key}`"
+                )]
+            );
+            let other_key = files.path("other.key");
+            let cert = files.path("server.pem");
+            assert_eq!(
+                files.errors(
+                    "[host]\ntls-cert-file = \"server.pem\"\ntls-key-file = \"other.key\"\n"
+                ),
+                [format!(
+                    "{fleet}:3: host.tls-key-file: {other_key}: this private key does not \
+                     belong to the certificate of {cert} (a key and certificate of different \
+                     renewals?)"
+                )]
+            );
+            let missing = files.path("missing.pem");
+            let errors = files
+                .errors("[host]\ntls-cert-file = \"missing.pem\"\ntls-key-file = \"other.key\"\n");
+            assert_eq!(errors.len(), 1, "{errors:?}");
+            assert!(
+                errors[0].starts_with(&format!(
+                    "{fleet}:2: host.tls-cert-file: {missing}: cannot read it"
+                )),
+                "{errors:?}"
+            );
+            // A key in the certificate's place.
+            let errors = files
+                .errors("[host]\ntls-cert-file = \"other.key\"\ntls-key-file = \"other.key\"\n");
+            assert!(
+                errors[0].starts_with(&format!(
+                    "{fleet}:2: host.tls-cert-file: {other_key}: no PEM certificate"
+                )),
+                "{errors:?}"
+            );
+        }
     }
 
     #[test]

@@ -19,12 +19,16 @@ pub(crate) enum OnReload {
 pub(crate) const HOST_KEYS_ON_RELOAD: &[(&str, OnReload)] = &[
     ("interval", OnReload::Applied),
     ("api-token", OnReload::Applied),
+    ("api-token-file", OnReload::Applied),
     ("plugins", OnReload::NeedsRestart),
     ("plugin-isolation", OnReload::NeedsRestart),
     ("plugin-call-timeout", OnReload::NeedsRestart),
     ("workers", OnReload::NeedsRestart),
     ("max-requests-per-cluster", OnReload::NeedsRestart),
     ("listen", OnReload::NeedsRestart),
+    ("tls-cert-file", OnReload::NeedsRestart),
+    ("tls-key-file", OnReload::NeedsRestart),
+    ("listen-plaintext", OnReload::NeedsRestart),
     ("state-dir", OnReload::NeedsRestart),
     ("state", OnReload::NeedsRestart),
     ("id", OnReload::NeedsRestart),
@@ -54,6 +58,9 @@ pub(crate) fn changed_host_keys(old: &HostSettings, new: &HostSettings) -> Vec<&
         max_requests_per_cluster,
         listen,
         api_token,
+        api_token_file,
+        tls,
+        listen_plaintext,
         state_url,
         id,
         lease_ttl,
@@ -61,6 +68,7 @@ pub(crate) fn changed_host_keys(old: &HostSettings, new: &HostSettings) -> Vec<&
     let changed = [
         ("interval", *interval != new.interval),
         ("api-token", *api_token != new.api_token),
+        ("api-token-file", *api_token_file != new.api_token_file),
         ("plugins", *plugins_dir != new.plugins_dir),
         (
             "plugin-isolation",
@@ -76,6 +84,18 @@ pub(crate) fn changed_host_keys(old: &HostSettings, new: &HostSettings) -> Vec<&
             *max_requests_per_cluster != new.max_requests_per_cluster,
         ),
         ("listen", *listen != new.listen),
+        (
+            "tls-cert-file",
+            tls.as_ref().map(|t| &t.cert) != new.tls.as_ref().map(|t| &t.cert),
+        ),
+        (
+            "tls-key-file",
+            tls.as_ref().map(|t| &t.key) != new.tls.as_ref().map(|t| &t.key),
+        ),
+        (
+            "listen-plaintext",
+            *listen_plaintext != new.listen_plaintext,
+        ),
         ("state-dir", *state_dir != new.state_dir),
         ("state", *state_url != new.state_url),
         ("id", *id != new.id),

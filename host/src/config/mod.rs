@@ -15,6 +15,7 @@ mod keys;
 mod known;
 mod lookup;
 mod rest_url;
+mod server_files;
 #[cfg(test)]
 pub(crate) mod test_certs;
 
@@ -27,7 +28,7 @@ pub(crate) use duration::{
 pub(crate) use errors::{ConfigErrors, Diagnostic, KeyError};
 pub(crate) use fleet::{
     DEFAULT_INTERVAL, DEFAULT_PLUGINS_DIR, FleetConfig, FleetReading, HostSettings, JobSpec,
-    ListenError, check_listen, load_fleet, parse_listen, read_fleet,
+    ListenError, check_listen, check_listen_token, load_fleet, parse_listen, read_fleet,
 };
 pub use fleet::{EngineSpec, parse_fleet};
 #[cfg(test)]
@@ -37,6 +38,8 @@ pub(crate) use isolation::{DEFAULT_PLUGIN_CALL_TIMEOUT, PluginIsolation};
 pub use job::JobConfig;
 pub(crate) use job::Origin;
 pub(crate) use known::KeyPolicy;
+pub use server_files::TlsFiles;
+pub(crate) use server_files::{crypto_provider, load_tls_files, load_token_file};
 
 /// The key whose location stands in for a mode parameter that was not written.
 pub(crate) const MODE_KEY_FOR_LOCATION: &str = flowscale_sdk::MODE_KEY;

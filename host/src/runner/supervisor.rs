@@ -1061,6 +1061,10 @@ mod tests {
         ("max-requests-per-cluster", "4", "8"),
         ("listen", "\"127.0.0.1:9464\"", "\"127.0.0.1:9465\""),
         ("api-token", "\"aaaaaaaaaaaaaaaa\"", "\"bbbbbbbbbbbbbbbb\""),
+        ("api-token-file", "\"token-a\"", "\"token-b\""),
+        ("tls-cert-file", "\"a.pem\"", "\"b.pem\""),
+        ("tls-key-file", "\"a.key\"", "\"b.key\""),
+        ("listen-plaintext", "false", "true"),
         (
             "state",
             "\"postgres://f@localhost:5432/a\"",
@@ -1071,14 +1075,36 @@ mod tests {
     ];
 
     /// The `[host]` keys a running host takes on reload; every other one needs a restart.
-    const RELOADED: &[&str] = &["interval", "api-token"];
+    const RELOADED: &[&str] = &["interval", "api-token", "api-token-file"];
+
+    /// What a sample of `key` needs beside it: the other half of the TLS pair.
+    fn partner(key: &str) -> &'static str {
+        match key {
+            "tls-cert-file" => "tls-key-file = \"a.key\"\n",
+            "tls-key-file" => "tls-cert-file = \"a.pem\"\n",
+            _ => "",
+        }
+    }
+
+    /// The files the samples name, in `dir`: one certificate and key under two names each
+    /// (a change of path alone), two token files.
+    fn sample_files(dir: &Path) {
+        use flowscale_tests::certs::{TestCa, write_private};
+        let (cert, key) = TestCa::new(dir, "samples").issue("a", &["127.0.0.1"]);
+        std::fs::copy(&cert, dir.join("b.pem")).expect("copy the certificate");
+        std::fs::copy(&key, dir.join("b.key")).expect("copy the key (mode kept)");
+        write_private(&dir.join("token-a"), "aaaaaaaaaaaaaaaa");
+        write_private(&dir.join("token-b"), "bbbbbbbbbbbbbbbb");
+    }
 
     #[test]
     fn a_reload_names_every_changed_host_key_and_whether_it_needs_a_restart() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        sample_files(dir.path());
         let host = |key: &str, value: &str| {
             parse_fleet(
-                Path::new("fleet.toml"),
-                &format!("[host]\n{key} = {value}\n"),
+                &dir.path().join("fleet.toml"),
+                &format!("[host]\n{key} = {value}\n{}", partner(key)),
             )
             .expect("a valid fleet")
             .host

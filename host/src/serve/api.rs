@@ -192,7 +192,7 @@ impl Modify for LoopbackNames {
     fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
         let refused = ResponseBuilder::new()
             .description(
-                "Without [host] api-token, the Host header is not a loopback name or address \
+                "Without a token ([host] api-token-file or api-token), the Host header is not a loopback name or address \
                  (localhost, 127.0.0.1, [::1])",
             )
             .content(

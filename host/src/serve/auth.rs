@@ -49,7 +49,7 @@ pub(super) async fn require_token(
         (
             StatusCode::UNAUTHORIZED,
             [(header::WWW_AUTHENTICATE, "Bearer realm=\"flowscale\"")],
-            "a bearer token is required (Authorization: Bearer <[host] api-token>)\n",
+            "a bearer token is required (Authorization: Bearer <the token of [host] api-token-file or api-token>)\n",
         )
             .into_response()
     }

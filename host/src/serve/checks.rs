@@ -75,7 +75,7 @@ pub(super) async fn require_loopback_host(
         StatusCode::MISDIRECTED_REQUEST,
         format!(
             "this server answers only requests for a loopback name or address (Host: \
-             localhost, 127.0.0.1 or [::1], with any port), not {given}: set [host] api-token \
+             localhost, 127.0.0.1 or [::1], with any port), not {given}: set [host] api-token-file \
              to serve it under other names"
         ),
     )

@@ -72,6 +72,8 @@ fn start_with(view: Arc<FleetView>, token: Option<&str>, backend: Arc<dyn Backen
     let config = ServeConfig {
         listen: "127.0.0.1:0".parse().expect("an address"),
         api_token: token.map(str::to_string),
+        api_token_file: None,
+        tls: None,
     };
     Server::start(&config, view, backend).expect("the server starts")
 }
@@ -680,16 +682,51 @@ fn slow_clients_neither_block_others_nor_stay_forever() {
 }
 
 #[test]
-fn a_non_loopback_address_without_a_token_is_refused() {
-    use crate::config::{ListenError, check_listen};
+fn a_non_loopback_address_needs_a_token_and_tls_or_a_proxy_in_front() {
+    use crate::config::{HostSettings, ListenError, TlsFiles, check_listen};
+    let host = |token: Option<&str>, file: bool, tls: bool, plaintext: bool| HostSettings {
+        api_token: token.map(str::to_string),
+        api_token_file: file.then(|| "token".into()),
+        tls: tls.then(|| TlsFiles {
+            cert: "c.pem".into(),
+            key: "c.key".into(),
+        }),
+        listen_plaintext: plaintext,
+        ..HostSettings::with_plugins_dir("plugins".into())
+    };
     let any: SocketAddr = "0.0.0.0:9464".parse().expect("an address");
-    assert_eq!(check_listen(any, None), Err(ListenError::NeedsToken(any)));
-    assert_eq!(check_listen(any, Some("short")), Err(ListenError::BadToken));
-    assert_eq!(check_listen(any, Some("a-long-enough-token")), Ok(()));
-    let local: SocketAddr = "127.0.0.1:9464".parse().expect("an address");
-    assert_eq!(check_listen(local, None), Ok(()));
-    let v6: SocketAddr = "[::1]:9464".parse().expect("an address");
-    assert_eq!(check_listen(v6, None), Ok(()));
+    let token = Some("a-long-enough-token");
+    assert_eq!(
+        check_listen(any, &host(None, false, true, false)),
+        Err(ListenError::NeedsToken(any))
+    );
+    assert_eq!(
+        check_listen(any, &host(Some("short"), false, true, false)),
+        Err(ListenError::BadToken)
+    );
+    assert_eq!(
+        check_listen(any, &host(token, false, false, false)),
+        Err(ListenError::NeedsTls(any))
+    );
+    assert_eq!(
+        check_listen(any, &host(None, true, false, false)),
+        Err(ListenError::NeedsTls(any))
+    );
+    assert_eq!(check_listen(any, &host(token, false, true, false)), Ok(()));
+    assert_eq!(check_listen(any, &host(None, true, true, false)), Ok(()));
+    assert_eq!(check_listen(any, &host(None, true, false, true)), Ok(()));
+    assert_eq!(
+        check_listen(any, &host(None, false, false, true)),
+        Err(ListenError::NeedsToken(any)),
+        "a proxy in front lifts the TLS requirement, not the token"
+    );
+    for local in ["127.0.0.1:9464", "[::1]:9464"] {
+        let local: SocketAddr = local.parse().expect("an address");
+        assert_eq!(
+            check_listen(local, &host(None, false, false, false)),
+            Ok(())
+        );
+    }
 }
 
 /// `promtool check metrics` on the output of a view fed like a fleet's. `#[ignore]`d: it needs
@@ -909,10 +946,10 @@ fn a_replaced_token_is_required_from_the_next_request_on() {
         .0
     };
     assert_eq!((with(old), with(new)), (200, 401));
-    server.set_api_token(Some(new));
+    server.set_api_token(Some(new), None);
     assert_eq!((with(old), with(new)), (401, 200));
     // Removed (a loopback server may go without): every request passes.
-    server.set_api_token(None);
+    server.set_api_token(None, None);
     assert_eq!(get(addr, "/api/v1/jobs", "").0, 200);
 }
 

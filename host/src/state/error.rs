@@ -76,6 +76,21 @@ pub enum StateError {
         #[source]
         source: postgres::Error,
     },
+    /// `[host] state` is not a URL the state link can use (never with its password).
+    #[error("`[host] state` is not a usable PostgreSQL URL: {reason}")]
+    Url {
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The state link cannot be made before the server is asked: its TLS files cannot be used
+    /// (the file and the cause, never its contents), or there is no password to give.
+    #[error("PostgreSQL state (connect to {server}): {reason}")]
+    Link {
+        /// The server's address.
+        server: String,
+        /// Why.
+        reason: String,
+    },
     /// The database holds a schema newer than this host knows: a newer flowscale migrated it.
     #[error(
         "the PostgreSQL schema is at version {found}, this host knows up to {known}: upgrade this host (a newer flowscale migrated the database)"
@@ -112,7 +127,7 @@ pub enum StateError {
 
 /// What a client error says, with the server's own message (the client's `Display` alone says
 /// only "db error") or the cause of a broken connection.
-fn describe(error: &postgres::Error) -> String {
+pub(super) fn describe(error: &postgres::Error) -> String {
     if let Some(db) = error.as_db_error() {
         return format!("{}: {} ({})", db.severity(), db.message(), db.code().code());
     }

@@ -40,6 +40,7 @@ mod run;
 mod scale;
 mod secrets;
 mod serve;
+mod serve_tls;
 mod state;
 mod validate;
 mod what_if;

@@ -19,6 +19,7 @@ use crate::fake_flink::{FakeFlink, JOB_ID};
 use crate::harness::flowscale_bin;
 
 mod stale_writes;
+mod tls;
 
 const TTL_MS: i64 = 2000;
 const INTERVAL_MS: i64 = 500;
@@ -92,35 +93,69 @@ pub(super) struct Host {
     /// The `flowscale run` process.
     pub(super) child: Child,
     lines: Arc<Mutex<Vec<Value>>>,
+    /// Everything it printed, stdout and stderr, as text.
+    output: Arc<Mutex<String>>,
 }
 
 impl Host {
     pub(super) fn start(fleet: &Path, id: &str) -> Host {
+        Host::start_with(fleet, id, &[])
+    }
+
+    /// Starts host `id` on `fleet` with the environment variables `envs` set.
+    pub(super) fn start_with(fleet: &Path, id: &str, envs: &[(&str, &std::ffi::OsStr)]) -> Host {
         let mut child = Command::new(flowscale_bin())
             .arg("run")
             .arg(fleet)
             .arg("--json")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(Stdio::piped())
             .env_remove("FLOWSCALE_LOG")
+            .envs(envs.iter().copied())
             .spawn()
             .expect("start flowscale");
         let stdout = child.stdout.take().expect("stdout");
+        let stderr = child.stderr.take().expect("stderr");
         let lines = Arc::new(Mutex::new(Vec::new()));
-        let sink = Arc::clone(&lines);
+        let output = Arc::new(Mutex::new(String::new()));
+        let (sink, text) = (Arc::clone(&lines), Arc::clone(&output));
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                text.lock().expect("output").push_str(&format!("{line}\n"));
                 if let Ok(value) = serde_json::from_str::<Value>(&line) {
                     sink.lock().expect("lines").push(value);
                 }
+            }
+        });
+        let text = Arc::clone(&output);
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                text.lock().expect("output").push_str(&format!("{line}\n"));
             }
         });
         Host {
             id: id.to_string(),
             child,
             lines,
+            output,
         }
+    }
+
+    /// Everything the host printed so far, stdout and stderr.
+    pub(super) fn output(&self) -> String {
+        self.output.lock().expect("output").clone()
+    }
+
+    /// The host's own events (`event` lines without a job) of `reason`.
+    pub(super) fn host_events(&self, reason: &str) -> Vec<Value> {
+        self.lines
+            .lock()
+            .expect("lines")
+            .iter()
+            .filter(|l| l["type"] == "event" && l["data"]["event"]["reason"] == reason)
+            .map(|l| l["data"]["event"].clone())
+            .collect()
     }
 
     /// The cycle reports (`data` of the `cycle` lines) this host printed for `job`.

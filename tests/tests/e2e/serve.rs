@@ -5,6 +5,7 @@
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use flowscale_tests::{build, plugin_file, plugins_dir, profile_dir, promtool_check};
@@ -20,10 +21,34 @@ pub(crate) fn free_port() -> u16 {
         .port()
 }
 
+/// The test CAs the HTTPS tests made: every agent trusts them, and only them, for `https://`
+/// (the tests talk to their own servers only).
+static TRUSTED: Mutex<Vec<ureq::tls::Certificate<'static>>> = Mutex::new(Vec::new());
+
+/// Has every agent made from now on trust the CA certificate (PEM) `ca`.
+pub(crate) fn trust(ca: &Path) {
+    let pem = std::fs::read(ca).expect("the CA certificate");
+    let cert = ureq::tls::Certificate::from_pem(&pem)
+        .expect("a PEM certificate")
+        .to_owned();
+    TRUSTED.lock().unwrap_or_else(|e| e.into_inner()).push(cert);
+}
+
+/// HTTPS trusting the test CAs (rustls with ring).
+pub(crate) fn tls_config() -> ureq::tls::TlsConfig {
+    let roots = TRUSTED.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    ureq::tls::TlsConfig::builder()
+        .provider(ureq::tls::TlsProvider::Rustls)
+        .unversioned_rustls_crypto_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .root_certs(ureq::tls::RootCerts::new_with_certs(&roots))
+        .build()
+}
+
 fn agent() -> ureq::Agent {
     ureq::Agent::config_builder()
         .timeout_global(Some(Duration::from_secs(30)))
         .http_status_as_error(false)
+        .tls_config(tls_config())
         .build()
         .into()
 }
@@ -97,6 +122,17 @@ struct Served {
 
 /// Runs `fleet` (relative to the repository's root) with the plugins of `plugins`.
 fn serve(fleet: &Path, plugins: tempfile::TempDir, files: Option<tempfile::TempDir>) -> Served {
+    serve_scheme(fleet, plugins, files, "http")
+}
+
+/// [`serve`] for a fleet whose server speaks `scheme` (`https`: its file sets TLS, and its
+/// CA is [`trust`]ed).
+fn serve_scheme(
+    fleet: &Path,
+    plugins: tempfile::TempDir,
+    files: Option<tempfile::TempDir>,
+    scheme: &str,
+) -> Served {
     let port = free_port();
     let child = Command::new(flowscale_bin())
         .current_dir(repo_root())
@@ -110,7 +146,7 @@ fn serve(fleet: &Path, plugins: tempfile::TempDir, files: Option<tempfile::TempD
         .stderr(Stdio::null())
         .spawn()
         .expect("flowscale runs");
-    let base = format!("http://127.0.0.1:{port}");
+    let base = format!("{scheme}://127.0.0.1:{port}");
     let child = Killed(child);
     wait_for("the server", Duration::from_secs(60), || {
         (get(&format!("{base}/healthz")).0 == 200).then_some(())
@@ -123,13 +159,81 @@ fn serve(fleet: &Path, plugins: tempfile::TempDir, files: Option<tempfile::TempD
     }
 }
 
-/// `examples/fleet.toml` with the example plugins.
-fn serve_demo_fleet() -> Served {
+/// The example plugins in a directory of their own.
+fn demo_plugins() -> tempfile::TempDir {
     let profile = build(&["bucket-align", "slot-align"]);
     let bucket = plugin_file(&profile, "bucket-align");
     let slot = plugin_file(&profile, "slot-align");
-    let plugins = plugins_dir(&[(&bucket, "libbucket_align.so"), (&slot, "libslot_align.so")]);
-    serve(Path::new("examples/fleet.toml"), plugins, None)
+    plugins_dir(&[(&bucket, "libbucket_align.so"), (&slot, "libslot_align.so")])
+}
+
+/// `examples/fleet.toml` with the example plugins.
+fn serve_demo_fleet() -> Served {
+    serve(Path::new("examples/fleet.toml"), demo_plugins(), None)
+}
+
+/// `examples/fleet.toml` served over HTTPS on loopback (no token: the browser opens its pages
+/// as they are), with a certificate for 127.0.0.1 of a test CA; also the SHA-256 of the
+/// certificate's public key (base64), for Chromium to accept it.
+fn serve_demo_fleet_over_https() -> (Served, String) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ca = flowscale_tests::certs::TestCa::new(dir.path(), "dashboard");
+    let (cert, key) = ca.issue("server", &["127.0.0.1", "localhost"]);
+    trust(ca.ca_pem());
+    let fleet = demo_fleet_copy(
+        dir.path(),
+        &format!(
+            "tls-cert-file = {}\ntls-key-file = {}\n",
+            toml_string(&cert.display().to_string()),
+            toml_string(&key.display().to_string())
+        ),
+    );
+    let spki = spki_sha256(&key);
+    (
+        serve_scheme(&fleet, demo_plugins(), Some(dir), "https"),
+        spki,
+    )
+}
+
+/// `examples/fleet.toml` written into `dir` with `host` added to its `[host]` section, its job
+/// files found where the example's are.
+pub(crate) fn demo_fleet_copy(dir: &Path, host: &str) -> PathBuf {
+    let examples = repo_root().join("examples");
+    let text = std::fs::read_to_string(examples.join("fleet.toml")).expect("the demo fleet");
+    let text = text.replacen("[host]\n", &format!("[host]\n{host}"), 1);
+    std::os::unix::fs::symlink(examples.join("jobs"), dir.join("jobs")).expect("link the jobs");
+    let fleet = dir.join("fleet.toml");
+    std::fs::write(&fleet, text).expect("write the fleet");
+    fleet
+}
+
+/// The base64 SHA-256 of the public key of the private key file `key` (what Chromium's
+/// `--ignore-certificate-errors-spki-list` takes).
+fn spki_sha256(key: &Path) -> String {
+    let pem = std::fs::read_to_string(key).expect("the key");
+    let key = rcgen::KeyPair::from_pem(&pem).expect("a key");
+    let spki = rcgen::PublicKeyData::subject_public_key_info(&key);
+    let digest = ring::digest::digest(&ring::digest::SHA256, &spki);
+    encode_base64(digest.as_ref())
+}
+
+fn encode_base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |acc, (i, b)| acc | (u32::from(*b) << (16 - 8 * i)));
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(char::from(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize]));
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
 }
 
 const DEMO_JOBS: [(&str, &str); 6] = [
@@ -367,6 +471,11 @@ struct Browser {
 
 impl Browser {
     fn start() -> Browser {
+        Browser::start_with(&[])
+    }
+
+    /// A session of Chromium started with `extra` arguments too.
+    fn start_with(extra: &[&str]) -> Browser {
         let port = free_port();
         let driver = Command::new("chromedriver")
             .arg(format!("--port={port}"))
@@ -379,13 +488,21 @@ impl Browser {
         wait_for("chromedriver", Duration::from_secs(30), || {
             (get(&format!("{url}/status")).0 == 200).then_some(())
         });
+        let args: Vec<&str> = [
+            "--headless=new",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+            "--window-size=1280,1100",
+        ]
+        .iter()
+        .chain(extra)
+        .copied()
+        .collect();
         let (status, answer) = send(
             "POST",
             &format!("{url}/session"),
-            &json!({"capabilities": {"alwaysMatch": {"goog:chromeOptions": {"args": [
-                "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--window-size=1280,1100"
-            ]}}}}),
+            &json!({"capabilities": {"alwaysMatch": {"goog:chromeOptions": {"args": args}}}}),
         );
         assert_eq!(status, 200, "no session: {answer}");
         let session = answer["value"]["sessionId"]
@@ -546,4 +663,44 @@ fn the_dashboard_shows_the_fleet_and_a_jobs_chart_in_a_browser() {
     assert!(page["width"].as_f64().is_some_and(|w| w > 500.0), "{page}");
     browser.screenshot(&dir.join("dashboard-job.png"));
     eprintln!("screenshots in {}", dir.display());
+}
+
+#[test]
+#[ignore = "needs chromium, chromedriver and FLOWSCALE_BROWSER_E2E=1; .ci/run runs it"]
+fn the_dashboard_works_over_https_in_a_browser() {
+    assert_eq!(
+        std::env::var("FLOWSCALE_BROWSER_E2E").as_deref(),
+        Ok("1"),
+        "this test drives headless Chromium and needs FLOWSCALE_BROWSER_E2E=1"
+    );
+    let (served, spki) = serve_demo_fleet_over_https();
+    assert!(served.base.starts_with("https://"), "{}", served.base);
+    // Chromium trusts this one certificate's key, nothing else of the test CA.
+    let browser = Browser::start_with(&[&format!("--ignore-certificate-errors-spki-list={spki}")]);
+    browser.open(&format!("{}/", served.base));
+    let jobs = wait_for("the six jobs", Duration::from_secs(30), || {
+        let jobs = browser.script(
+            "return Array.from(document.querySelectorAll('#fleet tr.job')).map(r => r.dataset.job);",
+        );
+        (jobs.as_array().map(Vec::len) == Some(6)).then_some(jobs)
+    });
+    let expected: Vec<&str> = DEMO_JOBS.iter().map(|(j, _)| *j).collect();
+    assert_eq!(jobs, json!(expected));
+    let origin = browser.script("return [location.protocol, window.isSecureContext];");
+    assert_eq!(origin, json!(["https:", true]));
+    // The job page draws its chart from the API over the same HTTPS origin, once the job has
+    // a few steps.
+    browser.script("document.querySelector('a[href=\"/jobs/clicks\"]').click(); return 0;");
+    wait_for("the job page's chart", Duration::from_secs(60), || {
+        let lines = browser.script(
+            "const svg = document.querySelector('svg#chart'); \
+             return svg ? svg.querySelectorAll('polyline').length : null;",
+        );
+        if lines.as_u64().is_some_and(|n| n >= 1) {
+            return Some(());
+        }
+        browser.open(&format!("{}/jobs/clicks", served.base));
+        None
+    });
+    browser.screenshot(&screenshot_dir().join("dashboard-https.png"));
 }

@@ -288,3 +288,43 @@ fn a_state_directory_run_cannot_write_is_an_error_of_validate() {
         )],
     );
 }
+
+#[test]
+fn a_state_url_the_link_cannot_use_is_an_error_of_validate() {
+    let (dir, file) = fleet_with(
+        "[host]\nstate = \"postgres://flowscale@127.0.0.1:1/flowscale?sslmode=verify-full\"\n\n[[jobs]]\nname = \"a\"\njob = \"keyed.toml\"\n",
+    );
+    let out = Cli::new(["validate", &file]).run();
+    assert_eq!(out.code, 1, "{}", out.stdout);
+    assert_problems(
+        &out.stdout,
+        &[(
+            "host.state",
+            "`sslmode=verify-full` needs the root certificate of the server's CA",
+        )],
+    );
+    // A client key others may read: refused by validate as by the link, before any connection.
+    let ca = flowscale_tests::certs::TestCa::new(dir.path(), "pg");
+    let (cert, key) = ca.issue("client", &["flowscale"]);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    }
+    std::fs::write(
+        &file,
+        format!(
+            "[host]\nstate = \"postgres://flowscale@127.0.0.1:1/flowscale?sslmode=verify-full&sslrootcert={}&sslcert={}&sslkey={}\"\n\n[[jobs]]\nname = \"a\"\njob = \"keyed.toml\"\n",
+            ca.ca_pem().display(),
+            cert.display(),
+            key.display()
+        ),
+    )
+    .expect("write");
+    let out = Cli::new(["validate", &file]).run();
+    assert_eq!(out.code, 1, "{}", out.stdout);
+    assert_problems(
+        &out.stdout,
+        &[("host.state", &format!("run `chmod 600 {}`", key.display()))],
+    );
+}

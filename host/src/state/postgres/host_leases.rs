@@ -3,12 +3,13 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use postgres::Client;
 
-use super::error::{connect, db_error};
+use super::connector::Connector;
+use super::error::db_error;
 use super::round::{DB_NOW_MS, RoundOutcome, leave, run_round};
 use super::schema::migrate;
 use crate::state::{Fenced, HeldLease, JobLeases, LeaseOwner, StateError};
@@ -47,7 +48,7 @@ impl Book {
 pub(crate) struct HostLeases {
     id: String,
     ttl: Duration,
-    url: String,
+    connector: Arc<Connector>,
     client: Mutex<Client>,
     book: Mutex<Book>,
 }
@@ -65,12 +66,13 @@ impl HostLeases {
     /// Connects host `id` to the database at `url` (creating or migrating the schema), with
     /// leases valid for `ttl`. Nothing is claimed until the first [`HostLeases::renew`].
     pub(crate) fn connect(url: &str, id: &str, ttl: Duration) -> Result<HostLeases, StateError> {
-        let mut client = connect(url, Some(ttl))?;
+        let connector = Arc::new(Connector::new(url)?);
+        let mut client = connector.connect(Some(ttl))?;
         migrate(&mut client)?;
         Ok(HostLeases {
             id: id.to_string(),
             ttl,
-            url: url.to_string(),
+            connector,
             client: Mutex::new(client),
             book: Mutex::new(Book::default()),
         })
@@ -79,6 +81,12 @@ impl HostLeases {
     /// The lease TTL.
     pub(crate) fn ttl(&self) -> Duration {
         self.ttl
+    }
+
+    /// What makes this host's connections, for its state store to share: the TLS files are
+    /// watched, and their events told, once.
+    pub(crate) fn connector(&self) -> Arc<Connector> {
+        Arc::clone(&self.connector)
     }
 
     /// How often to renew: a third of the TTL, so that two renewals in a row may fail (a slow
@@ -95,7 +103,7 @@ impl HostLeases {
     fn client(&self) -> Result<MutexGuard<'_, Client>, StateError> {
         let mut client = self.client.lock().unwrap_or_else(|e| e.into_inner());
         if client.is_closed() {
-            *client = connect(&self.url, Some(self.ttl))?;
+            *client = self.connector.connect(Some(self.ttl))?;
         }
         Ok(client)
     }

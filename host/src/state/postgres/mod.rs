@@ -9,21 +9,28 @@
 //! - [`round`]: a host's lease round (heartbeat, renew, even out, claim) and how jobs are
 //!   spread over the live hosts;
 //! - [`HostLeases`]: a host's leases as its jobs see them, and the fence every rescale passes;
-//! - [`read_ownership`]: who owns which job now, for `flowscale status`.
+//! - [`read_ownership`]: who owns which job now, for `flowscale status`;
+//! - [`Connector`]: the connections, with libpq's `sslmode`, TLS files and password sources
+//!   (`conninfo`, `pgpass`, `tls`).
 //!
 //! The client is the synchronous `postgres` crate: the host runs a thread per job, and each
 //! statement here is short.
 
+mod connector;
+mod conninfo;
 mod error;
 mod host_leases;
 mod ownership;
+mod pgpass;
 pub(crate) mod round;
 mod schema;
 mod store;
+mod tls;
 
 #[cfg(test)]
 mod tests;
 
+pub(crate) use connector::check_link;
 pub(crate) use host_leases::HostLeases;
 pub(crate) use ownership::{Ownership, read_ownership};
 pub(crate) use store::PostgresStateStore;

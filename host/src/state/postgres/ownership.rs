@@ -6,8 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use postgres::{Client, NoTls};
-
+use super::connector::Connector;
 use super::error::db_error;
 use super::round::DB_NOW_MS;
 use crate::state::StateError;
@@ -46,7 +45,7 @@ pub(crate) struct Ownership {
 /// Reads who owns each of `jobs` and which hosts are live in the database at `url`, in one
 /// read-only transaction (one consistent instant).
 pub(crate) fn read_ownership(url: &str, jobs: &[&str]) -> Result<Ownership, StateError> {
-    let mut client = Client::connect(url, NoTls).map_err(db_error("connect"))?;
+    let mut client = Connector::new(url)?.connect(None)?;
     let mut tx = client
         .build_transaction()
         .read_only(true)

@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use postgres::Client;
 
-use super::error::{connect, db_error};
+use super::connector::Connector;
+use super::error::db_error;
 use super::host_leases::HostLeases;
 use super::schema::migrate;
 use crate::state::pending::{PendingJobs, Sections, delegate_to_pending};
@@ -22,7 +23,7 @@ use crate::state::{JobLeases, StateError, StateStore};
 /// overwrite what the new owner stores, and a host that gave a job up still stores what it
 /// decided before the next owner reads it.
 pub(crate) struct PostgresStateStore {
-    url: String,
+    connector: Arc<Connector>,
     client: Client,
     pending: PendingJobs,
     leases: Option<Arc<HostLeases>>,
@@ -39,16 +40,21 @@ impl std::fmt::Debug for PostgresStateStore {
 
 impl PostgresStateStore {
     /// Connects to `url`, creates or migrates the schema, and reads every job's state. With
-    /// `leases`, writes are fenced by them and [`StateStore::leases`] hands them to the jobs.
+    /// `leases`, writes are fenced by them and [`StateStore::leases`] hands them to the jobs,
+    /// and the connections are made as theirs are (`url` is theirs).
     pub(crate) fn open(
         url: &str,
         leases: Option<Arc<HostLeases>>,
     ) -> Result<PostgresStateStore, StateError> {
         let ttl = leases.as_ref().map(|l| l.ttl());
-        let mut client = connect(url, ttl)?;
+        let connector = match &leases {
+            Some(leases) => leases.connector(),
+            None => Arc::new(Connector::new(url)?),
+        };
+        let mut client = connector.connect(ttl)?;
         migrate(&mut client)?;
         let mut store = PostgresStateStore {
-            url: url.to_string(),
+            connector,
             client,
             pending: PendingJobs::default(),
             leases,
@@ -75,7 +81,7 @@ impl PostgresStateStore {
     fn connected(&mut self) -> Result<&mut Client, StateError> {
         if self.client.is_closed() {
             let ttl = self.leases.as_ref().map(|l| l.ttl());
-            self.client = connect(&self.url, ttl)?;
+            self.client = self.connector.connect(ttl)?;
         }
         Ok(&mut self.client)
     }
