@@ -14,6 +14,12 @@
 #                               query services of JM/TM)
 #   FLOWSCALE_FLINK_SLOTS       task slots of the TaskManager (default 8)
 #   FLOWSCALE_FLINK_START_TIMEOUT  seconds to wait for the TaskManager (default 90)
+#   FLOWSCALE_FLINK_REST_SSL    a folder with rest.keystore.p12 (the REST server's certificate),
+#                               rest.truststore.p12 (the CA its clients' certificates are signed
+#                               by), both with password `flowscale`, and ca.pem, client.pem and
+#                               client.key for curl: the REST API is then https with mutual TLS
+#                               (security.ssl.rest.enabled, .authentication-enabled) and the URL
+#                               printed is https://
 #   FLOWSCALE_CACHE             where setup.sh keeps the jars
 #
 # The scheduler is the adaptive one with short stabilization timeouts: flowscale rescales jobs in
@@ -34,7 +40,13 @@ run_dir="$2"
 rest_port="${FLOWSCALE_FLINK_REST_PORT:-18081}"
 slots="${FLOWSCALE_FLINK_SLOTS:-8}"
 start_timeout="${FLOWSCALE_FLINK_START_TIMEOUT:-90}"
+rest_ssl="${FLOWSCALE_FLINK_REST_SSL:-}"
 rest_url="http://127.0.0.1:$rest_port"
+curl_tls=()
+if [[ -n "$rest_ssl" ]]; then
+    rest_url="https://127.0.0.1:$rest_port"
+    curl_tls=(--cacert "$rest_ssl/ca.pem" --cert "$rest_ssl/client.pem" --key "$rest_ssl/client.key")
+fi
 
 # Stops one process by PID file: SIGTERM, up to 15 s of grace, then SIGKILL.
 stop_pid() {
@@ -107,6 +119,21 @@ io.tmp.dirs: $run_dir/tmp
 parallelism.default: 1
 env.java.opts.all: $java_opts
 YAML
+    if [[ -n "$rest_ssl" ]]; then
+        # PKCS#12 files: the JDK reads them as the default keystore type (keystore.type.compat).
+        cat >> "$conf/config.yaml" <<YAML
+security.ssl.rest.enabled: true
+security.ssl.rest.authentication-enabled: true
+security.ssl.rest.keystore: $rest_ssl/rest.keystore.p12
+security.ssl.rest.keystore-password: flowscale
+security.ssl.rest.key-password: flowscale
+security.ssl.rest.truststore: $rest_ssl/rest.truststore.p12
+security.ssl.rest.truststore-password: flowscale
+# Flink's default, TLS_RSA_WITH_AES_128_CBC_SHA (RSA key exchange, no forward secrecy), is
+# offered by no current client (rustls has none of it); ECDHE suites for the EC test keys.
+security.ssl.algorithms: TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384
+YAML
+    fi
     # append = true: a fatal exit must not truncate the evidence of why.
     cat > "$conf/log4j.properties" <<'PROPS'
 rootLogger.level = INFO
@@ -151,7 +178,7 @@ launch() {
 }
 
 registered_taskmanagers() {
-    curl -sf --max-time 2 "$rest_url/overview" 2>/dev/null |
+    curl -sf --max-time 2 "${curl_tls[@]}" "$rest_url/overview" 2>/dev/null |
         sed -n 's/.*"taskmanagers":\([0-9][0-9]*\).*/\1/p'
 }
 
@@ -161,7 +188,7 @@ start_cluster() {
         echo "$rest_url"
         return 0
     fi
-    if curl -sf --max-time 2 "$rest_url/overview" >/dev/null 2>&1; then
+    if curl -sf --max-time 2 "${curl_tls[@]}" "$rest_url/overview" >/dev/null 2>&1; then
         echo "cluster: something already answers on $rest_url; set FLOWSCALE_FLINK_REST_PORT" >&2
         return 1
     fi
@@ -211,6 +238,6 @@ start_cluster() {
 case "$cmd" in
     start) start_cluster ;;
     stop) stop_cluster ;;
-    status) curl -sf --max-time 2 "$rest_url/overview" >/dev/null && echo "$rest_url" ;;
+    status) curl -sf --max-time 2 "${curl_tls[@]}" "$rest_url/overview" >/dev/null && echo "$rest_url" ;;
     *) usage ;;
 esac

@@ -9,12 +9,19 @@
 #                                       --keyed-cost-ms, --hot-key-groups,
 #                                       --hot-share)
 #
+# With FLOWSCALE_FLINK_REST_SSL (see cluster.sh), curl presents that folder's client certificate.
+#
 # The jar is built with javac against flink-dist (nothing else is needed) into
 # ${FLOWSCALE_CACHE:-$HOME/.cache/flowscale}/flink-2.3.0/job and rebuilt when a source is newer.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 entry_class=flowscale.testjob.LoadJob
+curl_tls=()
+if [[ -n "${FLOWSCALE_FLINK_REST_SSL:-}" ]]; then
+    ssl="$FLOWSCALE_FLINK_REST_SSL"
+    curl_tls=(--cacert "$ssl/ca.pem" --cert "$ssl/client.pem" --key "$ssl/client.key")
+fi
 
 build() {
     local flink_home out_dir jar src
@@ -50,7 +57,7 @@ submit() {
     local url="$1" jar upload jar_id body run job_id sep=""
     shift
     jar=$(build)
-    upload=$(curl -sS --fail-with-body --max-time 60 -X POST -F "jarfile=@$jar" "$url/jars/upload")
+    upload=$(curl -sS --fail-with-body --max-time 60 "${curl_tls[@]}" -X POST -F "jarfile=@$jar" "$url/jars/upload")
     # {"filename":"/.../<id>_flowscale-load.jar","status":"success"}; the id is the file name.
     jar_id=$(echo "$upload" | sed -n 's/.*"filename":"\([^"]*\)".*/\1/p')
     jar_id="${jar_id##*/}"
@@ -64,7 +71,7 @@ submit() {
         sep=","
     done
     body+="]}"
-    run=$(curl -sS --fail-with-body --max-time 120 -X POST -H 'Content-Type: application/json' \
+    run=$(curl -sS --fail-with-body --max-time 120 "${curl_tls[@]}" -X POST -H 'Content-Type: application/json' \
         -d "$body" "$url/jars/$jar_id/run")
     job_id=$(echo "$run" | sed -n 's/.*"jobid":"\([0-9a-f]*\)".*/\1/p')
     if [[ -z "$job_id" ]]; then

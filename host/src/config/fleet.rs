@@ -27,12 +27,14 @@
 use std::collections::{BTreeSet, HashMap};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use toml::Spanned;
 use toml::de::{DeInteger, DeTable, DeValue};
 
 use super::closest::{closest, typo_of};
+use super::clusters::{ClusterSpec, Clusters, TableReader, find_cluster, read_clusters};
 use super::duration::{DurationRange, MAX_DURATION, format_duration, parse_duration};
 use super::errors::{ConfigErrors, Diagnostic};
 use super::isolation::{DEFAULT_PLUGIN_CALL_TIMEOUT, PluginIsolation};
@@ -246,8 +248,11 @@ pub enum EngineSpec {
     },
     /// A real Flink cluster.
     Flink {
-        /// REST endpoint, e.g. `http://127.0.0.1:8081`.
+        /// REST endpoint, e.g. `http://127.0.0.1:8081` (the named cluster's, with `cluster`).
         rest: String,
+        /// The `[clusters.<name>]` the job names (TLS, credentials, its own request limit);
+        /// `None` for a job with its own `rest`.
+        cluster: Option<Arc<ClusterSpec>>,
         /// A job id; every RUNNING job of the cluster when unset.
         job_id: Option<String>,
     },
@@ -368,8 +373,15 @@ pub(crate) fn parse_fleet_with(
     let mut host = HostSettings::with_plugins_dir(base.join(DEFAULT_PLUGINS_DIR));
     let mut defaults = JobConfig::new();
     let mut jobs = Vec::new();
+    // Clusters first: jobs refer to them wherever the table is in the file.
+    let clusters = root
+        .iter()
+        .find(|(key, _)| key.get_ref().as_ref() == "clusters")
+        .map(|(_, value)| read_clusters(&mut p, value, &base))
+        .unwrap_or_default();
     for (key, value) in root.iter() {
         match key.get_ref().as_ref() {
+            "clusters" => {}
             "host" => p.host(value, &base, &mut host),
             "defaults" => match value.get_ref() {
                 DeValue::Table(table) => p.flatten(table, "", "defaults", &mut defaults),
@@ -378,14 +390,14 @@ pub(crate) fn parse_fleet_with(
             "jobs" => match value.get_ref() {
                 DeValue::Array(items) => {
                     for (index, item) in items.iter().enumerate() {
-                        if let Some(job) = p.job(item, index, &base) {
+                        if let Some(job) = p.job(item, index, &base, &clusters) {
                             jobs.push(job);
                         }
                     }
                 }
                 _ => p.error(value, "jobs", "must be an array of tables (`[[jobs]]`)"),
             },
-            other => p.unknown(key, other, "", &["host", "defaults", "jobs"]),
+            other => p.unknown(key, other, "", &["host", "defaults", "clusters", "jobs"]),
         }
     }
     let mut names = BTreeSet::new();
@@ -432,6 +444,8 @@ struct EngineFields {
     rest: Option<String>,
     /// The line of `rest`, when written.
     rest_line: Option<usize>,
+    /// `cluster` and its line.
+    cluster: Option<(String, usize)>,
     job_id: Option<String>,
     duration: Option<Duration>,
 }
@@ -805,7 +819,13 @@ impl Parser {
         }
     }
 
-    fn job(&mut self, item: &Spanned<DeValue<'_>>, index: usize, base: &Path) -> Option<JobSpec> {
+    fn job(
+        &mut self,
+        item: &Spanned<DeValue<'_>>,
+        index: usize,
+        base: &Path,
+        clusters: &Clusters,
+    ) -> Option<JobSpec> {
         let at = format!("jobs[{index}]");
         let DeValue::Table(table) = item.get_ref() else {
             self.error(item, &at, "must be a table (`[[jobs]]`)");
@@ -822,7 +842,7 @@ impl Parser {
         };
         // A job whose name and engine could be read is kept even when another of its fields
         // is wrong (the error is recorded), so that its mode and options are checked too.
-        let engine = self.engine(fields.engine, &at, &name, &location)?;
+        let engine = self.engine(fields.engine, &at, &name, &location, clusters)?;
         Some(JobSpec {
             name,
             index,
@@ -843,6 +863,7 @@ impl Parser {
                 trace: None,
                 rest: None,
                 rest_line: None,
+                cluster: None,
                 job_id: None,
                 duration: None,
             },
@@ -866,6 +887,10 @@ impl Parser {
                     engine.rest_line = Some(self.line_of(value.span().start));
                     engine.rest = self.string(value, &path);
                 }
+                "cluster" => {
+                    let line = self.line_of(value.span().start);
+                    engine.cluster = self.string(value, &path).map(|name| (name, line));
+                }
                 "job-id" => engine.job_id = self.string(value, &path),
                 "duration" => engine.duration = self.duration(value, &path),
                 "config" => match value.get_ref() {
@@ -880,7 +905,8 @@ impl Parser {
                     other,
                     at,
                     &[
-                        "name", "engine", "job", "trace", "rest", "job-id", "duration", "config",
+                        "name", "engine", "job", "trace", "rest", "cluster", "job-id", "duration",
+                        "config",
                     ],
                 ),
             }
@@ -896,6 +922,7 @@ impl Parser {
         at: &str,
         name: &str,
         location: &str,
+        clusters: &Clusters,
     ) -> Option<EngineSpec> {
         let mut missing = |what: &str, engine: &str| {
             self.errors.push(Diagnostic::new(
@@ -904,6 +931,19 @@ impl Parser {
             ));
             None
         };
+        if let Some((_, line)) = &fields.cluster
+            && fields.kind != "flink"
+        {
+            let cluster_at = self.at(Some(*line), &join(at, "cluster"));
+            self.errors.push(Diagnostic::new(
+                cluster_at,
+                format!(
+                    "only flink jobs run on a cluster (this job's engine is `{}`)",
+                    fields.kind
+                ),
+            ));
+            return None;
+        }
         match fields.kind.as_str() {
             "sim" => match fields.job {
                 Some(job) => Some(EngineSpec::Sim {
@@ -912,10 +952,34 @@ impl Parser {
                 }),
                 None => missing("job", "sim"),
             },
-            "flink" => match fields.rest {
-                Some(rest) => match check_rest_url(&rest) {
+            "flink" => match (fields.rest, fields.cluster) {
+                (Some(_), Some((_, line))) => {
+                    let cluster_at = self.at(Some(line), &join(at, "cluster"));
+                    self.errors.push(Diagnostic::new(
+                        cluster_at,
+                        "`cluster` and `rest` cannot both be set: the cluster names its REST \
+                         URL (remove `rest`, or `cluster` to reach the address without TLS \
+                         settings)",
+                    ));
+                    None
+                }
+                (None, Some((cluster, line))) => match find_cluster(clusters, &cluster) {
+                    Ok(None) => None,
+                    Ok(Some(spec)) => Some(EngineSpec::Flink {
+                        rest: spec.rest.clone(),
+                        cluster: Some(Arc::clone(spec)),
+                        job_id: fields.job_id,
+                    }),
+                    Err(message) => {
+                        let cluster_at = self.at(Some(line), &join(at, "cluster"));
+                        self.errors.push(Diagnostic::new(cluster_at, message));
+                        None
+                    }
+                },
+                (Some(rest), None) => match check_rest_url(&rest) {
                     Ok(()) => Some(EngineSpec::Flink {
                         rest,
+                        cluster: None,
                         job_id: fields.job_id,
                     }),
                     Err(err) => {
@@ -924,7 +988,7 @@ impl Parser {
                         None
                     }
                 },
-                None => missing("rest", "flink"),
+                (None, None) => missing("rest` or `cluster", "flink"),
             },
             "replay" => match fields.trace {
                 Some(trace) => Some(EngineSpec::Replay { trace }),
@@ -1008,6 +1072,40 @@ impl Parser {
             };
             out.set(&name, text, origin);
         }
+    }
+}
+
+impl TableReader for Parser {
+    fn line_of_span(&self, offset: usize) -> usize {
+        self.line_of(offset)
+    }
+
+    fn error_at(&mut self, line: usize, path: &str, message: String) {
+        self.errors
+            .push(Diagnostic::new(self.at(Some(line), path), message));
+    }
+
+    fn read_string(&mut self, value: &Spanned<DeValue<'_>>, path: &str) -> Option<String> {
+        self.string(value, path)
+    }
+
+    fn read_count(
+        &mut self,
+        value: &Spanned<DeValue<'_>>,
+        path: &str,
+        max: usize,
+    ) -> Option<usize> {
+        self.count(value, path, max)
+    }
+
+    fn unknown_key(
+        &mut self,
+        key: &Spanned<std::borrow::Cow<'_, str>>,
+        parent: &str,
+        known: &[&str],
+    ) {
+        let name = key.get_ref().to_string();
+        self.unknown(key, &name, parent, known);
     }
 }
 
@@ -1514,16 +1612,14 @@ rest = "http://flink:99999"
             "{all}"
         );
         assert!(
-            all.contains(
-                "fleet.toml:7: jobs[0].rest: `https://flink:8081`: https is not supported yet"
-            ),
-            "{all}"
+            !all.contains("jobs[0].rest"),
+            "an https:// URL is valid: {all}"
         );
         assert!(
             all.contains("fleet.toml:12: jobs[1].rest: `http://flink:99999`: port `99999` is out of range (valid: 1 to 65535)"),
             "{all}"
         );
-        assert_eq!(errors.0.len(), 3, "{all}");
+        assert_eq!(errors.0.len(), 2, "{all}");
         // 3,000 years of 365 days, in hours: far beyond the one-year bound.
         let errors = parse("[host]\ninterval = \"26280000h\"\n").unwrap_err();
         assert!(

@@ -2,6 +2,9 @@
 //! prefixes and aliases, typed reads, and located diagnostics.
 
 mod closest;
+mod clusters;
+#[cfg(test)]
+mod clusters_tests;
 mod duration;
 mod errors;
 mod fleet;
@@ -13,8 +16,12 @@ mod known;
 mod lookup;
 mod rest_url;
 mod server_files;
+#[cfg(test)]
+pub(crate) mod test_certs;
 
 pub(crate) use closest::closest;
+pub use clusters::{ClusterAuth, ClusterSpec};
+pub(crate) use clusters::{authorization, check_key_pair, crypto};
 pub(crate) use duration::{
     DurationError, DurationRange, MAX_DURATION, format_duration, parse_duration,
 };

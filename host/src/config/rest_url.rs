@@ -4,13 +4,8 @@
 /// Why a REST URL is not usable. Each message quotes the URL and says what would be valid.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub(crate) enum RestUrlError {
-    /// `https://`: the client speaks plain HTTP only.
-    #[error(
-        "`{0}`: https is not supported yet (the REST client has no TLS); use an http:// URL, e.g. through a local proxy"
-    )]
-    Tls(String),
     /// Any other scheme, or none.
-    #[error("`{0}` is not an http:// URL (expected e.g. http://127.0.0.1:8081)")]
+    #[error("`{0}` is not an http:// or https:// URL (expected e.g. http://127.0.0.1:8081)")]
     NotHttp(String),
     /// `http://` with nothing after it, or only a port.
     #[error("`{0}` names no host (expected e.g. http://127.0.0.1:8081)")]
@@ -25,13 +20,15 @@ pub(crate) enum RestUrlError {
     },
 }
 
-/// Checks a Flink REST URL: `http://HOST[:PORT][/PATH]`, the port in 1..=65535.
+/// Checks a Flink REST URL: `http[s]://HOST[:PORT][/PATH]`, the port in 1..=65535. An
+/// `https://` URL is verified against the system's roots unless the job names a
+/// `[clusters.<name>]` with its own `ca-file`.
 pub(crate) fn check_rest_url(url: &str) -> Result<(), RestUrlError> {
     let lower = url.to_ascii_lowercase();
-    if lower.starts_with("https://") {
-        return Err(RestUrlError::Tls(url.to_string()));
-    }
-    let Some(rest) = lower.strip_prefix("http://") else {
+    let Some(rest) = lower
+        .strip_prefix("http://")
+        .or_else(|| lower.strip_prefix("https://"))
+    else {
         return Err(RestUrlError::NotHttp(url.to_string()));
     };
     let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
@@ -72,17 +69,20 @@ mod tests {
             "http://flink:65535/",
             "http://flink",
             "http://[::1]:8081/jobs",
+            "https://flink:8443",
+            "HTTPS://flink",
         ] {
             assert_eq!(check_rest_url(ok), Ok(()), "{ok}");
         }
-        let tls = check_rest_url("https://flink:8081").unwrap_err();
-        assert!(
-            tls.to_string().contains("https is not supported yet"),
-            "{tls}"
-        );
+        for not_http in ["flink:8081", "ftp://flink:21", "httpx://flink"] {
+            assert!(
+                matches!(check_rest_url(not_http), Err(RestUrlError::NotHttp(_))),
+                "{not_http}"
+            );
+        }
         assert!(matches!(
-            check_rest_url("flink:8081"),
-            Err(RestUrlError::NotHttp(_))
+            check_rest_url("https://:8443"),
+            Err(RestUrlError::NoHost(_))
         ));
         assert!(matches!(
             check_rest_url("http://:8081"),

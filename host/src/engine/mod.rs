@@ -39,6 +39,11 @@ pub trait Engine: Collector + Realizer + Send {
     fn is_finished(&self) -> bool {
         false
     }
+    /// What happened to the engine's connection since the last call that the job's events
+    /// should show (a Flink cluster's credentials reloaded, or a reload refused).
+    fn take_events(&mut self) -> Vec<crate::events::Event> {
+        Vec::new()
+    }
 }
 
 impl<E: Collector + ?Sized> Collector for Box<E> {
@@ -73,6 +78,9 @@ impl<E: Engine + ?Sized> Engine for Box<E> {
     }
     fn is_finished(&self) -> bool {
         (**self).is_finished()
+    }
+    fn take_events(&mut self) -> Vec<crate::events::Event> {
+        (**self).take_events()
     }
 }
 

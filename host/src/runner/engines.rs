@@ -2,13 +2,11 @@
 //! turns an [`EngineSpec`] into engines.
 
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::EngineSpec;
-use crate::engine::flink::{
-    ClusterLimits, FlinkClient, FlinkEngine, FlinkOptions, RequestLimit, discover_jobs,
-};
+use crate::credentials::CredentialError;
+use crate::engine::flink::{ClusterLimits, FlinkClient, FlinkEngine, FlinkOptions, discover_jobs};
 use crate::engine::replay::{ReplayEngine, ReplayError, RescalePolicy};
 use crate::engine::{Engine, EngineError};
 use crate::sim::{SimError, Simulation};
@@ -47,6 +45,14 @@ pub(crate) enum OpenError {
     /// The replay file.
     #[error(transparent)]
     Replay(#[from] ReplayError),
+    /// A file of the named cluster (CA, client certificate, token) cannot be used.
+    #[error("cluster `{cluster}`: {error}")]
+    Credentials {
+        /// The cluster's name.
+        cluster: String,
+        /// Which file and why.
+        error: CredentialError,
+    },
 }
 
 /// Opens the engine of the fleet entry `name`. A Flink entry without `job-id` covers every
@@ -57,19 +63,27 @@ pub(crate) fn open_engines_limited(
     spec: &EngineSpec,
     limits: &ClusterLimits,
 ) -> Result<OpenedEngines, OpenError> {
-    let limit = match spec {
-        EngineSpec::Flink { rest, .. } => Some(limits.for_cluster(rest)),
-        _ => None,
-    };
-    open_engines_within(name, spec, limit)
-}
-
-fn open_engines_within(
-    name: &str,
-    spec: &EngineSpec,
-    limit: Option<Arc<RequestLimit>>,
-) -> Result<OpenedEngines, OpenError> {
     match spec {
+        EngineSpec::Flink {
+            rest,
+            cluster,
+            job_id,
+        } => {
+            let options = FlinkOptions::new(rest.as_str());
+            let client = match cluster {
+                Some(cluster) => {
+                    let access = limits
+                        .access(&options.endpoint(), cluster)
+                        .map_err(|error| OpenError::Credentials {
+                            cluster: cluster.name.clone(),
+                            error,
+                        })?;
+                    FlinkClient::with_access(options, access).with_limit(limits.for_named(cluster))
+                }
+                None => FlinkClient::new(options).with_limit(limits.for_cluster(rest)),
+            };
+            open_flink(name, client, job_id.as_deref()).map(OpenedEngines::Jobs)
+        }
         EngineSpec::Sim { job, duration } => {
             let mut simulation = Simulation::from_file(job)?;
             simulation.record_timeline(true);
@@ -77,9 +91,6 @@ fn open_engines_within(
                 simulation: Box::new(simulation),
                 duration: *duration,
             })
-        }
-        EngineSpec::Flink { rest, job_id } => {
-            open_flink(name, rest, job_id.as_deref(), limit).map(OpenedEngines::Jobs)
         }
         EngineSpec::Replay { trace } => Ok(OpenedEngines::Jobs(vec![(
             name.to_string(),
@@ -109,14 +120,9 @@ pub(crate) fn may_restore(entry: &str, spec: &EngineSpec, job: &str) -> bool {
 
 fn open_flink(
     name: &str,
-    rest: &str,
+    client: FlinkClient,
     job_id: Option<&str>,
-    limit: Option<Arc<RequestLimit>>,
 ) -> Result<Vec<NamedEngine>, OpenError> {
-    let mut client = FlinkClient::new(FlinkOptions::new(rest));
-    if let Some(limit) = limit {
-        client = client.with_limit(limit);
-    }
     if let Some(id) = job_id {
         return Ok(vec![(
             name.to_string(),
@@ -126,7 +132,7 @@ fn open_flink(
     let jobs = discover_jobs(&client, None)?;
     if jobs.is_empty() {
         return Err(OpenError::NoRunningJob {
-            rest: rest.to_string(),
+            rest: client.options().rest_url.clone(),
         });
     }
     let single = jobs.len() == 1;

@@ -254,7 +254,15 @@ impl<E: Engine> JobRunner<E> {
             rate.next_ms = Some(now_ms + rate.interval_ms);
         }
         if cycle_due || rate_due {
-            match self.engine.observe(now_ms) {
+            let observed = self.engine.observe(now_ms);
+            // A credential reload before this cycle's requests is reported with the cycle.
+            events.extend(
+                self.engine
+                    .take_events()
+                    .into_iter()
+                    .map(|event| event.job(&self.name)),
+            );
+            match observed {
                 Ok(observation) => {
                     if rate_due {
                         self.rate_control(now_ms, &observation, &mut report, &mut events);

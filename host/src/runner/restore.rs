@@ -295,10 +295,12 @@ mod tests {
         let store = FileStateStore::open(dir.path()).expect("opens");
         let flink = EngineSpec::Flink {
             rest: "http://127.0.0.1:9".into(),
+            cluster: None,
             job_id: Some("abc".into()),
         };
         let discovered = EngineSpec::Flink {
             rest: "http://127.0.0.1:9".into(),
+            cluster: None,
             job_id: None,
         };
         let sim = EngineSpec::Sim {

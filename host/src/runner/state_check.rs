@@ -218,6 +218,7 @@ mod tests {
         write("old-copy.json", r#"{"job": "old", "sections": {}}"#);
         let flink = |id: &str| EngineSpec::Flink {
             rest: "http://127.0.0.1:9".into(),
+            cluster: None,
             job_id: Some(id.into()),
         };
         let (a, b, c) = (flink("a"), flink("b"), flink("c"));

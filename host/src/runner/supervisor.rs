@@ -24,7 +24,7 @@
 //!
 //! [`JobRunner::reconfigure`]: super::JobRunner::reconfigure
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -33,7 +33,7 @@ use crate::allocator;
 use crate::config::{
     EngineSpec, HostSettings, JobSpec, OnReload, PluginIsolation, changed_host_keys, on_reload,
 };
-use crate::engine::flink::ClusterLimits;
+use crate::engine::flink::{ClusterLimits, cluster_key};
 use crate::events::{Event, EventReason, Severity};
 use crate::plan::{FleetPlan, JobPlan};
 
@@ -114,18 +114,29 @@ fn pool_config(plan: &FleetPlan) -> PoolConfig {
     let workers = host.workers.unwrap_or_else(|| {
         std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
     });
-    let clusters: BTreeSet<&str> = plan
+    // Each cluster's own limit: a named cluster's `max-requests`, else the host's.
+    let clusters: BTreeMap<String, usize> = plan
         .jobs
         .iter()
         .filter_map(|job| match &job.spec.engine {
-            EngineSpec::Flink { rest, .. } => Some(rest.as_str()),
+            EngineSpec::Flink { rest, cluster, .. } => Some((
+                cluster_key(rest, cluster.as_deref()),
+                cluster
+                    .as_ref()
+                    .and_then(|c| c.max_requests)
+                    .unwrap_or(host.max_requests_per_cluster),
+            )),
             _ => None,
         })
         .collect();
-    let network_threads = host
-        .max_requests_per_cluster
-        .saturating_mul(clusters.len().max(1))
-        .min(MAX_NETWORK_THREADS);
+    let network_threads = if clusters.is_empty() {
+        host.max_requests_per_cluster
+    } else {
+        clusters
+            .values()
+            .fold(0usize, |sum, n| sum.saturating_add(*n))
+    }
+    .min(MAX_NETWORK_THREADS);
     let stuck_after =
         (host.plugin_isolation == PluginIsolation::InProcess).then_some(host.plugin_call_timeout);
     PoolConfig {

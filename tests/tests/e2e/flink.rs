@@ -102,15 +102,11 @@ pub(super) fn settled_parallelism(details: &Value) -> Option<u32> {
         .flatten()
 }
 
-fn fleet_file(dir: &Path, url: &str, plugins: &Path, jobs: &[TestJob]) -> PathBuf {
-    let balanced = &jobs[0];
-    let slots = &jobs[1];
-    let text = format!(
-        r#"[host]
-plugins = "{plugins}"
-interval = "5s"
-
-# Short windows so that a decision comes about 50 s after the jobs start. Flink's *PerSecond
+/// The `[defaults]` keys of the real-Flink fleets: a decision within about a minute of a job's
+/// start, and the keyed vertex's target where the modes differ.
+pub(super) fn fast_defaults() -> String {
+    format!(
+        r#"# Short windows so that a decision comes about 50 s after the jobs start. Flink's *PerSecond
 # metrics are 60 s sliding averages that start from zero: early in a job's life they show about
 # half the true rates. The AVG busy-time aggregator takes busy time and input rate from counter
 # differences instead, which are right at once.
@@ -128,7 +124,19 @@ interval = "5s"
 "catch-up.duration" = "30s"
 "restart.time" = "2s"
 "vertex.max-parallelism" = {VERTEX_MAX}
+"#
+    )
+}
 
+fn fleet_file(dir: &Path, url: &str, plugins: &Path, jobs: &[TestJob]) -> PathBuf {
+    let balanced = &jobs[0];
+    let slots = &jobs[1];
+    let text = format!(
+        r#"[host]
+plugins = "{plugins}"
+interval = "5s"
+
+{defaults}
 [[jobs]]
 name = "{balanced_name}"
 engine = "flink"
@@ -148,6 +156,7 @@ job-id = "{slots_id}"
 "scaling.alignment.mode.slots.slots-per-worker" = "{SLOTS_PER_WORKER}"
 "#,
         plugins = plugins.display(),
+        defaults = fast_defaults(),
         balanced_name = balanced.name,
         balanced_id = balanced.id,
         slots_name = slots.name,

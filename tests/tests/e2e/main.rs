@@ -11,8 +11,10 @@
 //! paused hosts, held requests and delaying proxies), `multi_host_flink` for three hosts on one PostgreSQL and a real Flink cluster (`#[ignore]`d:
 //! it needs both `FLOWSCALE_FLINK_E2E=1` and `FLOWSCALE_POSTGRES_URL`),
 //! `flink` for `flowscale run` against a real Flink cluster and `flink_load_align` for
-//! load-aware alignment on a real cluster with skewed keys (both `#[ignore]`d: they run with
+//! load-aware alignment on a real cluster with skewed keys, `flink_tls` for a real cluster whose
+//! REST API has mutual TLS (all three `#[ignore]`d: they run with
 //! `--ignored` and `FLOWSCALE_FLINK_E2E=1`).
+//! `secrets` checks that no token or password of a cluster reaches what the host prints.
 //! `what_if` drives `POST /api/v1/align` on a running host as an attacker would (a plugin that
 //! crashes, spins or forks; a request from a web page).
 //! Shared helpers live in `harness`; `fake_flink` serves a Flink REST API for wall-clock jobs
@@ -24,6 +26,7 @@ mod align;
 mod fake_flink;
 mod flink;
 mod flink_load_align;
+mod flink_tls;
 mod harness;
 mod isolation;
 mod multi_host;
@@ -35,6 +38,7 @@ mod reload;
 mod removed;
 mod run;
 mod scale;
+mod secrets;
 mod serve;
 mod serve_tls;
 mod state;

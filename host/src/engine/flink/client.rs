@@ -7,8 +7,13 @@ use std::time::Duration;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use super::access::{ClusterAccess, Connection, Endpoint, is_https};
+use super::failure::{Failure, describe_transport, redirect_to_tls, status_cause};
 use super::limit::RequestLimit;
+use crate::config::ClusterSpec;
+use crate::credentials::CredentialError;
 use crate::engine::{EngineError, Unfenced, WriteFence};
+use crate::events::Event;
 
 /// The request header that names the host making a change (with shared state).
 pub(crate) const WRITER_HOST_HEADER: &str = "X-Flowscale-Host";
@@ -18,7 +23,7 @@ pub(crate) const WRITER_TOKEN_HEADER: &str = "X-Flowscale-Fencing-Token";
 /// How to reach a Flink cluster's REST API and how patient to be with it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FlinkOptions {
-    /// Base URL of the REST API, e.g. `http://127.0.0.1:8081` (plain HTTP).
+    /// Base URL of the REST API, e.g. `http://127.0.0.1:8081` or `https://flink:8443`.
     pub(crate) rest_url: String,
     /// Upper bound of one request, connect to last byte (the Flink autoscaler's `flink.rest-client.timeout`).
     pub(crate) request_timeout: Duration,
@@ -57,6 +62,15 @@ impl Default for FlinkOptions {
 }
 
 impl FlinkOptions {
+    /// Where the cluster is and how long a request may take: what its agent is built from.
+    pub(crate) fn endpoint(&self) -> Endpoint {
+        Endpoint {
+            rest_url: self.rest_url.clone(),
+            request_timeout: self.request_timeout,
+            connect_timeout: self.connect_timeout,
+        }
+    }
+
     /// Options for the cluster at `rest_url`, everything else default.
     pub fn new(rest_url: impl Into<String>) -> FlinkOptions {
         FlinkOptions {
@@ -66,29 +80,12 @@ impl FlinkOptions {
     }
 }
 
-/// A failed attempt, before it is turned into an [`EngineError`].
-#[derive(Debug)]
-enum Failure {
-    /// Transport-level trouble (refused, reset, timed out): worth retrying.
-    Transport(String),
-    /// The server answered with an error status.
-    Status { code: u16, body: String },
-}
-
-impl Failure {
-    fn retryable(&self) -> bool {
-        match self {
-            Failure::Transport(_) => true,
-            Failure::Status { code, .. } => matches!(code, 502..=504),
-        }
-    }
-}
-
 /// A blocking client of one cluster's REST API. Cheap to clone (connections are pooled).
 #[derive(Clone)]
 pub struct FlinkClient {
     options: FlinkOptions,
-    agent: ureq::Agent,
+    /// The agent and credentials to send with, shared by every client of the cluster.
+    access: Arc<ClusterAccess>,
     /// The cluster's bound on requests in flight, shared with its other clients.
     in_flight: Option<Arc<RequestLimit>>,
 }
@@ -103,19 +100,40 @@ impl std::fmt::Debug for FlinkClient {
 
 impl FlinkClient {
     /// A client for the cluster described by `options`.
+    /// A client for the cluster described by `options`: plain HTTP, or for an `https://` URL
+    /// TLS verified against the system's roots.
     pub fn new(options: FlinkOptions) -> FlinkClient {
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .timeout_global(Some(options.request_timeout))
-            .timeout_connect(Some(options.connect_timeout))
-            // Error statuses are read like any answer so their body (Flink's `errors`) survives.
-            .http_status_as_error(false)
-            .build()
-            .into();
+        let access = Arc::new(ClusterAccess::unnamed(&options.endpoint()));
         FlinkClient {
             options,
-            agent,
+            access,
             in_flight: None,
         }
+    }
+
+    /// A client for the named cluster `cluster` (`[clusters.<name>]`: its TLS files and
+    /// credentials, read now and re-read when they change), at `options`' URL.
+    pub fn for_cluster(
+        options: FlinkOptions,
+        cluster: &ClusterSpec,
+    ) -> Result<FlinkClient, CredentialError> {
+        let access = ClusterAccess::open(&options.endpoint(), cluster)?;
+        Ok(FlinkClient::with_access(options, Arc::new(access)))
+    }
+
+    /// A client that sends through `access` (a named cluster's TLS setup and credentials,
+    /// shared with its other clients).
+    pub(crate) fn with_access(options: FlinkOptions, access: Arc<ClusterAccess>) -> FlinkClient {
+        FlinkClient {
+            options,
+            access,
+            in_flight: None,
+        }
+    }
+
+    /// The credential reloads of the cluster not yet reported (see [`ClusterAccess`]).
+    pub(crate) fn take_events(&self) -> Vec<Event> {
+        self.access.take_events()
     }
 
     /// The same client, taking a place in `limit` for each request (not for the waits between
@@ -149,9 +167,9 @@ impl FlinkClient {
         path: &str,
         fence: &dyn WriteFence,
     ) -> Result<T, EngineError> {
-        let body = self.with_retries("GET", path, fence, |timeout| {
-            let request = self.agent.get(self.url(path));
-            read_answer(bounded(request, timeout).call())
+        let body = self.with_retries("GET", path, fence, |connection, timeout| {
+            let request = authorized(connection, connection.agent.get(self.url(path)));
+            self.read_answer(bounded(request, timeout).call())
         })?;
         parse_body("GET", path, &body)
     }
@@ -166,17 +184,15 @@ impl FlinkClient {
         fence: &dyn WriteFence,
     ) -> Result<Value, EngineError> {
         let text = body.to_string();
-        let answer = self.with_retries("PUT", path, fence, |timeout| {
-            let mut request = self
-                .agent
-                .put(self.url(path))
+        let answer = self.with_retries("PUT", path, fence, |connection, timeout| {
+            let mut request = authorized(connection, connection.agent.put(self.url(path)))
                 .header("Content-Type", "application/json");
             if let Some((host, token)) = fence.writer() {
                 request = request
                     .header(WRITER_HOST_HEADER, host)
                     .header(WRITER_TOKEN_HEADER, token.to_string());
             }
-            read_answer(bounded(request, timeout).send(&text))
+            self.read_answer(bounded(request, timeout).send(&text))
         })?;
         if answer.trim().is_empty() {
             return Ok(Value::Object(Default::default()));
@@ -199,7 +215,7 @@ impl FlinkClient {
         method: &str,
         path: &str,
         fence: &dyn WriteFence,
-        mut attempt: impl FnMut(Option<Duration>) -> Result<String, Failure>,
+        mut attempt: impl FnMut(&Connection, Option<Duration>) -> Result<String, Failure>,
     ) -> Result<String, EngineError> {
         let mut delay = self.options.backoff;
         let mut tries = 0;
@@ -218,7 +234,12 @@ impl FlinkClient {
                     )));
                 }
             };
-            let answer = attempt(left.map(|left| left.min(self.options.request_timeout)));
+            // Re-checked before each attempt: a rotated file is used from the next one on.
+            let connection = self.access.connection();
+            let answer = attempt(
+                &connection,
+                left.map(|left| left.min(self.options.request_timeout)),
+            );
             drop(permit);
             match answer {
                 Ok(body) => return Ok(body),
@@ -228,7 +249,9 @@ impl FlinkClient {
                     delay = (delay * 2).min(self.options.max_backoff);
                     tries += 1;
                 }
-                Err(failure) => return Err(to_engine_error(method, path, failure)),
+                Err(failure) => {
+                    return Err(to_engine_error(method, path, &self.access.label, failure));
+                }
             }
         }
     }
@@ -246,19 +269,37 @@ fn bounded<B>(
     }
 }
 
-fn read_answer(
-    response: Result<ureq::http::Response<ureq::Body>, ureq::Error>,
-) -> Result<String, Failure> {
-    let mut response = response.map_err(|e| Failure::Transport(e.to_string()))?;
-    let code = response.status().as_u16();
-    let body = response
-        .body_mut()
-        .read_to_string()
-        .map_err(|e| Failure::Transport(format!("reading the answer: {e}")))?;
-    if (200..300).contains(&code) {
-        Ok(body)
-    } else {
-        Err(Failure::Status { code, body })
+impl FlinkClient {
+    fn read_answer(
+        &self,
+        response: Result<ureq::http::Response<ureq::Body>, ureq::Error>,
+    ) -> Result<String, Failure> {
+        let https = is_https(&self.options.rest_url);
+        let mut response = response.map_err(|e| describe_transport(&e, https, ""))?;
+        let code = response.status().as_u16();
+        if let Some(failure) = redirect_to_tls(&response) {
+            return Err(failure);
+        }
+        let body = response
+            .body_mut()
+            .read_to_string()
+            .map_err(|e| describe_transport(&e, https, "reading the answer: "))?;
+        if (200..300).contains(&code) {
+            Ok(body)
+        } else {
+            Err(Failure::Status { code, body })
+        }
+    }
+}
+
+/// `request` with the cluster's `Authorization` header, when it has one.
+fn authorized<B>(
+    connection: &Connection,
+    request: ureq::RequestBuilder<B>,
+) -> ureq::RequestBuilder<B> {
+    match &connection.authorization {
+        Some(value) => request.header("Authorization", value.expose()),
+        None => request,
     }
 }
 
@@ -285,6 +326,11 @@ fn error_message(body: &str) -> String {
             .join("; "),
         _ => truncate(body, 200),
     }
+}
+
+/// `text` on one line: an answer (a proxy's HTML page) must not break the log's lines.
+fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 fn truncate(text: &str, max: usize) -> String {
@@ -315,14 +361,21 @@ fn says_job_is_gone(path: &str, message: &str) -> bool {
         || message.contains(&format!("could not find flink job ({id})"))
 }
 
-fn to_engine_error(method: &str, path: &str, failure: Failure) -> EngineError {
+/// The error of a failed request to the cluster `cluster` (its name and address, or its
+/// address): one line, naming the cluster and the cause.
+fn to_engine_error(method: &str, path: &str, cluster: &str, failure: Failure) -> EngineError {
     match failure {
-        Failure::Transport(message) => {
-            EngineError::Unreachable(format!("{method} {path}: {message}"))
+        Failure::Transport(message) | Failure::Setup(message) => {
+            EngineError::Unreachable(format!("{method} {path}: {cluster}: {message}"))
         }
         Failure::Status { code, body } => {
-            let flink_says = error_message(&body);
-            let message = format!("{method} {path}: HTTP {code}: {flink_says}");
+            let flink_says = one_line(&error_message(&body));
+            let message = match status_cause(code) {
+                Some(cause) => {
+                    format!("{method} {path}: {cluster}: HTTP {code}: {cause}: {flink_says}")
+                }
+                None => format!("{method} {path}: HTTP {code}: {flink_says}"),
+            };
             match code {
                 404 if says_job_is_gone(path, &flink_says) => EngineError::JobGone(message),
                 404 => EngineError::NotReady(message),
@@ -354,15 +407,20 @@ mod tests {
             body: r#"{"errors":["nope"]}"#.into(),
         };
         assert!(matches!(
-            to_engine_error("GET", "/x", status(400)),
+            to_engine_error("GET", "/x", "http://a", status(400)),
             EngineError::Refused(m) if m.contains("HTTP 400") && m.contains("nope")
         ));
         assert!(matches!(
-            to_engine_error("GET", "/x", status(404)),
+            to_engine_error("GET", "/x", "http://a", status(404)),
             EngineError::NotReady(_)
         ));
         assert!(matches!(
-            to_engine_error("GET", "/x", Failure::Transport("refused".into())),
+            to_engine_error(
+                "GET",
+                "/x",
+                "http://a",
+                Failure::Transport("refused".into())
+            ),
             EngineError::Unreachable(_)
         ));
         assert!(!status(500).retryable());
@@ -379,7 +437,7 @@ mod tests {
                 code: 404,
                 body: serde_json::json!({ "errors": [error] }).to_string(),
             };
-            to_engine_error("GET", path, failure)
+            to_engine_error("GET", path, "http://a", failure)
         };
         let flink =
             format!("org.apache.flink.runtime.rest.NotFoundException: Job {id} not found\n\tat x");

@@ -7,9 +7,12 @@ use super::client::FlinkClient;
 use super::collector::FlinkCollector;
 use super::realizer::FlinkRealizer;
 use crate::engine::{Clock, Collector, Engine, EngineError, JobObservation, Realizer, WriteFence};
+use crate::events::Event;
 
 /// A job on a real Flink cluster.
 pub(crate) struct FlinkEngine {
+    /// The cluster's client, for the credential reloads it has to report.
+    client: FlinkClient,
     collector: FlinkCollector,
     realizer: FlinkRealizer,
 }
@@ -19,7 +22,8 @@ impl FlinkEngine {
     pub(crate) fn new(client: FlinkClient, job_id: &str) -> FlinkEngine {
         FlinkEngine {
             collector: FlinkCollector::new(client.clone(), job_id),
-            realizer: FlinkRealizer::new(client, job_id),
+            realizer: FlinkRealizer::new(client.clone(), job_id),
+            client,
         }
     }
 }
@@ -49,5 +53,8 @@ impl Realizer for FlinkEngine {
 impl Engine for FlinkEngine {
     fn clock(&self) -> Clock {
         Clock::Wall
+    }
+    fn take_events(&mut self) -> Vec<Event> {
+        self.client.take_events()
     }
 }

@@ -8,6 +8,10 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
+use super::access::{ClusterAccess, Endpoint};
+use crate::config::ClusterSpec;
+use crate::credentials::CredentialError;
+
 /// A counting semaphore: at most `limit` holders at once.
 #[derive(Debug)]
 pub(crate) struct RequestLimit {
@@ -69,12 +73,22 @@ impl Drop for Permit<'_> {
     }
 }
 
-/// One [`RequestLimit`] per cluster, by REST URL, shared by every client of that cluster.
+/// One [`RequestLimit`] per cluster, shared by every client of that cluster: by name for a
+/// `[clusters.<name>]` (with its own `max-requests` when it sets one), else by REST URL.
+///
+/// It also keeps each named cluster's [`ClusterAccess`] (its TLS setup and credentials), so
+/// that its entries share one connection pool and one reload of its files.
 #[derive(Debug)]
 pub(crate) struct ClusterLimits {
     per_cluster: usize,
     clusters: Mutex<HashMap<String, Arc<RequestLimit>>>,
+    /// By cluster name, with what it was opened from: a reload that changes the cluster's
+    /// table opens it anew.
+    accesses: Mutex<HashMap<String, NamedAccess>>,
 }
+
+/// A named cluster's access, and the definition it was opened from.
+type NamedAccess = (ClusterSpec, Endpoint, Arc<ClusterAccess>);
 
 impl ClusterLimits {
     /// At most `per_cluster` requests in flight to each cluster.
@@ -82,18 +96,61 @@ impl ClusterLimits {
         ClusterLimits {
             per_cluster,
             clusters: Mutex::new(HashMap::new()),
+            accesses: Mutex::new(HashMap::new()),
         }
     }
 
     /// The limit of the cluster at `rest_url` (the same object for every caller).
     pub(crate) fn for_cluster(&self, rest_url: &str) -> Arc<RequestLimit> {
-        let key = rest_url.trim_end_matches('/').to_string();
+        self.limit(cluster_key(rest_url, None), self.per_cluster)
+    }
+
+    /// The limit of the named cluster `cluster` (the same object for every caller that names
+    /// it): its own `max-requests`, else the host's.
+    pub(crate) fn for_named(&self, cluster: &ClusterSpec) -> Arc<RequestLimit> {
+        let limit = cluster.max_requests.unwrap_or(self.per_cluster);
+        self.limit(cluster_key(&cluster.rest, Some(cluster)), limit)
+    }
+
+    /// The access of the named cluster `cluster` at `endpoint`, opened on first use (the
+    /// same object for every caller that names it with the same definition).
+    pub(crate) fn access(
+        &self,
+        endpoint: &Endpoint,
+        cluster: &ClusterSpec,
+    ) -> Result<Arc<ClusterAccess>, CredentialError> {
+        let mut accesses = self.accesses.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((spec, at, access)) = accesses.get(&cluster.name)
+            && spec == cluster
+            && at == endpoint
+        {
+            return Ok(Arc::clone(access));
+        }
+        let access = Arc::new(ClusterAccess::open(endpoint, cluster)?);
+        accesses.insert(
+            cluster.name.clone(),
+            (cluster.clone(), endpoint.clone(), Arc::clone(&access)),
+        );
+        Ok(access)
+    }
+
+    fn limit(&self, key: String, limit: usize) -> Arc<RequestLimit> {
         let mut clusters = self.clusters.lock().unwrap_or_else(PoisonError::into_inner);
         Arc::clone(
             clusters
                 .entry(key)
-                .or_insert_with(|| Arc::new(RequestLimit::new(self.per_cluster))),
+                .or_insert_with(|| Arc::new(RequestLimit::new(limit))),
         )
+    }
+}
+
+/// What tells one cluster's requests from another's: its name when it has one (two named
+/// clusters may share an address through a proxy, each with its own limit), else its URL. The
+/// two never collide: a URL has a scheme, a name is prefixed with `cluster:` here.
+pub(crate) fn cluster_key(rest_url: &str, cluster: Option<&ClusterSpec>) -> String {
+    match cluster {
+        Some(cluster) => format!("cluster:{}", cluster.name),
+        None => rest_url.trim_end_matches('/').to_string(),
     }
 }
 
@@ -134,5 +191,31 @@ mod tests {
         let other = limits.for_cluster("http://b:8081");
         let _place = other.acquire();
         assert_eq!(other.in_flight(), 1);
+    }
+
+    #[test]
+    fn a_named_cluster_has_its_own_limit_even_at_a_shared_address() {
+        let limits = ClusterLimits::new(2);
+        let named = |name: &str, max_requests| ClusterSpec {
+            name: name.to_string(),
+            rest: "https://a:8443".to_string(),
+            ca_file: None,
+            client_cert: None,
+            auth: None,
+            max_requests,
+        };
+        let prod = limits.for_named(&named("prod", Some(5)));
+        assert!(Arc::ptr_eq(
+            &prod,
+            &limits.for_named(&named("prod", Some(5)))
+        ));
+        let batch = limits.for_named(&named("batch", None));
+        assert!(!Arc::ptr_eq(&prod, &batch), "one limit per name");
+        assert!(!Arc::ptr_eq(&prod, &limits.for_cluster("https://a:8443")));
+        // `max-requests = 5` lets five in; the unnamed default of 2 holds for `batch`.
+        let held: Vec<_> = (0..5).map(|_| prod.acquire()).collect();
+        assert_eq!(prod.in_flight(), held.len());
+        assert_eq!(prod.limit, 5);
+        assert_eq!(batch.limit, 2);
     }
 }

@@ -10,9 +10,11 @@
 //!
 //! [`EngineError`]: crate::engine::EngineError
 
+mod access;
 mod client;
 mod collector;
 mod engine;
+mod failure;
 mod jobs;
 mod limit;
 mod metrics;
@@ -24,11 +26,15 @@ mod topology;
 pub(crate) mod fake_server;
 #[cfg(test)]
 mod rest_tests;
+#[cfg(any(test, feature = "test-support"))]
+pub mod test_server;
+#[cfg(test)]
+mod tls_tests;
 
 pub use client::{FlinkClient, FlinkOptions};
 pub use collector::FlinkCollector;
 pub(crate) use engine::FlinkEngine;
 pub use jobs::discover_jobs;
-pub(crate) use limit::{ClusterLimits, RequestLimit};
+pub(crate) use limit::{ClusterLimits, cluster_key};
 pub use realizer::FlinkRealizer;
 pub use rest::{ParallelismBounds, VertexRequirement};
