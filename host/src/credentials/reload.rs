@@ -13,13 +13,16 @@ use super::CredentialError;
 use crate::events::{Event, EventReason, Severity};
 
 /// What identifies one version of a file: a rewrite in place changes its size or modification
-/// time, a rename over it changes its inode. `None`: the file is missing or cannot be stat'ed.
+/// time, a rename over it changes its inode, and a `chmod` its permissions (a key made readable
+/// by others must be refused as soon as it is). `None`: the file is missing or cannot be
+/// stat'ed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Stamp {
     device: u64,
     inode: u64,
     size: u64,
     modified: Option<SystemTime>,
+    permissions: std::fs::Permissions,
 }
 
 impl Stamp {
@@ -33,6 +36,7 @@ impl Stamp {
             inode,
             size: metadata.len(),
             modified: metadata.modified().ok(),
+            permissions: metadata.permissions(),
         })
     }
 }
@@ -282,6 +286,18 @@ mod tests {
         assert_eq!(event.reason, EventReason::CredentialsRefused);
         assert!(event.message.contains(&path.display().to_string()));
         assert!(!event.message.contains("good-secret"));
+
+        // A chmod alone is a change: the file is no longer private.
+        write_private(&path, "good-secret");
+        assert!(matches!(reloading.refresh(), Some(Reload::Reloaded { .. })));
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o644))
+            .expect("chmod");
+        let refused = reloading.refresh().expect("a chmod is a change");
+        assert!(
+            matches!(&refused, Reload::Refused { reason, .. } if reason.contains("chmod 600")),
+            "{refused:?}"
+        );
+        assert_eq!(*reloading.current(), "good-secret");
 
         std::fs::remove_file(&path).expect("rm");
         assert!(matches!(reloading.refresh(), Some(Reload::Refused { .. })));
