@@ -71,3 +71,63 @@ fn readme_test_commands_are_what_ci_runs() {
         "the Flink tests are #[ignore]d: {flink}"
     );
 }
+
+/// The README's production fleet file is one `flowscale validate` accepts once the files it
+/// names exist as a user would make them: every key in it is a real key, every value valid, and
+/// its secret files private.
+#[test]
+fn the_readme_production_fleet_file_is_valid() {
+    use flowscale_tests::certs::{TestCa, write_private};
+
+    let readme = std::fs::read_to_string(repo_root().join("README.md")).expect("README");
+    let fleet = block_after(&readme, "### A production fleet file", "toml");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let etc = dir.path().join("etc");
+    for sub in ["tls", "secrets"] {
+        std::fs::create_dir_all(etc.join(sub)).expect("mkdir");
+    }
+    // Each CA writes `<name>-ca.pem` where it is made; the README names them as below.
+    let pg = TestCa::new(&etc, "pg");
+    let (pg_cert, pg_key) = pg.issue("pg-client", &["flowscale"]);
+    let flink = TestCa::new(&etc.join("tls"), "prod");
+    let (flink_cert, flink_key) = flink.issue("flowscale", &["flowscale"]);
+    let (server_cert, server_key) = flink.issue("server", &["flowscale.internal"]);
+    assert_eq!(pg_cert, etc.join("pg-client.pem"));
+    assert_eq!(pg_key, etc.join("pg-client.key"));
+    assert_eq!(flink_cert, etc.join("tls/flowscale.pem"));
+    assert_eq!(flink_key, etc.join("tls/flowscale.key"));
+    assert_eq!(server_cert, etc.join("tls/server.pem"));
+    assert_eq!(server_key, etc.join("tls/server.key"));
+    write_private(&etc.join("api.token"), "a-token-of-32-characters-or-more\n");
+
+    let file = dir.path().join("fleet.toml");
+    let text = fleet.replace("/etc/flowscale/", &format!("{}/", etc.display()));
+    assert_ne!(
+        text, fleet,
+        "the README's file names files under /etc/flowscale"
+    );
+    std::fs::write(&file, &text).expect("write the fleet file");
+    let file = file.to_string_lossy().to_string();
+    let out = crate::harness::Cli::new(["validate", &file]).run();
+    assert_eq!(
+        out.code, 0,
+        "validate refuses the README's production fleet file:\n{}{}",
+        out.stdout, out.stderr
+    );
+    assert!(
+        !format!("{}{}", out.stdout, out.stderr).contains("warning"),
+        "validate warns about the README's production fleet file:\n{}{}",
+        out.stdout,
+        out.stderr
+    );
+
+    // And it reads the files: a token others may read is an error of this very file.
+    std::fs::set_permissions(
+        etc.join("api.token"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o644),
+    )
+    .expect("chmod");
+    let out = crate::harness::Cli::new(["validate", &file]).run();
+    assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
+    assert!(out.stdout.contains("chmod 600"), "{}", out.stdout);
+}
