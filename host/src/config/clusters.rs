@@ -30,7 +30,7 @@ use base64::Engine as _;
 use super::closest::closest;
 use super::rest_url::check_rest_url;
 use crate::credentials::{
-    CredentialError, Secret, read_certificates, read_private_key, read_secret,
+    CredentialError, Secret, crypto_provider, read_certificates, read_private_key, read_secret,
 };
 
 /// The keys of a `[clusters.<name>]` table.
@@ -320,11 +320,6 @@ fn read_cluster(
     })
 }
 
-/// The crypto provider of the cluster's TLS: ring (see the workspace manifest for why).
-pub(crate) fn crypto() -> Arc<rustls::crypto::CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
-}
-
 /// Checks that `key` (from `key_file`) is the private key of the first certificate of `chain`
 /// (from `cert_file`): a pair that does not match would fail every handshake.
 pub(crate) fn check_key_pair(
@@ -333,7 +328,7 @@ pub(crate) fn check_key_pair(
     cert_file: &Path,
     key_file: &Path,
 ) -> Result<(), CredentialError> {
-    rustls::sign::CertifiedKey::from_der(chain.to_vec(), key.clone_key(), &crypto())
+    rustls::sign::CertifiedKey::from_der(chain.to_vec(), key.clone_key(), &crypto_provider())
         .map(drop)
         .map_err(|err| CredentialError::BadPem {
             path: key_file.to_path_buf(),

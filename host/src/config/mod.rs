@@ -21,7 +21,7 @@ pub(crate) mod test_certs;
 
 pub(crate) use closest::closest;
 pub use clusters::{ClusterAuth, ClusterSpec};
-pub(crate) use clusters::{authorization, check_key_pair, crypto};
+pub(crate) use clusters::{authorization, check_key_pair};
 pub(crate) use duration::{
     DurationError, DurationRange, MAX_DURATION, format_duration, parse_duration,
 };
@@ -39,7 +39,7 @@ pub use job::JobConfig;
 pub(crate) use job::Origin;
 pub(crate) use known::KeyPolicy;
 pub use server_files::TlsFiles;
-pub(crate) use server_files::{crypto_provider, load_tls_files, load_token_file};
+pub(crate) use server_files::{load_tls_files, load_token_file};
 
 /// The key whose location stands in for a mode parameter that was not written.
 pub(crate) const MODE_KEY_FOR_LOCATION: &str = flowscale_sdk::MODE_KEY;

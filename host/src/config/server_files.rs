@@ -7,12 +7,11 @@
 //! what is acceptable.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use rustls::sign::CertifiedKey;
 
 use crate::credentials::{
-    CredentialError, Secret, read_certificates, read_private_key, read_secret,
+    CredentialError, Secret, crypto_provider, read_certificates, read_private_key, read_secret,
 };
 
 /// The server's certificate chain and private key files.
@@ -31,11 +30,6 @@ pub(crate) enum TlsFile {
     Cert,
     /// `tls-key-file`.
     Key,
-}
-
-/// The ring provider the whole binary uses (one TLS stack).
-pub(crate) fn crypto_provider() -> Arc<rustls::crypto::CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
 }
 
 /// The certificate chain and signing key of `files`, checked to belong together; on error, which

@@ -19,7 +19,7 @@ use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
 
 use super::secrets::Secrets;
-use crate::config::crypto_provider;
+use crate::credentials::crypto_provider;
 
 /// How long a client may take from connecting to the end of its TLS handshake.
 pub(crate) const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);

@@ -14,7 +14,8 @@ use rustls::pki_types::{CertificateDer, ServerName};
 
 use super::tls::HANDSHAKE_TIMEOUT;
 use super::{Backend, FleetView, ServeConfig, ServeError, Server};
-use crate::config::{TlsFiles, crypto_provider};
+use crate::config::TlsFiles;
+use crate::credentials::crypto_provider;
 use crate::credentials::read_certificates;
 use crate::events::{Event, EventReason};
 use crate::plugins::PluginListing;

@@ -13,7 +13,8 @@ use base64::Engine as _;
 use rustls::pki_types::PrivateKeyDer;
 use ureq::tls::{Certificate, ClientCert, PrivateKey, RootCerts, TlsConfig};
 
-use crate::config::{ClusterSpec, authorization, check_key_pair, crypto};
+use crate::config::{ClusterSpec, authorization, check_key_pair};
+use crate::credentials::crypto_provider;
 use crate::credentials::{CredentialError, Reloading, Secret, read_certificates, read_private_key};
 use crate::events::Event;
 
@@ -148,7 +149,7 @@ fn unnamed(options: &Endpoint) -> Connection {
     let tls = is_https(&options.rest_url).then(|| {
         TlsConfig::builder()
             .root_certs(RootCerts::Specific(Arc::new(system_roots())))
-            .unversioned_rustls_crypto_provider(crypto())
+            .unversioned_rustls_crypto_provider(crypto_provider())
             .build()
     });
     Connection {
@@ -195,7 +196,7 @@ pub(crate) fn agent(options: &Endpoint, tls: Option<TlsConfig>) -> ureq::Agent {
         .tls_config(tls.unwrap_or_else(|| {
             TlsConfig::builder()
                 .root_certs(RootCerts::Specific(Arc::new(Vec::new())))
-                .unversioned_rustls_crypto_provider(crypto())
+                .unversioned_rustls_crypto_provider(crypto_provider())
                 .build()
         }));
     builder.build().into()
@@ -213,7 +214,7 @@ fn tls_config(cluster: &ClusterSpec) -> Result<TlsConfig, CredentialError> {
     };
     let mut builder = TlsConfig::builder()
         .root_certs(RootCerts::Specific(Arc::new(roots)))
-        .unversioned_rustls_crypto_provider(crypto());
+        .unversioned_rustls_crypto_provider(crypto_provider());
     if let Some((cert_file, key_file)) = &cluster.client_cert {
         let chain = read_certificates(cert_file)?;
         let key = read_private_key(key_file)?;

@@ -14,7 +14,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::WebPkiClientVerifier;
 use rustls::{RootCertStore, ServerConfig};
 
-use crate::config::crypto;
+use crate::credentials::crypto_provider;
 
 /// A local HTTP/1.1 server, TLS when given a config, that answers every request with
 /// `status` and a JSON body, keeping connections alive; it counts handshakes (TLS) or
@@ -36,7 +36,7 @@ pub fn server_config(cert: &Path, key: &Path, client_ca: Option<&Path>) -> Arc<S
         .collect::<Result<_, _>>()
         .expect("cert");
     let key = PrivateKeyDer::from_pem_file(key).expect("key");
-    let builder = ServerConfig::builder_with_provider(crypto())
+    let builder = ServerConfig::builder_with_provider(crypto_provider())
         .with_safe_default_protocol_versions()
         .expect("versions");
     let builder = match client_ca {
@@ -45,9 +45,10 @@ pub fn server_config(cert: &Path, key: &Path, client_ca: Option<&Path>) -> Arc<S
             for der in CertificateDer::pem_file_iter(ca).expect("ca") {
                 roots.add(der.expect("ca")).expect("ca");
             }
-            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), crypto())
-                .build()
-                .expect("verifier");
+            let verifier =
+                WebPkiClientVerifier::builder_with_provider(Arc::new(roots), crypto_provider())
+                    .build()
+                    .expect("verifier");
             builder.with_client_cert_verifier(verifier)
         }
         None => builder.with_no_client_auth(),

@@ -15,14 +15,14 @@ use std::sync::Arc;
 
 use rustls::client::WebPkiServerVerifier;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::crypto::{CryptoProvider, WebPkiSupportedAlgorithms};
+use rustls::crypto::WebPkiSupportedAlgorithms;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::{
     CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme,
 };
 
 use super::conninfo::{SslMode, TlsFiles};
-use crate::credentials::{self, CredentialError};
+use crate::credentials::{self, CredentialError, crypto_provider};
 
 /// The certificates and key a link's TLS is made of, as read from its files.
 #[derive(Debug)]
@@ -52,15 +52,10 @@ impl Material {
     }
 }
 
-/// The crypto provider of the state link.
-fn provider() -> Arc<CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
-}
-
 /// The client configuration of `mode` from `material`. Fails on a root certificate rustls cannot
 /// use, or a client key that does not fit its certificate.
 pub(crate) fn client_config(mode: SslMode, material: &Material) -> Result<ClientConfig, String> {
-    let provider = provider();
+    let provider = crypto_provider();
     let builder = ClientConfig::builder_with_provider(Arc::clone(&provider))
         .with_safe_default_protocol_versions()
         .map_err(|e| e.to_string())?;
@@ -225,7 +220,7 @@ mod tests {
             }
             let leaf = params.signed_by(&key, &self.issuer).expect("a leaf");
             let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der()));
-            let config = ServerConfig::builder_with_provider(provider())
+            let config = ServerConfig::builder_with_provider(crypto_provider())
                 .with_safe_default_protocol_versions()
                 .expect("versions")
                 .with_no_client_auth()
