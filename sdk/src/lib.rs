@@ -136,6 +136,8 @@
 pub mod abi;
 mod bytes;
 mod context;
+mod evaluator;
+mod executor;
 mod mode;
 mod names;
 mod params;
@@ -145,8 +147,10 @@ pub use crate::context::{
     AlignmentContext, AlignmentContextBuilder, ContextParts, EvaluatedMetric, JobTopology,
     MetricList, SubtaskLoad, TopologyEdge, TopologyVertex,
 };
+pub use crate::evaluator::{EvaluatedVertex, EvaluatorContext, MetricEvaluator, VertexMetrics};
+pub use crate::executor::{ExecutorContext, ExecutorVerdict, ScalingExecutor, ScalingSummary};
 pub use crate::mode::{AlignmentMode, ModeError};
-pub use crate::params::{MODE_KEY, ModeParams, ParamError};
+pub use crate::params::{EVALUATOR_KEY, EXECUTOR_KEY, MODE_KEY, ModeParams, ParamError};
 pub use crate::ship::ShipStrategy;
 
 /// The version of this SDK, as recorded in every plugin's manifest.

@@ -8,6 +8,12 @@ use std::sync::{Arc, OnceLock};
 
 /// The canonical prefix of every mode parameter.
 pub const MODE_KEY: &str = "scaling.alignment.mode";
+/// The canonical prefix of every metric evaluator's parameters
+/// (`metrics.custom-evaluator.<name>.<param>`).
+pub const EVALUATOR_KEY: &str = "metrics.custom-evaluator";
+/// The canonical prefix of every scaling executor's parameters
+/// (`scaling.custom-executor.<name>.<param>`).
+pub const EXECUTOR_KEY: &str = "scaling.custom-executor";
 
 /// The parameters of the selected mode: every `scaling.alignment.mode.<name>.<rest>` key as
 /// `<rest> -> value` (so `.class` appears as `class`), and nothing else.
@@ -16,6 +22,9 @@ pub const MODE_KEY: &str = "scaling.alignment.mode";
 /// job, so a clone costs two reference counts, not a copy of every string.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ModeParams {
+    /// The key family the parameters were read under: [`MODE_KEY`], [`EVALUATOR_KEY`] or
+    /// [`EXECUTOR_KEY`]; only used to name the full key in messages.
+    family: &'static str,
     mode_name: Arc<str>,
     entries: Arc<BTreeMap<String, String>>,
 }
@@ -53,6 +62,7 @@ impl Default for ModeParams {
         static EMPTY: OnceLock<ModeParams> = OnceLock::new();
         EMPTY
             .get_or_init(|| ModeParams {
+                family: MODE_KEY,
                 mode_name: Arc::from(""),
                 entries: Arc::default(),
             })
@@ -63,20 +73,37 @@ impl Default for ModeParams {
 impl ModeParams {
     /// Parameters of mode `mode_name`, keyed by the stripped rest of each key.
     pub fn new(mode_name: impl Into<String>, entries: BTreeMap<String, String>) -> ModeParams {
+        ModeParams::under(MODE_KEY, mode_name, entries)
+    }
+
+    /// Parameters of the instance `name` of a plugin kind whose keys start with `family`
+    /// ([`MODE_KEY`], [`EVALUATOR_KEY`] or [`EXECUTOR_KEY`]), keyed by the stripped rest of
+    /// each key. The family only names the full key in messages.
+    pub fn under(
+        family: &'static str,
+        name: impl Into<String>,
+        entries: BTreeMap<String, String>,
+    ) -> ModeParams {
         ModeParams {
-            mode_name: Arc::from(mode_name.into()),
+            family,
+            mode_name: Arc::from(name.into()),
             entries: Arc::new(entries),
         }
     }
 
-    /// The mode name these parameters were selected under.
+    /// The mode (or evaluator or executor instance) name these parameters were selected under.
     pub fn mode_name(&self) -> &str {
         &self.mode_name
     }
 
+    /// The key family the parameters were read under (see [`ModeParams::under`]).
+    pub fn family(&self) -> &'static str {
+        self.family
+    }
+
     /// The full key a parameter was read from, for messages.
     pub fn full_key(&self, param: &str) -> String {
-        format!("{MODE_KEY}.{}.{param}", self.mode_name)
+        format!("{}.{}.{param}", self.family, self.mode_name)
     }
 
     /// Every parameter, sorted by name.

@@ -64,7 +64,7 @@ pub use isolation::Isolation;
 pub(crate) use live::LivePlugins;
 pub(crate) use load::load_file;
 pub(crate) use registry::is_reserved;
-pub use registry::{LinkedMode, ModeRegistry};
+pub use registry::{LinkedEvaluator, LinkedExecutor, LinkedMode, ModeRegistry};
 pub use report::PluginListing;
 pub use report::PluginStatus;
 pub(crate) use report::{PluginFileReport, Refusal};

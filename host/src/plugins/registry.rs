@@ -1,12 +1,14 @@
-//! The modes available by implementation id: those linked into the binary and those of the
-//! loadable plugin files of a directory.
+//! The modes, metric evaluators and scaling executors available by implementation id: those
+//! linked into the binary and those of the loadable plugin files of a directory. Each kind has
+//! its own ids: an evaluator may share an id with a mode.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use flowscale_sdk::AlignmentMode;
+use flowscale_sdk::{AlignmentMode, MetricEvaluator, ScalingExecutor};
 
 use crate::alignment::{CustomMode, ModeCatalog, RESERVED_NAMES};
+use crate::scaling::{CustomEvaluator, CustomExecutor};
 
 /// A mode compiled into the binary, registered with `inventory::submit!`.
 ///
@@ -33,10 +35,38 @@ pub struct LinkedMode {
 
 inventory::collect!(LinkedMode);
 
-/// The modes available by implementation id.
+/// A metric evaluator compiled into the binary, registered with `inventory::submit!` like a
+/// [`LinkedMode`].
+pub struct LinkedEvaluator {
+    /// The implementation id.
+    pub(crate) id: &'static str,
+    /// A one-line description.
+    pub(crate) description: &'static str,
+    /// Creates the evaluator.
+    pub(crate) make: fn() -> Box<dyn MetricEvaluator>,
+}
+
+inventory::collect!(LinkedEvaluator);
+
+/// A scaling executor compiled into the binary, registered with `inventory::submit!` like a
+/// [`LinkedMode`].
+pub struct LinkedExecutor {
+    /// The implementation id.
+    pub(crate) id: &'static str,
+    /// A one-line description.
+    pub(crate) description: &'static str,
+    /// Creates the executor.
+    pub(crate) make: fn() -> Box<dyn ScalingExecutor>,
+}
+
+inventory::collect!(LinkedExecutor);
+
+/// The modes, evaluators and executors available by implementation id.
 #[derive(Debug, Clone, Default)]
 pub struct ModeRegistry {
     modes: BTreeMap<String, CustomMode>,
+    evaluators: BTreeMap<String, CustomEvaluator>,
+    executors: BTreeMap<String, CustomExecutor>,
 }
 
 /// True when `id` is a built-in mode name (case-insensitively).
@@ -65,7 +95,63 @@ impl ModeRegistry {
                 Arc::from((linked.make)()),
             ));
         }
+        for linked in inventory::iter::<LinkedEvaluator> {
+            if registry.evaluators.contains_key(linked.id) {
+                tracing::warn!(
+                    id = linked.id,
+                    "linked evaluator skipped: its implementation id is already taken"
+                );
+                continue;
+            }
+            registry.insert_evaluator(CustomEvaluator::linked(
+                linked.id,
+                linked.description,
+                Arc::from((linked.make)()),
+            ));
+        }
+        for linked in inventory::iter::<LinkedExecutor> {
+            if registry.executors.contains_key(linked.id) {
+                tracing::warn!(
+                    id = linked.id,
+                    "linked executor skipped: its implementation id is already taken"
+                );
+                continue;
+            }
+            registry.insert_executor(CustomExecutor::linked(
+                linked.id,
+                linked.description,
+                Arc::from((linked.make)()),
+            ));
+        }
         registry
+    }
+
+    /// The metric evaluator with implementation id `id`.
+    pub fn evaluator(&self, id: &str) -> Option<&CustomEvaluator> {
+        self.evaluators.get(id)
+    }
+
+    /// The scaling executor with implementation id `id`.
+    pub fn executor(&self, id: &str) -> Option<&CustomExecutor> {
+        self.executors.get(id)
+    }
+
+    /// Every evaluator, sorted by id.
+    pub fn evaluators(&self) -> impl Iterator<Item = &CustomEvaluator> {
+        self.evaluators.values()
+    }
+
+    /// Every executor, sorted by id.
+    pub fn executors(&self) -> impl Iterator<Item = &CustomExecutor> {
+        self.executors.values()
+    }
+
+    pub(super) fn insert_evaluator(&mut self, evaluator: CustomEvaluator) {
+        self.evaluators.insert(evaluator.id.clone(), evaluator);
+    }
+
+    pub(super) fn insert_executor(&mut self, executor: CustomExecutor) {
+        self.executors.insert(executor.id.clone(), executor);
     }
 
     /// The mode with implementation id `id`.

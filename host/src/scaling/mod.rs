@@ -19,6 +19,7 @@
 //! Not implemented: memory tuning, resource/quota checks, custom evaluators and custom scaling
 //! executors, cron expressions in `excluded.periods`.
 
+mod custom;
 mod cycle;
 mod error;
 mod evaluation;
@@ -34,6 +35,7 @@ mod target;
 pub mod testing;
 mod topology;
 
+pub use custom::{CustomEvaluator, CustomExecutor, HostEvaluator, HostExecutor};
 pub(crate) use cycle::Autoscaler;
 pub use cycle::run_cycle;
 pub use evaluation::EvaluatedVertices;
