@@ -10,6 +10,7 @@ pub(crate) const KNOWN_KEYS: &[&str] = &[
     "metrics.window",
     "stabilization.interval",
     "excluded.periods",
+    "excluded.periods.time-zone",
     "utilization.target",
     "target.utilization",
     "target.utilization.boundary",

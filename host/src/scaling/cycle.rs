@@ -403,7 +403,8 @@ mod tests {
 
         let (mut opts, jobs) = band_job(740.0);
         opts.excluded_periods =
-            crate::scaling::options::ExcludedPeriods::parse("00:00-00:01").unwrap();
+            crate::scaling::options::ExcludedPeriods::parse("00:00-00:01", jiff::tz::TimeZone::UTC)
+                .unwrap();
         let mut state = JobScalingState::default();
         run_cycle("j", &opts, &jobs[0].obs, 0, &TargetAligner, &mut state);
         let out = run_cycle("j", &opts, &jobs[1].obs, 10_000, &TargetAligner, &mut state);

@@ -328,3 +328,42 @@ fn a_state_url_the_link_cannot_use_is_an_error_of_validate() {
         &[("host.state", &format!("run `chmod 600 {}`", key.display()))],
     );
 }
+
+#[test]
+fn a_bad_excluded_period_or_zone_is_reported_at_its_line_and_key() {
+    // Line 5: a cron with hour 25 after a valid range; line 6: a zone that does not exist.
+    // Job b (lines 8-13) is valid: a cron && a range in Berlin, under two other spellings.
+    let jobs = "[[jobs]]\nname = \"a\"\njob = \"keyed.toml\"\n[jobs.config]\n\"job.autoscaler.excluded.periods\" = \"09:00-10:00; 0 0 25 ? * MON-FRI\"\n\"job.autoscaler.excluded.periods.time-zone\" = \"Mars/Olympus\"\n\n[[jobs]]\nname = \"b\"\njob = \"keyed.toml\"\n[jobs.config]\n\"kubernetes.operator.job.autoscaler.excluded.periods\" = \"* * 9-16 ? * MON-FRI && 09:30-16:00\"\n\"excluded.periods.time-zone\" = \"Europe/Berlin\"\n";
+    let (_dir, file) = fleet_with(jobs);
+    let expected = [
+        (
+            "fleet.toml:5: jobs[0].config.\"job.autoscaler.excluded.periods\"",
+            "`0 0 25 ? * MON-FRI`",
+        ),
+        (
+            "fleet.toml:5: jobs[0].config.\"job.autoscaler.excluded.periods\"",
+            "hours values must be between 0 and 23",
+        ),
+        (
+            "fleet.toml:6: jobs[0].config.\"job.autoscaler.excluded.periods.time-zone\"",
+            "`Europe/Berlin`",
+        ),
+    ];
+    let out = Cli::new(["validate", &file]).run();
+    assert_eq!(out.code, 1, "{}", out.stdout);
+    assert_problems(&out.stdout, &expected);
+    assert!(out.stdout.contains("2 error(s)"), "{}", out.stdout);
+    let out = Cli::new(["run", "--once", &file]).run();
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert_problems(&out.stderr, &expected);
+
+    // Job b alone is valid.
+    let valid = jobs
+        .split("\n\n")
+        .nth(1)
+        .expect("the second job")
+        .to_string();
+    std::fs::write(&file, valid).expect("write");
+    let out = Cli::new(["validate", &file]).run();
+    assert_eq!(out.code, 0, "{}", out.stdout);
+}

@@ -5,10 +5,11 @@
 //! `utilization.target`, `scale-up.grace-period` for `scale-down.interval`.
 //!
 //! Not implemented, hence not read: memory tuning (`memory.tuning.*`), quotas (`quota.*`),
-//! custom evaluators and custom scaling executors; cron expressions in `excluded.periods` are
-//! refused with a configuration error.
+//! custom evaluators and custom scaling executors.
 
 use std::time::Duration;
+
+use jiff::tz::TimeZone;
 
 use crate::config::{ConfigLookup, ConfigLookupExt, DurationRange, KeyError};
 
@@ -38,7 +39,8 @@ pub struct AutoscalerOptions {
     pub metrics_window: Duration,
     /// `stabilization.interval` (5 min).
     pub stabilization_interval: Duration,
-    /// `excluded.periods` (none): daily `HH:mm-HH:mm` ranges (UTC) during which nothing is scaled.
+    /// `excluded.periods` (none): daily ranges and Quartz crons, read in
+    /// `excluded.periods.time-zone` (UTC), during which nothing is scaled.
     pub excluded_periods: ExcludedPeriods,
     /// `utilization.target` (0.7; deprecated `target.utilization`).
     pub utilization_target: f64,
@@ -156,6 +158,8 @@ pub(super) const FLINK_MAX_PARALLELISM: i64 = 32_768;
 pub(crate) const SCALING_ENABLED_KEY: &str = "scaling.enabled";
 /// The canonical key of the excluded periods.
 pub(crate) const EXCLUDED_PERIODS_KEY: &str = "excluded.periods";
+/// The IANA time zone in which the excluded periods are read.
+pub(crate) const EXCLUDED_PERIODS_TIME_ZONE_KEY: &str = "excluded.periods.time-zone";
 
 /// Collects typed reads, keeping every error instead of stopping at the first.
 struct Reader<'a, C: ConfigLookup + ?Sized> {
@@ -215,11 +219,26 @@ impl<C: ConfigLookup + ?Sized> Reader<'_, C> {
             _ => BusyTimeAggregator::Max,
         }
     }
-    /// `excluded.periods`.
+    /// `excluded.periods`, read in the zone of `excluded.periods.time-zone`.
     fn excluded_periods(&mut self) -> ExcludedPeriods {
+        let zone = match self.config.get(EXCLUDED_PERIODS_TIME_ZONE_KEY) {
+            None => TimeZone::UTC,
+            Some(name) => match TimeZone::get(name.trim()) {
+                Ok(zone) => zone,
+                Err(_) => {
+                    self.errors.push(KeyError::new(
+                        EXCLUDED_PERIODS_TIME_ZONE_KEY,
+                        format!(
+                            "`{name}` is not a time zone of the IANA database; valid: names such as `UTC`, `Europe/Berlin`, `America/New_York`"
+                        ),
+                    ));
+                    TimeZone::UTC
+                }
+            },
+        };
         match self.config.get(EXCLUDED_PERIODS_KEY) {
             None => ExcludedPeriods::default(),
-            Some(raw) => match ExcludedPeriods::parse(raw) {
+            Some(raw) => match ExcludedPeriods::parse(raw, zone) {
                 Ok(p) => p,
                 Err(err) => {
                     self.errors
@@ -693,16 +712,43 @@ mod tests {
     }
 
     #[test]
-    fn cron_periods_are_refused() {
-        let errs =
-            AutoscalerOptions::from_config(&cfg(&[("excluded.periods", "* * 9-17 ? * MON-FRI")]))
-                .unwrap_err();
-        assert_eq!(errs[0].key, "excluded.periods");
+    fn excluded_periods_take_crons_in_their_time_zone() {
+        let o = AutoscalerOptions::from_config(&cfg(&[
+            ("excluded.periods", "* * 9-16 ? * MON-FRI && 09:30-16:00"),
+            ("excluded.periods.time-zone", "America/New_York"),
+        ]))
+        .unwrap();
+        // Monday 2024-01-15 15:00 UTC is 10:00 EST; 10:00 UTC is 05:00 EST.
+        let monday_15_utc = 1_705_330_800_000;
+        assert!(o.excluded_periods.is_excluded(monday_15_utc));
         assert!(
-            errs[0].message.contains("not supported"),
-            "{}",
-            errs[0].message
+            !o.excluded_periods
+                .is_excluded(monday_15_utc - 5 * 3_600_000)
         );
+    }
+
+    #[test]
+    fn bad_periods_and_zones_are_refused_with_their_key() {
+        let errs = AutoscalerOptions::from_config(&cfg(&[
+            ("excluded.periods", "* * 9-17 * * MON-FRI"),
+            ("excluded.periods.time-zone", "Europe/Atlantis"),
+        ]))
+        .unwrap_err();
+        assert_eq!(errs.len(), 2, "{errs:?}");
+        let zone = errs
+            .iter()
+            .find(|e| e.key == "excluded.periods.time-zone")
+            .expect("the zone's error");
+        assert!(
+            zone.message.contains("Europe/Atlantis") && zone.message.contains("Europe/Berlin"),
+            "{}",
+            zone.message
+        );
+        let period = errs
+            .iter()
+            .find(|e| e.key == "excluded.periods")
+            .expect("the period's error");
+        assert!(period.message.contains("'?'"), "{}", period.message);
     }
 
     #[test]

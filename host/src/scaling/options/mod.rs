@@ -2,6 +2,7 @@
 
 mod autoscaler;
 mod excluded_periods;
+mod quartz_cron;
 
 pub use autoscaler::AutoscalerOptions;
 pub(crate) use autoscaler::BusyTimeAggregator;
