@@ -14,6 +14,7 @@
 //! load-aware alignment on a real cluster with skewed keys, `flink_tls` for a real cluster whose
 //! REST API has mutual TLS (all three `#[ignore]`d: they run with
 //! `--ignored` and `FLOWSCALE_FLINK_E2E=1`).
+//! `discovery` for an entry without `job-id` whose cluster is down at start.
 //! `secrets` checks that no token or password of a cluster reaches what the host prints.
 //! `what_if` drives `POST /api/v1/align` on a running host as an attacker would (a plugin that
 //! crashes, spins or forks; a request from a web page).
@@ -23,6 +24,7 @@
 #![warn(missing_docs, unreachable_pub)]
 
 mod align;
+mod discovery;
 mod fake_flink;
 mod flink;
 mod flink_load_align;
