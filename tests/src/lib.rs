@@ -16,6 +16,32 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Mutex;
 
+/// The next candidate of [`refusing_address`], shared by the tests of one process.
+static NEXT_REFUSING_PORT: std::sync::atomic::AtomicU16 = std::sync::atomic::AtomicU16::new(0);
+
+/// A loopback address nothing listens on, where connections are refused until a test starts a
+/// server there: a cluster that is down, then comes up at the address its clients were trying.
+///
+/// The port is below the system's ephemeral range (32768 and up on Linux), so that no server
+/// of another test, which binds port 0, is given it meanwhile; and above the fixed ports the
+/// CI's servers use (up to 19465).
+pub fn refusing_address() -> std::net::SocketAddr {
+    use std::sync::atomic::Ordering;
+    const FIRST: u16 = 21_000;
+    const COUNT: u16 = 11_000;
+    // Spread over processes (test binaries run side by side), then one port after another.
+    let start = u16::try_from(std::process::id() % u32::from(COUNT)).unwrap_or(0);
+    let _ = NEXT_REFUSING_PORT.compare_exchange(0, start + 1, Ordering::SeqCst, Ordering::SeqCst);
+    for _ in 0..COUNT {
+        let offset = NEXT_REFUSING_PORT.fetch_add(1, Ordering::SeqCst) % COUNT;
+        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], FIRST + offset));
+        if std::net::TcpListener::bind(addr).is_ok() {
+            return addr;
+        }
+    }
+    panic!("no free loopback port in {FIRST}..{}", FIRST + COUNT)
+}
+
 /// Serialises the builds of the tests of one process (cargo would only wait on its lock).
 static BUILD: Mutex<()> = Mutex::new(());
 

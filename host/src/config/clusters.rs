@@ -30,7 +30,7 @@ use base64::Engine as _;
 use super::closest::closest;
 use super::rest_url::check_rest_url;
 use crate::credentials::{
-    CredentialError, Secret, crypto_provider, read_certificates, read_private_key, read_secret,
+    CredentialError, Secret, certified_key, read_certificates, read_private_key, read_secret,
 };
 
 /// The keys of a `[clusters.<name>]` table.
@@ -280,7 +280,7 @@ fn read_cluster(
         });
         match (chain, private) {
             (Ok(chain), Ok(private)) => {
-                if let Err(err) = check_key_pair(&chain, &private, cert, key) {
+                if let Err((_, err)) = certified_key(chain, private, cert, key) {
                     p.error_at(key_line, &format!("{at}.key-file"), err.to_string());
                     ok = false;
                 }
@@ -318,25 +318,6 @@ fn read_cluster(
         auth,
         max_requests,
     })
-}
-
-/// Checks that `key` (from `key_file`) is the private key of the first certificate of `chain`
-/// (from `cert_file`): a pair that does not match would fail every handshake.
-pub(crate) fn check_key_pair(
-    chain: &[rustls::pki_types::CertificateDer<'static>],
-    key: &rustls::pki_types::PrivateKeyDer<'static>,
-    cert_file: &Path,
-    key_file: &Path,
-) -> Result<(), CredentialError> {
-    rustls::sign::CertifiedKey::from_der(chain.to_vec(), key.clone_key(), &crypto_provider())
-        .map(drop)
-        .map_err(|err| CredentialError::BadPem {
-            path: key_file.to_path_buf(),
-            what: format!(
-                "is not the private key of the certificate in {} ({err})",
-                cert_file.display()
-            ),
-        })
 }
 
 /// The `Authorization` header value of `auth`, read from its file: `Bearer <token>`, or

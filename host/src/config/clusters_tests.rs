@@ -113,8 +113,9 @@ fn a_key_others_can_read_and_a_key_of_another_certificate_are_refused() {
     let at =
         |line: usize, name: &str| format!("{}:{line}: clusters.{name}.key-file:", fleet.display());
     assert!(
-        all.iter().any(|e| e.starts_with(&at(4, "prod"))
-            && e.contains("is not the private key of the certificate")),
+        all.iter()
+            .any(|e| e.starts_with(&at(4, "prod"))
+                && e.contains("does not belong to the certificate")),
         "{all:#?}"
     );
     assert!(

@@ -20,8 +20,8 @@ mod server_files;
 pub(crate) mod test_certs;
 
 pub(crate) use closest::closest;
+pub(crate) use clusters::authorization;
 pub use clusters::{ClusterAuth, ClusterSpec};
-pub(crate) use clusters::{authorization, check_key_pair};
 pub(crate) use duration::{
     DurationError, DurationRange, MAX_DURATION, format_duration, parse_duration,
 };

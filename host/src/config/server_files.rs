@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use rustls::sign::CertifiedKey;
 
 use crate::credentials::{
-    CredentialError, Secret, crypto_provider, read_certificates, read_private_key, read_secret,
+    CredentialError, Secret, certified_key, read_certificates, read_private_key, read_secret,
 };
 
 /// The server's certificate chain and private key files.
@@ -23,50 +23,16 @@ pub struct TlsFiles {
     pub key: PathBuf,
 }
 
-/// Which of the two TLS files a problem is in, to report it at that key.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum TlsFile {
-    /// `tls-cert-file`.
-    Cert,
-    /// `tls-key-file`.
-    Key,
-}
+/// Which of the two TLS files a problem is in (`tls-cert-file` or `tls-key-file`), to report it
+/// at that key.
+pub(crate) use crate::credentials::PairFile as TlsFile;
 
 /// The certificate chain and signing key of `files`, checked to belong together; on error, which
 /// file is wrong and why (naming the file, never its contents).
 pub(crate) fn read_tls_files(files: &TlsFiles) -> Result<CertifiedKey, (TlsFile, CredentialError)> {
     let chain = read_certificates(&files.cert).map_err(|err| (TlsFile::Cert, err))?;
     let key = read_private_key(&files.key).map_err(|err| (TlsFile::Key, err))?;
-    let bad = |file: TlsFile, path: &Path, what: String| {
-        (
-            file,
-            CredentialError::BadPem {
-                path: path.to_path_buf(),
-                what,
-            },
-        )
-    };
-    CertifiedKey::from_der(chain, key, &crypto_provider()).map_err(|err| match err {
-        rustls::Error::InconsistentKeys(_) => bad(
-            TlsFile::Key,
-            &files.key,
-            format!(
-                "this private key does not belong to the certificate of {} (a key and certificate of different renewals?)",
-                files.cert.display()
-            ),
-        ),
-        rustls::Error::General(_) => bad(
-            TlsFile::Key,
-            &files.key,
-            "a private key of a kind the server cannot sign with (RSA, ECDSA P-256/P-384 or Ed25519 are)"
-                .to_string(),
-        ),
-        other => bad(
-            TlsFile::Cert,
-            &files.cert,
-            format!("the first certificate cannot be used: {other}"),
-        ),
-    })
+    certified_key(chain, key, &files.cert, &files.key)
 }
 
 /// [`read_tls_files`] for a reload: the file is named in the error already.

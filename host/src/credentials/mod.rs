@@ -9,19 +9,13 @@
 //! one cannot be used, so certificates and tokens rotate without a restart.
 
 mod files;
+mod pair;
+mod provider;
 mod reload;
 
 pub use files::{
     CredentialError, Secret, check_private, read_certificates, read_private_key, read_secret,
 };
+pub use pair::{PairFile, certified_key};
+pub use provider::crypto_provider;
 pub use reload::{FileWatch, Reload, Reloading};
-
-use std::sync::Arc;
-
-/// The crypto provider of every TLS link of the host (the Flink clients, the state link, the
-/// HTTPS server): ring, pure Rust and assembly, needing no C toolchain beyond `cc`. Handed to each
-/// configuration rather than installed process-wide, so no link depends on another having
-/// installed it first.
-pub fn crypto_provider() -> Arc<rustls::crypto::CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
-}

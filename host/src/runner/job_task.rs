@@ -23,8 +23,9 @@ use crate::events::{Event, EventReason, Severity};
 use crate::plan::JobPlan;
 use crate::scaling::CycleStage;
 use crate::sim::{Simulation, Summary, Timeline};
+use crate::state::EventLog;
 
-use super::engines::{NamedEngine, OpenedEngines, open_engines_limited};
+use super::engines::{NamedEngine, OpenError, OpenedEngines, open_engines_limited};
 use super::fleet::{
     DEFAULT_SIMULATED_DURATION, Interrupted, JobRun, MAX_SIMULATED_DURATION, RunOptions, wall_ms,
 };
@@ -111,6 +112,24 @@ pub(super) struct OpenEntry<'env> {
     outcome: Arc<EntryOutcome>,
     name: String,
     lane: Lane,
+    /// When the task was made: a wait for the cluster ends with the run's duration.
+    created: Instant,
+    /// Set while a discovering entry's cluster cannot list its jobs.
+    waiting: Option<Waiting>,
+}
+
+/// A discovering Flink entry (no `job-id`) whose cluster could not list its jobs: it tries
+/// again at each of its cycles, as a job named by `job-id` observes its unreachable job again
+/// at each of its cycles, each attempt with the client's own retries and backoff.
+struct Waiting {
+    /// When the next attempt is due.
+    next: Instant,
+    /// The last failure: the run's error if the wait ends before the cluster answers.
+    error: String,
+    /// The failures recorded (and logged) so far, so that a cluster down for hours is reported
+    /// like a job's unreachable engine: once per `scaling.event.interval`, and whenever the
+    /// cause changes.
+    reported: EventLog,
 }
 
 impl<'env> OpenEntry<'env> {
@@ -134,12 +153,88 @@ impl<'env> OpenEntry<'env> {
             fresh,
             outcome,
             lane,
+            created: Instant::now(),
+            waiting: None,
         }
+    }
+
+    /// While waiting for the cluster: ends the wait when the entry left the fleet (it ran
+    /// nothing, so it leaves no run), or when the fleet stops or its time is up (the last
+    /// failure is the run's error); `Next::At` the next attempt while it is not due. `None`:
+    /// not waiting, or an attempt is due.
+    fn wait(&mut self) -> Option<Next> {
+        let waiting = self.waiting.as_ref()?;
+        if self.live.is_removed() {
+            self.outcome.ended();
+            return Some(Next::Done);
+        }
+        let options = self.env.options;
+        let end = options.wall_duration.map(|d| self.created + d);
+        let now = Instant::now();
+        if options.stop.load(Ordering::Relaxed) || end.is_some_and(|end| now >= end) {
+            let (job, _) = self.live.current();
+            let run = JobRun::failed(
+                self.name.clone(),
+                job.alignment.mode_id(),
+                waiting.error.clone(),
+            );
+            self.outcome.deliver(0, run);
+            return Some(Next::Done);
+        }
+        let next = end.map_or(waiting.next, |end| end.min(waiting.next));
+        (now < next).then_some(Next::At(next))
+    }
+
+    /// After a failed opening: `Next::At` the next attempt when the entry waits for its
+    /// cluster, reporting the failure (one line naming the cluster, its address and the
+    /// cause). A discovering Flink entry waits when the cluster could not list its jobs, and,
+    /// once it waited, also when the cluster answered with no RUNNING job (a cluster that just
+    /// came up is still starting its jobs). `None`: the entry fails (`--once`, a file that
+    /// cannot be read, a cluster that answered at start with nothing to scale).
+    fn retry_later(&mut self, job: &JobPlan, interval_ms: i64, err: &OpenError) -> Option<Next> {
+        let discovers = matches!(job.spec.engine, EngineSpec::Flink { job_id: None, .. });
+        let waits = match err {
+            OpenError::Flink(_) => true,
+            OpenError::NoRunningJob { .. } => self.waiting.is_some(),
+            _ => false,
+        };
+        if !discovers || !waits || self.env.options.once {
+            return None;
+        }
+        let message = match err {
+            OpenError::NoRunningJob { .. } => format!("{err} yet; waiting for one"),
+            _ => format!("cannot list the cluster's jobs, trying again at the next cycle: {err}"),
+        };
+        let interval = Duration::from_millis(u64::try_from(interval_ms).unwrap_or(0).max(1));
+        let waiting = self.waiting.get_or_insert_with(|| Waiting {
+            next: Instant::now(),
+            error: String::new(),
+            reported: EventLog::new(
+                Duration::from_millis(u64::try_from(job.settings.event_interval_ms).unwrap_or(0)),
+                1,
+            ),
+        });
+        waiting.next = Instant::now() + interval;
+        waiting.error.clone_from(&message);
+        let now_ms = wall_ms();
+        let event =
+            Event::new(EventReason::EngineError, Severity::Warning, message).job(&self.name);
+        let mut report = CycleReport::new(&self.name, now_ms);
+        report.engine_failed = true;
+        if waiting.reported.record(now_ms, event.clone(), None) {
+            report.events.push(event);
+        }
+        report.entry = Some(self.live.run().clone());
+        (self.env.sink)(&report);
+        Some(Next::At(waiting.next))
     }
 }
 
 impl<'env> Task<'env> for OpenEntry<'env> {
     fn step(&mut self, spawned: &mut Vec<BoxedTask<'env>>) -> Next {
+        if let Some(next) = self.wait() {
+            return next;
+        }
         let (job, interval_ms) = self.live.current();
         let job = job.as_ref();
         let start = Start {
@@ -178,6 +273,9 @@ impl<'env> Task<'env> for OpenEntry<'env> {
                 spawned.extend(engine_tasks(&start, self.fresh, engines));
             }
             Err(err) => {
+                if let Some(next) = self.retry_later(job, interval_ms, &err) {
+                    return next;
+                }
                 self.outcome.deliver(
                     0,
                     JobRun::failed(

@@ -38,4 +38,6 @@ pub(crate) use supervisor::{FleetSource, run_fleet_reloading};
 pub(crate) use time_ordered::{DEFAULT_HOLD_BYTES, TimeOrderedLog};
 
 #[cfg(test)]
+mod discovery_tests;
+#[cfg(test)]
 mod tests;

@@ -523,20 +523,6 @@ mod tests {
 
     const JOB: &str = "8930b1fd94e042463a80e45360195d7e";
     const OTHER_JOB: &str = "0000000000000000000000000000beef";
-    const DETAILS: &str = include_str!("../engine/flink/testdata/job_details.json");
-
-    /// Serves `id` as a job that is restarting: every step is a quick "waiting" step.
-    fn serve_restarting(fake: &FakeFlink, id: &str) {
-        let mut details: serde_json::Value = serde_json::from_str(DETAILS).expect("fixture");
-        details["jid"] = id.into();
-        details["state"] = "RESTARTING".into();
-        details["plan"]["nodes"] = serde_json::json!([]);
-        fake.json(&format!("GET /jobs/{id}"), &details.to_string());
-        fake.json(
-            &format!("GET /jobs/{id}/plan"),
-            &format!(r#"{{"plan":{{"jid":"{id}","nodes":[]}}}}"#),
-        );
-    }
 
     /// A fleet of Flink entries `(name, job id, mode)` against `rest`, every 100 ms.
     fn plan(rest: &str, entries: &[(&str, &str, &str)]) -> FleetPlan {
@@ -608,8 +594,8 @@ mod tests {
     #[test]
     fn a_reload_adds_removes_changes_and_restarts_entries() {
         let fake = FakeFlink::start();
-        serve_restarting(&fake, JOB);
-        serve_restarting(&fake, OTHER_JOB);
+        fake.serve_restarting(JOB);
+        fake.serve_restarting(OTHER_JOB);
         let url = fake.url();
         let stop = AtomicBool::new(false);
         let store = memory_store();
@@ -709,7 +695,7 @@ mod tests {
     #[test]
     fn a_job_a_reload_removes_leaves_the_store_and_the_runs_kept_for_the_end() {
         let fake = FakeFlink::start();
-        serve_restarting(&fake, JOB);
+        fake.serve_restarting(JOB);
         let url = fake.url();
         let stop = AtomicBool::new(false);
         let store = memory_store();

@@ -109,6 +109,15 @@ impl FakeFlink {
 
     /// Starts serving one job on `ports` loopback ports.
     pub(crate) fn start_on(ports: usize) -> FakeFlink {
+        let addrs = (0..ports.max(1))
+            .map(|_| SocketAddr::from(([127, 0, 0, 1], 0)))
+            .collect();
+        FakeFlink::start_at(addrs)
+    }
+
+    /// Starts serving one job on `addrs`: a cluster that comes up at an address its clients
+    /// were already trying (see [`flowscale_tests::refusing_address`]).
+    pub(crate) fn start_at(wanted: Vec<SocketAddr>) -> FakeFlink {
         let job = Arc::new(Mutex::new(Job {
             parallelism: VERTICES.iter().map(|(id, _, p, _)| (*id, *p)).collect(),
             running_since_ms: now_ms() - 3_600_000,
@@ -120,8 +129,8 @@ impl FakeFlink {
         let put_hold = Arc::new((Mutex::new(PutHold::default()), Condvar::new()));
         let mut addrs = Vec::new();
         let mut threads = Vec::new();
-        for via in 0..ports.max(1) {
-            let listener = TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
+        for (via, wanted) in wanted.into_iter().enumerate() {
+            let listener = TcpListener::bind(wanted).expect("bind a loopback port");
             addrs.push(listener.local_addr().expect("its address"));
             let held = Arc::clone(&held);
             let job = Arc::clone(&job);
@@ -386,6 +395,14 @@ fn answer(job: &mut Job, method: &str, target: &str, body: &[u8]) -> (u16, Value
                 None => not_found(path),
             }
         }
+        // The cluster's jobs, for an entry without `job-id`.
+        ("GET", "/jobs/overview", _) => (
+            200,
+            json!({"jobs": [{
+                "jid": JOB_ID, "name": "fake", "state": "RUNNING",
+                "tasks": {"running": VERTICES.len(), "total": VERTICES.len()}
+            }]}),
+        ),
         ("GET", "/jobmanager/metrics", _) => (
             200,
             json!([{"id": "taskSlotsTotal", "value": "512"}, {"id": "taskSlotsAvailable", "value": "256"}]),

@@ -14,6 +14,9 @@
 //! load-aware alignment on a real cluster with skewed keys, `flink_tls` for a real cluster whose
 //! REST API has mutual TLS (all three `#[ignore]`d: they run with
 //! `--ignored` and `FLOWSCALE_FLINK_E2E=1`).
+//! `tls_rotation` renews the certificates of a cluster with mutual TLS (behind `tls_front`) and of
+//! the host's API while `run` runs.
+//! `discovery` for an entry without `job-id` whose cluster is down at start.
 //! `secrets` checks that no token or password of a cluster reaches what the host prints.
 //! `what_if` drives `POST /api/v1/align` on a running host as an attacker would (a plugin that
 //! crashes, spins or forks; a request from a web page).
@@ -23,6 +26,7 @@
 #![warn(missing_docs, unreachable_pub)]
 
 mod align;
+mod discovery;
 mod fake_flink;
 mod flink;
 mod flink_load_align;
@@ -42,5 +46,7 @@ mod secrets;
 mod serve;
 mod serve_tls;
 mod state;
+mod tls_front;
+mod tls_rotation;
 mod validate;
 mod what_if;

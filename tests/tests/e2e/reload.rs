@@ -58,13 +58,13 @@ fn install_plugin(from: &Path, to: &Path) {
 }
 
 /// The host's JSON lines, as they come.
-struct Lines {
-    rx: Receiver<Value>,
-    seen: Vec<Value>,
+pub(crate) struct Lines {
+    pub(crate) rx: Receiver<Value>,
+    pub(crate) seen: Vec<Value>,
 }
 
 /// `flowscale run --json --verbose` with `args`, its stdout piped.
-fn start_run(args: &[&std::ffi::OsStr]) -> Child {
+pub(crate) fn start_run(args: &[&std::ffi::OsStr]) -> Child {
     Command::new(flowscale_bin())
         .args(["run", "--json", "--verbose"])
         .args(args)
@@ -78,7 +78,7 @@ fn start_run(args: &[&std::ffi::OsStr]) -> Child {
 
 impl Lines {
     /// Follows the JSON lines `host` prints, read on a thread of their own.
-    fn of(host: &mut Child) -> Lines {
+    pub(crate) fn of(host: &mut Child) -> Lines {
         let stdout = host.stdout.take().expect("stdout");
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
@@ -97,7 +97,7 @@ impl Lines {
     }
 
     /// Waits for the first line after the ones already seen that `matches`; its index.
-    fn wait_for(&mut self, what: &str, matches: impl Fn(&Value) -> bool) -> usize {
+    pub(crate) fn wait_for(&mut self, what: &str, matches: impl Fn(&Value) -> bool) -> usize {
         let deadline = Instant::now() + PATIENCE;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -151,11 +151,11 @@ fn aligned_by(line: &Value, job: &str, mode: &str) -> Vec<(u64, u64)> {
         .unwrap_or_default()
 }
 
-fn cycle_of(line: &Value, job: &str) -> bool {
+pub(crate) fn cycle_of(line: &Value, job: &str) -> bool {
     line["type"] == "cycle" && line["data"]["job"] == job
 }
 
-fn signal(pid: u32, name: &str) {
+pub(crate) fn signal(pid: u32, name: &str) {
     let status = Command::new("kill")
         .arg(format!("-{name}"))
         .arg(pid.to_string())

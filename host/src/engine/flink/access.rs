@@ -13,9 +13,11 @@ use base64::Engine as _;
 use rustls::pki_types::PrivateKeyDer;
 use ureq::tls::{Certificate, ClientCert, PrivateKey, RootCerts, TlsConfig};
 
-use crate::config::{ClusterSpec, authorization, check_key_pair};
+use crate::config::{ClusterSpec, authorization};
 use crate::credentials::crypto_provider;
-use crate::credentials::{CredentialError, Reloading, Secret, read_certificates, read_private_key};
+use crate::credentials::{
+    CredentialError, Reloading, Secret, certified_key, read_certificates, read_private_key,
+};
 use crate::events::Event;
 
 /// Where a cluster is and how long its requests may take: what an agent is built from.
@@ -218,7 +220,8 @@ fn tls_config(cluster: &ClusterSpec) -> Result<TlsConfig, CredentialError> {
     if let Some((cert_file, key_file)) = &cluster.client_cert {
         let chain = read_certificates(cert_file)?;
         let key = read_private_key(key_file)?;
-        check_key_pair(&chain, &key, cert_file, key_file)?;
+        certified_key(chain.clone(), key.clone_key(), cert_file, key_file)
+            .map_err(|(_, err)| err)?;
         let chain: Vec<Certificate<'static>> = chain
             .iter()
             .map(|der| Certificate::from_der(der.as_ref()).to_owned())

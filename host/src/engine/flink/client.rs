@@ -374,7 +374,7 @@ fn to_engine_error(method: &str, path: &str, cluster: &str, failure: Failure) ->
                 Some(cause) => {
                     format!("{method} {path}: {cluster}: HTTP {code}: {cause}: {flink_says}")
                 }
-                None => format!("{method} {path}: HTTP {code}: {flink_says}"),
+                None => format!("{method} {path}: {cluster}: HTTP {code}: {flink_says}"),
             };
             match code {
                 404 if says_job_is_gone(path, &flink_says) => EngineError::JobGone(message),
@@ -408,7 +408,7 @@ mod tests {
         };
         assert!(matches!(
             to_engine_error("GET", "/x", "http://a", status(400)),
-            EngineError::Refused(m) if m.contains("HTTP 400") && m.contains("nope")
+            EngineError::Refused(m) if m == "GET /x: http://a: HTTP 400: nope"
         ));
         assert!(matches!(
             to_engine_error("GET", "/x", "http://a", status(404)),

@@ -46,7 +46,13 @@ pub(crate) struct FakeFlink {
 
 impl FakeFlink {
     pub(crate) fn start() -> FakeFlink {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind loopback");
+        FakeFlink::start_at("127.0.0.1:0".parse().expect("a loopback address"))
+    }
+
+    /// Starts serving on `addr`: a cluster that comes up at an address its clients were
+    /// already trying (one that refused connections until now).
+    pub(crate) fn start_at(addr: SocketAddr) -> FakeFlink {
+        let listener = TcpListener::bind(addr).expect("bind loopback");
         let addr = listener.local_addr().expect("local addr");
         let routes: Routes = Arc::default();
         let requests: Arc<Mutex<Vec<Recorded>>> = Arc::default();
@@ -96,6 +102,21 @@ impl FakeFlink {
             .expect("routes")
             .insert(key.to_string(), vec![Reply::Json(200, body.to_string())]);
         self
+    }
+
+    /// Serves the fixture job as the job `id`, restarting (no plan nodes yet): every step of
+    /// a loop on it is a quick "waiting" step.
+    pub(crate) fn serve_restarting(&self, id: &str) -> &FakeFlink {
+        let details = include_str!("testdata/job_details.json");
+        let mut details: serde_json::Value = serde_json::from_str(details).expect("fixture");
+        details["jid"] = id.into();
+        details["state"] = "RESTARTING".into();
+        details["plan"]["nodes"] = serde_json::json!([]);
+        self.json(&format!("GET /jobs/{id}"), &details.to_string());
+        self.json(
+            &format!("GET /jobs/{id}/plan"),
+            &format!(r#"{{"plan":{{"jid":"{id}","nodes":[]}}}}"#),
+        )
     }
 
     pub(crate) fn json(&self, key: &str, body: &str) -> &FakeFlink {
