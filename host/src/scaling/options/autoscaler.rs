@@ -4,9 +4,10 @@
 //! deprecated key, it is read after the canonical one: `target.utilization` for
 //! `utilization.target`, `scale-up.grace-period` for `scale-down.interval`.
 //!
-//! Not implemented, hence not read: memory tuning (`memory.tuning.*`), quotas (`quota.*`),
-//! custom evaluators and custom scaling executors; cron expressions in `excluded.periods` are
-//! refused with a configuration error.
+//! Not implemented, hence not read: memory tuning (`memory.tuning.*`), quotas (`quota.*`); cron
+//! expressions in `excluded.periods` are refused with a configuration error. The custom
+//! evaluator and executor keys are read where the job's plugins are resolved
+//! (`scaling::custom`, docs/plugin-kinds.md).
 
 use std::time::Duration;
 
