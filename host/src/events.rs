@@ -17,8 +17,15 @@ pub enum EventReason {
     CooldownQueued,
     /// A new source rate limit was published.
     RateLimit,
-    /// A plugin mode panicked, failed, or answered outside the allowed range.
+    /// A plugin mode panicked, failed, or answered outside the allowed range; or a custom
+    /// evaluator or executor could not answer or answered what cannot be used.
     PluginFault,
+    /// A custom scaling executor vetoed the cycle's operation: nothing was applied. Keyed
+    /// `ScalingVetoed:<instance>`.
+    ScalingVetoed,
+    /// A configured custom evaluator or executor instance is not used (no class, a class no
+    /// loaded implementation has, parameters refused), or an evaluator after the first.
+    PluginSkipped,
     /// The configured mode could not be used and BALANCED was used instead.
     ModeFallback,
     /// Scaling was blocked by GC or heap pressure.
@@ -96,6 +103,8 @@ impl EventReason {
             EventReason::CooldownQueued => "CooldownQueued",
             EventReason::RateLimit => "RateLimit",
             EventReason::PluginFault => "PluginFault",
+            EventReason::ScalingVetoed => "ScalingVetoed",
+            EventReason::PluginSkipped => "PluginSkipped",
             EventReason::ModeFallback => "ModeFallback",
             EventReason::MemoryPressure => "MemoryPressure",
             EventReason::EngineError => "EngineError",

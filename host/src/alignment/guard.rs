@@ -7,13 +7,13 @@ use flowscale_sdk::AlignmentContext;
 /// A panic of a custom mode, caught before it unwinds into the host.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("panicked: {message}")]
-pub(super) struct Panicked {
+pub(crate) struct Panicked {
     /// The panic's message (or a note that its payload is not text).
     pub(crate) message: String,
 }
 
 /// Runs `f`, turning a panic into an error instead of unwinding into the host.
-pub(super) fn contain<T>(f: impl FnOnce() -> T) -> Result<T, Panicked> {
+pub(crate) fn contain<T>(f: impl FnOnce() -> T) -> Result<T, Panicked> {
     catch_unwind(AssertUnwindSafe(f)).map_err(|payload| {
         let message = payload
             .downcast_ref::<&str>()

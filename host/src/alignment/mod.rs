@@ -30,6 +30,7 @@ pub use custom::ModeOrigin;
 pub use custom::{CustomMode, HostMode};
 pub(crate) use custom::{GatedAnswer, gate_then_align};
 pub(crate) use explanation::Explanation;
+pub(crate) use guard::contain;
 pub use job::JobAlignment;
 pub(crate) use outcome::AlignOutcome;
 pub use outcome::Aligner;

@@ -10,7 +10,7 @@ use super::builtin::BuiltIn;
 use super::catalog::ModeCatalog;
 use super::custom::CustomMode;
 use super::legacy::{LEGACY_VALUES, Legacy};
-use crate::config::{ConfigLookup, KeyError, closest};
+use crate::config::{ConfigLookup, ConfigLookupExt, KeyError, closest};
 
 /// The deprecated key (canonical spelling, without `job.autoscaler.`).
 pub(crate) const LEGACY_KEY: &str = "scaling.key-group.partitions.adjust.mode";
@@ -81,16 +81,7 @@ pub(super) struct Resolved {
 
 /// The prefix-stripped parameters of mode `name`.
 pub(crate) fn mode_params(config: &impl ConfigLookup, name: &str) -> ModeParams {
-    let prefix = format!("{MODE_KEY}.{name}.");
-    let entries = config
-        .with_prefix(&prefix)
-        .into_iter()
-        .filter_map(|(key, value)| {
-            let rest = key.strip_prefix(&prefix)?;
-            (!rest.is_empty()).then(|| (rest.to_string(), value))
-        })
-        .collect();
-    ModeParams::new(name, entries)
+    config.instance_params(MODE_KEY, name)
 }
 
 /// The implementation id of the custom mode a job's configuration selects

@@ -2,10 +2,10 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::alignment::ModeCatalog;
 use crate::config::{
     DEFAULT_PLUGIN_CALL_TIMEOUT, DEFAULT_PLUGINS_DIR, HostSettings, PluginIsolation,
 };
+use crate::plan::PluginCatalog;
 use crate::plugins::{Isolation, ModeRegistry};
 
 /// The plugins directory: `--plugins`, else the fleet's, else `plugins/` in the working directory.
@@ -31,7 +31,7 @@ pub(super) fn isolation(flag: Option<PluginIsolation>, host: Option<&HostSetting
 pub(super) fn load_catalog_isolated(
     dir: &Path,
     isolation: &Isolation,
-) -> Box<dyn ModeCatalog + Send + Sync> {
+) -> Box<dyn PluginCatalog + Send + Sync> {
     let (registry, _reports) = ModeRegistry::discover_with(dir, isolation);
     Box::new(registry)
 }

@@ -4,18 +4,18 @@
 use std::path::Path;
 
 use super::catalog::{isolation, load_catalog_isolated, plugins_dir};
-use crate::alignment::ModeCatalog;
 use crate::config::{
     ConfigErrors, Diagnostic, EngineSpec, FleetConfig, FleetReading, KeyPolicy, PluginIsolation,
     read_fleet,
 };
+use crate::plan::PluginCatalog;
 use crate::plan::{FleetPlan, plan_fleet, reload_fleet};
 use crate::plugins::LivePlugins;
 use crate::runner::check_state_dir;
 use crate::state::postgres::check_link;
 
 /// The custom modes of a plugins directory, as loaded at start.
-pub(super) type Catalog = Box<dyn ModeCatalog + Send + Sync>;
+pub(super) type Catalog = Box<dyn PluginCatalog + Send + Sync>;
 
 /// A fleet file checked from top to bottom: its plan when nothing is wrong, else every problem.
 pub(super) struct CheckedFleet {
@@ -115,7 +115,7 @@ pub(super) fn check_fleet(
 pub(super) fn recheck_fleet(
     file: &Path,
     running: &FleetConfig,
-    catalog: &dyn ModeCatalog,
+    catalog: &dyn PluginCatalog,
     policy: KeyPolicy,
 ) -> CheckedFleet {
     match read_fleet(file, policy) {

@@ -8,12 +8,12 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use crate::alignment::ModeCatalog;
 use crate::config::{
     ConfigErrors, Diagnostic, FleetConfig, HostSettings, KeyPolicy, PluginIsolation,
     check_listen_token,
 };
 use crate::events::{Event, EventReason, Severity};
+use crate::plan::PluginCatalog;
 use crate::plan::{FleetPlan, replan_fleet};
 use crate::plugins::LivePlugins;
 use crate::runner::{FleetSource, JobRun, Printer, wall_ms};
@@ -103,7 +103,7 @@ pub(super) struct FleetWatcher<'p, W: Write> {
     /// The configuration the fleet runs with.
     fleet: FleetConfig,
     /// The modes plans are made with now.
-    catalog: Arc<dyn ModeCatalog + Send + Sync>,
+    catalog: Arc<dyn PluginCatalog + Send + Sync>,
     /// Told of every new plan and every change of the plugins.
     on_change: Option<OnChange<'p>>,
     /// Handed the runs of the entries a reload stopped.
@@ -135,7 +135,7 @@ impl<'p, W: Write> FleetWatcher<'p, W> {
     pub(super) fn new(
         path: PathBuf,
         fleet: FleetConfig,
-        (catalog, plugins): (Arc<dyn ModeCatalog + Send + Sync>, Option<LivePlugins>),
+        (catalog, plugins): (Arc<dyn PluginCatalog + Send + Sync>, Option<LivePlugins>),
         (policy, signals): (KeyPolicy, Signals),
         started: Started,
         printer: &'p Mutex<Printer<W>>,

@@ -14,13 +14,13 @@ use super::load::{Catalog, Checks, check_fleet};
 use super::reload::{FleetWatcher, HostFlags, Started};
 use super::serving::Serving;
 use super::signals::Signals;
-use crate::alignment::ModeCatalog;
 use crate::config::{
     ConfigErrors, DurationError, EngineSpec, KeyPolicy, ListenError, PluginIsolation,
     parse_duration, parse_listen,
 };
 use crate::events::Event;
 use crate::plan::FleetPlan;
+use crate::plan::PluginCatalog;
 use crate::plugins::LivePlugins;
 use crate::runner::{
     CycleReport, DEFAULT_HOLD_BYTES, Interrupted, JobRun, Lateness, LatenessSummary, Pace, Printer,
@@ -175,7 +175,7 @@ pub(super) fn exec(args: RunArgs) -> u8 {
     let Some((plan, catalog, plugins)) = load_plan(&args) else {
         return exit_codes::FAILED;
     };
-    let catalog: Arc<dyn ModeCatalog + Send + Sync> = Arc::from(catalog);
+    let catalog: Arc<dyn PluginCatalog + Send + Sync> = Arc::from(catalog);
     let listen = plan.fleet.host.listen;
     let Ok(serving) = Serving::start(listen, &plan, catalog.clone(), plugins.as_ref()) else {
         return exit_codes::FAILED;
@@ -360,7 +360,7 @@ struct Watch {
     path: PathBuf,
     /// The shared database's connections, whose credential events the watcher prints.
     leases: Option<Arc<HostLeases>>,
-    catalog: Arc<dyn ModeCatalog + Send + Sync>,
+    catalog: Arc<dyn PluginCatalog + Send + Sync>,
     plugins: Option<LivePlugins>,
     policy: KeyPolicy,
     signals: Signals,

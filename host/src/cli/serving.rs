@@ -12,13 +12,13 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use super::align::answer_request;
-use crate::alignment::ModeCatalog;
 use crate::config::{EngineSpec, check_listen};
 use crate::events::Event;
 use crate::plan::FleetPlan;
+use crate::plan::PluginCatalog;
 use crate::plugins::isolation::what_if::WhatIfCatalog;
 use crate::plugins::{LivePlugins, PluginFileReport, PluginListing, PluginStatus};
-use crate::serve::{Backend, FleetView, ServeConfig, Server};
+use crate::serve::{Backend, CustomView, FleetView, ServeConfig, Server};
 
 use super::reload::Changed;
 
@@ -106,7 +106,7 @@ impl Serving {
     pub(super) fn start(
         listen: Option<SocketAddr>,
         plan: &FleetPlan,
-        catalog: Arc<dyn ModeCatalog + Send + Sync>,
+        catalog: Arc<dyn PluginCatalog + Send + Sync>,
         plugins: Option<&LivePlugins>,
     ) -> Result<Option<Serving>, ()> {
         let Some(listen) = listen else {
@@ -177,6 +177,8 @@ impl Serving {
             let mode = job.alignment.mode_id();
             self.view
                 .add_job(&job.spec.name, engine_kind(&job.spec.engine), &mode);
+            self.view
+                .set_custom(&job.spec.name, CustomView::of(&job.custom));
         }
         *entries = plan.jobs.iter().map(|j| j.spec.name.clone()).collect();
     }

@@ -42,6 +42,8 @@ pub(crate) const KNOWN_KEYS: &[&str] = &[
     "flink.rest-client.timeout",
     "scaling.key-group.partitions.adjust.mode",
     "scaling.alignment.mode",
+    "metrics.custom-evaluators",
+    "scaling.custom-executors",
     "observed-scalability.enabled",
     "observed-scalability.min-observations",
     "observed-scalability.coefficient-min",
@@ -57,7 +59,11 @@ pub(crate) const KNOWN_KEYS: &[&str] = &[
 ];
 
 /// Families of keys whose tails are free-form (mode parameters and the like).
-const KNOWN_PREFIXES: &[&str] = &["scaling.alignment.mode."];
+const KNOWN_PREFIXES: &[&str] = &[
+    "scaling.alignment.mode.",
+    "metrics.custom-evaluator.",
+    "scaling.custom-executor.",
+];
 
 /// How an unknown key is reported.
 #[derive(Debug, Clone, PartialEq, Eq)]

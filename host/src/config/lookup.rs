@@ -4,6 +4,8 @@ use std::collections::BTreeMap;
 use std::str::FromStr;
 use std::time::Duration;
 
+use flowscale_sdk::ModeParams;
+
 use super::duration::{DurationRange, parse_duration};
 use super::errors::KeyError;
 
@@ -104,6 +106,24 @@ pub(crate) trait ConfigLookupExt: ConfigLookup {
                     .collect()
             })
             .unwrap_or_default()
+    }
+    /// The prefix-stripped parameters of the instance `name` of a plugin kind whose keys start
+    /// with `family` (`scaling.alignment.mode`, `metrics.custom-evaluator`,
+    /// `scaling.custom-executor`): every `<family>.<name>.<param>` key as `<param> -> value`,
+    /// `class` included. A key written both with the `kubernetes.operator.` prefix and without
+    /// one was resolved to the unprefixed spelling's value when the configuration was read
+    /// (`config::keys`), so the canonical key wins here as in the Flink autoscaler.
+    fn instance_params(&self, family: &'static str, name: &str) -> ModeParams {
+        let prefix = format!("{family}.{name}.");
+        let entries = self
+            .with_prefix(&prefix)
+            .into_iter()
+            .filter_map(|(key, value)| {
+                let rest = key.strip_prefix(&prefix)?;
+                (!rest.is_empty()).then(|| (rest.to_string(), value))
+            })
+            .collect();
+        ModeParams::under(family, name, entries)
     }
     /// One of `choices`, case-insensitive, returned as spelled in `choices`; or `default`.
     fn choice_or<'c>(

@@ -7,7 +7,8 @@ use crate::config::{
     ConfigErrors, Diagnostic, EngineSpec, FleetConfig, JobConfig, JobSpec, KeyError,
     MODE_KEY_FOR_LOCATION,
 };
-use crate::events::Event;
+use crate::events::{Event, EventReason, Severity};
+use crate::scaling::{JobCustom, KindCatalog, Strictness};
 use crate::sim::Simulation;
 
 use super::settings::JobSettings;
@@ -19,6 +20,8 @@ pub struct JobPlan {
     pub spec: JobSpec,
     /// Its resolved alignment.
     pub(crate) alignment: JobAlignment,
+    /// Its custom evaluator and executor chain.
+    pub(crate) custom: JobCustom,
     /// Its other settings.
     pub settings: JobSettings,
     /// Events to report at the job's next step when it takes this plan (a mode that fell back
@@ -36,6 +39,12 @@ pub struct FleetPlan {
     /// Non-fatal findings.
     pub(crate) warnings: Vec<Diagnostic>,
 }
+
+/// Where a fleet's jobs find their modes, evaluators and executors: the plugins directory and
+/// what is linked into the binary (a [`crate::plugins::ModeRegistry`]).
+pub trait PluginCatalog: ModeCatalog + KindCatalog {}
+
+impl<T: ModeCatalog + KindCatalog + ?Sized> PluginCatalog for T {}
 
 /// Where a key of a job's configuration was written, or the job entry when it was not written.
 pub(crate) fn locate(config: &JobConfig, key: &str, fallback: &str) -> String {
@@ -62,7 +71,7 @@ pub(crate) fn resolve_diagnostics(spec: &JobSpec, errors: &[KeyError]) -> Vec<Di
 /// Checks every job of a fleet and resolves its mode, reporting all problems at once.
 pub fn plan_fleet(
     fleet: FleetConfig,
-    catalog: &dyn ModeCatalog,
+    catalog: &dyn PluginCatalog,
 ) -> Result<FleetPlan, ConfigErrors> {
     plan_with(fleet, catalog, Fallback::Never)
 }
@@ -73,7 +82,7 @@ pub fn plan_fleet(
 /// of failing the whole plan.
 pub(crate) fn replan_fleet(
     fleet: FleetConfig,
-    catalog: &dyn ModeCatalog,
+    catalog: &dyn PluginCatalog,
 ) -> Result<FleetPlan, ConfigErrors> {
     plan_with(fleet, catalog, Fallback::Always)
 }
@@ -89,7 +98,7 @@ pub(crate) fn replan_fleet(
 pub(crate) fn reload_fleet(
     fleet: FleetConfig,
     running: &FleetConfig,
-    catalog: &dyn ModeCatalog,
+    catalog: &dyn PluginCatalog,
 ) -> Result<FleetPlan, ConfigErrors> {
     let missing: BTreeSet<String> = running
         .jobs
@@ -124,7 +133,7 @@ impl Fallback<'_> {
 
 fn plan_with(
     fleet: FleetConfig,
-    catalog: &dyn ModeCatalog,
+    catalog: &dyn PluginCatalog,
     fallback: Fallback<'_>,
 ) -> Result<FleetPlan, ConfigErrors> {
     let mut errors = Vec::new();
@@ -144,6 +153,22 @@ fn plan_with(
                 })
                 .ok()
         };
+        // Strict where the mode is (start, `validate`); at run time an instance whose class
+        // went missing is left out with a warning, as the Flink autoscaler does.
+        let strictness = match fallback {
+            Fallback::Never => Strictness::Strict,
+            Fallback::Always | Fallback::Missing(_) => Strictness::Lenient,
+        };
+        let custom = JobCustom::resolve(&spec.config, catalog, strictness);
+        errors.extend(resolve_diagnostics(spec, &custom.errors));
+        notes.extend(custom.warnings.iter().map(|warning| {
+            Event::new(
+                EventReason::PluginSkipped,
+                Severity::Warning,
+                warning.clone(),
+            )
+            .job(&spec.name)
+        }));
         let settings = JobSettings::from_config(&spec.config)
             .map_err(|option_errors| {
                 errors.extend(option_errors.iter().map(|e| {
@@ -162,6 +187,7 @@ fn plan_with(
             jobs.push(JobPlan {
                 spec: spec.clone(),
                 alignment,
+                custom: custom.custom,
                 settings,
                 notes,
             });
@@ -265,5 +291,32 @@ mod tests {
         // The same file at start is refused for both.
         let errors = plan_fleet(fleet(&[("a", "gone")]), &NoCustomModes).expect_err("refused");
         assert!(errors.0[0].to_string().contains("`gone`"), "{errors}");
+    }
+
+    /// A Flink entry whose configuration lists the executor instance `x` of class `class`.
+    fn fleet_with_executor(class: &str) -> FleetConfig {
+        let text = format!(
+            "[[jobs]]\nname = \"a\"\nengine = \"flink\"\nrest = \"http://127.0.0.1:9\"\n\
+             job-id = \"8930b1fd94e042463a80e45360195d7e\"\n[jobs.config]\n\
+             \"job.autoscaler.scaling.custom-executors\" = \"x\"\n\
+             \"job.autoscaler.scaling.custom-executor.x.class\" = \"{class}\"\n"
+        );
+        parse_fleet(Path::new("fleet.toml"), &text).expect("a valid fleet")
+    }
+
+    #[test]
+    fn an_unknown_executor_class_is_refused_at_start_and_skipped_on_a_replan() {
+        let registry = crate::scaling::TestKinds;
+        let errors = plan_fleet(fleet_with_executor("test-exek"), &registry).expect_err("refused");
+        let text = errors.to_string();
+        assert!(text.contains("scaling.custom-executor.x.class"), "{text}");
+        assert!(text.contains("did you mean `test-exec`?"), "{text}");
+        let plan = replan_fleet(fleet_with_executor("test-exek"), &registry).expect("applied");
+        assert!(plan.jobs[0].custom.executors.is_empty());
+        assert_eq!(plan.jobs[0].notes.len(), 1, "{:?}", plan.jobs[0].notes);
+        assert_eq!(plan.jobs[0].notes[0].reason, EventReason::PluginSkipped);
+        let plan = plan_fleet(fleet_with_executor("test-exec"), &registry).expect("valid");
+        let chain: Vec<_> = plan.jobs[0].custom.executors_view().collect();
+        assert_eq!(chain, [("x", "test-exec", 0)]);
     }
 }

@@ -7,7 +7,7 @@
 mod fleet;
 mod settings;
 
-pub use fleet::plan_fleet;
 pub(crate) use fleet::{FleetPlan, JobPlan, reload_fleet, replan_fleet};
+pub use fleet::{PluginCatalog, plan_fleet};
 pub(crate) use settings::COOLDOWN_PERIOD_KEY;
 pub use settings::JobSettings;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use flowscale_sdk::{AlignmentMode, MetricEvaluator, ScalingExecutor};
 
 use crate::alignment::{CustomMode, ModeCatalog, RESERVED_NAMES};
-use crate::scaling::{CustomEvaluator, CustomExecutor};
+use crate::scaling::{CustomEvaluator, CustomExecutor, KindCatalog};
 
 /// A mode compiled into the binary, registered with `inventory::submit!`.
 ///
@@ -188,6 +188,22 @@ impl ModeCatalog for ModeRegistry {
             .into_iter()
             .map(str::to_string)
             .collect()
+    }
+}
+
+/// The registry's evaluators and executors, for the resolution of a job's custom instances.
+impl KindCatalog for ModeRegistry {
+    fn evaluator(&self, id: &str) -> Option<CustomEvaluator> {
+        ModeRegistry::evaluator(self, id).cloned()
+    }
+    fn executor(&self, id: &str) -> Option<CustomExecutor> {
+        ModeRegistry::executor(self, id).cloned()
+    }
+    fn evaluator_ids(&self) -> Vec<String> {
+        self.evaluators.keys().cloned().collect()
+    }
+    fn executor_ids(&self) -> Vec<String> {
+        self.executors.keys().cloned().collect()
     }
 }
 

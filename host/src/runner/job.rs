@@ -12,7 +12,7 @@ use crate::backpressure::{BackpressureSettings, BatchInfo, RateController};
 use crate::engine::{Engine, EngineError, JobObservation, JobStatus, Unfenced, WriteFence};
 use crate::events::{Event, EventReason, Severity};
 use crate::plan::{COOLDOWN_PERIOD_KEY, JobSettings};
-use crate::scaling::{Autoscaler, JobScalingState, REPORT_HEADER_ENABLED};
+use crate::scaling::{Autoscaler, JobCustom, JobScalingState, REPORT_HEADER_ENABLED};
 use crate::state::{
     DEFAULT_EVENT_CAPACITY, EventLog, JobLeases, StateError, StateStore, save, sections,
 };
@@ -46,6 +46,8 @@ pub struct JobRunner<E: Engine> {
     name: String,
     engine: E,
     alignment: JobAlignment,
+    /// The job's custom evaluator and executor chain, resolved with its alignment.
+    custom: JobCustom,
     autoscaler: Autoscaler,
     enabled: bool,
     interval_ms: i64,
@@ -65,6 +67,7 @@ impl<E: Engine> Drop for JobRunner<E> {
     /// running its mode need not keep what it was sent of the job.
     fn drop(&mut self) {
         self.alignment.forget_job(&self.name);
+        self.custom.forget_job(&self.name);
     }
 }
 
@@ -83,6 +86,7 @@ impl<E: Engine> JobRunner<E> {
             name: name.to_string(),
             engine,
             alignment,
+            custom: JobCustom::default(),
             autoscaler: Autoscaler::new(settings.autoscaler.clone()),
             enabled: settings.enabled,
             interval_ms: interval_ms.max(1),
@@ -112,6 +116,19 @@ impl<E: Engine> JobRunner<E> {
     /// The resolved alignment.
     pub(crate) fn alignment(&self) -> &JobAlignment {
         &self.alignment
+    }
+
+    /// The runner with the job's custom evaluator and executor chain.
+    pub(crate) fn with_custom(mut self, custom: JobCustom) -> JobRunner<E> {
+        self.custom = custom;
+        self
+    }
+
+    /// Takes the custom evaluator and executors of a changed configuration from the next
+    /// cycle on; those it no longer uses are told the job's loop ended for them.
+    pub(crate) fn set_custom(&mut self, custom: JobCustom) {
+        let old = std::mem::replace(&mut self.custom, custom);
+        old.forget_unused(&self.custom, &self.name);
     }
 
     /// The job's persisted decision state (metric window, scaling history, ...).
@@ -289,14 +306,7 @@ impl<E: Engine> JobRunner<E> {
             }
         }
         for event in events {
-            let recorded = match dedupe_key(&event) {
-                Dedupe::Never => {
-                    self.events.record_always(now_ms, event.clone());
-                    true
-                }
-                Dedupe::Key(key) => self.events.record(now_ms, event.clone(), Some(&key)),
-                Dedupe::Message => self.events.record(now_ms, event.clone(), None),
-            };
+            let recorded = record_event(&mut self.events, now_ms, &event);
             if recorded {
                 report.events.push(event);
             }
@@ -367,6 +377,7 @@ impl<E: Engine> JobRunner<E> {
             observation,
             now_ms,
             &self.alignment,
+            &self.custom,
             &mut self.scaling,
         );
         report.stage = Some(outcome.stage.clone());
@@ -506,6 +517,19 @@ enum Dedupe {
     Message,
 }
 
+/// Records `event` in `log` under the rate limit its reason and key call for; false when the
+/// limit suppressed it.
+fn record_event(log: &mut EventLog, now_ms: i64, event: &Event) -> bool {
+    match dedupe_key(event) {
+        Dedupe::Never => {
+            log.record_always(now_ms, event.clone());
+            true
+        }
+        Dedupe::Key(key) => log.record(now_ms, event.clone(), Some(&key)),
+        Dedupe::Message => log.record(now_ms, event.clone(), None),
+    }
+}
+
 /// The Flink autoscaler's rules: scaling reports and errors are always recorded; an event with a message
 /// key is the same as an earlier one with that key; rate limits change every batch and are
 /// reported once per interval; anything else is the same when its message is. State kept aside
@@ -555,4 +579,40 @@ fn source_load(
         any = true;
     }
     any.then_some(total)
+}
+
+#[cfg(test)]
+mod veto_tests {
+    use super::*;
+    use crate::events::Severity;
+
+    fn vetoed(instance: &str, reason: &str) -> Event {
+        Event::new(
+            EventReason::ScalingVetoed,
+            Severity::Warning,
+            format!("scaling vetoed by executor `{instance}` (x): {reason}"),
+        )
+        .job("j")
+        .key(format!("ScalingVetoed:{instance}"))
+    }
+
+    /// A veto is the same as an earlier one of its instance whatever its reason says, within
+    /// `scaling.event.interval`; another instance's is not.
+    #[test]
+    fn vetoes_are_rate_limited_by_instance() {
+        const MIN: i64 = 60_000;
+        let mut log = EventLog::new(Duration::from_secs(30 * 60), 10);
+        assert!(record_event(&mut log, 0, &vetoed("freeze", "Monday")));
+        assert!(!record_event(
+            &mut log,
+            10 * MIN,
+            &vetoed("freeze", "Tuesday")
+        ));
+        assert!(record_event(&mut log, 10 * MIN, &vetoed("budget", "spent")));
+        assert!(record_event(
+            &mut log,
+            31 * MIN,
+            &vetoed("freeze", "Monday")
+        ));
+    }
 }

@@ -357,6 +357,7 @@ impl<'env> Start<'_, 'env> {
             &self.job.settings,
             self.interval_ms,
         )
+        .with_custom(self.job.custom.clone())
     }
 
     fn task<E: Engine>(
@@ -748,6 +749,7 @@ impl<E: Engine> JobTask<'_, E> {
         if let Some((plan, interval_ms)) = self.follower.changed() {
             self.runner
                 .reconfigure(plan.alignment.clone(), &plan.settings, interval_ms);
+            self.runner.set_custom(plan.custom.clone());
             events.extend(
                 plan.notes
                     .iter()

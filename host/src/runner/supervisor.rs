@@ -856,6 +856,9 @@ mod tests {
         }
     }
 
+    /// No evaluators and no executors.
+    impl crate::scaling::KindCatalog for SlowCatalog {}
+
     /// A simulated job stuck in an in-process plugin call is reported at the simulated instant
     /// of the stuck cycle, among its other steps, not at the wall clock's time.
     #[test]

@@ -8,6 +8,8 @@ use flowscale_sdk::JobTopology;
 use crate::alignment::Aligner;
 use crate::engine::{JobObservation, JobStatus};
 
+use super::custom::merge::EvaluatorRun;
+use super::custom::resolve::{JobCustom, NO_CUSTOM};
 use super::evaluation::{Evaluation, evaluate};
 use super::metrics::{Collection, ScalingMetric, collect};
 use super::operation::decide_operation;
@@ -36,9 +38,11 @@ impl Autoscaler {
         observation: &JobObservation,
         now_ms: i64,
         aligner: &dyn Aligner,
+        custom: &JobCustom,
         state: &mut JobScalingState,
     ) -> CycleOutcome {
-        run_cycle(job, &self.options, observation, now_ms, aligner, state)
+        let hooks = Hooks { aligner, custom };
+        run_cycle_with(job, &self.options, observation, now_ms, hooks, state)
     }
 }
 
@@ -56,6 +60,32 @@ pub fn run_cycle(
     aligner: &dyn Aligner,
     state: &mut JobScalingState,
 ) -> CycleOutcome {
+    let hooks = Hooks {
+        aligner,
+        custom: &NO_CUSTOM,
+    };
+    run_cycle_with(job, opts, observation, now_ms, hooks, state)
+}
+
+/// What a job resolved from its configuration that a cycle calls: its aligner, and its custom
+/// evaluator and executors (docs/plugin-kinds.md).
+#[derive(Clone, Copy)]
+pub(crate) struct Hooks<'a> {
+    /// The job's alignment.
+    pub(crate) aligner: &'a dyn Aligner,
+    /// The job's custom evaluator and executor chain.
+    pub(crate) custom: &'a JobCustom,
+}
+
+/// [`run_cycle`] with the job's custom evaluator and executors.
+pub(crate) fn run_cycle_with(
+    job: &str,
+    opts: &AutoscalerOptions,
+    observation: &JobObservation,
+    now_ms: i64,
+    hooks: Hooks<'_>,
+    state: &mut JobScalingState,
+) -> CycleOutcome {
     if observation.status != JobStatus::Running {
         return CycleOutcome::new(CycleStage::NotRunning);
     }
@@ -64,7 +94,8 @@ pub fn run_cycle(
         opts,
         observation,
         now_ms,
-        aligner,
+        aligner: hooks.aligner,
+        custom: hooks.custom,
     };
     // The kept graph is taken out of the state for the cycle, which changes the rest of it.
     let mut graph = std::mem::take(&mut state.graph);
@@ -83,6 +114,7 @@ struct Cycle<'a> {
     observation: &'a JobObservation,
     now_ms: i64,
     aligner: &'a dyn Aligner,
+    custom: &'a JobCustom,
 }
 
 impl Cycle<'_> {
@@ -100,6 +132,7 @@ impl Cycle<'_> {
             observation,
             now_ms,
             aligner,
+            custom,
         } = *self;
         state.scaling_history.trim_to(now_ms, opts, topology);
 
@@ -128,7 +161,17 @@ impl Cycle<'_> {
         }
         let restart_time = state.scaling_tracking.restart_time(opts);
 
-        let evaluation = match evaluate(&state.metric_history, topology, opts, restart_time) {
+        let mut evaluator = custom.evaluator.as_ref().map(|instance| {
+            let sdk = Arc::clone(sdk_topology.get_or_init(|| Arc::new(topology.to_sdk())));
+            EvaluatorRun::new(job, instance, sdk)
+        });
+        let evaluation = match evaluate(
+            &state.metric_history,
+            topology,
+            opts,
+            restart_time,
+            evaluator.as_mut(),
+        ) {
             Ok(e) => e,
             Err(e) => return CycleOutcome::fail(job, e),
         };
@@ -136,6 +179,7 @@ impl Cycle<'_> {
             job,
             opts,
             aligner,
+            custom,
             topology: sdk_topology,
             graph: topology,
             observed: &observation.metrics,
@@ -157,6 +201,7 @@ fn decide(
     let mut outcome = CycleOutcome::new(CycleStage::WindowNotFull);
     outcome.restart_time = Some(ctx.restart_time);
     outcome.backlog = evaluation.backlog;
+    outcome.events.append(&mut evaluation.events);
     for metrics in evaluation.vertices.values.iter_mut() {
         if let Some(p) = metrics.get(&ScalingMetric::Parallelism).copied() {
             metrics.insert(ScalingMetric::RecommendedParallelism, p);
@@ -189,23 +234,8 @@ mod tests {
     use super::*;
     use crate::events::EventReason;
     use crate::scaling::metrics::EvaluatedScalingMetric;
-    use crate::scaling::testing::Job;
     use crate::scaling::testing::{BalancedAligner, TargetAligner};
-
-    /// The Flink autoscaler's BacklogBasedScalingTest configuration (docs/decision-pipeline.md#worked-example).
-    fn backlog_opts() -> AutoscalerOptions {
-        AutoscalerOptions {
-            utilization_target: 0.8,
-            utilization_max: Some(0.9),
-            utilization_min: Some(0.7),
-            catch_up_duration: Duration::from_secs(2),
-            restart_time: Duration::from_secs(1),
-            backlog_processing_lag_threshold: Duration::from_secs(1),
-            metrics_window: Duration::from_secs(1),
-            stabilization_interval: Duration::ZERO,
-            ..AutoscalerOptions::default()
-        }
-    }
+    use crate::scaling::testing::{Job, backlog_opts};
 
     fn backlog_job() -> Job {
         Job::new()

@@ -16,8 +16,12 @@
 //! and its alignment), `operation` (the cycle's decision), `state` (what survives a cycle), and
 //! the `cycle` that runs them, with its `outcome`.
 //!
-//! Not implemented: memory tuning, resource/quota checks, custom evaluators and custom scaling
-//! executors, cron expressions in `excluded.periods`.
+//! A job's custom metric evaluator and custom scaling executors (`custom`, docs/plugin-kinds.md)
+//! are called by the evaluation (after each vertex's own) and by the decision (after the
+//! advisor check, before the operation is reported and applied).
+//!
+//! Not implemented: memory tuning, resource/quota checks, cron expressions in
+//! `excluded.periods`.
 
 mod custom;
 mod cycle;
@@ -35,6 +39,11 @@ mod target;
 pub mod testing;
 mod topology;
 
+pub use custom::chain::Veto;
+pub(crate) use custom::resolve::Strictness;
+pub use custom::resolve::{JobCustom, KindCatalog};
+#[cfg(test)]
+pub(crate) use custom::tests::TestKinds;
 pub use custom::{CustomEvaluator, CustomExecutor, HostEvaluator, HostExecutor};
 pub(crate) use cycle::Autoscaler;
 pub use cycle::run_cycle;

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde::{Serialize, Serializer};
 
+use super::custom::chain::Veto;
 use super::error::CycleError;
 use super::evaluation::EvaluatedVertices;
 use super::metrics::{EvaluatedScalingMetric, ScalingMetric};
@@ -38,6 +39,9 @@ pub enum CycleStage {
     WithinBounds,
     /// A decision was computed but not executed: advisor mode or an excluded period.
     Blocked(String),
+    /// A decision was computed but a custom scaling executor vetoed it (or could not answer):
+    /// nothing was applied.
+    Vetoed(Veto),
     /// A scaling operation was decided (`CycleOutcome::decision`).
     Scaled,
 }

@@ -20,8 +20,9 @@ use utoipa::{Modify, OpenApi, ToSchema};
 use super::answer::{ApiError, error};
 use super::shared::{AppState, MAX_BODY_BYTES, MAX_WHAT_IF_CALLS, REQUEST_TIMEOUT};
 use super::view::{
-    CooldownView, DecisionSummary, DecisionView, EventView, JobDetail, JobSummary, LeaseView,
-    OwnerView, Point, VertexDecisionView, VertexView,
+    CooldownView, CustomView, DecisionSummary, DecisionView, EvaluatorView, EventView,
+    ExecutorView, JobDetail, JobSummary, LeaseView, OwnerView, Point, VertexDecisionView,
+    VertexView, VetoView,
 };
 use super::{auth, checks, dashboard, metrics};
 use crate::plugins::PluginListing;
@@ -168,6 +169,10 @@ pub(super) struct AlignErrorDoc {
         OwnerView,
         DecisionSummary,
         JobDetail,
+        CustomView,
+        EvaluatorView,
+        ExecutorView,
+        VetoView,
         VertexView,
         CooldownView,
         DecisionView,

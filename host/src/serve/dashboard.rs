@@ -12,7 +12,7 @@ use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 
 use super::shared::AppState;
-use super::view::{JobDetail, JobSummary, OwnerView, Point};
+use super::view::{CustomView, JobDetail, JobSummary, OwnerView, Point};
 use crate::plugins::{PluginListing, PluginStatus};
 use crate::sim::chart::{COLORS, fmt_num, nice_max};
 
@@ -184,6 +184,7 @@ async fn job(State(state): State<Arc<AppState>>, Path(name): Path<String>) -> Re
             String::new()
         }
     );
+    body.push_str(&custom_section(&detail.custom));
     body.push_str("<h2>Parallelism and load</h2>");
     body.push_str(&chart(&detail));
     body.push_str(
@@ -435,4 +436,50 @@ fn plugins_body(listing: &PluginListing) -> String {
     }
     body.push_str("</table>");
     body
+}
+
+/// The job's custom evaluator and executor chain and its last veto (docs/plugin-kinds.md);
+/// nothing when the job has neither.
+fn custom_section(custom: &CustomView) -> String {
+    if custom.evaluator.is_none() && custom.executors.is_empty() && custom.last_veto.is_none() {
+        return String::new();
+    }
+    let mut out = String::from("<h2>Custom evaluator and executors</h2><p id=\"custom\">");
+    match &custom.evaluator {
+        Some(e) => {
+            let _ = write!(
+                out,
+                "evaluator <b>{}</b> ({})",
+                escape(&e.instance),
+                escape(&e.class)
+            );
+        }
+        None => out.push_str("no evaluator"),
+    }
+    out.push_str(" · executors: ");
+    if custom.executors.is_empty() {
+        out.push_str("none");
+    }
+    for (i, e) in custom.executors.iter().enumerate() {
+        let _ = write!(
+            out,
+            "{}<b>{}</b> ({}, priority {})",
+            if i == 0 { "" } else { " → " },
+            escape(&e.instance),
+            escape(&e.class),
+            e.priority
+        );
+    }
+    if let Some(v) = &custom.last_veto {
+        let _ = write!(
+            out,
+            "</p><p class=\"warn\">last veto at {}: <b>{}</b> ({}): {}",
+            time(v.at_ms),
+            escape(&v.instance),
+            escape(&v.class),
+            escape(&v.reason)
+        );
+    }
+    out.push_str("</p>");
+    out
 }

@@ -52,6 +52,7 @@ use crate::credentials::{CredentialError, Reload};
 use crate::events::Event;
 use secrets::Secrets;
 use shared::AppState;
+pub(crate) use view::CustomView;
 pub use view::FleetView;
 
 /// Where and how the server listens.

@@ -1246,3 +1246,50 @@ fn the_jobs_a_cluster_entry_finds_go_with_the_entry() {
     }
     assert!(!lines_of(&text, "other").is_empty());
 }
+
+/// A job's custom evaluator and executor chain are shown as resolved, and a vetoed cycle is its
+/// last veto, which a new configuration of the chain keeps; the JSON has them under `custom`.
+#[test]
+fn the_view_shows_the_custom_chain_and_the_last_veto() {
+    use super::view::{CustomView, EvaluatorView, ExecutorView};
+    use crate::scaling::Veto;
+
+    let view = FleetView::new();
+    view.add_job("j", "sim", "BALANCED");
+    let chain = CustomView {
+        evaluator: Some(EvaluatorView {
+            instance: "slo".into(),
+            class: "slo-target".into(),
+        }),
+        executors: vec![ExecutorView {
+            instance: "freeze".into(),
+            class: "change-freeze".into(),
+            priority: -1,
+        }],
+        last_veto: None,
+    };
+    view.set_custom("j", chain.clone());
+    assert_eq!(view.job("j").expect("listed").custom, chain);
+    let mut vetoed = report("j", 7000, 4, None);
+    vetoed.stage = Some(CycleStage::Vetoed(Veto {
+        instance: "freeze".into(),
+        class: "change-freeze".into(),
+        reason: "weekend".into(),
+        at_ms: 7000,
+    }));
+    view.record(&vetoed);
+    view.set_custom("j", chain.clone());
+    let detail = view.job("j").expect("listed");
+    let veto = detail.custom.last_veto.clone().expect("a veto");
+    assert_eq!(
+        (veto.instance.as_str(), veto.reason.as_str(), veto.at_ms),
+        ("freeze", "weekend", 7000)
+    );
+    assert_eq!(
+        detail.status,
+        "vetoed by executor `freeze` (change-freeze): weekend"
+    );
+    let json = serde_json::to_value(&detail).expect("serializes");
+    assert_eq!(json["custom"]["executors"][0]["priority"], -1);
+    assert_eq!(json["custom"]["last_veto"]["reason"], "weekend");
+}

@@ -21,7 +21,7 @@ use utoipa::ToSchema;
 use super::metrics::Metrics;
 use crate::events::{Event, EventReason};
 use crate::runner::{CycleReport, next_entry_run};
-use crate::scaling::CycleStage;
+use crate::scaling::{CycleStage, JobCustom};
 use crate::state::{JobLeases, LeaseOwner};
 
 /// Decisions kept per job (the newest first on the job's page).
@@ -56,6 +56,74 @@ pub(crate) struct JobSummary {
     /// or another), as this host's last lease round read it from the lease table. `null`
     /// without shared state, or while no host holds it.
     pub(crate) owner: Option<OwnerView>,
+}
+
+/// A job's custom metric evaluator and scaling executors (docs/plugin-kinds.md), and the last
+/// operation an executor vetoed.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, ToSchema)]
+pub(crate) struct CustomView {
+    /// The evaluator, when the job uses one.
+    pub(crate) evaluator: Option<EvaluatorView>,
+    /// The executors, in the order they run (ascending priority).
+    pub(crate) executors: Vec<ExecutorView>,
+    /// The last veto of this run, when there was one.
+    pub(crate) last_veto: Option<VetoView>,
+}
+
+/// A job's evaluator instance.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
+pub(crate) struct EvaluatorView {
+    /// The instance name (`metrics.custom-evaluator.<instance>.*`).
+    pub(crate) instance: String,
+    /// Its implementation id (`.class`).
+    pub(crate) class: String,
+}
+
+/// One executor instance of a job's chain.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
+pub(crate) struct ExecutorView {
+    /// The instance name (`scaling.custom-executor.<instance>.*`).
+    pub(crate) instance: String,
+    /// Its implementation id (`.class`).
+    pub(crate) class: String,
+    /// Its priority: lower runs first.
+    pub(crate) priority: i32,
+}
+
+/// An operation a custom executor vetoed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
+pub(crate) struct VetoView {
+    /// The instance that vetoed.
+    pub(crate) instance: String,
+    /// Its implementation id.
+    pub(crate) class: String,
+    /// Why (the executor's words, or the fault).
+    pub(crate) reason: String,
+    /// When, engine time in ms.
+    pub(crate) at_ms: i64,
+}
+
+impl CustomView {
+    /// The view of a job's resolved evaluator and executors (no veto yet).
+    pub(crate) fn of(custom: &JobCustom) -> CustomView {
+        CustomView {
+            evaluator: custom
+                .evaluator_view()
+                .map(|(instance, class)| EvaluatorView {
+                    instance: instance.to_string(),
+                    class: class.to_string(),
+                }),
+            executors: custom
+                .executors_view()
+                .map(|(instance, class, priority)| ExecutorView {
+                    instance: instance.to_string(),
+                    class: class.to_string(),
+                    priority,
+                })
+                .collect(),
+            last_veto: None,
+        }
+    }
 }
 
 /// The holder of a job's lease.
@@ -207,6 +275,8 @@ pub(crate) struct JobDetail {
     pub(crate) series: Vec<Point>,
     /// The host that holds the job's lease now, as in [`JobSummary::owner`].
     pub(crate) owner: Option<OwnerView>,
+    /// Its custom evaluator and executor chain, and the last veto.
+    pub(crate) custom: CustomView,
 }
 
 /// A job's entry.
@@ -231,6 +301,7 @@ struct JobEntry {
     stride: u64,
     skipped: u64,
     lease: Option<LeaseView>,
+    custom: CustomView,
 }
 
 impl JobEntry {
@@ -252,6 +323,7 @@ impl JobEntry {
             stride: 1,
             skipped: 0,
             lease: None,
+            custom: CustomView::default(),
         }
     }
 
@@ -316,7 +388,13 @@ impl Fleet {
                 .jobs
                 .get(&*run.entry)
                 .map_or(("-", "-"), |e| (e.engine.as_str(), e.mode.as_str()));
-            let job = JobEntry::new(&run.entry, engine, mode);
+            let mut job = JobEntry::new(&run.entry, engine, mode);
+            if let Some(e) = self.jobs.get(&*run.entry) {
+                job.custom = CustomView {
+                    last_veto: None,
+                    ..e.custom.clone()
+                };
+            }
             self.jobs.insert(report.job.clone(), job);
         }
         self.jobs.get_mut(&report.job)
@@ -359,6 +437,10 @@ fn stage_text(stage: &CycleStage) -> String {
         CycleStage::MemoryPressure => "memory pressure".into(),
         CycleStage::WithinBounds => "within bounds".into(),
         CycleStage::Blocked(why) => format!("blocked: {why}"),
+        CycleStage::Vetoed(veto) => format!(
+            "vetoed by executor `{}` ({}): {}",
+            veto.instance, veto.class, veto.reason
+        ),
         CycleStage::Scaled => "scaled".into(),
     }
 }
@@ -379,7 +461,10 @@ fn decision_of(report: &CycleReport) -> Option<DecisionView> {
     let stage = report.stage.as_ref()?;
     let keep = report.operation.is_some()
         || report.queued
-        || matches!(stage, CycleStage::Scaled | CycleStage::Blocked(_));
+        || matches!(
+            stage,
+            CycleStage::Scaled | CycleStage::Blocked(_) | CycleStage::Vetoed(_)
+        );
     if !keep {
         return None;
     }
@@ -501,6 +586,19 @@ impl FleetView {
         self.metrics.add_job(job, mode);
     }
 
+    /// Sets the custom evaluator and executors the fleet entry `job` uses now (after
+    /// [`FleetView::add_job`]); its last veto is kept.
+    pub(crate) fn set_custom(&self, job: &str, custom: CustomView) {
+        let mut fleet = self.lock();
+        if let Some(entry) = fleet.jobs.get_mut(job) {
+            let last_veto = entry.custom.last_veto.take();
+            entry.custom = CustomView {
+                last_veto,
+                ..custom
+            };
+        }
+    }
+
     /// Forgets a fleet entry that left the fleet (a reload removed it), as
     /// [`FleetView::remove_entries`] does.
     #[cfg(test)]
@@ -559,6 +657,14 @@ impl FleetView {
             if let Some(stage) = &report.stage {
                 entry.reached = true;
                 entry.status = stage_text(stage);
+                if let CycleStage::Vetoed(veto) = stage {
+                    entry.custom.last_veto = Some(VetoView {
+                        instance: veto.instance.clone(),
+                        class: veto.class.clone(),
+                        reason: veto.reason.clone(),
+                        at_ms: veto.at_ms,
+                    });
+                }
             } else if report.engine_failed {
                 entry.status = "engine unreachable".into();
             } else if report.job_gone {
@@ -665,6 +771,7 @@ impl FleetView {
             decisions: e.decisions.iter().cloned().collect(),
             series: e.series.iter().cloned().collect(),
             owner,
+            custom: e.custom.clone(),
         })
     }
 

@@ -16,6 +16,12 @@ use flowscale_sdk::{
 
 use crate::alignment::ModeOrigin;
 
+pub(super) mod chain;
+pub(super) mod merge;
+pub(super) mod resolve;
+#[cfg(test)]
+pub(crate) mod tests;
+
 /// A custom metric evaluator as the pipeline calls it, whatever it is made of.
 pub trait HostEvaluator: Send + Sync {
     /// The metrics to merge into the vertex's (see [`MetricEvaluator::evaluate`]). An error

@@ -10,6 +10,8 @@ use super::capacity::capacity;
 use super::global::evaluate_global;
 use super::rates::{DataRates, Processing, downstream_rates, source_rates};
 use super::vertices::EvaluatedVertices;
+use crate::events::Event;
+use crate::scaling::custom::merge::EvaluatorRun;
 use crate::scaling::error::CycleError;
 use crate::scaling::metrics::{
     EvaluatedScalingMetric, MetricHistory, ScalingMetric, VertexEvaluation, WindowSeries,
@@ -27,6 +29,8 @@ pub(crate) struct Evaluation {
     pub(crate) global: BTreeMap<ScalingMetric, EvaluatedScalingMetric>,
     /// True when some source processes a backlog (docs/decision-pipeline.md#backlog).
     pub(crate) backlog: bool,
+    /// Events of the evaluation (faults of the job's custom evaluator).
+    pub(crate) events: Vec<Event>,
 }
 
 /// True when some source's lag, in seconds of its input rate, exceeds
@@ -70,12 +74,18 @@ fn backlog_in(
 }
 
 /// Evaluates every vertex in topological order (docs/decision-pipeline.md#evaluation) and the global metrics.
+///
+/// With the job's custom evaluator (`custom`), each vertex's metrics are merged with its answer
+/// right after the vertex's own evaluation and band (docs/plugin-kinds.md): the downstream
+/// vertices then read the merged target and catch-up rates, and the band stays as computed.
 pub(crate) fn evaluate(
     history: &MetricHistory,
     topology: &Topology,
     opts: &AutoscalerOptions,
     restart_time: Duration,
+    mut custom: Option<&mut EvaluatorRun<'_>>,
 ) -> Result<Evaluation, CycleError> {
+    let mut events = Vec::new();
     let window = WindowSeries::of(history, topology);
     let in_rates = input_rates(&window, topology);
     let backlog = backlog_in(&window, topology, &in_rates, opts);
@@ -95,12 +105,16 @@ pub(crate) fn evaluate(
         if let Some(m) = evaluated.last_mut() {
             insert_vertex_metrics(m, vertex, rates, processing, latest_lag);
             insert_thresholds(m, backlog, restart_time, opts);
+            if let Some(run) = custom.as_deref_mut() {
+                events.extend(run.evaluate_vertex(&vertex.id, &vertex.name, m, backlog));
+            }
         }
     }
     Ok(Evaluation {
         vertices: EvaluatedVertices::new(Arc::clone(&topology.index), evaluated),
         global: evaluate_global(history),
         backlog,
+        events,
     })
 }
 
@@ -188,7 +202,7 @@ mod tests {
                 crate::scaling::metrics::compute_sample(&j.obs, &t, opts, &h, Vec::new()).unwrap();
             h.samples.insert(at, s.metrics);
         }
-        (evaluate(&h, &t, opts, Duration::ZERO).unwrap(), h)
+        (evaluate(&h, &t, opts, Duration::ZERO, None).unwrap(), h)
     }
 
     #[test]

@@ -9,8 +9,8 @@ mod statistics;
 mod window;
 
 pub(crate) use collection::{Collection, collect};
-pub(crate) use metric_map::VertexEvaluation;
 pub(crate) use metric_map::evaluated_or_nan;
+pub(crate) use metric_map::{EVALUATED_COUNT, VertexEvaluation};
 pub(crate) use names::EvaluatedScalingMetric;
 pub use names::ScalingMetric;
 #[cfg(test)]

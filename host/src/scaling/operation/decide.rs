@@ -1,8 +1,12 @@
 //! Deciding the scaling operation (see docs/decision-pipeline.md#execution): memory pressure, the per-vertex summaries, the "at least one vertex outside its band"
 //! rule, advisor mode and excluded periods, and applying a decision to the job's state.
 //!
-//! Not implemented (the Flink autoscaler's steps 7–9): memory tuning, cluster-resource and quota checks,
-//! custom scaling executors. A decided operation is handed to the job's cooldown executor as
+//! The job's custom scaling executors (the Flink autoscaler's step 9, docs/plugin-kinds.md) see
+//! the operation after the advisor check and before it is reported and applied; they may change
+//! or veto it.
+//!
+//! Not implemented (the Flink autoscaler's steps 7–8): memory tuning, cluster-resource and quota
+//! checks. A decided operation is handed to the job's cooldown executor as
 //! [`crate::scaling::CycleOutcome::decision`].
 
 use std::borrow::Borrow;
@@ -12,6 +16,7 @@ use std::sync::Arc;
 
 use super::memory::memory_pressure;
 use super::report::{REPORT_HEADER_DISABLED, REPORT_HEADER_ENABLED, scaling_report};
+use crate::scaling::custom::chain::{ChainInput, Vetoed, run_chain};
 use crate::scaling::evaluation::Evaluation;
 use crate::scaling::metrics::{EvaluatedScalingMetric, ScalingMetric};
 use crate::scaling::options::{EXCLUDED_PERIODS_KEY, SCALING_ENABLED_KEY};
@@ -77,6 +82,18 @@ pub(crate) fn decide_operation(
             .push(scaling_report(ctx.job, &header, &summaries));
         return CycleStage::Blocked(reason);
     }
+    let (changes, summaries) = if ctx.custom.executors.is_empty() {
+        (changes, summaries)
+    } else {
+        match execute(ctx, topology, evaluation, summaries) {
+            Ok(executed) => executed,
+            Err(vetoed) => {
+                let (veto, event) = *vetoed;
+                outcome.events.push(event);
+                return CycleStage::Vetoed(veto);
+            }
+        }
+    };
     outcome
         .events
         .push(scaling_report(ctx.job, REPORT_HEADER_ENABLED, &summaries));
@@ -88,6 +105,62 @@ pub(crate) fn decide_operation(
 
 /// A changing vertex: its index in the graph, the vertex, and the parallelism it asks for.
 type Change<'t> = (usize, &'t VertexInfo, u32);
+
+/// The changes of an executed operation with their summaries.
+type Executed<'t> = (Vec<Change<'t>>, BTreeMap<Arc<str>, ScalingSummary>);
+
+/// The operation as the job's executors leave it (docs/plugin-kinds.md): the vertices their
+/// chain keeps changing, at the parallelism it gives them, with their summaries (the evaluated
+/// metrics as decided, `RECOMMENDED_PARALLELISM` included, are kept as they were); or the
+/// veto. A vertex the chain dropped keeps its current parallelism.
+fn execute<'t>(
+    ctx: &ScalerContext<'_>,
+    topology: &'t Topology,
+    evaluation: &Evaluation,
+    summaries: BTreeMap<Arc<str>, ScalingSummary>,
+) -> Result<Executed<'t>, Vetoed> {
+    let input = ChainInput {
+        job: ctx.job,
+        graph: topology,
+        topology: Arc::clone(ctx.topology.get_or_init(|| Arc::new(topology.to_sdk()))),
+        now_ms: ctx.now_ms,
+        restart_time_ms: u64::try_from(ctx.restart_time.as_millis()).unwrap_or(u64::MAX),
+        vertex_max_parallelism: ctx.opts.vertex_max_parallelism,
+    };
+    let executed = run_chain(&input, &ctx.custom.executors, &summaries)?;
+    let mut changes = Vec::with_capacity(executed.len());
+    let mut kept = BTreeMap::new();
+    let mut summaries = summaries;
+    for (id, new) in executed {
+        let Some((index, vertex)) = topology
+            .index
+            .get(&id)
+            .and_then(|&i| Some((i, topology.vertices.get(i)?)))
+        else {
+            continue;
+        };
+        // A vertex the chain added keeps its evaluated metrics as its summary's.
+        let summary = match summaries.remove(&id) {
+            Some(mut s) => {
+                s.new_parallelism = new;
+                s
+            }
+            None => ScalingSummary {
+                current_parallelism: vertex.parallelism,
+                new_parallelism: new,
+                metrics: evaluation
+                    .vertices
+                    .values
+                    .get(index)
+                    .cloned()
+                    .unwrap_or_default(),
+            },
+        };
+        changes.push((index, vertex, new));
+        kept.insert(id, summary);
+    }
+    Ok((changes, kept))
+}
 
 /// Every evaluated vertex's decision, in the graph's order, into `outcome`; returns the
 /// vertices that ask for a change with their new parallelism, and whether any of them is

@@ -4,8 +4,9 @@
 //! deprecated key, it is read after the canonical one: `target.utilization` for
 //! `utilization.target`, `scale-up.grace-period` for `scale-down.interval`.
 //!
-//! Not implemented, hence not read: memory tuning (`memory.tuning.*`), quotas (`quota.*`),
-//! custom evaluators and custom scaling executors.
+//! Not implemented, hence not read: memory tuning (`memory.tuning.*`), quotas (`quota.*`). The
+//! custom evaluator and executor keys are read where the job's plugins are resolved
+//! (`scaling::custom`, docs/plugin-kinds.md).
 
 use std::time::Duration;
 

@@ -15,6 +15,7 @@ use super::scaled::{ScaledTarget, scaled_target};
 use crate::alignment::{AlignOutcome, Aligner, AlignmentRequest, metric_list, no_text, shared_job};
 use crate::engine::VertexMetrics;
 use crate::events::Event;
+use crate::scaling::custom::resolve::JobCustom;
 use crate::scaling::evaluation::capacity;
 use crate::scaling::metrics::{
     EvaluatedScalingMetric, ScalingMetric, VertexEvaluation, evaluated_or_nan,
@@ -59,6 +60,8 @@ pub(crate) struct ScalerContext<'a> {
     pub(crate) job: &'a str,
     pub(crate) opts: &'a AutoscalerOptions,
     pub(crate) aligner: &'a dyn Aligner,
+    /// The job's custom executors (and evaluator, which the evaluation already called).
+    pub(crate) custom: &'a JobCustom,
     /// The job graph as alignment contexts carry it, built on first use (most cycles of a
     /// steady job align nothing) by an aligner that reads it.
     pub(crate) topology: &'a OnceCell<Arc<JobTopology>>,
@@ -533,6 +536,7 @@ mod tests {
     use super::*;
     use crate::alignment::{Explanation, JobAlignment, NoCustomModes};
     use crate::config::config_map;
+    use crate::scaling::custom::resolve::NO_CUSTOM;
     use crate::scaling::state::ScalingSummary;
     use crate::scaling::testing::{BalancedAligner, TargetAligner};
     use crate::scaling::topology::VertexIds;
@@ -671,6 +675,7 @@ mod tests {
                 job: "j",
                 opts: &self.opts,
                 aligner,
+                custom: &NO_CUSTOM,
                 topology: &self.topology,
                 graph: &self.graph,
                 observed: &self.observed,

@@ -9,5 +9,5 @@ mod observations;
 mod replay;
 
 pub use aligners::{BalancedAligner, TargetAligner};
-pub use observations::{Job, agg};
+pub use observations::{Job, agg, backlog_opts};
 pub use replay::{ReplayedCycle, run_replay};

@@ -124,3 +124,20 @@ impl Job {
         );
     }
 }
+
+/// The Flink autoscaler's BacklogBasedScalingTest configuration
+/// (docs/decision-pipeline.md#worked-example).
+pub fn backlog_opts() -> crate::scaling::AutoscalerOptions {
+    use std::time::Duration;
+    crate::scaling::AutoscalerOptions {
+        utilization_target: 0.8,
+        utilization_max: Some(0.9),
+        utilization_min: Some(0.7),
+        catch_up_duration: Duration::from_secs(2),
+        restart_time: Duration::from_secs(1),
+        backlog_processing_lag_threshold: Duration::from_secs(1),
+        metrics_window: Duration::from_secs(1),
+        stabilization_interval: Duration::ZERO,
+        ..crate::scaling::AutoscalerOptions::default()
+    }
+}

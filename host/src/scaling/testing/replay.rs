@@ -78,16 +78,8 @@ mod tests {
         let path = Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("tests/fixtures/replay/backlog_then_scale_down.jsonl");
         let opts = AutoscalerOptions {
-            utilization_target: 0.8,
-            utilization_max: Some(0.9),
-            utilization_min: Some(0.7),
-            catch_up_duration: Duration::from_secs(2),
-            restart_time: Duration::from_secs(1),
-            backlog_processing_lag_threshold: Duration::from_secs(1),
-            metrics_window: Duration::from_secs(1),
-            stabilization_interval: Duration::ZERO,
             scale_down_interval: Duration::from_secs(2),
-            ..AutoscalerOptions::default()
+            ..super::super::backlog_opts()
         };
         let mut state = JobScalingState::default();
         let cycles = run_replay(

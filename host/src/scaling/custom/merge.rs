@@ -1,0 +1,166 @@
+//! The call of a job's custom metric evaluator for one vertex, and the merge of its answer into
+//! the vertex's evaluated metrics (the Flink autoscaler's FLIP-514 rules).
+//!
+//! For a metric the vertex has, each half of the answer replaces the evaluated one unless it is
+//! NaN; a metric it does not have is added. A name that is not a per-vertex scaling metric
+//! (a typo, or a job-wide metric such as `GC_PRESSURE`) cannot be stored with the vertex: it is
+//! left out and the fault event says so, so the author sees it. The band's thresholds were
+//! computed before the call and are not recomputed. A fault (an error, a caught panic, an
+//! evaluator that cannot be called) merges nothing for that call: the vertex keeps its own
+//! evaluation and a `PluginFault` event says why.
+
+use std::sync::Arc;
+
+use flowscale_sdk::{
+    EVALUATOR_KEY, EvaluatedMetric, EvaluatedVertex, EvaluatorContext, JobTopology, VertexMetrics,
+};
+
+use super::resolve::EvaluatorInstance;
+use crate::alignment::contain;
+use crate::events::{Event, EventReason, Severity};
+use crate::scaling::metrics::{
+    EVALUATED_COUNT, EvaluatedScalingMetric, ScalingMetric, VertexEvaluation,
+};
+
+/// One cycle's calls of a job's evaluator.
+pub(crate) struct EvaluatorRun<'a> {
+    /// The job.
+    pub(crate) job: &'a str,
+    /// Its evaluator.
+    pub(crate) instance: &'a EvaluatorInstance,
+    /// The job graph as the SDK shows it.
+    pub(crate) topology: Arc<JobTopology>,
+    /// The vertices merged so far, in topological order.
+    evaluated: Vec<EvaluatedVertex>,
+}
+
+/// A vertex's metrics as the SDK shows them, by name.
+pub(crate) fn sdk_metrics(m: &VertexEvaluation) -> VertexMetrics {
+    let mut out: VertexMetrics = m
+        .iter()
+        .map(|(metric, value)| (metric.as_str().to_string(), value.to_sdk()))
+        .collect();
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
+/// The per-vertex metric of this name, if there is one (one a vertex's evaluation has a place
+/// for).
+fn vertex_metric(name: &str) -> Option<ScalingMetric> {
+    ScalingMetric::ALL
+        .iter()
+        .copied()
+        .find(|m| m.as_str() == name)
+        .filter(|m| (*m as usize) < EVALUATED_COUNT)
+}
+
+/// Merges an evaluator's answer into `m`; returns the names that could not be merged.
+pub(crate) fn merge(m: &mut VertexEvaluation, answer: &[(String, EvaluatedMetric)]) -> Vec<String> {
+    let mut unknown = Vec::new();
+    for (name, incoming) in answer {
+        let Some(metric) = vertex_metric(name) else {
+            unknown.push(name.clone());
+            continue;
+        };
+        let merged = match m.get(&metric) {
+            Some(old) => EvaluatedScalingMetric {
+                current: if incoming.current.is_nan() {
+                    old.current
+                } else {
+                    incoming.current
+                },
+                average: if incoming.average.is_nan() {
+                    old.average
+                } else {
+                    incoming.average
+                },
+            },
+            None => EvaluatedScalingMetric {
+                current: incoming.current,
+                average: incoming.average,
+            },
+        };
+        m.insert(metric, merged);
+    }
+    unknown
+}
+
+impl<'a> EvaluatorRun<'a> {
+    /// A run for one cycle of `job`.
+    pub(crate) fn new(
+        job: &'a str,
+        instance: &'a EvaluatorInstance,
+        topology: Arc<JobTopology>,
+    ) -> EvaluatorRun<'a> {
+        EvaluatorRun {
+            job,
+            instance,
+            topology,
+            evaluated: Vec::new(),
+        }
+    }
+
+    /// Calls the evaluator for vertex `id` (named `name`) with its evaluated metrics `m`,
+    /// merges the answer into `m`, and remembers the merged vertex for the next calls. A fault
+    /// merges nothing and returns the event that says so.
+    pub(crate) fn evaluate_vertex(
+        &mut self,
+        id: &str,
+        name: &str,
+        m: &mut VertexEvaluation,
+        backlog: bool,
+    ) -> Option<Event> {
+        let event = self.call(id, name, m, backlog);
+        self.evaluated.push(EvaluatedVertex {
+            vertex_id: id.to_string(),
+            metrics: sdk_metrics(m),
+        });
+        event
+    }
+
+    fn call(&self, id: &str, name: &str, m: &mut VertexEvaluation, backlog: bool) -> Option<Event> {
+        let evaluator = &self.instance.evaluator;
+        if let Some(why) = evaluator.evaluator.unavailable() {
+            return Some(self.fault(id, &format!("cannot be called ({why})")));
+        }
+        let ctx = EvaluatorContext::new(self.job, id, sdk_metrics(m))
+            .with_vertex_name(name)
+            .with_evaluated(self.evaluated.clone())
+            .with_backlog(backlog)
+            .with_topology(Arc::clone(&self.topology))
+            .with_params(self.instance.params.clone());
+        let answer = match contain(|| evaluator.evaluator.evaluate(&ctx)) {
+            Ok(Ok(answer)) => answer,
+            Ok(Err(err)) => return Some(self.fault(id, &format!("failed: {err}"))),
+            Err(panic) => return Some(self.fault(id, &panic.to_string())),
+        };
+        let unknown = merge(m, &answer);
+        (!unknown.is_empty()).then(|| {
+            self.fault(
+                id,
+                &format!(
+                    "answered metrics that are not per-vertex scaling metrics, left out: {}",
+                    unknown.join(", ")
+                ),
+            )
+        })
+    }
+
+    fn fault(&self, vertex: &str, what: &str) -> Event {
+        let instance = &self.instance.name;
+        let evaluator = &self.instance.evaluator;
+        Event::new(
+            EventReason::PluginFault,
+            Severity::Warning,
+            format!(
+                "evaluator `{instance}` ({} from {}) {what}; vertex {vertex} keeps its own \
+                 evaluation (`{EVALUATOR_KEY}.{instance}.class`)",
+                evaluator.id(),
+                evaluator.origin,
+            ),
+        )
+        .job(self.job)
+        .vertex(vertex)
+        .key(format!("PluginFault:evaluator:{instance}:{vertex}"))
+    }
+}
