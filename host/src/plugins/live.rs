@@ -361,7 +361,8 @@ fn changes(
             (was, false) => {
                 let lost = match was {
                     Some(was) if loaded(was) => format!(
-                        "; its {} are unavailable, the jobs using its modes align with BALANCED",
+                        "; its exports ({}) are unavailable, the jobs using its modes align with \
+                         BALANCED",
                         mode_list(&was.report)
                     ),
                     _ => String::new(),
@@ -387,8 +388,8 @@ fn changes(
                 EventReason::PluginRemoved,
                 Severity::Warning,
                 format!(
-                    "plugin file {} removed: its {} are unavailable, the jobs using its modes \
-                     align with BALANCED until they are back",
+                    "plugin file {} removed: its exports ({}) are unavailable, the jobs using its \
+                     modes align with BALANCED until they are back",
                     file.display(),
                     mode_list(&was.report)
                 ),
@@ -459,6 +460,41 @@ mod tests {
         assert!(reason(&live).contains("not a loadable shared library"));
         // Nothing new: no event.
         assert!(live.recheck().events.is_empty());
+    }
+
+    #[test]
+    fn events_name_each_kind_a_file_exports() {
+        let summary = |id: &str| ModeSummary {
+            id: id.to_string(),
+            description: String::new(),
+        };
+        let mut with_kinds = report("/p/k.so", PluginStatus::Loaded, "1", None);
+        with_kinds.report.evaluators = vec![summary("rate")];
+        with_kinds.report.executors = vec![summary("cap"), summary("freeze")];
+        let after = BTreeMap::from([(PathBuf::from("/p/k.so"), with_kinds.clone())]);
+        let events = changes(&BTreeMap::new(), &after, 1);
+        assert_eq!(reasons(&events), [EventReason::PluginLoaded]);
+        assert!(
+            events[0]
+                .message
+                .ends_with("(modes m; evaluator `rate`; executors `cap`, `freeze`)"),
+            "{}",
+            events[0].message
+        );
+        // Only an executor, then removed.
+        with_kinds.report.modes.clear();
+        with_kinds.report.evaluators.clear();
+        with_kinds.report.executors.truncate(1);
+        let before = BTreeMap::from([(PathBuf::from("/p/k.so"), with_kinds)]);
+        let events = changes(&before, &BTreeMap::new(), 1);
+        assert_eq!(reasons(&events), [EventReason::PluginRemoved]);
+        assert!(
+            events[0]
+                .message
+                .contains("its exports (executor `cap`) are unavailable"),
+            "{}",
+            events[0].message
+        );
     }
 
     #[test]
