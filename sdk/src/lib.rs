@@ -1,4 +1,5 @@
-//! The flowscale SDK: everything an alignment mode sees and implements.
+//! The flowscale SDK: everything an alignment mode, a custom metric evaluator and a custom
+//! scaling executor see and implement.
 //!
 //! # Brief overview
 //!
@@ -9,6 +10,9 @@
 //!   metrics, the job graph, the mode's [`ModeParams`] and, since 0.1.1, the per-subtask load
 //!   ([`SubtaskLoad`]).
 //! * [`ShipStrategy`] is the fixed set of input ship strategies.
+//! * Since 0.1.3, [`MetricEvaluator`] (with [`EvaluatorContext`]) adds to or overrides the
+//!   metrics evaluated for a vertex, and [`ScalingExecutor`] (with [`ExecutorContext`]) sees a
+//!   job's decided scaling before it is applied and may change or veto it.
 //! * [`export_plugin!`] turns a crate into a plugin `cdylib` the host can load; [`abi`] is what
 //!   it expands to and what the host probes.
 //!
@@ -22,6 +26,9 @@
 //!     name: "my-plugin",
 //!     version: env!("CARGO_PKG_VERSION"),
 //!     modes: [("my-mode", "what it does, in one line", MyMode::default)],
+//!     // Optional, since 0.1.3 (each of the three lists is optional, in this order):
+//!     evaluators: [("my-rate", "target rate from the SLO service", MyRate::default)],
+//!     executors: [("my-freeze", "vetoes scaling during change freezes", MyFreeze::default)],
 //! }
 //! ```
 //!
@@ -53,6 +60,16 @@
 //!   older plugins with a message saying to rebuild them.
 //! * Error kinds are integers ([`abi::FfiErrorKind`]), so new kinds are additions, not layout
 //!   changes.
+//! * New kinds of plugin objects are not added to the root module (that would be a new
+//!   capability abi_stable's check refuses older plugins for). They are exported through the
+//!   kinds table ([`abi::KindsTable`]), a second plain-C symbol read with `dlsym` like the
+//!   manifest: a magic, a format number and the table's own size come first, then the listing
+//!   (ids and descriptions, static data readable without running plugin code) and `extern "C"`
+//!   entry points. The table only grows at its end, and the host uses a field only when the
+//!   plugin's size covers it; a plugin without the symbol exports no such object. Their
+//!   contexts cross as append-only accessor tables like the alignment context
+//!   ([`abi::EvaluatorVTable`], [`abi::ExecutorVTable`], [`abi::SharedVTable`]), and answers
+//!   come back through a table of host callbacks ([`abi::ReplyVTable`]), under the same rule.
 //!
 //! # Releases
 //!
@@ -82,7 +99,17 @@
 //!   compare as before. [`ModeParams`] is shared inside (cloning it copies no strings), and
 //!   [`AlignmentContext::into_metrics`] gives a context's metric list back to whoever built it,
 //!   for the next context's names.
-//! * **0.1.3** (unreleased): nothing a mode sees changes; a host can build contexts that share
+//! * **0.1.3**: plugins export custom metric evaluators ([`MetricEvaluator`]) and custom
+//!   scaling executors ([`ScalingExecutor`]) beside their modes: [`export_plugin!`] takes
+//!   optional `evaluators:` and `executors:` lists (and `modes:` became optional: a plugin may
+//!   export only an executor). They cross the boundary through the kinds table, a new symbol
+//!   ([`abi::KINDS_SYMBOL`], see "Compatibility"); the root module, the mode object and the
+//!   manifest are unchanged. Every entry point catches panics inside the plugin, as a mode's
+//!   methods do. Plugins built against 0.1.0 to 0.1.2 have no kinds table: they load unchanged
+//!   into a 0.1.3 host and export no evaluator or executor. Plugins built against 0.1.3 load
+//!   into an older host, which never looks the table up: their modes work there, their
+//!   evaluators and executors are not seen (a plugin exporting no mode is refused there as
+//!   exporting nothing). Also in 0.1.3, for modes: nothing a mode sees changes; a host can build contexts that share
 //!   the input ship strategies its job graph keeps
 //!   ([`AlignmentContextBuilder::shared_input_ship_strategies`]) instead of a list each, and
 //!   the identity texts it keeps ([`AlignmentContextBuilder::shared_identity`]) instead of

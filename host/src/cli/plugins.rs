@@ -126,6 +126,20 @@ fn write_files(reports: &[PluginFileReport], verbose: bool, out: &mut dyn Write)
         for mode in &report.modes {
             writeln!(out, "    {}: {}", mode.id, mode.description)?;
         }
+        for evaluator in &report.evaluators {
+            writeln!(
+                out,
+                "    evaluator {}: {}",
+                evaluator.id, evaluator.description
+            )?;
+        }
+        for executor in &report.executors {
+            writeln!(
+                out,
+                "    executor {}: {}",
+                executor.id, executor.description
+            )?;
+        }
         if let Some(reason) = &report.reason {
             writeln!(out, "    refused: {reason}")?;
         }

@@ -25,7 +25,9 @@ use super::report::{PluginFileReport, PluginListing, PluginStatus};
 use super::trust::{self, Distrust};
 use super::versions::{MAX_LOADED_VERSIONS, PluginVersions};
 use super::{Isolation, ModeRegistry};
+use crate::alignment::HostMode;
 use crate::events::{Event, EventReason, Severity};
+use crate::scaling::{HostEvaluator, HostExecutor};
 
 /// How often the directory is looked at without a word from inotify.
 const SAFETY_LOOK: Duration = Duration::from_secs(5);
@@ -251,21 +253,58 @@ fn known(found: Vec<(PluginFileReport, Option<u64>)>) -> BTreeMap<PathBuf, Known
         .collect()
 }
 
-/// True when both registries offer the same modes, each the very same object (a new version of
-/// a plugin creates new ones).
-fn same_modes(a: &ModeRegistry, b: &ModeRegistry) -> bool {
-    a.modes().count() == b.modes().count()
-        && a.modes().zip(b.modes()).all(|(x, y)| {
-            x.id == y.id && std::ptr::addr_eq(Arc::as_ptr(&x.mode), Arc::as_ptr(&y.mode))
-        })
+/// True when both lists hold the same ids, each with the very same object.
+fn same_objects<T: ?Sized>(a: &[(&str, &Arc<T>)], b: &[(&str, &Arc<T>)]) -> bool {
+    a.len() == b.len()
+        && a.iter()
+            .zip(b)
+            .all(|(x, y)| x.0 == y.0 && std::ptr::addr_eq(Arc::as_ptr(x.1), Arc::as_ptr(y.1)))
 }
 
+fn modes(r: &ModeRegistry) -> Vec<(&str, &Arc<dyn HostMode>)> {
+    r.modes().map(|m| (m.id.as_str(), &m.mode)).collect()
+}
+
+fn evaluators(r: &ModeRegistry) -> Vec<(&str, &Arc<dyn HostEvaluator>)> {
+    r.evaluators().map(|e| (e.id(), &e.evaluator)).collect()
+}
+
+fn executors(r: &ModeRegistry) -> Vec<(&str, &Arc<dyn HostExecutor>)> {
+    r.executors().map(|x| (x.id(), &x.executor)).collect()
+}
+
+/// True when both registries offer the same modes, evaluators and executors, each the very
+/// same object (a new version of a plugin creates new ones).
+fn same_modes(a: &ModeRegistry, b: &ModeRegistry) -> bool {
+    same_objects(&modes(a), &modes(b))
+        && same_objects(&evaluators(a), &evaluators(b))
+        && same_objects(&executors(a), &executors(b))
+}
+
+/// What a file exports, each kind named: "modes a, b; evaluator `e`; executors `x`, `y`".
 fn mode_list(report: &PluginFileReport) -> String {
-    let ids: Vec<&str> = report.modes.iter().map(|m| m.id.as_str()).collect();
-    if ids.is_empty() {
+    let ids = |list: &[super::report::ModeSummary]| -> Vec<String> {
+        list.iter().map(|m| format!("`{}`", m.id)).collect()
+    };
+    let mut parts = Vec::new();
+    let modes: Vec<&str> = report.modes.iter().map(|m| m.id.as_str()).collect();
+    if !modes.is_empty() {
+        parts.push(format!("modes {}", modes.join(", ")));
+    }
+    for (kind, listed) in [
+        ("evaluator", ids(&report.evaluators)),
+        ("executor", ids(&report.executors)),
+    ] {
+        match listed.len() {
+            0 => {}
+            1 => parts.push(format!("{kind} {}", listed[0])),
+            _ => parts.push(format!("{kind}s {}", listed.join(", "))),
+        }
+    }
+    if parts.is_empty() {
         "no modes".to_string()
     } else {
-        format!("modes {}", ids.join(", "))
+        parts.join("; ")
     }
 }
 
@@ -322,7 +361,8 @@ fn changes(
             (was, false) => {
                 let lost = match was {
                     Some(was) if loaded(was) => format!(
-                        "; its {} are unavailable, the jobs using them align with BALANCED",
+                        "; its exports ({}) are unavailable, the jobs using its modes align with \
+                         BALANCED",
                         mode_list(&was.report)
                     ),
                     _ => String::new(),
@@ -348,8 +388,8 @@ fn changes(
                 EventReason::PluginRemoved,
                 Severity::Warning,
                 format!(
-                    "plugin file {} removed: its {} are unavailable, the jobs using them align \
-                     with BALANCED until they are back",
+                    "plugin file {} removed: its exports ({}) are unavailable, the jobs using its \
+                     modes align with BALANCED until they are back",
                     file.display(),
                     mode_list(&was.report)
                 ),
@@ -420,6 +460,41 @@ mod tests {
         assert!(reason(&live).contains("not a loadable shared library"));
         // Nothing new: no event.
         assert!(live.recheck().events.is_empty());
+    }
+
+    #[test]
+    fn events_name_each_kind_a_file_exports() {
+        let summary = |id: &str| ModeSummary {
+            id: id.to_string(),
+            description: String::new(),
+        };
+        let mut with_kinds = report("/p/k.so", PluginStatus::Loaded, "1", None);
+        with_kinds.report.evaluators = vec![summary("rate")];
+        with_kinds.report.executors = vec![summary("cap"), summary("freeze")];
+        let after = BTreeMap::from([(PathBuf::from("/p/k.so"), with_kinds.clone())]);
+        let events = changes(&BTreeMap::new(), &after, 1);
+        assert_eq!(reasons(&events), [EventReason::PluginLoaded]);
+        assert!(
+            events[0]
+                .message
+                .ends_with("(modes m; evaluator `rate`; executors `cap`, `freeze`)"),
+            "{}",
+            events[0].message
+        );
+        // Only an executor, then removed.
+        with_kinds.report.modes.clear();
+        with_kinds.report.evaluators.clear();
+        with_kinds.report.executors.truncate(1);
+        let before = BTreeMap::from([(PathBuf::from("/p/k.so"), with_kinds)]);
+        let events = changes(&before, &BTreeMap::new(), 1);
+        assert_eq!(reasons(&events), [EventReason::PluginRemoved]);
+        assert!(
+            events[0]
+                .message
+                .contains("its exports (executor `cap`) are unavailable"),
+            "{}",
+            events[0].message
+        );
     }
 
     #[test]

@@ -11,6 +11,7 @@ use abi_stable::std_types::{RResult, RStr};
 use flowscale_sdk::abi::{HostLogger, LogLevel, ManifestInfo, PluginRootRef};
 
 use super::isolation::{self, Isolation};
+use super::kinds::{self, Exports};
 use super::logger;
 use super::mode::PluginMode;
 use super::probe;
@@ -60,6 +61,16 @@ pub(super) fn broken_link(path: &Path) -> Option<Refusal> {
     Some(Refusal::Unreadable(err.to_string()))
 }
 
+fn summaries(listed: &[(String, String)]) -> Vec<ModeSummary> {
+    listed
+        .iter()
+        .map(|(id, description)| ModeSummary {
+            id: id.clone(),
+            description: description.clone(),
+        })
+        .collect()
+}
+
 fn report_for(file: &Path, info: &ManifestInfo) -> PluginFileReport {
     PluginFileReport {
         file: file.to_path_buf(),
@@ -68,16 +79,103 @@ fn report_for(file: &Path, info: &ManifestInfo) -> PluginFileReport {
         plugin: Some(info.plugin_name.clone()),
         version: Some(info.plugin_version.clone()),
         sdk_version: Some(info.sdk_version.clone()),
-        modes: info
-            .modes
-            .iter()
-            .map(|(id, description)| ModeSummary {
-                id: id.clone(),
-                description: description.clone(),
-            })
-            .collect(),
+        modes: summaries(&info.modes),
+        evaluators: summaries(&info.evaluators),
+        executors: summaries(&info.executors),
         details: None,
     }
+}
+
+/// Which kind of export a claimed id belongs to: each kind has ids of its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Kind {
+    Mode,
+    Evaluator,
+    Executor,
+}
+
+impl Kind {
+    /// The ids of this kind that `info` lists.
+    fn listed(self, info: &ManifestInfo) -> &[(String, String)] {
+        match self {
+            Kind::Mode => &info.modes,
+            Kind::Evaluator => &info.evaluators,
+            Kind::Executor => &info.executors,
+        }
+    }
+
+    /// Whether an object of this kind linked into the binary has `id`, and how to name it.
+    fn linked(self, registry: &ModeRegistry, id: &str) -> Option<&'static str> {
+        match self {
+            Kind::Mode => registry
+                .contains(id)
+                .then_some("a mode linked into flowscale"),
+            Kind::Evaluator => registry
+                .evaluator(id)
+                .is_some()
+                .then_some("an evaluator linked into flowscale"),
+            Kind::Executor => registry
+                .executor(id)
+                .is_some()
+                .then_some("an executor linked into flowscale"),
+        }
+    }
+
+    /// The refusal of a file whose `id` of this kind is also claimed by `other`.
+    fn duplicate(self, id: &str, other: String) -> Refusal {
+        let id = id.to_string();
+        match self {
+            Kind::Mode => Refusal::Duplicate { id, other },
+            Kind::Evaluator => Refusal::DuplicateKind {
+                kind: "evaluator",
+                id,
+                other,
+            },
+            Kind::Executor => Refusal::DuplicateKind {
+                kind: "executor",
+                id,
+                other,
+            },
+        }
+    }
+}
+
+/// For each of `files` (with its manifest, when it was probed and checked): the refusal of an
+/// id it claims that another file, or a linked object of the same kind in `registry`, claims
+/// too. Every claimant is refused: neither wins. Each kind has ids of its own (an evaluator may
+/// share a mode's id).
+fn duplicates(
+    files: &[PathBuf],
+    manifests: &[Option<&ManifestInfo>],
+    registry: &ModeRegistry,
+) -> Vec<Option<Refusal>> {
+    let mut claims: BTreeMap<(Kind, &str), Vec<usize>> = BTreeMap::new();
+    for (i, info) in manifests.iter().enumerate() {
+        for kind in [Kind::Mode, Kind::Evaluator, Kind::Executor] {
+            for (id, _) in info.iter().flat_map(|m| kind.listed(m)) {
+                claims.entry((kind, id.as_str())).or_default().push(i);
+            }
+        }
+    }
+    let mut duplicate: Vec<Option<Refusal>> = vec![None; files.len()];
+    for ((kind, id), claimants) in &claims {
+        for &i in claimants {
+            if duplicate[i].is_some() {
+                continue;
+            }
+            let other = match kind.linked(registry, id) {
+                Some(linked) => Some(linked.to_string()),
+                None => claimants
+                    .iter()
+                    .find(|&&j| j != i)
+                    .map(|&j| format!("`{}`", files[j].display())),
+            };
+            if let Some(other) = other {
+                duplicate[i] = Some(kind.duplicate(id, other));
+            }
+        }
+    }
+    duplicate
 }
 
 /// Discovers the plugin files of `dir` into `registry`, loading each version once through
@@ -136,35 +234,9 @@ pub(super) fn discover_into(
     let manifests: Vec<Option<&ManifestInfo>> =
         staged.iter().map(|s| s.as_ref().map(|s| &s.info)).collect();
 
-    // 2. An id claimed by two files (or by a file and a linked mode) goes to nobody.
-    let mut claims: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
-    for (i, info) in manifests.iter().enumerate() {
-        for (id, _) in info.iter().flat_map(|m| &m.modes) {
-            claims.entry(id.as_str()).or_default().push(i);
-        }
-    }
-    let mut duplicate: Vec<Option<Refusal>> = vec![None; files.len()];
-    for (id, claimants) in &claims {
-        for &i in claimants {
-            if duplicate[i].is_some() {
-                continue;
-            }
-            let other = if registry.contains(id) {
-                Some("a mode linked into flowscale".to_string())
-            } else {
-                claimants
-                    .iter()
-                    .find(|&&j| j != i)
-                    .map(|&j| format!("`{}`", files[j].display()))
-            };
-            if let Some(other) = other {
-                duplicate[i] = Some(Refusal::Duplicate {
-                    id: id.to_string(),
-                    other,
-                });
-            }
-        }
-    }
+    // 2. An id claimed by two files (or by a file and a linked object of its kind) goes to
+    //    nobody.
+    let duplicate = duplicates(&files, &manifests, registry);
 
     // 3. Load what is left (each version once: a version seen before gives its modes again).
     for (i, file) in files.iter().enumerate() {
@@ -188,9 +260,15 @@ pub(super) fn discover_into(
             }),
         };
         match outcome {
-            Ok(modes) => {
-                for mode in modes {
+            Ok(exports) => {
+                for mode in exports.modes {
                     registry.insert(mode);
+                }
+                for evaluator in exports.evaluators {
+                    registry.insert_evaluator(evaluator);
+                }
+                for executor in exports.executors {
+                    registry.insert_executor(executor);
                 }
                 tracing::info!(file = %file.display(), plugin = %info.plugin_name, "plugin loaded");
             }
@@ -216,20 +294,20 @@ fn load_file_here(
 ) -> Result<(ManifestInfo, Vec<CustomMode>), Refusal> {
     let (info, real) = probe::probe_file(file)?;
     probe::check_manifest(&info)?;
-    let modes = load(file, &real, &info, log, max_level)?;
-    Ok((info, modes))
+    let exports = load(file, &real, &info, log, max_level)?;
+    Ok((info, exports.modes))
 }
 
 /// Maps the library at `real` (the checked, resolved path of `file`) for good, checks it with
-/// abi_stable and creates its modes; they name `file`, as the user listed it, and the plugin
-/// logs through `log`.
+/// abi_stable and creates its modes, evaluators and executors; they name `file`, as the user
+/// listed it, and the plugin logs through `log`.
 fn load(
     file: &Path,
     real: &Path,
     info: &ManifestInfo,
     log: HostLogger,
     max_level: LogLevel,
-) -> Result<Vec<CustomMode>, Refusal> {
+) -> Result<Exports, Refusal> {
     let root = lib_header_from_path(real)
         .and_then(|header| header.init_root_module::<PluginRootRef>())
         .map_err(|e| abi_refusal(&e))?;
@@ -256,7 +334,12 @@ fn load(
             }
         }
     }
-    Ok(modes)
+    let mut exports = Exports {
+        modes,
+        ..Exports::default()
+    };
+    kinds::create(file, real, info, &mut exports)?;
+    Ok(exports)
 }
 
 /// abi_stable's error, condensed to its first few differences for the one-line reason.
@@ -466,6 +549,70 @@ Found:
             "unexpected field at PluginRoot.new_mode: expected `id,`, found `id,buckets,`; \
              unexpected field at PluginRoot.new_mode: expected `__returns`, found `param_1`"
         );
+    }
+
+    fn manifest(modes: &[&str], evaluators: &[&str], executors: &[&str]) -> ManifestInfo {
+        let listed = |ids: &[&str]| -> Vec<(String, String)> {
+            ids.iter()
+                .map(|id| (id.to_string(), String::new()))
+                .collect()
+        };
+        ManifestInfo {
+            sdk_version: flowscale_sdk::SDK_VERSION.to_string(),
+            plugin_name: "p".into(),
+            plugin_version: "1".into(),
+            panic_unwind: true,
+            modes: listed(modes),
+            evaluators: listed(evaluators),
+            executors: listed(executors),
+        }
+    }
+
+    #[test]
+    fn an_evaluator_or_executor_claimed_twice_refuses_both_files_and_names_its_kind() {
+        let files: Vec<PathBuf> = ["/p/a.so", "/p/b.so", "/p/c.so"]
+            .iter()
+            .map(PathBuf::from)
+            .collect();
+        // a and b both export the evaluator `rate`; c exports a mode and an executor named
+        // `rate` too, which is no conflict: each kind has its own ids.
+        let (a, b, c) = (
+            manifest(&["ma"], &["rate"], &[]),
+            manifest(&["mb"], &["rate"], &["freeze"]),
+            manifest(&["rate"], &[], &["rate"]),
+        );
+        let found = duplicates(
+            &files,
+            &[Some(&a), Some(&b), Some(&c)],
+            &ModeRegistry::default(),
+        );
+        let reasons: Vec<Option<String>> = found
+            .iter()
+            .map(|r| r.as_ref().map(Refusal::to_string))
+            .collect();
+        assert_eq!(
+            reasons,
+            [
+                Some(
+                    "evaluator `rate` is also exported by `/p/b.so`; neither is loaded: remove or \
+                     rename one of them"
+                        .to_string()
+                ),
+                Some(
+                    "evaluator `rate` is also exported by `/p/a.so`; neither is loaded: remove or \
+                     rename one of them"
+                        .to_string()
+                ),
+                None,
+            ]
+        );
+        // An executor claimed by two files.
+        let d = manifest(&[], &[], &["freeze"]);
+        let found = duplicates(&files[1..], &[Some(&b), Some(&d)], &ModeRegistry::default());
+        assert!(found.iter().all(|r| matches!(
+            r,
+            Some(Refusal::DuplicateKind { kind: "executor", id, .. }) if id == "freeze"
+        )));
     }
 
     #[test]

@@ -47,6 +47,7 @@
 
 mod call_clock;
 pub mod isolation;
+mod kinds;
 mod live;
 mod load;
 mod logger;
@@ -61,6 +62,7 @@ pub(crate) use call_clock::CallClock;
 #[cfg(test)]
 pub(crate) use call_clock::plugin_call;
 pub use isolation::Isolation;
+pub(crate) use kinds::Exports;
 pub(crate) use live::LivePlugins;
 pub(crate) use load::load_file;
 pub(crate) use registry::is_reserved;

@@ -5,7 +5,10 @@
 use std::path::{Path, PathBuf};
 
 use flowscale_sdk::SDK_VERSION;
-use flowscale_sdk::abi::{MANIFEST_SYMBOL, ManifestInfo, PluginManifest, sdk_versions_compatible};
+use flowscale_sdk::abi::{
+    KINDS_SYMBOL, KindsTable, MANIFEST_SYMBOL, ManifestInfo, PluginManifest,
+    sdk_versions_compatible,
+};
 
 use super::report::Refusal;
 use super::{is_reserved, trust};
@@ -172,7 +175,8 @@ fn check_header_of(path: &Path) -> Result<(), Refusal> {
     check_library_header(&header, file_len)
 }
 
-/// Opens `path`, copies its manifest and closes it again.
+/// Opens `path`, copies its manifest (with the evaluators and executors of its kinds table,
+/// when it has one: plugins built before SDK 0.1.3 have none) and closes it again.
 pub(super) fn read_manifest(path: &Path) -> Result<ManifestInfo, Refusal> {
     // SAFETY: loading a library runs its initialisers; that is the documented limit of probing
     // (plugins.md). The handle is dropped at the end of this function.
@@ -182,14 +186,37 @@ pub(super) fn read_manifest(path: &Path) -> Result<ManifestInfo, Refusal> {
     symbol.push(0);
     // SAFETY: the symbol is only read through `PluginManifest::read`, which checks the magic
     // before interpreting anything else.
-    let info = unsafe {
+    let mut info = unsafe {
         let manifest: libloading::Symbol<'_, *const PluginManifest> = library
             .get(symbol.as_slice())
             .map_err(|_| Refusal::NoManifest)?;
         PluginManifest::read(*manifest).map_err(Refusal::BadManifest)?
     };
+    // SAFETY: as for the manifest: `KindsTable::read` checks the magic first. Only the
+    // listing is kept; the entry points die with the handle.
+    if let Some(table) = unsafe { kinds_table(&library) } {
+        let (kinds, _) = unsafe { KindsTable::read(table) }.map_err(Refusal::BadManifest)?;
+        info.evaluators = kinds.evaluators;
+        info.executors = kinds.executors;
+    }
     drop(library);
     Ok(info)
+}
+
+/// The address of `library`'s kinds table ([`KINDS_SYMBOL`]), if it exports one.
+///
+/// # Safety
+/// The address is only valid while `library` is loaded.
+pub(super) unsafe fn kinds_table(library: &libloading::Library) -> Option<*const KindsTable> {
+    let mut symbol = KINDS_SYMBOL.as_bytes().to_vec();
+    symbol.push(0);
+    // SAFETY: the symbol is only read through `KindsTable::read`.
+    unsafe {
+        library
+            .get::<*const KindsTable>(symbol.as_slice())
+            .ok()
+            .map(|s| *s)
+    }
 }
 
 /// Checks a manifest on its own (without looking at other files).
@@ -202,8 +229,29 @@ pub(super) fn check_manifest(info: &ManifestInfo) -> Result<(), Refusal> {
     if !info.panic_unwind {
         return Err(Refusal::PanicAbort);
     }
-    if info.modes.is_empty() {
+    if info.modes.is_empty() && info.evaluators.is_empty() && info.executors.is_empty() {
         return Err(Refusal::NoModes);
+    }
+    // Evaluators and executors have ids of their own (built-in mode names are not reserved
+    // for them).
+    for (kind, listed) in [
+        ("evaluator", &info.evaluators),
+        ("executor", &info.executors),
+    ] {
+        for (i, (id, _)) in listed.iter().enumerate() {
+            if id.is_empty() || id.chars().any(char::is_whitespace) {
+                return Err(Refusal::InvalidKindId {
+                    kind,
+                    id: id.clone(),
+                });
+            }
+            if listed[..i].iter().any(|(other, _)| other == id) {
+                return Err(Refusal::DuplicateKindInFile {
+                    kind,
+                    id: id.clone(),
+                });
+            }
+        }
     }
     for (i, (id, _)) in info.modes.iter().enumerate() {
         if id.is_empty() || id.chars().any(char::is_whitespace) {
@@ -235,7 +283,38 @@ mod tests {
                 .iter()
                 .map(|id| (id.to_string(), "d".to_string()))
                 .collect(),
+            evaluators: Vec::new(),
+            executors: Vec::new(),
         }
+    }
+
+    fn listed(ids: &[&str]) -> Vec<(String, String)> {
+        ids.iter()
+            .map(|id| (id.to_string(), "d".to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn evaluators_and_executors_are_checked_per_kind_and_not_reserved() {
+        // Only an executor: a plugin like any other.
+        let mut only = manifest(&[]);
+        only.executors = listed(&["freeze"]);
+        assert_eq!(check_manifest(&only), Ok(()));
+        // A built-in mode name is reserved for modes only; an evaluator may share a mode's id.
+        let mut shared = manifest(&["a"]);
+        shared.evaluators = listed(&["balanced", "a"]);
+        assert_eq!(check_manifest(&shared), Ok(()));
+        let mut twice = manifest(&["a"]);
+        twice.executors = listed(&["x", "x"]);
+        let err = check_manifest(&twice).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "exports executor `x` twice; rename one of them"
+        );
+        let mut blank = manifest(&["a"]);
+        blank.evaluators = listed(&["a b"]);
+        let err = check_manifest(&blank).unwrap_err();
+        assert!(err.to_string().starts_with("evaluator id \"a b\""), "{err}");
     }
 
     #[test]

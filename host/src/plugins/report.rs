@@ -19,7 +19,7 @@ pub enum PluginStatus {
     Refused,
 }
 
-/// One mode as listed in a report.
+/// One mode, metric evaluator or scaling executor as listed in a report.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub(crate) struct ModeSummary {
     /// The implementation id.
@@ -45,6 +45,10 @@ pub struct PluginFileReport {
     pub(crate) sdk_version: Option<String>,
     /// The modes it exports (from its manifest), loaded or not.
     pub(crate) modes: Vec<ModeSummary>,
+    /// The metric evaluators it exports (from its kinds table, SDK 0.1.3), loaded or not.
+    pub(crate) evaluators: Vec<ModeSummary>,
+    /// The scaling executors it exports (from its kinds table), loaded or not.
+    pub(crate) executors: Vec<ModeSummary>,
     /// The full text behind a condensed reason (abi_stable's layout report), for `--verbose`.
     #[serde(skip)]
     pub(crate) details: Option<String>,
@@ -60,6 +64,8 @@ impl PluginFileReport {
             version: None,
             sdk_version: None,
             modes: Vec::new(),
+            evaluators: Vec::new(),
+            executors: Vec::new(),
             details: refusal.details().map(str::to_string),
         }
     }
@@ -129,18 +135,37 @@ pub enum Refusal {
          panic = \"unwind\" (the default)"
     )]
     PanicAbort,
-    /// The manifest lists no modes.
-    #[error("exports no modes; list them in `flowscale_sdk::export_plugin!`")]
+    /// The manifest lists no modes, and the kinds table no evaluators or executors.
+    #[error(
+        "exports no modes, metric evaluators or scaling executors; list them in \
+         `flowscale_sdk::export_plugin!`"
+    )]
     NoModes,
     /// An implementation id that is empty or contains whitespace.
     #[error("implementation id {0:?} is not valid (non-empty, no whitespace); rename it")]
     InvalidId(String),
+    /// An implementation id of an evaluator or executor that is empty or contains whitespace.
+    #[error("{kind} id {id:?} is not valid (non-empty, no whitespace); rename it")]
+    InvalidKindId {
+        /// "evaluator" or "executor".
+        kind: &'static str,
+        /// The id.
+        id: String,
+    },
     /// An implementation id that is a built-in mode name.
     #[error("implementation id `{0}` is a reserved built-in mode name; rename it")]
     Reserved(String),
     /// The same id twice in one file.
     #[error("exports implementation id `{0}` twice; rename one of them")]
     DuplicateInFile(String),
+    /// The same evaluator or executor id twice in one file.
+    #[error("exports {kind} `{id}` twice; rename one of them")]
+    DuplicateKindInFile {
+        /// "evaluator" or "executor".
+        kind: &'static str,
+        /// The id.
+        id: String,
+    },
     /// In `process` isolation: the file's worker could not be started or refused the file.
     #[error("{0}")]
     Worker(String),
@@ -155,6 +180,19 @@ pub enum Refusal {
         /// The other claimant (a file, or "a mode linked into flowscale").
         other: String,
     },
+    /// The same evaluator or executor id in another file or among the linked ones.
+    #[error(
+        "{kind} `{id}` is also exported by {other}; neither is loaded: remove or rename one of \
+         them"
+    )]
+    DuplicateKind {
+        /// "evaluator" or "executor".
+        kind: &'static str,
+        /// The contested id.
+        id: String,
+        /// The other claimant (a file, or "an evaluator linked into flowscale").
+        other: String,
+    },
     /// abi_stable's version or layout check failed.
     #[error(
         "ABI check failed: {summary}; rebuild the plugin against flowscale-sdk {SDK_VERSION} \
@@ -165,6 +203,16 @@ pub enum Refusal {
         summary: String,
         /// abi_stable's whole report.
         details: String,
+    },
+    /// The kinds table lists an evaluator or executor the plugin cannot create.
+    #[error("{kind} `{id}` could not be created: {message}")]
+    KindConstructor {
+        /// "evaluator" or "executor".
+        kind: &'static str,
+        /// The implementation id.
+        id: String,
+        /// The plugin's error.
+        message: String,
     },
     /// The manifest lists a mode the root module cannot create.
     #[error("mode `{id}` could not be created: {message}")]
@@ -200,6 +248,8 @@ impl PluginFileReport {
                 id: "demo".into(),
                 description: "does things".into(),
             }],
+            evaluators: Vec::new(),
+            executors: Vec::new(),
             details: None,
         }
     }
@@ -220,6 +270,8 @@ mod tests {
         assert_eq!(value[0]["reason"], serde_json::Value::Null);
         assert_eq!(value[0]["modes"][0]["id"], "demo");
         assert_eq!(value[0]["modes"][0]["description"], "does things");
+        assert_eq!(value[0]["evaluators"], serde_json::json!([]));
+        assert_eq!(value[0]["executors"], serde_json::json!([]));
         assert_eq!(value[1]["status"], "refused");
         assert_eq!(value[1]["plugin"], serde_json::Value::Null);
         assert!(

@@ -24,9 +24,9 @@ use std::path::{Path, PathBuf};
 
 use flowscale_sdk::abi::ManifestInfo;
 
+use super::kinds::Exports;
 use super::report::{PluginListing, Refusal};
 use super::{probe, trust};
-use crate::alignment::CustomMode;
 
 /// How many plugin libraries one host process loads at most (every version of every file that
 /// reached the loader, refused ones included: they stay mapped too). A restart frees them.
@@ -49,8 +49,9 @@ pub(super) struct Staged {
     pub(crate) load_from: PathBuf,
 }
 
-/// The outcome of loading one version: its modes, or why it was refused.
-type Loaded = Result<Vec<CustomMode>, Refusal>;
+/// The outcome of loading one version: its modes, evaluators and executors, or why it was
+/// refused.
+type Loaded = Result<Exports, Refusal>;
 
 /// The host's plugin libraries by content hash.
 #[derive(Debug)]
@@ -143,7 +144,7 @@ impl PluginVersions {
         })
     }
 
-    /// The modes of a staged version: loaded by `load` the first time, the same ones after.
+    /// The exports of a staged version: loaded by `load` the first time, the same ones after.
     pub(super) fn load(&mut self, staged: &Staged, load: impl FnOnce(&Staged) -> Loaded) -> Loaded {
         if let Some(loaded) = self.loaded.get(&staged.hash) {
             return loaded.clone();
@@ -164,9 +165,13 @@ impl PluginVersions {
     }
 
     fn loaded_from_file(&self, file: &Path) -> bool {
-        self.loaded.values().flatten().flatten().any(|mode| {
-            matches!(&mode.origin, crate::alignment::ModeOrigin::Plugin { file: f, .. } if f == file)
-        })
+        self.loaded
+            .values()
+            .flatten()
+            .flat_map(Exports::origins)
+            .any(|origin| {
+                matches!(origin, crate::alignment::ModeOrigin::Plugin { file: f, .. } if f == file)
+            })
     }
 }
 
@@ -254,6 +259,8 @@ mod tests {
                 plugin_version: hash.to_string(),
                 panic_unwind: true,
                 modes: Vec::new(),
+                evaluators: Vec::new(),
+                executors: Vec::new(),
             },
             load_from: PathBuf::from("/p/libx.so"),
         }
@@ -267,7 +274,7 @@ mod tests {
         let mut load = |hash| {
             versions.load(&staged(hash), |_| {
                 loads += 1;
-                Ok(Vec::new())
+                Ok(Exports::default())
             })
         };
         assert!(load(1).is_ok());

@@ -36,7 +36,7 @@ pub(super) struct Readiness {
     pub(crate) waiting_for: Vec<String>,
 }
 
-/// A mode exported by a plugin file.
+/// A mode, metric evaluator or scaling executor exported by a plugin file.
 #[derive(Debug, Serialize, ToSchema)]
 pub(super) struct PluginModeDoc {
     /// The implementation id.
@@ -62,6 +62,10 @@ pub(super) struct PluginFileDoc {
     pub(crate) sdk_version: Option<String>,
     /// The modes it exports.
     pub(crate) modes: Vec<PluginModeDoc>,
+    /// The custom metric evaluators it exports (plugins built against SDK 0.1.3 and later).
+    pub(crate) evaluators: Vec<PluginModeDoc>,
+    /// The custom scaling executors it exports (as above).
+    pub(crate) executors: Vec<PluginModeDoc>,
 }
 
 /// The plugins directory and its files, as `flowscale plugins --json` describes them.

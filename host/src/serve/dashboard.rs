@@ -411,10 +411,18 @@ fn plugins_body(listing: &PluginListing) -> String {
     let or_dash = |v: &Option<String>| escape(v.as_deref().unwrap_or("-"));
     for f in &listing.files {
         let loaded = f.status == PluginStatus::Loaded;
-        let modes: Vec<String> = f
-            .modes
+        let kinds = [
+            ("", &f.modes),
+            ("evaluator ", &f.evaluators),
+            ("executor ", &f.executors),
+        ];
+        let modes: Vec<String> = kinds
             .iter()
-            .map(|m| format!("<b>{}</b>: {}", escape(&m.id), escape(&m.description)))
+            .flat_map(|(kind, list)| {
+                list.iter().map(move |m| {
+                    format!("{kind}<b>{}</b>: {}", escape(&m.id), escape(&m.description))
+                })
+            })
             .collect();
         let _ = write!(
             body,

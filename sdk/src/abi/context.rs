@@ -46,7 +46,7 @@ pub struct FfiStr {
 }
 
 impl FfiStr {
-    fn new(text: &str) -> FfiStr {
+    pub(super) fn new(text: &str) -> FfiStr {
         FfiStr {
             ptr: text.as_ptr(),
             len: text.len(),
@@ -56,7 +56,7 @@ impl FfiStr {
     ///
     /// # Safety
     /// Must point at `len` readable bytes.
-    unsafe fn to_owned_string(self) -> String {
+    pub(super) unsafe fn to_owned_string(self) -> String {
         if self.ptr.is_null() || self.len == 0 {
             return String::new();
         }
@@ -182,6 +182,132 @@ pub struct FfiEdge {
 pub struct FfiParam {
     key: FfiStr,
     value: FfiStr,
+}
+
+impl FfiMetric {
+    /// Lends metric `name` (an empty name with NaNs for `None`: an index out of range).
+    pub(super) fn lend(metric: Option<(&str, &EvaluatedMetric)>) -> FfiMetric {
+        match metric {
+            Some((name, m)) => FfiMetric {
+                name: FfiStr::new(name),
+                current: m.current,
+                average: m.average,
+            },
+            None => FfiMetric {
+                name: FfiStr::new(""),
+                current: f64::NAN,
+                average: f64::NAN,
+            },
+        }
+    }
+
+    /// Copies the lent metric.
+    ///
+    /// # Safety
+    /// The name must still be lent.
+    pub(super) unsafe fn copy_out(self) -> (String, EvaluatedMetric) {
+        // SAFETY: per the caller.
+        let name = unsafe { self.name.to_owned_string() };
+        (
+            name,
+            EvaluatedMetric {
+                current: self.current,
+                average: self.average,
+            },
+        )
+    }
+}
+
+impl FfiVertex {
+    /// Lends a graph vertex (an empty one for `None`: an index out of range).
+    pub(super) fn lend(v: Option<&TopologyVertex>) -> FfiVertex {
+        match v {
+            Some(v) => FfiVertex {
+                id: FfiStr::new(&v.id),
+                name: FfiStr::new(&v.name),
+                parallelism: v.parallelism,
+                max_parallelism: v.max_parallelism,
+                source_partitions: v.source_partitions,
+            },
+            None => FfiVertex {
+                id: FfiStr::new(""),
+                name: FfiStr::new(""),
+                parallelism: 0,
+                max_parallelism: 0,
+                source_partitions: 0,
+            },
+        }
+    }
+
+    /// Copies the lent vertex.
+    ///
+    /// # Safety
+    /// Its texts must still be lent.
+    pub(super) unsafe fn copy_out(self) -> TopologyVertex {
+        // SAFETY: per the caller.
+        unsafe {
+            TopologyVertex {
+                id: self.id.to_owned_string(),
+                name: self.name.to_owned_string(),
+                parallelism: self.parallelism,
+                max_parallelism: self.max_parallelism,
+                source_partitions: self.source_partitions,
+            }
+        }
+    }
+}
+
+impl FfiEdge {
+    /// Lends a graph edge (an empty one for `None`: an index out of range).
+    pub(super) fn lend(e: Option<&TopologyEdge>) -> FfiEdge {
+        match e {
+            Some(e) => FfiEdge {
+                from: FfiStr::new(&e.from),
+                to: FfiStr::new(&e.to),
+                ship: FfiShip::from_ship(e.ship_strategy),
+            },
+            None => FfiEdge {
+                from: FfiStr::new(""),
+                to: FfiStr::new(""),
+                ship: FfiShip::default(),
+            },
+        }
+    }
+
+    /// Copies the lent edge.
+    ///
+    /// # Safety
+    /// Its texts must still be lent.
+    pub(super) unsafe fn copy_out(self) -> TopologyEdge {
+        // SAFETY: per the caller.
+        unsafe {
+            TopologyEdge {
+                from: self.from.to_owned_string(),
+                to: self.to.to_owned_string(),
+                ship_strategy: self.ship.to_ship(),
+            }
+        }
+    }
+}
+
+impl FfiParam {
+    /// Lends a parameter (empty texts for `None`: an index out of range).
+    pub(super) fn lend(p: Option<(&str, &str)>) -> FfiParam {
+        let (k, v) = p.unwrap_or(("", ""));
+        FfiParam {
+            key: FfiStr::new(k),
+            value: FfiStr::new(v),
+        }
+    }
+
+    /// Copies the lent parameter.
+    ///
+    /// # Safety
+    /// Its texts must still be lent.
+    pub(super) unsafe fn copy_out(self) -> (String, String) {
+        // SAFETY: per the caller.
+        unsafe { (self.key.to_owned_string(), self.value.to_owned_string()) }
+    }
 }
 
 /// The load of one subtask (SDK 0.1.1). Frozen. NaN stands for "not reported".
@@ -329,56 +455,19 @@ unsafe extern "C" fn metric_count(d: Data) -> usize {
     ctx(d).metrics().len()
 }
 unsafe extern "C" fn metric(d: Data, i: usize) -> FfiMetric {
-    match ctx(d).metrics().get(i) {
-        Some((name, m)) => FfiMetric {
-            name: FfiStr::new(name),
-            current: m.current,
-            average: m.average,
-        },
-        None => FfiMetric {
-            name: FfiStr::new(""),
-            current: f64::NAN,
-            average: f64::NAN,
-        },
-    }
+    FfiMetric::lend(ctx(d).metrics().get(i).map(|(n, m)| (n.as_str(), m)))
 }
 unsafe extern "C" fn vertex_count(d: Data) -> usize {
     ctx(d).topology().vertices.len()
 }
 unsafe extern "C" fn vertex(d: Data, i: usize) -> FfiVertex {
-    match ctx(d).topology().vertices.get(i) {
-        Some(v) => FfiVertex {
-            id: FfiStr::new(&v.id),
-            name: FfiStr::new(&v.name),
-            parallelism: v.parallelism,
-            max_parallelism: v.max_parallelism,
-            source_partitions: v.source_partitions,
-        },
-        None => FfiVertex {
-            id: FfiStr::new(""),
-            name: FfiStr::new(""),
-            parallelism: 0,
-            max_parallelism: 0,
-            source_partitions: 0,
-        },
-    }
+    FfiVertex::lend(ctx(d).topology().vertices.get(i))
 }
 unsafe extern "C" fn edge_count(d: Data) -> usize {
     ctx(d).topology().edges.len()
 }
 unsafe extern "C" fn edge(d: Data, i: usize) -> FfiEdge {
-    match ctx(d).topology().edges.get(i) {
-        Some(e) => FfiEdge {
-            from: FfiStr::new(&e.from),
-            to: FfiStr::new(&e.to),
-            ship: FfiShip::from_ship(e.ship_strategy),
-        },
-        None => FfiEdge {
-            from: FfiStr::new(""),
-            to: FfiStr::new(""),
-            ship: FfiShip::default(),
-        },
-    }
+    FfiEdge::lend(ctx(d).topology().edges.get(i))
 }
 unsafe extern "C" fn mode_name(d: Data) -> FfiStr {
     FfiStr::new(ctx(d).params().mode_name())
@@ -387,16 +476,7 @@ unsafe extern "C" fn param_count(d: Data) -> usize {
     ctx(d).params().len()
 }
 unsafe extern "C" fn param(d: Data, i: usize) -> FfiParam {
-    match ctx(d).params().iter().nth(i) {
-        Some((k, v)) => FfiParam {
-            key: FfiStr::new(k),
-            value: FfiStr::new(v),
-        },
-        None => FfiParam {
-            key: FfiStr::new(""),
-            value: FfiStr::new(""),
-        },
-    }
+    FfiParam::lend(ctx(d).params().iter().nth(i))
 }
 
 unsafe extern "C" fn topology_generation(d: Data) -> u64 {
@@ -463,24 +543,12 @@ pub unsafe fn rebuild(r: ContextRef<'_>) -> AlignmentContext {
             .map(|i| (vt.ship)(d, i).to_ship())
             .collect();
         let metrics = (0..(vt.metric_count)(d))
-            .map(|i| {
-                let m = (vt.metric)(d, i);
-                (
-                    m.name.to_owned_string(),
-                    EvaluatedMetric {
-                        current: m.current,
-                        average: m.average,
-                    },
-                )
-            })
+            .map(|i| (vt.metric)(d, i).copy_out())
             .collect();
         let job = (vt.job_name)(d).to_owned_string();
         let topology = shared_topology(vt, d, &job);
         let params = (0..(vt.param_count)(d))
-            .map(|i| {
-                let p = (vt.param)(d, i);
-                (p.key.to_owned_string(), p.value.to_owned_string())
-            })
+            .map(|i| (vt.param)(d, i).copy_out())
             .collect();
         // SDK 0.1.1; a 0.1.0 host's table ends before it, and its plugins read `None`.
         let subtask_loads = if vt.has(
@@ -877,26 +945,10 @@ unsafe fn job_graph(
             }
         }
         let vertices = (0..(vt.vertex_count)(d))
-            .map(|i| {
-                let v = (vt.vertex)(d, i);
-                TopologyVertex {
-                    id: v.id.to_owned_string(),
-                    name: v.name.to_owned_string(),
-                    parallelism: v.parallelism,
-                    max_parallelism: v.max_parallelism,
-                    source_partitions: v.source_partitions,
-                }
-            })
+            .map(|i| (vt.vertex)(d, i).copy_out())
             .collect();
         let edges = (0..(vt.edge_count)(d))
-            .map(|i| {
-                let e = (vt.edge)(d, i);
-                TopologyEdge {
-                    from: e.from.to_owned_string(),
-                    to: e.to.to_owned_string(),
-                    ship_strategy: e.ship.to_ship(),
-                }
-            })
+            .map(|i| (vt.edge)(d, i).copy_out())
             .collect();
         let fresh = Arc::new(JobTopology { vertices, edges });
         KEPT.with(|kept| {

@@ -44,7 +44,7 @@ pub fn panic_message(payload: &(dyn Any + Send)) -> String {
 
 /// Runs `f`, turning a panic into a [`FfiErrorKind::PANIC`] error; `what` names the entry
 /// point in the message (only formatted when there was a panic).
-fn guarded<T>(
+pub(super) fn guarded<T>(
     what: impl FnOnce() -> String,
     f: impl FnOnce() -> RResult<T, FfiError>,
 ) -> RResult<T, FfiError> {

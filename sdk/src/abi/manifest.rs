@@ -142,25 +142,8 @@ impl PluginManifest {
         }
         // SAFETY: same format as ours, so the layout is ours.
         let m = unsafe { &*ptr };
-        if m.mode_count > MAX_MODES || (m.modes.is_null() && m.mode_count > 0) {
-            return Err(ManifestError::Corrupt(format!(
-                "{} modes listed",
-                m.mode_count
-            )));
-        }
-        let entries: &[ManifestMode] = if m.mode_count == 0 {
-            &[]
-        } else {
-            // SAFETY: non-null, bounded, built from a `'static` slice by `new`.
-            unsafe { std::slice::from_raw_parts(m.modes, m.mode_count) }
-        };
-        let mut modes = Vec::with_capacity(entries.len());
-        for entry in entries {
-            // SAFETY: entries point at `'static` strings of the loaded library.
-            let id = unsafe { entry.id.read("a mode id") }?;
-            let description = unsafe { entry.description.read("a mode description") }?;
-            modes.push((id, description));
-        }
+        // SAFETY: built from a `'static` slice by `new` (bounds checked by `read_entries`).
+        let modes = unsafe { read_entries(m.modes, m.mode_count, "mode") }?;
         // SAFETY: as above.
         unsafe {
             Ok(ManifestInfo {
@@ -169,9 +152,45 @@ impl PluginManifest {
                 plugin_version: m.plugin_version.read("the plugin version")?,
                 panic_unwind: m.panic_unwind != 0,
                 modes,
+                evaluators: Vec::new(),
+                executors: Vec::new(),
             })
         }
     }
+}
+
+/// Copies `count` entries at `entries` (ids and descriptions) of a `kind` ("mode",
+/// "evaluator", "executor": only for messages), refusing a count over the bound or a null list
+/// with entries.
+///
+/// # Safety
+/// A non-null `entries` must point at `count` entries of a loaded library.
+pub(super) unsafe fn read_entries(
+    entries: *const ManifestMode,
+    count: usize,
+    kind: &str,
+) -> Result<Vec<(String, String)>, ManifestError> {
+    if count > MAX_MODES || (entries.is_null() && count > 0) {
+        return Err(ManifestError::Corrupt(format!("{count} {kind}s listed")));
+    }
+    let (id, description) = (
+        format!("the id of a {kind}"),
+        format!("the description of a {kind}"),
+    );
+    let entries: &[ManifestMode] = if count == 0 {
+        &[]
+    } else {
+        // SAFETY: non-null and bounded; readable per the caller's contract.
+        unsafe { std::slice::from_raw_parts(entries, count) }
+    };
+    let mut listed = Vec::with_capacity(entries.len());
+    for entry in entries {
+        // SAFETY: entries point at `'static` strings of the loaded library.
+        let text = unsafe { entry.id.read(&id) }?;
+        let about = unsafe { entry.description.read(&description) }?;
+        listed.push((text, about));
+    }
+    Ok(listed)
 }
 
 /// An owned copy of a manifest, safe to keep after the library is closed.
@@ -187,6 +206,11 @@ pub struct ManifestInfo {
     pub panic_unwind: bool,
     /// `(implementation id, description)` of every exported mode, in declaration order.
     pub modes: Vec<(String, String)>,
+    /// `(implementation id, description)` of every exported metric evaluator (SDK 0.1.3,
+    /// from the kinds table: see [`super::KindsTable`]; empty for older plugins).
+    pub evaluators: Vec<(String, String)>,
+    /// `(implementation id, description)` of every exported scaling executor (as above).
+    pub executors: Vec<(String, String)>,
 }
 
 /// Why a manifest could not be read.

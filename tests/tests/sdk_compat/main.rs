@@ -9,7 +9,10 @@
 //!   answer in the 0.1.0 host, also when the request carries per-subtask load they cannot see;
 //! * a plugin built against the current SDK (`load-align`) loads in the 0.1.0 host and reads
 //!   no per-subtask load there (it answers as BALANCED), while the current host lends it the
-//!   load and it answers differently.
+//!   load and it answers differently;
+//! * a plugin exporting a mode, metric evaluators and scaling executors (`fixture-kinds`, SDK
+//!   0.1.3's kinds table) is listed with all three kinds by the current host, and loads in the
+//!   0.1.0 host, which knows nothing of the kinds table, with its mode answering alike in both.
 //!
 //! The first build of the 0.1.0 host takes minutes, so the test is `#[ignore]`d in a plain
 //! `cargo test`; `.ci/run` runs it with
@@ -178,7 +181,7 @@ fn plugins_of_sdk_0_1_0_and_of_this_sdk_work_in_both_hosts() {
         std::env::var_os(GATE).is_some_and(|v| v == "1"),
         "set {GATE}=1 to run the SDK 0.1.0 compatibility test (it builds the 0.1.0 host)"
     );
-    let new = build(&["flowscale", "load-align"]);
+    let new = build(&["flowscale", "load-align", "fixture-kinds"]);
     let old = build_sdk_0_1_0();
     let (new_host, old_host) = (new.join("flowscale"), old.join("flowscale"));
 
@@ -261,4 +264,36 @@ fn plugins_of_sdk_0_1_0_and_of_this_sdk_work_in_both_hosts() {
     let in_old = align(&old_host, new_plugins.path(), &[plain]);
     assert_eq!(parallelisms(&in_old), [7], "{in_old:#?}");
     assert_eq!(in_old[0]["mode"], "load-align", "{in_old:#?}");
+
+    // A plugin exporting every kind: the current host lists them all; the 0.1.0 host loads the
+    // file for its mode (it never looks the kinds table up), which answers alike in both.
+    let kinds = plugins_dir(&[(&plugin_file(&new, "fixture-kinds"), "libfixture_kinds.so")]);
+    let listed = plugins(&new_host, kinds.path());
+    let item = loaded(&listed, "libfixture_kinds.so");
+    let ids = |kind: &str| -> Vec<String> {
+        item[kind]
+            .as_array()
+            .unwrap_or_else(|| panic!("{kind} listed: {item:#}"))
+            .iter()
+            .map(|e| e["id"].as_str().unwrap_or_default().to_string())
+            .collect()
+    };
+    assert_eq!(ids("modes"), ["kinds-double"]);
+    assert_eq!(ids("evaluators"), ["kinds-rate", "kinds-boom"]);
+    assert_eq!(ids("executors"), ["kinds-cap", "kinds-boom"]);
+    let listed = plugins(&old_host, kinds.path());
+    let item = loaded(&listed, "libfixture_kinds.so");
+    assert_eq!(item["modes"][0]["id"], "kinds-double", "{item:#}");
+    // kinds-double doubles the target: 3 -> 6.
+    let double = line(
+        r#""current":2,"target":3,"max_parallelism":128,"ship_strategies":["HASH"]"#,
+        "kinds-double",
+        "",
+    );
+    let in_old = align(&old_host, kinds.path(), std::slice::from_ref(&double));
+    assert_eq!(parallelisms(&in_old), [6], "{in_old:#?}");
+    assert_eq!(
+        parallelisms(&align(&new_host, kinds.path(), &[double])),
+        [6]
+    );
 }

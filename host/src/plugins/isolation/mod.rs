@@ -28,7 +28,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use flowscale_sdk::abi::ManifestInfo;
-use flowscale_sdk::{AlignmentContext, ModeError, ModeParams};
+use flowscale_sdk::{
+    AlignmentContext, EvaluatorContext, ExecutorContext, ExecutorVerdict, ModeError, ModeParams,
+    VertexMetrics,
+};
 
 use self::compact::ContextCall;
 use self::protocol::Outcome;
@@ -37,7 +40,8 @@ pub(crate) use self::supervisor::{Ask, Fault, Supervisor, end_worker_groups};
 pub(crate) use self::worker::{WorkerLimits, serve};
 use crate::alignment::{CustomMode, GatedAnswer, HostMode, ModeOrigin};
 use crate::config::PluginIsolation;
-use crate::plugins::Refusal;
+use crate::plugins::{Exports, Refusal};
+use crate::scaling::{CustomEvaluator, CustomExecutor, HostEvaluator, HostExecutor};
 
 /// Where discovery puts the plugins it loads.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -62,12 +66,15 @@ impl Isolation {
 /// Starts the worker of `file` (already probed by discovery), loading the checked file it
 /// resolves to, `load_from`, and registers its modes under `file`. The worker's own load is the one that
 /// counts: if it refuses the file, so does discovery.
+///
+/// The file's metric evaluators and scaling executors are not served by workers: they are
+/// registered as [`NotIsolated`], which says so instead of running plugin code in the host.
 pub(super) fn serve_file(
     file: &Path,
     load_from: &Path,
     info: &ManifestInfo,
     options: &IsolationOptions,
-) -> Result<Vec<CustomMode>, Refusal> {
+) -> Result<Exports, Refusal> {
     let (supervisor, hello) = Supervisor::start(load_from, options.clone()).map_err(|fault| {
         Refusal::Worker(match fault {
             Fault::Refused(reason) => reason,
@@ -83,23 +90,92 @@ pub(super) fn serve_file(
         )));
     }
     let supervisor = Arc::new(supervisor);
-    Ok(hello
+    let origin = ModeOrigin::Plugin {
+        file: file.to_path_buf(),
+        plugin: hello.plugin.clone(),
+        version: hello.version.clone(),
+    };
+    let modes = hello
         .modes
         .into_iter()
         .map(|mode| CustomMode {
             id: mode.id.clone(),
             description: mode.description,
-            origin: ModeOrigin::Plugin {
-                file: file.to_path_buf(),
-                plugin: hello.plugin.clone(),
-                version: hello.version.clone(),
-            },
+            origin: origin.clone(),
             mode: Arc::new(ProcessMode {
                 id: mode.id,
                 workers: Workers::One(Arc::clone(&supervisor)),
             }),
         })
-        .collect())
+        .collect();
+    let not_isolated = |kind: &'static str, id: &str| NotIsolated {
+        why: format!(
+            "{kind} `{id}` of plugin `{}` is not available with plugin-isolation = \"process\": \
+             plugin evaluators and executors run in-process only; set plugin-isolation = \
+             \"in-process\" to use it",
+            info.plugin_name
+        ),
+    };
+    let evaluators = info
+        .evaluators
+        .iter()
+        .map(|(id, description)| CustomEvaluator {
+            id: id.clone(),
+            description: description.clone(),
+            origin: origin.clone(),
+            evaluator: Arc::new(not_isolated("evaluator", id)),
+        })
+        .collect();
+    let executors = info
+        .executors
+        .iter()
+        .map(|(id, description)| CustomExecutor {
+            id: id.clone(),
+            description: description.clone(),
+            origin: origin.clone(),
+            executor: Arc::new(not_isolated("executor", id)),
+        })
+        .collect();
+    Ok(Exports {
+        modes,
+        evaluators,
+        executors,
+    })
+}
+
+/// An evaluator or executor of a plugin in `process` isolation. Workers do not serve these
+/// kinds, and running them in the host would defeat the isolation asked for: it is listed but
+/// never called, and says why (an executor that is unavailable vetoes its job's scaling, so a
+/// policy is never bypassed).
+struct NotIsolated {
+    why: String,
+}
+
+impl HostEvaluator for NotIsolated {
+    fn evaluate(&self, _ctx: &EvaluatorContext) -> Result<VertexMetrics, ModeError> {
+        Err(ModeError::new(self.why.clone()))
+    }
+    fn validate(&self, _params: &ModeParams) -> Result<(), ModeError> {
+        Err(ModeError::new(self.why.clone()))
+    }
+    fn unavailable(&self) -> Option<String> {
+        Some(self.why.clone())
+    }
+}
+
+impl HostExecutor for NotIsolated {
+    fn priority(&self) -> i32 {
+        0
+    }
+    fn apply(&self, _ctx: &ExecutorContext) -> Result<ExecutorVerdict, ModeError> {
+        Err(ModeError::new(self.why.clone()))
+    }
+    fn validate(&self, _params: &ModeParams) -> Result<(), ModeError> {
+        Err(ModeError::new(self.why.clone()))
+    }
+    fn unavailable(&self) -> Option<String> {
+        Some(self.why.clone())
+    }
 }
 
 /// The workers the calls of an isolated mode go to.

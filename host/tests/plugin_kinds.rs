@@ -1,0 +1,172 @@
+//! Loads a plugin exporting a mode, metric evaluators and scaling executors (the `fixture-kinds`
+//! plugin, SDK 0.1.3's kinds table) and calls each as the pipeline does: answers come back,
+//! panics come back as errors naming them, and `process` isolation lists the new kinds without
+//! running them in the host.
+
+#![warn(missing_docs, unreachable_pub)]
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use flowscale::plugins::isolation::IsolationOptions;
+use flowscale::plugins::{Isolation, ModeOrigin, ModeRegistry, PluginStatus};
+use flowscale_sdk::{
+    AlignmentContext, EVALUATOR_KEY, EXECUTOR_KEY, EvaluatedMetric, EvaluatedVertex,
+    EvaluatorContext, ExecutorContext, ExecutorVerdict, ModeParams, ScalingSummary,
+};
+use flowscale_tests::{build, plugin_file, plugins_dir};
+
+fn params(family: &'static str, pairs: &[(&str, &str)]) -> ModeParams {
+    let entries: BTreeMap<String, String> = pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    ModeParams::under(family, "inst", entries)
+}
+
+fn m(current: f64, average: f64) -> EvaluatedMetric {
+    EvaluatedMetric { current, average }
+}
+
+fn summary(vertex: &str, current: u32, new: u32) -> ScalingSummary {
+    ScalingSummary {
+        vertex_id: vertex.to_string(),
+        current_parallelism: current,
+        new_parallelism: new,
+        metrics: vec![("LAG".to_string(), m(5.0, 4.0))],
+    }
+}
+
+#[test]
+fn a_plugin_exports_every_kind_and_their_panics_are_contained() {
+    let profile = build(&["fixture-kinds"]);
+    let dir = plugins_dir(&[(
+        &plugin_file(&profile, "fixture-kinds"),
+        "libfixture_kinds.so",
+    )]);
+    let (registry, reports) = ModeRegistry::discover(dir.path());
+    assert_eq!(reports.len(), 1);
+    assert_eq!(reports[0].status, PluginStatus::Loaded, "{reports:#?}");
+
+    // The mode, as before.
+    let ctx = AlignmentContext::builder(2, 3, 128).build();
+    assert_eq!(
+        registry.get("kinds-double").expect("mode").mode.align(&ctx),
+        Ok(6)
+    );
+
+    // The evaluator sees the vertex's metrics, the vertices before it and its parameters.
+    let rate = registry.evaluator("kinds-rate").expect("evaluator");
+    assert_eq!(rate.description(), "target rate from the lag");
+    assert!(matches!(
+        &rate.origin,
+        ModeOrigin::Plugin { plugin, .. } if plugin == "fixture-kinds"
+    ));
+    let ctx = EvaluatorContext::new("job", "v2", vec![("LAG".to_string(), m(10.0, 8.0))])
+        .with_evaluated(vec![EvaluatedVertex {
+            vertex_id: "v1".to_string(),
+            metrics: Vec::new(),
+        }])
+        .with_params(params(EVALUATOR_KEY, &[("factor", "3")]));
+    assert_eq!(
+        rate.evaluator.evaluate(&ctx),
+        Ok(vec![
+            ("TARGET_DATA_RATE".to_string(), m(30.0, 24.0)),
+            ("UPSTREAM".to_string(), m(1.0, 1.0)),
+        ])
+    );
+    let err = rate
+        .evaluator
+        .validate(&params(EVALUATOR_KEY, &[("factor", "lots")]))
+        .expect_err("not a number");
+    assert!(
+        err.message()
+            .contains("metrics.custom-evaluator.inst.factor"),
+        "{err}"
+    );
+
+    // The executor: its priority, its steps and its veto.
+    let cap = registry.executor("kinds-cap").expect("executor");
+    assert_eq!(cap.executor.priority(), 7);
+    let proposed = ExecutorContext::new("job", vec![summary("b", 2, 9), summary("a", 2, 3)], 5)
+        .with_params(params(EXECUTOR_KEY, &[("cap", "6")]));
+    assert_eq!(
+        cap.executor.apply(&proposed),
+        Ok(ExecutorVerdict::Apply(vec![
+            summary("a", 2, 3),
+            summary("b", 2, 6)
+        ]))
+    );
+    let frozen = ExecutorContext::new("frozen", vec![summary("a", 2, 3)], 1_234)
+        .with_restart_time_ms(60_000);
+    assert_eq!(
+        cap.executor.apply(&frozen),
+        Ok(ExecutorVerdict::Veto(
+            "job frozen at 1234 ms (restart 60000 ms, 0 vertices in the graph)".to_string()
+        ))
+    );
+
+    // Panics come back as errors naming the plugin, the kind and the panic, again and again,
+    // and the other objects still answer.
+    let boom = registry.evaluator("kinds-boom").expect("evaluator");
+    let boom_x = registry.executor("kinds-boom").expect("executor");
+    for _ in 0..3 {
+        let err = boom.evaluator.evaluate(&ctx).expect_err("a panic");
+        for part in [
+            "fixture-kinds",
+            "evaluator `kinds-boom`",
+            "boom in evaluate",
+        ] {
+            assert!(err.message().contains(part), "{err} lacks {part}");
+        }
+        let err = boom_x.executor.apply(&proposed).expect_err("a panic");
+        for part in ["fixture-kinds", "executor `kinds-boom`", "boom in apply"] {
+            assert!(err.message().contains(part), "{err} lacks {part}");
+        }
+    }
+    assert_eq!(boom_x.executor.priority(), 0, "the default priority");
+    assert!(rate.evaluator.evaluate(&ctx).is_ok());
+
+    // The listing names each kind.
+    let json = serde_json::to_value(&reports[0]).expect("json");
+    let ids = |kind: &str| -> Vec<String> {
+        json[kind]
+            .as_array()
+            .unwrap_or_else(|| panic!("{kind} listed: {json}"))
+            .iter()
+            .map(|e| e["id"].as_str().unwrap_or_default().to_string())
+            .collect()
+    };
+    assert_eq!(ids("modes"), ["kinds-double"]);
+    assert_eq!(ids("evaluators"), ["kinds-rate", "kinds-boom"]);
+    assert_eq!(ids("executors"), ["kinds-cap", "kinds-boom"]);
+}
+
+#[test]
+fn process_isolation_lists_the_new_kinds_but_does_not_run_them_in_the_host() {
+    let profile = build(&["fixture-kinds"]);
+    let dir = plugins_dir(&[(
+        &plugin_file(&profile, "fixture-kinds"),
+        "libfixture_kinds.so",
+    )]);
+    let mut options = IsolationOptions::new(Duration::from_secs(10));
+    options.worker_exe = env!("CARGO_BIN_EXE_flowscale").into();
+    let (registry, reports) = ModeRegistry::discover_with(dir.path(), &Isolation::Process(options));
+    assert_eq!(reports[0].status, PluginStatus::Loaded, "{reports:#?}");
+    // The mode runs in the worker.
+    let ctx = AlignmentContext::builder(2, 3, 128).build();
+    assert_eq!(
+        registry.get("kinds-double").expect("mode").mode.align(&ctx),
+        Ok(6)
+    );
+    // The evaluator and the executor are listed, and say why they cannot be used.
+    let rate = registry.evaluator("kinds-rate").expect("listed");
+    let why = rate.evaluator.unavailable().expect("unavailable");
+    assert!(why.contains("plugin-isolation = \"process\""), "{why}");
+    assert!(why.contains("evaluator `kinds-rate`"), "{why}");
+    let cap = registry.executor("kinds-cap").expect("listed");
+    let why = cap.executor.unavailable().expect("unavailable");
+    assert!(why.contains("executor `kinds-cap`"), "{why}");
+    let proposed = ExecutorContext::new("job", vec![summary("a", 2, 3)], 5);
+    assert!(cap.executor.apply(&proposed).is_err(), "never applied");
+}
