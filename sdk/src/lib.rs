@@ -9,8 +9,14 @@
 //!   metrics, the job graph, the mode's [`ModeParams`] and, since 0.1.1, the per-subtask load
 //!   ([`SubtaskLoad`]).
 //! * [`ShipStrategy`] is the fixed set of input ship strategies.
+//! * [`MetricEvaluator`] and [`ScalingExecutor`] are the two other kinds a plugin implements:
+//!   metrics merged into a vertex's evaluation, and a look at (and a veto of) a job's decided
+//!   operation before it is applied.
 //! * [`export_plugin!`] turns a crate into a plugin `cdylib` the host can load; [`abi`] is what
 //!   it expands to and what the host probes.
+//!
+//! The README (`sdk/README.md`) walks through one plugin of each kind; its examples are compiled
+//! and run with this crate's doctests.
 //!
 //! # Writing a plugin
 //!
@@ -152,6 +158,12 @@ pub use crate::executor::{ExecutorContext, ExecutorVerdict, ScalingExecutor, Sca
 pub use crate::mode::{AlignmentMode, ModeError};
 pub use crate::params::{EVALUATOR_KEY, EXECUTOR_KEY, MODE_KEY, ModeParams, ParamError};
 pub use crate::ship::ShipStrategy;
+
+/// The examples of the SDK's README (sdk/README.md), compiled and run as doctests so that the
+/// code a plugin author copies from it builds.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
 
 /// The version of this SDK, as recorded in every plugin's manifest.
 pub const SDK_VERSION: &str = env!("CARGO_PKG_VERSION");
