@@ -45,6 +45,10 @@ pub use crate::window::{Window, WindowError, parse_windows};
 /// The implementation id (`scaling.custom-executor.<name>.class = "change-freeze"`).
 pub const ID: &str = "change-freeze";
 
+/// The one-line description `flowscale plugins` shows for the executor.
+pub const DESCRIPTION: &str =
+    "vetoes scaling while a flag file exists or inside weekly freeze windows";
+
 /// Where the executor runs in a job's chain: early, as every gate (see the crate documentation).
 pub const PRIORITY: i32 = -100;
 

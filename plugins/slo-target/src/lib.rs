@@ -43,6 +43,10 @@ pub use crate::duration::parse_duration;
 /// The implementation id (`metrics.custom-evaluator.<name>.class = "slo-target"`).
 pub const ID: &str = "slo-target";
 
+/// The one-line description `flowscale plugins` shows for the evaluator.
+pub const DESCRIPTION: &str =
+    "raises a source's catch-up rate so that its lag drains within an SLO";
+
 const PARAMS: &[&str] = &["class", "drain-within"];
 
 /// The pending records of a source (current half).

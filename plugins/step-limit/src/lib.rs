@@ -41,6 +41,10 @@ use flowscale_sdk::{
 /// The implementation id (`scaling.custom-executor.<name>.class = "step-limit"`).
 pub const ID: &str = "step-limit";
 
+/// The one-line description `flowscale plugins` shows for the executor.
+pub const DESCRIPTION: &str =
+    "caps how far one scaling step moves each vertex, by a factor and a number of subtasks";
+
 /// Where the executor runs in a job's chain: late, so that its limit is the last word (see the
 /// crate documentation).
 pub const PRIORITY: i32 = 100;
