@@ -16,6 +16,9 @@
 //! * [`export_plugin!`] turns a crate into a plugin `cdylib` the host can load; [`abi`] is what
 //!   it expands to and what the host probes.
 //!
+//! The README (`sdk/README.md`) walks through one plugin of each kind; its examples are compiled
+//! and run with this crate's doctests.
+//!
 //! # Writing a plugin
 //!
 //! Implement [`AlignmentMode`] as usual and export it once, at the crate root of a
@@ -179,6 +182,12 @@ pub use crate::executor::{ExecutorContext, ExecutorVerdict, ScalingExecutor, Sca
 pub use crate::mode::{AlignmentMode, ModeError};
 pub use crate::params::{EVALUATOR_KEY, EXECUTOR_KEY, MODE_KEY, ModeParams, ParamError};
 pub use crate::ship::ShipStrategy;
+
+/// The examples of the SDK's README (sdk/README.md), compiled and run as doctests so that the
+/// code a plugin author copies from it builds.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
 
 /// The version of this SDK, as recorded in every plugin's manifest.
 pub const SDK_VERSION: &str = env!("CARGO_PKG_VERSION");
