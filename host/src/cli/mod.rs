@@ -1,10 +1,12 @@
-//! The command line: `run`, `simulate`, `align`, `plugins`, `validate`, `status`.
+//! The command line: `run`, `simulate`, `align`, `plugins`, `validate`, `status`, and
+//! `completions` and `man` generated from its own definition.
 //!
 //! Human output by default, `--json` for machines. Diagnostics go to stderr; stdout carries
 //! only the answer, so it stays parseable when there are warnings.
 
 mod align;
 mod catalog;
+mod docs;
 pub(crate) mod exit_codes;
 mod json_out;
 mod load;
@@ -47,6 +49,10 @@ enum Command {
     /// Show which host owns which job of a fleet shared through `[host] state` (PostgreSQL),
     /// and the live hosts.
     Status(status::StatusArgs),
+    /// Print the shell completion script for bash, zsh, fish, elvish or powershell.
+    Completions(docs::CompletionsArgs),
+    /// Print the man page (roff), or write one page per command into a directory.
+    Man(docs::ManArgs),
     /// Serve one plugin file to a host over stdin/stdout (started by the host itself in
     /// `process` isolation; not for people).
     #[command(hide = true)]
@@ -74,6 +80,8 @@ pub fn main_impl() -> ExitCode {
         Command::Simulate(args) => simulate::exec(args),
         Command::Validate(args) => validate::exec(args),
         Command::Status(args) => status::exec(args),
+        Command::Completions(args) => docs::exec_completions(args),
+        Command::Man(args) => docs::exec_man(args),
         Command::PluginWorker(args) => worker::exec(args),
     };
     // A plugin call still running on a thread the exit does not wait for would leave its

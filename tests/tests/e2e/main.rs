@@ -17,6 +17,7 @@
 //! `tls_rotation` renews the certificates of a cluster with mutual TLS (behind `tls_front`) and of
 //! the host's API while `run` runs.
 //! `discovery` for an entry without `job-id` whose cluster is down at start.
+//! `shell_docs` for the generated shell completions and man pages.
 //! `secrets` checks that no token or password of a cluster reaches what the host prints.
 //! `what_if` drives `POST /api/v1/align` on a running host as an attacker would (a plugin that
 //! crashes, spins or forks; a request from a web page).
@@ -45,6 +46,7 @@ mod scale;
 mod secrets;
 mod serve;
 mod serve_tls;
+mod shell_docs;
 mod state;
 mod tls_front;
 mod tls_rotation;
