@@ -36,7 +36,7 @@ pub(crate) use outcome::AlignOutcome;
 pub use outcome::Aligner;
 pub use request::AlignmentRequest;
 pub(crate) use request::{metric_list, no_text, shared_job};
-pub(crate) use resolve::{RESERVED_NAMES, custom_class};
+pub(crate) use resolve::{RESERVED_NAMES, UncheckedParams, custom_class};
 
 #[cfg(test)]
 mod batch_tests;

@@ -291,11 +291,11 @@ fn load_file_here(
     file: &Path,
     log: HostLogger,
     max_level: LogLevel,
-) -> Result<(ManifestInfo, Vec<CustomMode>), Refusal> {
+) -> Result<(ManifestInfo, Exports), Refusal> {
     let (info, real) = probe::probe_file(file)?;
     probe::check_manifest(&info)?;
     let exports = load(file, &real, &info, log, max_level)?;
-    Ok((info, exports.modes))
+    Ok((info, exports))
 }
 
 /// Maps the library at `real` (the checked, resolved path of `file`) for good, checks it with
@@ -462,7 +462,7 @@ pub(crate) fn load_file(
     file: &Path,
     log: HostLogger,
     max_level: LogLevel,
-) -> Result<(ManifestInfo, Vec<CustomMode>), Refusal> {
+) -> Result<(ManifestInfo, Exports), Refusal> {
     load_file_here(file, log, max_level)
 }
 

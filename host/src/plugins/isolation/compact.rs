@@ -460,6 +460,12 @@ fn write_outcome(out: &mut Writer, outcome: &Outcome) {
             out.u8(4);
             out.str(message);
         }
+        // Evaluators and executors are called in JSON and answered in JSON: a compact reply
+        // never carries their answers, and one that would says so instead.
+        Outcome::Evaluated(_) | Outcome::Verdict(_) => {
+            out.u8(4);
+            out.str("an evaluator's or executor's answer has no compact form");
+        }
     }
 }
 

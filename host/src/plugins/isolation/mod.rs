@@ -10,11 +10,16 @@
 //! * [`supervisor`]: starting, calling under a deadline, restarting and quarantining workers.
 //! * [`what_if`]: the workers of the HTTP API's what-if calls, apart from the fleet's.
 //! * [`pool`]: the workers of one plugin file for the what-if calls, one per call at once.
+//! * [`kinds`]: the file's metric evaluators and scaling executors, served by its worker
+//!   (protocol 5).
 //!
 //! A mode of an isolated plugin is registered like any other, as a [`HostMode`] that forwards
-//! each call to its file's supervisor: alignment does not know where the mode runs.
+//! each call to its file's supervisor: alignment does not know where the mode runs. Its
+//! evaluators and executors are registered as [`HostEvaluator`]s and [`HostExecutor`]s that do
+//! the same.
 
 pub mod compact;
+mod kinds;
 mod pool;
 pub mod protocol;
 pub mod slots;
@@ -34,7 +39,8 @@ use flowscale_sdk::{
 };
 
 use self::compact::ContextCall;
-use self::protocol::Outcome;
+use self::kinds::{ProcessEvaluator, ProcessExecutor};
+use self::protocol::{KINDS_PROTOCOL, Outcome};
 pub use self::supervisor::IsolationOptions;
 pub(crate) use self::supervisor::{Ask, Fault, Supervisor, end_worker_groups};
 pub(crate) use self::worker::{WorkerLimits, serve};
@@ -67,7 +73,8 @@ impl Isolation {
 /// resolves to, `load_from`, and registers its modes under `file`. The worker's own load is the one that
 /// counts: if it refuses the file, so does discovery.
 ///
-/// The file's metric evaluators and scaling executors are not served by workers: they are
+/// The file's metric evaluators and scaling executors are served by the same worker (protocol
+/// 5). A worker of an older protocol (a replaced binary) cannot serve them: they are then
 /// registered as [`NotIsolated`], which says so instead of running plugin code in the host.
 pub(super) fn serve_file(
     file: &Path,
@@ -81,13 +88,19 @@ pub(super) fn serve_file(
             other => other.to_string(),
         })
     })?;
-    let exported: Vec<&str> = hello.modes.iter().map(|m| m.id.as_str()).collect();
-    let probed: Vec<&str> = info.modes.iter().map(|(id, _)| id.as_str()).collect();
-    if exported != probed {
-        return Err(Refusal::Worker(format!(
-            "the worker loaded modes {exported:?}, the manifest lists {probed:?} (was the file \
-             replaced during discovery?)"
-        )));
+    let serves_kinds = supervisor.serves_kinds();
+    same_ids("modes", hello.modes.iter().map(|m| &m.id), &info.modes)?;
+    if serves_kinds {
+        same_ids(
+            "evaluators",
+            hello.evaluators.iter().map(|e| &e.id),
+            &info.evaluators,
+        )?;
+        same_ids(
+            "executors",
+            hello.executors.iter().map(|x| &x.id),
+            &info.executors,
+        )?;
     }
     let supervisor = Arc::new(supervisor);
     let origin = ModeOrigin::Plugin {
@@ -111,8 +124,8 @@ pub(super) fn serve_file(
     let not_isolated = |kind: &'static str, id: &str| NotIsolated {
         why: format!(
             "{kind} `{id}` of plugin `{}` is not available with plugin-isolation = \"process\": \
-             plugin evaluators and executors run in-process only; set plugin-isolation = \
-             \"in-process\" to use it",
+             its worker speaks an older protocol than {KINDS_PROTOCOL}, which serves evaluators \
+             and executors (was the binary replaced while the host runs?)",
             info.plugin_name
         ),
     };
@@ -123,7 +136,11 @@ pub(super) fn serve_file(
             id: id.clone(),
             description: description.clone(),
             origin: origin.clone(),
-            evaluator: Arc::new(not_isolated("evaluator", id)),
+            evaluator: if serves_kinds {
+                Arc::new(ProcessEvaluator::new(id, &supervisor))
+            } else {
+                Arc::new(not_isolated("evaluator", id))
+            },
         })
         .collect();
     let executors = info
@@ -133,7 +150,12 @@ pub(super) fn serve_file(
             id: id.clone(),
             description: description.clone(),
             origin: origin.clone(),
-            executor: Arc::new(not_isolated("executor", id)),
+            executor: match hello.executors.iter().find(|x| &x.id == id) {
+                Some(served) if serves_kinds => {
+                    Arc::new(ProcessExecutor::new(id, served.priority, &supervisor))
+                }
+                _ => Arc::new(not_isolated("executor", id)),
+            },
         })
         .collect();
     Ok(Exports {
@@ -143,10 +165,27 @@ pub(super) fn serve_file(
     })
 }
 
-/// An evaluator or executor of a plugin in `process` isolation. Workers do not serve these
-/// kinds, and running them in the host would defeat the isolation asked for: it is listed but
-/// never called, and says why (an executor that is unavailable vetoes its job's scaling, so a
-/// policy is never bypassed).
+/// Refuses a file whose worker loaded other objects of a kind than the probe listed.
+fn same_ids<'a>(
+    kind: &str,
+    loaded: impl Iterator<Item = &'a String>,
+    probed: &[(String, String)],
+) -> Result<(), Refusal> {
+    let loaded: Vec<&str> = loaded.map(String::as_str).collect();
+    let probed: Vec<&str> = probed.iter().map(|(id, _)| id.as_str()).collect();
+    if loaded == probed {
+        return Ok(());
+    }
+    Err(Refusal::Worker(format!(
+        "the worker loaded {kind} {loaded:?}, the manifest lists {probed:?} (was the file \
+         replaced during discovery?)"
+    )))
+}
+
+/// An evaluator or executor of a plugin in `process` isolation whose worker does not serve
+/// these kinds (it speaks protocol 4 or older): running it in the host would defeat the
+/// isolation asked for, so it is listed but never called, and says why (an executor that is
+/// unavailable vetoes its job's scaling, so a policy is never bypassed).
 struct NotIsolated {
     why: String,
 }

@@ -21,6 +21,10 @@
 //!    reply. From protocol 4 on, alignment sends the vertices of a job that need aligning in a
 //!    cycle as one batch (one request, one reply listing an answer per vertex): one round trip
 //!    per job and cycle. Before, it sent one `align_if_applicable` call per vertex.
+//!    From protocol 5 on, the hello also lists the file's metric evaluators and scaling
+//!    executors (an executor with its priority, asked once when the worker created it), and
+//!    the host calls them as it calls modes: one JSON request per call ([`Call::Evaluate`] for
+//!    one vertex, [`Call::Apply`] for one job's proposed scaling), under the same deadline.
 //! 3. The host closes the worker's stdin to end it.
 //!
 //! # Versions
@@ -32,6 +36,11 @@
 //!   without the request's header, answered by one compact reply with an outcome per entry, in
 //!   order. The deadline of the call (`[host] plugin-call-timeout`) applies to the batch's
 //!   round trip as a whole.
+//! * 5: the worker serves the file's evaluators and executors too ([`Call::Evaluate`],
+//!   [`Call::Apply`], [`Call::ValidateEvaluator`], [`Call::ValidateExecutor`], in JSON: there
+//!   is one evaluator call per vertex and one executor call per job and cycle, each carrying
+//!   what the object sees, which is rarely more than a few kilobytes). A host talking to a
+//!   worker of protocol 4 or older lists the evaluators and executors as unavailable.
 //!
 //! A worker's hello says `protocol: 2`, the version every host since 2 accepts, and lists all
 //! it speaks in `protocols`; a host of protocol 2 ignores the list and talks JSON, which the
@@ -44,14 +53,19 @@ use std::io::{self, Read};
 use std::sync::Arc;
 
 use flowscale_sdk::{
-    AlignmentContext, EvaluatedMetric, JobTopology, ModeParams, ShipStrategy, SubtaskLoad,
-    TopologyEdge, TopologyVertex,
+    AlignmentContext, EvaluatedMetric, EvaluatedVertex, EvaluatorContext, ExecutorContext,
+    ExecutorVerdict, JobTopology, ModeParams, ScalingSummary, ShipStrategy, SubtaskLoad,
+    TopologyEdge, TopologyVertex, VertexMetrics,
 };
 use serde::{Deserialize, Serialize};
 
 /// The newest protocol version. Version 2 added [`Call::AlignIfApplicable`], version 3 the
-/// compact context calls, version 4 the batches of them.
-pub const PROTOCOL_VERSION: u32 = 4;
+/// compact context calls, version 4 the batches of them, version 5 the evaluators and
+/// executors.
+pub const PROTOCOL_VERSION: u32 = 5;
+
+/// The first version whose workers serve evaluators and executors.
+pub const KINDS_PROTOCOL: u32 = 5;
 
 /// The first version with batches of context calls.
 pub const BATCH_PROTOCOL: u32 = 4;
@@ -194,6 +208,18 @@ pub(crate) struct WireMode {
     pub(crate) description: String,
 }
 
+/// One scaling executor a plugin file exports, with its priority (asked once, when the
+/// worker created it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct WireExecutor {
+    /// The implementation id.
+    pub(crate) id: String,
+    /// The one-line description.
+    pub(crate) description: String,
+    /// Where it runs in a chain.
+    pub(crate) priority: i32,
+}
+
 /// What a worker sends.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -211,6 +237,12 @@ pub(crate) enum WorkerMessage {
         version: String,
         /// The modes it exports.
         modes: Vec<WireMode>,
+        /// The metric evaluators it exports (protocol 5; none from an older worker).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        evaluators: Vec<WireMode>,
+        /// The scaling executors it exports (protocol 5; none from an older worker).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        executors: Vec<WireExecutor>,
     },
     /// The file cannot be loaded; the worker exits after this.
     Refused {
@@ -245,7 +277,7 @@ pub(crate) enum WorkerMessage {
 }
 
 /// The answer to one call.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub(crate) enum Outcome {
     /// `is_applicable` answered.
@@ -256,6 +288,42 @@ pub(crate) enum Outcome {
     Valid,
     /// The call returned an error (a mode's error, or a panic the SDK caught).
     Error(String),
+    /// `evaluate` answered the metrics to merge (protocol 5).
+    Evaluated(Vec<WireMetric>),
+    /// `apply` answered (protocol 5).
+    Verdict(WireVerdict),
+}
+
+/// An executor's answer on the wire.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum WireVerdict {
+    /// Apply these summaries.
+    Apply(Vec<WireSummary>),
+    /// Veto the operation, saying why.
+    Veto(String),
+}
+
+impl From<&ExecutorVerdict> for WireVerdict {
+    fn from(verdict: &ExecutorVerdict) -> WireVerdict {
+        match verdict {
+            ExecutorVerdict::Apply(summaries) => {
+                WireVerdict::Apply(summaries.iter().map(WireSummary::from).collect())
+            }
+            ExecutorVerdict::Veto(why) => WireVerdict::Veto(why.clone()),
+        }
+    }
+}
+
+impl From<WireVerdict> for ExecutorVerdict {
+    fn from(verdict: WireVerdict) -> ExecutorVerdict {
+        match verdict {
+            WireVerdict::Apply(summaries) => {
+                ExecutorVerdict::Apply(summaries.into_iter().map(ScalingSummary::from).collect())
+            }
+            WireVerdict::Veto(why) => ExecutorVerdict::Veto(why),
+        }
+    }
 }
 
 /// What the host sends.
@@ -285,6 +353,15 @@ pub enum Call {
     AlignIfApplicable(WireContext),
     /// `validate(params)`.
     Validate(WireParams),
+    /// An evaluator's `evaluate(ctx)` for one vertex (protocol 5); the request names the
+    /// evaluator.
+    Evaluate(WireEvaluatorContext),
+    /// An executor's `apply(ctx)` for one job (protocol 5); the request names the executor.
+    Apply(WireExecutorContext),
+    /// An evaluator's `validate(params)` (protocol 5).
+    ValidateEvaluator(WireParams),
+    /// An executor's `validate(params)` (protocol 5).
+    ValidateExecutor(WireParams),
 }
 
 impl Call {
@@ -295,7 +372,11 @@ impl Call {
             Call::IsApplicable(_) => "is_applicable",
             // Named after the call a fault most likely interrupted: the gate is cheap.
             Call::Align(_) | Call::AlignIfApplicable(_) => "align",
-            Call::Validate(_) => "validate",
+            Call::Validate(_) | Call::ValidateEvaluator(_) | Call::ValidateExecutor(_) => {
+                "validate"
+            }
+            Call::Evaluate(_) => "evaluate",
+            Call::Apply(_) => "apply",
         }
     }
 }
@@ -433,35 +514,9 @@ impl From<&AlignmentContext> for WireContext {
                 .iter()
                 .map(ToString::to_string)
                 .collect(),
-            metrics: ctx
-                .metrics()
-                .iter()
-                .map(|(name, m)| WireMetric {
-                    name: name.clone(),
-                    current: finite(m.current),
-                    average: finite(m.average),
-                })
-                .collect(),
-            vertices: topology
-                .vertices
-                .iter()
-                .map(|v| WireVertex {
-                    id: v.id.clone(),
-                    name: v.name.clone(),
-                    parallelism: v.parallelism,
-                    max_parallelism: v.max_parallelism,
-                    source_partitions: v.source_partitions,
-                })
-                .collect(),
-            edges: topology
-                .edges
-                .iter()
-                .map(|e| WireEdge {
-                    from: e.from.clone(),
-                    to: e.to.clone(),
-                    ship: e.ship_strategy.to_string(),
-                })
-                .collect(),
+            metrics: wire_metrics(ctx.metrics()),
+            vertices: wire_vertices(topology),
+            edges: wire_edges(topology),
             params: WireParams::from(ctx.params()),
             subtask_loads: ctx
                 .subtask_loads()
@@ -480,47 +535,13 @@ impl WireContext {
     /// The context the plugin sees (infinite metric values travel as NaN: the evaluation does
     /// not produce them).
     pub fn into_context(self) -> AlignmentContext {
-        let topology = JobTopology {
-            vertices: self
-                .vertices
-                .into_iter()
-                .map(|v| TopologyVertex {
-                    id: v.id,
-                    name: v.name,
-                    parallelism: v.parallelism,
-                    max_parallelism: v.max_parallelism,
-                    source_partitions: v.source_partitions,
-                })
-                .collect(),
-            edges: self
-                .edges
-                .into_iter()
-                .map(|e| TopologyEdge {
-                    from: e.from,
-                    to: e.to,
-                    ship_strategy: ShipStrategy::parse(&e.ship),
-                })
-                .collect(),
-        };
+        let topology = topology_from_wire(self.vertices, self.edges);
         AlignmentContext::builder(self.current, self.target, self.max_parallelism)
             .identity(self.job, self.vertex_id, self.vertex_name)
             .source_partitions(self.source_partitions)
             .limits(self.lower, self.upper)
             .input_ship_strategies(self.inputs.iter().map(|s| ShipStrategy::parse(s)).collect())
-            .metrics(
-                self.metrics
-                    .into_iter()
-                    .map(|m| {
-                        (
-                            m.name,
-                            EvaluatedMetric {
-                                current: m.current.unwrap_or(f64::NAN),
-                                average: m.average.unwrap_or(f64::NAN),
-                            },
-                        )
-                    })
-                    .collect(),
-            )
+            .metrics(metrics_from_wire(self.metrics))
             .shared_topology(Arc::new(topology))
             .params(self.params.into())
             .subtask_loads(
@@ -533,6 +554,249 @@ impl WireContext {
                     .collect(),
             )
             .build()
+    }
+}
+
+/// Metrics on the wire: a half that is not finite travels as `null` (JSON has no NaN).
+pub(crate) fn wire_metrics(metrics: &[(String, EvaluatedMetric)]) -> Vec<WireMetric> {
+    metrics
+        .iter()
+        .map(|(name, m)| WireMetric {
+            name: name.clone(),
+            current: finite(m.current),
+            average: finite(m.average),
+        })
+        .collect()
+}
+
+/// Metrics from the wire: a missing half is NaN, as the evaluation leaves it.
+pub(crate) fn metrics_from_wire(metrics: Vec<WireMetric>) -> VertexMetrics {
+    metrics
+        .into_iter()
+        .map(|m| {
+            (
+                m.name,
+                EvaluatedMetric {
+                    current: m.current.unwrap_or(f64::NAN),
+                    average: m.average.unwrap_or(f64::NAN),
+                },
+            )
+        })
+        .collect()
+}
+
+fn wire_vertices(topology: &JobTopology) -> Vec<WireVertex> {
+    topology
+        .vertices
+        .iter()
+        .map(|v| WireVertex {
+            id: v.id.clone(),
+            name: v.name.clone(),
+            parallelism: v.parallelism,
+            max_parallelism: v.max_parallelism,
+            source_partitions: v.source_partitions,
+        })
+        .collect()
+}
+
+fn wire_edges(topology: &JobTopology) -> Vec<WireEdge> {
+    topology
+        .edges
+        .iter()
+        .map(|e| WireEdge {
+            from: e.from.clone(),
+            to: e.to.clone(),
+            ship: e.ship_strategy.to_string(),
+        })
+        .collect()
+}
+
+fn topology_from_wire(vertices: Vec<WireVertex>, edges: Vec<WireEdge>) -> JobTopology {
+    JobTopology {
+        vertices: vertices
+            .into_iter()
+            .map(|v| TopologyVertex {
+                id: v.id,
+                name: v.name,
+                parallelism: v.parallelism,
+                max_parallelism: v.max_parallelism,
+                source_partitions: v.source_partitions,
+            })
+            .collect(),
+        edges: edges
+            .into_iter()
+            .map(|e| TopologyEdge {
+                from: e.from,
+                to: e.to,
+                ship_strategy: ShipStrategy::parse(&e.ship),
+            })
+            .collect(),
+    }
+}
+
+/// A vertex evaluated before the one an evaluator is called for, on the wire.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WireEvaluated {
+    /// The vertex id.
+    pub(crate) vertex_id: String,
+    /// Its merged metrics.
+    pub(crate) metrics: Vec<WireMetric>,
+}
+
+/// An [`EvaluatorContext`] on the wire: every accessor's value. Empty lists are left out.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WireEvaluatorContext {
+    /// Job name.
+    pub(crate) job: String,
+    /// Vertex id.
+    pub(crate) vertex_id: String,
+    /// Vertex name.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub(crate) vertex_name: String,
+    /// The vertex's evaluated metrics.
+    pub(crate) metrics: Vec<WireMetric>,
+    /// The vertices evaluated before it, in topological order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) evaluated: Vec<WireEvaluated>,
+    /// Whether a source processes a backlog.
+    pub(crate) backlog: bool,
+    /// Job graph vertices.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) vertices: Vec<WireVertex>,
+    /// Job graph edges.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) edges: Vec<WireEdge>,
+    /// The instance's parameters.
+    pub(crate) params: WireParams,
+}
+
+impl From<&EvaluatorContext> for WireEvaluatorContext {
+    fn from(ctx: &EvaluatorContext) -> WireEvaluatorContext {
+        WireEvaluatorContext {
+            job: ctx.job_name().to_string(),
+            vertex_id: ctx.vertex_id().to_string(),
+            vertex_name: ctx.vertex_name().to_string(),
+            metrics: wire_metrics(ctx.metrics()),
+            evaluated: ctx
+                .evaluated()
+                .iter()
+                .map(|v| WireEvaluated {
+                    vertex_id: v.vertex_id.clone(),
+                    metrics: wire_metrics(&v.metrics),
+                })
+                .collect(),
+            backlog: ctx.is_processing_backlog(),
+            vertices: wire_vertices(ctx.topology()),
+            edges: wire_edges(ctx.topology()),
+            params: WireParams::from(ctx.params()),
+        }
+    }
+}
+
+impl WireEvaluatorContext {
+    /// The context the evaluator sees.
+    pub fn into_context(self) -> EvaluatorContext {
+        EvaluatorContext::new(self.job, self.vertex_id, metrics_from_wire(self.metrics))
+            .with_vertex_name(self.vertex_name)
+            .with_evaluated(
+                self.evaluated
+                    .into_iter()
+                    .map(|v| EvaluatedVertex {
+                        vertex_id: v.vertex_id,
+                        metrics: metrics_from_wire(v.metrics),
+                    })
+                    .collect(),
+            )
+            .with_backlog(self.backlog)
+            .with_topology(Arc::new(topology_from_wire(self.vertices, self.edges)))
+            .with_params(self.params.into())
+    }
+}
+
+/// The proposed scaling of one vertex on the wire.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WireSummary {
+    /// The vertex id.
+    pub(crate) vertex_id: String,
+    /// Its parallelism now.
+    pub(crate) current: u32,
+    /// The parallelism proposed.
+    pub(crate) new: u32,
+    /// Its evaluated metrics.
+    pub(crate) metrics: Vec<WireMetric>,
+}
+
+impl From<&ScalingSummary> for WireSummary {
+    fn from(s: &ScalingSummary) -> WireSummary {
+        WireSummary {
+            vertex_id: s.vertex_id.clone(),
+            current: s.current_parallelism,
+            new: s.new_parallelism,
+            metrics: wire_metrics(&s.metrics),
+        }
+    }
+}
+
+impl From<WireSummary> for ScalingSummary {
+    fn from(s: WireSummary) -> ScalingSummary {
+        ScalingSummary {
+            vertex_id: s.vertex_id,
+            current_parallelism: s.current,
+            new_parallelism: s.new,
+            metrics: metrics_from_wire(s.metrics),
+        }
+    }
+}
+
+/// An [`ExecutorContext`] on the wire: every accessor's value.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WireExecutorContext {
+    /// Job name.
+    pub(crate) job: String,
+    /// The proposed scaling.
+    pub(crate) summaries: Vec<WireSummary>,
+    /// Job graph vertices.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) vertices: Vec<WireVertex>,
+    /// Job graph edges.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) edges: Vec<WireEdge>,
+    /// The instance's parameters.
+    pub(crate) params: WireParams,
+    /// The decision's time, in milliseconds since the Unix epoch.
+    pub(crate) now_ms: i64,
+    /// The restart time the decision assumed, in milliseconds.
+    pub(crate) restart_time_ms: u64,
+}
+
+impl From<&ExecutorContext> for WireExecutorContext {
+    fn from(ctx: &ExecutorContext) -> WireExecutorContext {
+        WireExecutorContext {
+            job: ctx.job_name().to_string(),
+            summaries: ctx.summaries().iter().map(WireSummary::from).collect(),
+            vertices: wire_vertices(ctx.topology()),
+            edges: wire_edges(ctx.topology()),
+            params: WireParams::from(ctx.params()),
+            now_ms: ctx.now_ms(),
+            restart_time_ms: ctx.restart_time_ms(),
+        }
+    }
+}
+
+impl WireExecutorContext {
+    /// The context the executor sees.
+    pub fn into_context(self) -> ExecutorContext {
+        ExecutorContext::new(
+            self.job,
+            self.summaries
+                .into_iter()
+                .map(ScalingSummary::from)
+                .collect(),
+            self.now_ms,
+        )
+        .with_topology(Arc::new(topology_from_wire(self.vertices, self.edges)))
+        .with_params(self.params.into())
+        .with_restart_time_ms(self.restart_time_ms)
     }
 }
 
@@ -650,6 +914,188 @@ mod tests {
         fn limits_pair(&self) -> (u32, u32) {
             (self.lower_limit(), self.upper_limit())
         }
+    }
+
+    /// `message` after a trip through a frame.
+    fn through_a_frame<T: Serialize + for<'de> Deserialize<'de>>(message: &T) -> T {
+        let frame = encode(message).unwrap();
+        let mut input = &frame[..];
+        let back = read_frame(&mut input).unwrap();
+        assert!(input.is_empty(), "one frame");
+        back
+    }
+
+    fn metric(current: f64, average: f64) -> EvaluatedMetric {
+        EvaluatedMetric { current, average }
+    }
+
+    #[test]
+    fn an_evaluator_context_survives_the_wire() {
+        let topology = rich().topology().clone();
+        let ctx = EvaluatorContext::new(
+            "orders",
+            "v2",
+            vec![
+                ("LAG".into(), metric(3.0, f64::NAN)),
+                ("BUSY".into(), metric(0.5, 0.25)),
+            ],
+        )
+        .with_vertex_name("operator 2")
+        .with_evaluated(vec![EvaluatedVertex {
+            vertex_id: "v1".into(),
+            metrics: vec![("TARGET_DATA_RATE".into(), metric(10.0, 9.0))],
+        }])
+        .with_backlog(true)
+        .with_topology(Arc::new(topology.clone()))
+        .with_params(ModeParams::new(
+            "slo",
+            BTreeMap::from([("factor".to_string(), "3".to_string())]),
+        ));
+        let request = through_a_frame(&Request {
+            id: 9,
+            mode: "rate".into(),
+            call: Call::Evaluate(WireEvaluatorContext::from(&ctx)),
+        });
+        assert_eq!((request.id, request.mode.as_str()), (9, "rate"));
+        assert_eq!(request.call.name(), "evaluate");
+        let Call::Evaluate(wire) = request.call else {
+            panic!("an evaluate call")
+        };
+        let back = wire.into_context();
+        assert_eq!(back.job_name(), "orders");
+        assert_eq!(back.vertex_id(), "v2");
+        assert_eq!(back.vertex_name(), "operator 2");
+        assert_eq!(back.metric("BUSY"), Some(metric(0.5, 0.25)));
+        assert!(back.metric("LAG").unwrap().average.is_nan());
+        assert_eq!(back.evaluated(), ctx.evaluated());
+        assert!(back.is_processing_backlog());
+        assert_eq!(back.topology(), &topology);
+        assert_eq!(back.params(), ctx.params());
+    }
+
+    #[test]
+    fn an_executor_context_and_verdicts_survive_the_wire() {
+        let summary = |vertex: &str, new| ScalingSummary {
+            vertex_id: vertex.into(),
+            current_parallelism: 4,
+            new_parallelism: new,
+            metrics: vec![("LAG".into(), metric(2.0, f64::NAN))],
+        };
+        let ctx = ExecutorContext::new("orders", vec![summary("b", 8), summary("a", 6)], -5)
+            .with_topology(Arc::new(rich().topology().clone()))
+            .with_params(ModeParams::new(
+                "cap",
+                BTreeMap::from([("cap".to_string(), "6".to_string())]),
+            ))
+            .with_restart_time_ms(60_000);
+        let request = through_a_frame(&Request {
+            id: 10,
+            mode: "cap".into(),
+            call: Call::Apply(WireExecutorContext::from(&ctx)),
+        });
+        assert_eq!(request.call.name(), "apply");
+        let Call::Apply(wire) = request.call else {
+            panic!("an apply call")
+        };
+        let back = wire.into_context();
+        assert_eq!(back.job_name(), "orders");
+        assert_eq!(back.now_ms(), -5);
+        assert_eq!(back.restart_time_ms(), 60_000);
+        assert_eq!(back.topology(), ctx.topology());
+        assert_eq!(back.params(), ctx.params());
+        assert_eq!(back.summaries().len(), 2);
+        assert_eq!(back.summaries()[0].vertex_id, "a");
+        assert_eq!(back.summaries()[1].new_parallelism, 8);
+        assert!(back.summaries()[0].metrics[0].1.average.is_nan());
+
+        for verdict in [
+            ExecutorVerdict::Apply(vec![summary("a", 5)]),
+            ExecutorVerdict::Apply(Vec::new()),
+            ExecutorVerdict::Veto("frozen".into()),
+        ] {
+            let reply = through_a_frame(&WorkerMessage::Reply {
+                id: 10,
+                outcome: Outcome::Verdict(WireVerdict::from(&verdict)),
+            });
+            let WorkerMessage::Reply {
+                outcome: Outcome::Verdict(wire),
+                ..
+            } = reply
+            else {
+                panic!("a verdict: {reply:?}")
+            };
+            let back = ExecutorVerdict::from(wire);
+            match (&back, &verdict) {
+                (ExecutorVerdict::Apply(got), ExecutorVerdict::Apply(sent)) => {
+                    assert_eq!(got.len(), sent.len());
+                    for (g, s) in got.iter().zip(sent) {
+                        assert_eq!(
+                            (&g.vertex_id, g.current_parallelism, g.new_parallelism),
+                            (&s.vertex_id, s.current_parallelism, s.new_parallelism)
+                        );
+                    }
+                }
+                _ => assert_eq!(back, verdict),
+            }
+        }
+    }
+
+    #[test]
+    fn validations_evaluations_and_the_kinds_hello_survive_the_wire() {
+        let params = ModeParams::new(
+            "inst",
+            BTreeMap::from([("cap".to_string(), "x".to_string())]),
+        );
+        for call in [
+            Call::ValidateEvaluator(WireParams::from(&params)),
+            Call::ValidateExecutor(WireParams::from(&params)),
+        ] {
+            let back = through_a_frame(&call);
+            assert_eq!(back.name(), "validate");
+            assert_eq!(back, call);
+        }
+        let evaluated = Outcome::Evaluated(wire_metrics(&[(
+            "TARGET_DATA_RATE".into(),
+            metric(f64::INFINITY, 2.0),
+        )]));
+        let Outcome::Evaluated(back) = through_a_frame(&evaluated) else {
+            panic!("evaluated")
+        };
+        let back = metrics_from_wire(back);
+        assert!(back[0].1.current.is_nan(), "JSON has no infinity");
+        assert_eq!(back[0].1.average, 2.0);
+
+        let hello = WorkerMessage::Hello {
+            protocol: OLDEST_PROTOCOL,
+            protocols: vec![2, 3, 4, 5],
+            plugin: "p".into(),
+            version: "1.0.0".into(),
+            modes: Vec::new(),
+            evaluators: vec![WireMode {
+                id: "rate".into(),
+                description: "d".into(),
+            }],
+            executors: vec![WireExecutor {
+                id: "cap".into(),
+                description: "c".into(),
+                priority: -3,
+            }],
+        };
+        assert_eq!(through_a_frame(&hello), hello);
+        // A worker of protocol 4 lists no evaluators nor executors: they read as none.
+        let old: WorkerMessage = serde_json::from_str(
+            r#"{"type":"hello","protocol":2,"protocols":[2,3,4],"plugin":"p","version":"1","modes":[]}"#,
+        )
+        .unwrap();
+        let WorkerMessage::Hello {
+            evaluators,
+            executors,
+            ..
+        } = old
+        else {
+            panic!("a hello")
+        };
+        assert!(evaluators.is_empty() && executors.is_empty());
     }
 
     #[test]

@@ -35,12 +35,13 @@ use std::time::{Duration, Instant};
 use rustix::event::{PollFd, PollFlags, Timespec, poll};
 use rustix::process::{Pid, Signal, WaitId, WaitIdOptions, kill_process_group, waitid};
 
-use flowscale_sdk::{AlignmentContext, ModeParams};
+use flowscale_sdk::{AlignmentContext, EvaluatorContext, ExecutorContext, ModeParams};
 
 use super::compact::{ContextCall, decode_worker_message};
 use super::protocol::{
-    BATCH_PROTOCOL, Call, FrameBuffer, FrameError, OLDEST_PROTOCOL, Outcome, PROTOCOL_VERSION,
-    Request, WireContext, WireMode, WireParams, WorkerMessage, encode,
+    BATCH_PROTOCOL, Call, FrameBuffer, FrameError, KINDS_PROTOCOL, OLDEST_PROTOCOL, Outcome,
+    PROTOCOL_VERSION, Request, WireContext, WireEvaluatorContext, WireExecutor,
+    WireExecutorContext, WireMode, WireParams, WorkerMessage, encode,
 };
 use super::slots::SentJobs;
 use super::stderr::StderrWatch;
@@ -174,6 +175,10 @@ pub(crate) struct Hello {
     pub(crate) version: String,
     /// Its modes.
     pub(crate) modes: Vec<WireMode>,
+    /// Its metric evaluators (protocol 5).
+    pub(crate) evaluators: Vec<WireMode>,
+    /// Its scaling executors, with their priorities (protocol 5).
+    pub(crate) executors: Vec<WireExecutor>,
 }
 
 /// Why reading a message failed.
@@ -198,6 +203,14 @@ pub(crate) enum Ask<'a> {
     Context(ContextCall, &'a AlignmentContext),
     /// `validate(params)`.
     Validate(&'a ModeParams),
+    /// An evaluator's `evaluate(ctx)` (protocol 5).
+    Evaluate(&'a EvaluatorContext),
+    /// An executor's `apply(ctx)` (protocol 5).
+    Apply(&'a ExecutorContext),
+    /// An evaluator's `validate(params)` (protocol 5).
+    ValidateEvaluator(&'a ModeParams),
+    /// An executor's `validate(params)` (protocol 5).
+    ValidateExecutor(&'a ModeParams),
 }
 
 impl Ask<'_> {
@@ -205,8 +218,15 @@ impl Ask<'_> {
     pub(crate) fn name(&self) -> &'static str {
         match self {
             Ask::Context(call, _) => call.name(),
-            Ask::Validate(_) => "validate",
+            Ask::Validate(_) | Ask::ValidateEvaluator(_) | Ask::ValidateExecutor(_) => "validate",
+            Ask::Evaluate(_) => "evaluate",
+            Ask::Apply(_) => "apply",
         }
+    }
+
+    /// Whether the call is one of an evaluator or an executor (protocol 5).
+    fn is_kind(&self) -> bool {
+        !matches!(self, Ask::Context(..) | Ask::Validate(_))
     }
 
     /// The request in protocol 2: JSON, the whole context.
@@ -220,6 +240,10 @@ impl Ask<'_> {
                 Call::AlignIfApplicable(WireContext::from(ctx))
             }
             Ask::Validate(params) => Call::Validate(WireParams::from(params)),
+            Ask::Evaluate(ctx) => Call::Evaluate(WireEvaluatorContext::from(ctx)),
+            Ask::Apply(ctx) => Call::Apply(WireExecutorContext::from(ctx)),
+            Ask::ValidateEvaluator(params) => Call::ValidateEvaluator(WireParams::from(params)),
+            Ask::ValidateExecutor(params) => Call::ValidateExecutor(WireParams::from(params)),
         };
         encode(&Request {
             id,
@@ -227,6 +251,20 @@ impl Ask<'_> {
             call,
         })
     }
+}
+
+/// The key under which the faults and quarantine of a file's evaluator or executor are kept:
+/// "evaluator `id`" or "executor `id`" (a mode's is its bare id, which has no backquote).
+pub(crate) fn standing_key(kind: &'static str, id: &str) -> String {
+    format!("{kind} `{id}`")
+}
+
+/// The kind of object a standing key is of: `None` for a mode.
+fn standing_kind(key: &str) -> Option<&'static str> {
+    ["evaluator", "executor"].into_iter().find(|kind| {
+        key.strip_prefix(kind)
+            .is_some_and(|rest| rest.starts_with(" `"))
+    })
 }
 
 /// The process groups of the workers started and not yet reaped: [`end_worker_groups`] ends
@@ -269,6 +307,15 @@ impl Worker {
     fn encode(&mut self, id: u64, mode: &str, ask: Ask<'_>) -> Result<Vec<u8>, FrameError> {
         match ask {
             Ask::Context(call, ctx) if self.protocol >= 3 => self.sent.encode(id, mode, call, ctx),
+            // A worker started later from a replaced, older binary: nothing is sent, and the
+            // call fails without counting as a fault of the object.
+            _ if ask.is_kind() && self.protocol < KINDS_PROTOCOL => {
+                Err(FrameError::Compact(format!(
+                    "the worker speaks protocol {}, evaluators and executors need \
+                     {KINDS_PROTOCOL}",
+                    self.protocol
+                )))
+            }
             _ => ask.to_json(id, mode),
         }
     }
@@ -561,6 +608,8 @@ impl Supervisor {
                 plugin,
                 version,
                 modes,
+                evaluators,
+                executors,
             }) => {
                 let spoken = if protocols.is_empty() {
                     vec![protocol]
@@ -592,6 +641,8 @@ impl Supervisor {
                         plugin,
                         version,
                         modes,
+                        evaluators,
+                        executors,
                     },
                 ))
             }
@@ -634,8 +685,12 @@ impl Supervisor {
             Serves::Fleet => ("quarantined", "called"),
             Serves::WhatIf => ("quarantined for what-if calls", "called by them"),
         };
+        let object = match standing_kind(mode) {
+            Some(_) => mode.to_string(),
+            None => format!("mode `{mode}`"),
+        };
         format!(
-            "plugin mode `{mode}` is {quarantined} after {} faults within {}: it is not {called} \
+            "plugin {object} is {quarantined} after {} faults within {}: it is not {called} \
              for {}",
             self.options.quarantine_after,
             format_duration(self.options.quarantine_window),
@@ -645,13 +700,25 @@ impl Supervisor {
 
     /// Calls `mode` in the worker, starting one if needed.
     pub(crate) fn call(&self, mode: &str, ask: Ask<'_>) -> Result<Outcome, CallError> {
+        self.call_as(mode, mode, ask)
+    }
+
+    /// Calls the object `id` of the file in the worker, its faults and quarantine kept under
+    /// `standing` (a mode's id, or [`standing_key`] of an evaluator or executor: the file's
+    /// evaluator, executor and mode of one id are three objects).
+    pub(crate) fn call_as(
+        &self,
+        standing: &str,
+        id: &str,
+        ask: Ask<'_>,
+    ) -> Result<Outcome, CallError> {
         self.round_trip(
-            mode,
+            standing,
             ask.name(),
-            |worker, id| worker.encode(id, mode, ask),
+            |worker, n| worker.encode(n, id, ask),
             |id, message| match message {
                 WorkerMessage::Reply { id: got, outcome } if got == id => Ok(outcome),
-                other => Err(other),
+                other => Err(Box::new(other)),
             },
         )
     }
@@ -662,6 +729,12 @@ impl Supervisor {
         if let Some(worker) = self.lock().worker.as_mut() {
             worker.sent.forget(job);
         }
+    }
+
+    /// Whether the worker serves evaluators and executors (protocol 5), as told by the last
+    /// worker started.
+    pub(crate) fn serves_kinds(&self) -> bool {
+        self.lock().agreed >= KINDS_PROTOCOL
     }
 
     /// Whether the worker speaks batches (protocol 4): [`Supervisor::call_many`] then makes one
@@ -702,7 +775,7 @@ impl Supervisor {
                 {
                     Ok(outcomes)
                 }
-                other => Err(other),
+                other => Err(Box::new(other)),
             },
         );
         match answered {
@@ -721,7 +794,7 @@ impl Supervisor {
         mode: &str,
         name: &'static str,
         encode: impl FnOnce(&mut Worker, u64) -> Result<Vec<u8>, FrameError>,
-        accept: impl FnOnce(u64, WorkerMessage) -> Result<T, WorkerMessage>,
+        accept: impl FnOnce(u64, WorkerMessage) -> Result<T, Box<WorkerMessage>>,
     ) -> Result<T, CallError> {
         let mut state = self.lock();
         if self
@@ -871,6 +944,15 @@ impl Supervisor {
                     "what-if requests naming it are answered without it meanwhile; the \
                      fleet's own calls of it are not affected"
                 }
+            };
+            let meanwhile = match standing_kind(mode) {
+                Some("evaluator") if self.options.serves == Serves::Fleet => {
+                    "the jobs that use it are evaluated without it meanwhile"
+                }
+                Some(_) if self.options.serves == Serves::Fleet => {
+                    "the jobs that use it do not scale meanwhile"
+                }
+                _ => meanwhile,
             };
             let text = format!("{}; {meanwhile}", self.quarantine_text(mode));
             tracing::warn!(file = %self.file.display(), mode, "{text}");
@@ -1026,6 +1108,8 @@ mod tests {
             plugin: "old".into(),
             version: "1.0.0".into(),
             modes: Vec::new(),
+            evaluators: Vec::new(),
+            executors: Vec::new(),
         })
         .unwrap();
         let octal: String = hello.iter().map(|b| format!("\\{b:03o}")).collect();
@@ -1148,7 +1232,6 @@ mod tests {
         // A version this host does not know is not picked.
         assert_eq!(agreed(2, vec![2, 3, 99], PROTOCOL_VERSION), Some(3));
         // Batches: a worker of protocol 4 under a host of 4; either side older, one by one.
-        assert_eq!(PROTOCOL_VERSION, BATCH_PROTOCOL);
         assert_eq!(agreed(2, vec![2, 3, 4], PROTOCOL_VERSION), Some(4));
         assert_eq!(agreed(2, vec![2, 3, 4], 3), Some(3));
         assert_eq!(agreed(2, vec![2, 3, 4, 99], PROTOCOL_VERSION), Some(4));
@@ -1159,6 +1242,76 @@ mod tests {
         assert_eq!(batches(vec![2, 3, 4], PROTOCOL_VERSION), Some(true));
         assert_eq!(batches(vec![2, 3], PROTOCOL_VERSION), Some(false));
         assert_eq!(batches(vec![2, 3, 4], 3), Some(false));
+        // Evaluators and executors: protocol 5 on both sides.
+        assert_eq!(PROTOCOL_VERSION, KINDS_PROTOCOL);
+        assert_eq!(agreed(2, vec![2, 3, 4, 5], PROTOCOL_VERSION), Some(5));
+        assert_eq!(agreed(2, vec![2, 3, 4, 5], 4), Some(4));
+        let kinds = |protocols, offered| {
+            let (started, _dir) = greeted_by(2, protocols, offered);
+            started.map(|(s, _)| (s.serves_kinds(), s.batches())).ok()
+        };
+        assert_eq!(
+            kinds(vec![2, 3, 4, 5], PROTOCOL_VERSION),
+            Some((true, true))
+        );
+        assert_eq!(kinds(vec![2, 3, 4], PROTOCOL_VERSION), Some((false, true)));
+        assert_eq!(kinds(vec![2, 3, 4, 5], 4), Some((false, true)));
+    }
+
+    #[test]
+    fn an_old_worker_is_not_sent_an_evaluator_call_and_that_is_no_fault() {
+        let (started, _dir) = greeted_by(2, vec![2, 3, 4], PROTOCOL_VERSION);
+        let (supervisor, _) = started.expect("accepted");
+        let key = standing_key("evaluator", "e");
+        let ctx = EvaluatorContext::new("job", "v1", Vec::new());
+        let err = supervisor
+            .call_as(&key, "e", Ask::Evaluate(&ctx))
+            .expect_err("refused");
+        assert!(
+            err.to_string().contains("evaluators and executors need 5"),
+            "{err}"
+        );
+        assert!(supervisor.lock().worker.is_some(), "the worker lives on");
+        assert_eq!(supervisor.standing().faults.get(&key), None, "no fault");
+    }
+
+    #[test]
+    fn evaluators_and_executors_are_quarantined_apart_from_the_mode_of_the_same_id() {
+        let mut options = IsolationOptions::new(Duration::from_secs(1));
+        options.quarantine_after = 1;
+        let supervisor = idle(options);
+        let crash = || Fault::Died {
+            call: "apply",
+            how: describe_exit(Some(ExitStatus::from_raw(11))),
+        };
+        let key = standing_key("executor", "x");
+        let err = {
+            let mut state = supervisor.lock();
+            supervisor.fault(&mut state, &key, crash())
+        };
+        let text = err.quarantine.expect("quarantined");
+        assert!(
+            text.starts_with("plugin executor `x` is quarantined after 1 faults"),
+            "{text}"
+        );
+        assert!(
+            text.ends_with("the jobs that use it do not scale meanwhile"),
+            "{text}"
+        );
+        assert!(supervisor.quarantined(&key).is_some());
+        assert_eq!(
+            supervisor.quarantined("x"),
+            None,
+            "the mode `x` is another object"
+        );
+        assert_eq!(
+            supervisor.quarantined(&standing_key("evaluator", "x")),
+            None
+        );
+        assert_eq!(standing_kind("executor `x`"), Some("executor"));
+        assert_eq!(standing_kind("evaluator `x`"), Some("evaluator"));
+        assert_eq!(standing_kind("executor"), None);
+        assert_eq!(standing_kind("x"), None);
     }
 
     #[test]

@@ -111,8 +111,8 @@ fn call(
     summaries: Vec<SdkSummary>,
 ) -> Result<ExecutorVerdict, String> {
     let executor = &instance.executor.executor;
-    if let Some(why) = executor.unavailable() {
-        return Err(format!("cannot be called ({why})"));
+    if let Some(why) = instance.cannot_call() {
+        return Err(why);
     }
     let ctx = ExecutorContext::new(input.job, summaries, input.now_ms)
         .with_topology(Arc::clone(&input.topology))

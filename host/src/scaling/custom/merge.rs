@@ -120,8 +120,8 @@ impl<'a> EvaluatorRun<'a> {
 
     fn call(&self, id: &str, name: &str, m: &mut VertexEvaluation, backlog: bool) -> Option<Event> {
         let evaluator = &self.instance.evaluator;
-        if let Some(why) = evaluator.evaluator.unavailable() {
-            return Some(self.fault(id, &format!("cannot be called ({why})")));
+        if let Some(why) = self.instance.cannot_call() {
+            return Some(self.fault(id, &why));
         }
         let ctx = EvaluatorContext::new(self.job, id, sdk_metrics(m))
             .with_vertex_name(name)

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use flowscale_sdk::{EVALUATOR_KEY, EXECUTOR_KEY, ModeError, ModeParams};
 
 use super::{CustomEvaluator, CustomExecutor};
-use crate::alignment::{NoCustomModes, contain};
+use crate::alignment::{NoCustomModes, UncheckedParams, contain};
 use crate::config::{ConfigLookup, ConfigLookupExt, KeyError, closest};
 
 /// The list of evaluator instances (only the first is used).
@@ -72,6 +72,50 @@ pub(crate) struct EvaluatorInstance {
     pub(crate) evaluator: CustomEvaluator,
     /// Its prefix-stripped parameters, `class` included.
     pub(crate) params: ModeParams,
+    /// Set when the evaluator could not check the parameters when the job was resolved.
+    pub(crate) unchecked: Option<UncheckedParams>,
+}
+
+impl EvaluatorInstance {
+    /// Why the evaluator cannot be called now, if so (see [`cannot_call`]).
+    pub(crate) fn cannot_call(&self) -> Option<String> {
+        let evaluator = &self.evaluator.evaluator;
+        cannot_call(evaluator.unavailable(), self.unchecked.as_ref(), || {
+            evaluator.validate(&self.params)
+        })
+    }
+}
+
+impl ExecutorInstance {
+    /// Why the executor cannot be called now, if so (see [`cannot_call`]).
+    pub(crate) fn cannot_call(&self) -> Option<String> {
+        let executor = &self.executor.executor;
+        cannot_call(executor.unavailable(), self.unchecked.as_ref(), || {
+            executor.validate(&self.params)
+        })
+    }
+}
+
+/// Why an instance cannot be called now: its implementation is unavailable (a plugin's,
+/// quarantined), or it has not accepted the parameters it could not check when the job was
+/// resolved (asked now, until it does), as a custom mode's are.
+fn cannot_call(
+    unavailable: Option<String>,
+    unchecked: Option<&UncheckedParams>,
+    validate: impl FnOnce() -> Result<(), ModeError>,
+) -> Option<String> {
+    if let Some(why) = unavailable {
+        return Some(format!("cannot be called ({why})"));
+    }
+    let unchecked = unchecked.filter(|u| !u.accepted())?;
+    match contain(validate) {
+        Ok(Ok(())) => {
+            unchecked.accept();
+            None
+        }
+        Ok(Err(err)) => Some(format!("refused its parameters: {err}")),
+        Err(panic) => Some(format!("refused its parameters: {panic}")),
+    }
 }
 
 /// One executor instance of the job's chain.
@@ -85,6 +129,8 @@ pub(crate) struct ExecutorInstance {
     pub(crate) priority: i32,
     /// Its prefix-stripped parameters, `class` included.
     pub(crate) params: ModeParams,
+    /// Set when the executor could not check the parameters when the job was resolved.
+    pub(crate) unchecked: Option<UncheckedParams>,
 }
 
 /// A job's custom evaluator and executor chain.
@@ -227,6 +273,23 @@ fn check_params(
     ))
 }
 
+/// Checks the parameters, unless the implementation is `unavailable` (a plugin's,
+/// quarantined, is not called at all, not even to check them): a reload must not fail, nor
+/// leave an executor out (which would bypass its policy), because of a quarantine. The
+/// parameters are then checked before the first call ([`cannot_call`]).
+fn check_unless_unavailable(
+    unavailable: bool,
+    validate: impl FnOnce() -> Result<(), ModeError>,
+    family: &str,
+    name: &str,
+    class: &str,
+) -> Result<Option<UncheckedParams>, KeyError> {
+    if unavailable {
+        return Ok(Some(UncheckedParams::default()));
+    }
+    check_params(validate, family, name, class).map(|()| None)
+}
+
 /// Records a problem: an error when strict, else a warning (the instance is left out either way).
 fn problem(out: &mut Resolution, strictness: Strictness, error: KeyError) {
     match strictness {
@@ -259,19 +322,24 @@ fn resolve_evaluator(
         problem(out, strictness, error);
         return None;
     };
-    if let Err(error) = check_params(
+    let unchecked = match check_unless_unavailable(
+        evaluator.evaluator.unavailable().is_some(),
         || evaluator.evaluator.validate(&params),
         EVALUATOR_KEY,
         first,
         &class,
     ) {
-        problem(out, strictness, error);
-        return None;
-    }
+        Ok(unchecked) => unchecked,
+        Err(error) => {
+            problem(out, strictness, error);
+            return None;
+        }
+    };
     Some(EvaluatorInstance {
         name: first.clone(),
         evaluator,
         params,
+        unchecked,
     })
 }
 
@@ -299,15 +367,19 @@ fn resolve_executors(
             problem(out, strictness, error);
             continue;
         };
-        if let Err(error) = check_params(
+        let unchecked = match check_unless_unavailable(
+            executor.executor.unavailable().is_some(),
             || executor.executor.validate(&params),
             EXECUTOR_KEY,
             &name,
             &class,
         ) {
-            problem(out, strictness, error);
-            continue;
-        }
+            Ok(unchecked) => unchecked,
+            Err(error) => {
+                problem(out, strictness, error);
+                continue;
+            }
+        };
         // A panic asking the priority is a refusal of the instance too.
         let priority = match contain(|| executor.executor.priority()) {
             Ok(p) => p,
@@ -325,6 +397,7 @@ fn resolve_executors(
             executor,
             priority,
             params,
+            unchecked,
         });
     }
     // Stable: equal priorities keep their configured order.

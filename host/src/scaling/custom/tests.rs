@@ -643,3 +643,104 @@ fn only_the_first_evaluator_is_used_and_the_others_are_named() {
     assert!(blank.custom.evaluator.is_none());
     assert!(blank.errors.is_empty() && blank.warnings.is_empty());
 }
+
+/// An executor that is quarantined while `down` is set, as a plugin's in a worker would be,
+/// counting the calls to its `validate`.
+struct Quarantinable {
+    down: std::sync::atomic::AtomicBool,
+    validated: std::sync::atomic::AtomicUsize,
+    inner: TestExecutor,
+}
+
+impl super::HostExecutor for Quarantinable {
+    fn priority(&self) -> i32 {
+        0
+    }
+    fn apply(&self, ctx: &ExecutorContext) -> Result<ExecutorVerdict, ModeError> {
+        self.inner.apply(ctx)
+    }
+    fn validate(&self, params: &ModeParams) -> Result<(), ModeError> {
+        self.validated
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        if self.down.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(ModeError::new("quarantined, not called"));
+        }
+        self.inner.validate(params)
+    }
+    fn unavailable(&self) -> Option<String> {
+        self.down
+            .load(std::sync::atomic::Ordering::SeqCst)
+            .then(|| "quarantined".to_string())
+    }
+}
+
+struct OneExecutor(Arc<Quarantinable>);
+
+impl KindCatalog for OneExecutor {
+    fn executor(&self, id: &str) -> Option<CustomExecutor> {
+        (id == "gate").then(|| CustomExecutor {
+            id: id.to_string(),
+            description: String::new(),
+            origin: crate::alignment::ModeOrigin::Linked,
+            executor: Arc::clone(&self.0) as Arc<dyn super::HostExecutor>,
+        })
+    }
+}
+
+#[test]
+fn a_quarantined_executor_is_resolved_unchecked_and_checked_before_its_first_call() {
+    use std::sync::atomic::Ordering::SeqCst;
+    for (refuse, job) in [
+        (true, "exec-unchecked-refused"),
+        (false, "exec-unchecked-ok"),
+    ] {
+        let gate = Arc::new(Quarantinable {
+            down: true.into(),
+            validated: 0.into(),
+            inner: TestExecutor { priority: 0 },
+        });
+        let mut pairs = vec![
+            ("scaling.custom-executors", "gate"),
+            ("scaling.custom-executor.gate.class", "gate"),
+            ("scaling.custom-executor.gate.do", "set:3"),
+        ];
+        if refuse {
+            pairs.push(("scaling.custom-executor.gate.refuse", "x"));
+        }
+        // Loading (strict) under quarantine: no error, the instance is kept, nothing is asked.
+        let resolution = JobCustom::resolve(
+            &config_map(&pairs),
+            &OneExecutor(Arc::clone(&gate)),
+            Strictness::Strict,
+        );
+        assert!(resolution.errors.is_empty(), "{:?}", resolution.errors);
+        assert_eq!(
+            resolution.custom.executors.len(),
+            1,
+            "kept: no policy bypassed"
+        );
+        assert_eq!(gate.validated.load(SeqCst), 0);
+        // Still quarantined: the cycle is vetoed.
+        let (out, state) = run(job, &resolution.custom);
+        let reason = assert_vetoed(&out, &state, "gate");
+        assert!(
+            reason.contains("cannot be called (quarantined)"),
+            "{reason}"
+        );
+        // Out of quarantine: the parameters are checked before the first call.
+        gate.down.store(false, SeqCst);
+        let (out, state) = run(job, &resolution.custom);
+        assert_eq!(gate.validated.load(SeqCst), 1);
+        if refuse {
+            let reason = assert_vetoed(&out, &state, "gate");
+            assert!(reason.contains("refused its parameters"), "{reason}");
+            assert!(reason.contains("is not a budget"), "{reason}");
+        } else {
+            assert_eq!(out.stage, CycleStage::Scaled);
+            assert_eq!(decision(&out), both(3, 3));
+            // Accepted once: not asked again.
+            run(job, &resolution.custom);
+            assert_eq!(gate.validated.load(SeqCst), 1);
+        }
+    }
+}
