@@ -9,6 +9,10 @@
 //! protocol 2 (JSON, the whole context in every request), for comparison. At the end the bench prints the ratios of the mean round times measured in this
 //! run: plugin over built-in, and `process` over `in-process` for the plugin mode.
 //!
+//! `plugin-kinds` adds to the plugin mode one metric evaluator (`slo-target`) and one scaling
+//! executor (`step-limit`) on every job, both plugins loaded in-process; its ratio over the
+//! `plugin` row is what the two other plugin kinds cost a cycle.
+//!
 //! Only `run_cycle` is timed; advancing each job's synthetic observation is not. Busy times move
 //! every cycle, so most vertices get a new target and are aligned every cycle: a worst case. The
 //! bench asserts that every timed cycle decides (see `Tally::assert_decides`). In plugin mode a
@@ -25,7 +29,7 @@
 //! median ratios: on a shared machine the load moves between rows measured one after the other,
 //! not within a turn.
 //!
-//! `DECISION_CYCLE_PROFILE=<builtin|plugin|plugin-process|plugin-process3|plugin-process2>:<jobs>:<window samples>:<rounds>` runs a fixed
+//! `DECISION_CYCLE_PROFILE=<builtin|plugin|plugin-kinds|plugin-process|plugin-process3|plugin-process2>:<jobs>:<window samples>:<rounds>` runs a fixed
 //! workload instead, for instruction counts that do not depend on machine noise:
 //! `valgrind --tool=callgrind --toggle-collect='*timed_cycle*' <bench binary>`.
 
@@ -48,7 +52,10 @@ use flowscale::engine::{
 use flowscale::plugins::isolation::IsolationOptions;
 use flowscale::plugins::isolation::protocol::PROTOCOL_VERSION;
 use flowscale::plugins::{Isolation, ModeRegistry};
-use flowscale::scaling::{AutoscalerOptions, CycleOutcome, CycleStage, JobScalingState, run_cycle};
+use flowscale::scaling::testing::resolve_custom;
+use flowscale::scaling::{
+    AutoscalerOptions, CycleOutcome, CycleStage, JobCustom, JobScalingState, run_cycle_custom,
+};
 use flowscale_tests::{build, plugin_file, plugins_dir};
 
 const VERTICES: usize = 20;
@@ -268,19 +275,25 @@ impl Tally {
     }
 }
 
-/// A fleet of jobs sharing one clock.
+/// A fleet of jobs sharing one clock, and the custom evaluator and executors of every job.
 struct Fleet {
     jobs: Vec<SimJob>,
     cycle: usize,
     now: i64,
+    custom: JobCustom,
 }
 
 impl Fleet {
     fn new(jobs: usize) -> Fleet {
+        Fleet::with_custom(jobs, JobCustom::default())
+    }
+
+    fn with_custom(jobs: usize, custom: JobCustom) -> Fleet {
         Fleet {
             jobs: (0..jobs).map(SimJob::new).collect(),
             cycle: 0,
             now: 0,
+            custom,
         }
     }
 
@@ -292,7 +305,15 @@ impl Fleet {
             let mut tally = Tally::default();
             for job in &mut self.jobs {
                 job.advance(self.cycle);
-                let out = run_cycle(&job.name, opts, &job.obs, self.now, aligner, &mut job.state);
+                let out = run_cycle_custom(
+                    &job.name,
+                    opts,
+                    &job.obs,
+                    self.now,
+                    aligner,
+                    &self.custom,
+                    &mut job.state,
+                );
                 tally.add(&out);
             }
             self.cycle += 1;
@@ -315,7 +336,7 @@ impl Fleet {
         for job in &mut self.jobs {
             job.advance(self.cycle);
             let start = Instant::now();
-            let out = timed_cycle(job, opts, self.now, aligner);
+            let out = timed_cycle(job, opts, self.now, aligner, &self.custom);
             total += start.elapsed();
             tally.add(&out);
             black_box(out);
@@ -334,8 +355,17 @@ fn timed_cycle(
     opts: &AutoscalerOptions,
     now: i64,
     aligner: &dyn Aligner,
+    custom: &JobCustom,
 ) -> CycleOutcome {
-    run_cycle(&job.name, opts, &job.obs, now, aligner, &mut job.state)
+    run_cycle_custom(
+        &job.name,
+        opts,
+        &job.obs,
+        now,
+        aligner,
+        custom,
+        &mut job.state,
+    )
 }
 
 fn plugin_registry() -> (ModeRegistry, tempfile::TempDir) {
@@ -344,6 +374,43 @@ fn plugin_registry() -> (ModeRegistry, tempfile::TempDir) {
     let dir = plugins_dir(&[(&file, "libbucket_align.so")]);
     let (registry, _) = ModeRegistry::discover(dir.path());
     (registry, dir)
+}
+
+/// The bucket-align plugin with the slo-target evaluator and the step-limit executor, loaded
+/// in-process, and every job's evaluator and executor as a job configures them. The limit is
+/// loose enough to apply every decided step as it is, so that the row decides what the
+/// alignment-plugin row decides and only the two calls' cost differs.
+fn kinds_registry() -> (ModeRegistry, JobCustom, tempfile::TempDir) {
+    let packages = ["bucket-align", "slo-target", "step-limit"];
+    let profile = build(&packages);
+    let files: Vec<_> = packages
+        .iter()
+        .map(|p| {
+            (
+                plugin_file(&profile, p),
+                format!("lib{}.so", p.replace('-', "_")),
+            )
+        })
+        .collect();
+    let refs: Vec<_> = files
+        .iter()
+        .map(|(f, n)| (f.as_path(), n.as_str()))
+        .collect();
+    let dir = plugins_dir(&refs);
+    let (registry, _) = ModeRegistry::discover(dir.path());
+    let custom = resolve_custom(
+        &config(&[
+            ("metrics.custom-evaluators", "slo"),
+            ("metrics.custom-evaluator.slo.class", "slo-target"),
+            ("metrics.custom-evaluator.slo.drain-within", "30 min"),
+            ("scaling.custom-executors", "steps"),
+            ("scaling.custom-executor.steps.class", "step-limit"),
+            ("scaling.custom-executor.steps.max-step", "100000"),
+        ]),
+        &registry,
+    )
+    .expect("slo-target and step-limit resolve");
+    (registry, custom, dir)
 }
 
 /// The same plugins directory served in `process` isolation, by workers of the flowscale
@@ -386,29 +453,53 @@ fn bench(c: &mut Criterion) {
     let isolated = process_registry(&dir, PROTOCOL_VERSION);
     let isolated3 = process_registry(&dir, 3);
     let isolated2 = process_registry(&dir, 2);
-    let mut rows: Vec<(&'static str, JobAlignment, &[Fleetsize])> = aligners(&registry)
+    let (kinds, custom, _kinds_dir) = kinds_registry();
+    let mut rows: Vec<(&'static str, JobAlignment, &[Fleetsize], JobCustom)> = aligners(&registry)
         .into_iter()
         .map(|(label, aligner)| {
             let fleets: &[Fleetsize] = &[(100, 8), (1_000, 8), (10_000, 3)];
-            (label, aligner, fleets)
+            (label, aligner, fleets, JobCustom::default())
         })
         .collect();
+    // The alignment plugin with an evaluator and an executor plugin on every job, in-process.
+    rows.push((
+        "plugin-kinds",
+        plugin_aligner(&kinds),
+        &[(100, 8), (1_000, 8)],
+        custom,
+    ));
     // Process isolation costs a round trip per job: the 1,000-job fleet only.
-    rows.push(("plugin-process", plugin_aligner(&isolated), &[(1_000, 8)]));
+    let none = JobCustom::default;
+    rows.push((
+        "plugin-process",
+        plugin_aligner(&isolated),
+        &[(1_000, 8)],
+        none(),
+    ));
     // A round trip per aligned vertex (protocol 3), and those in JSON with the whole context
     // in every request (protocol 2), for comparison.
-    rows.push(("plugin-process3", plugin_aligner(&isolated3), &[(1_000, 8)]));
-    rows.push(("plugin-process2", plugin_aligner(&isolated2), &[(1_000, 8)]));
+    rows.push((
+        "plugin-process3",
+        plugin_aligner(&isolated3),
+        &[(1_000, 8)],
+        none(),
+    ));
+    rows.push((
+        "plugin-process2",
+        plugin_aligner(&isolated2),
+        &[(1_000, 8)],
+        none(),
+    ));
     let mut means = Means::default();
     let mut group = c.benchmark_group("decision_cycle");
     group.sample_size(10);
     // The window holds `samples` collected cycles; the 10,000-job fleet keeps it short so the
     // fleet's state stays small.
-    for (label, aligner, fleets) in &rows {
+    for (label, aligner, fleets, custom) in &rows {
         for &(jobs, samples) in *fleets {
             let aligner: &dyn Aligner = aligner;
             let opts = options(samples);
-            let mut fleet = Fleet::new(jobs);
+            let mut fleet = Fleet::with_custom(jobs, custom.clone());
             let filled = fleet.fill(&opts, aligner, samples);
             eprintln!(
                 "{label}: {jobs} jobs, window of {samples} samples: stages of one cycle {:?}",
@@ -446,6 +537,9 @@ fn bench(c: &mut Criterion) {
     for jobs in [100, 1_000, 10_000] {
         means.ratio(("plugin", jobs), ("builtin", jobs));
     }
+    for jobs in [100, 1_000] {
+        means.ratio(("plugin-kinds", jobs), ("plugin", jobs));
+    }
     means.ratio(("plugin-process", 1_000), ("plugin", 1_000));
     means.ratio(("plugin-process3", 1_000), ("plugin", 1_000));
     means.ratio(("plugin-process2", 1_000), ("plugin", 1_000));
@@ -460,12 +554,12 @@ fn aligners_builtin(registry: &ModeRegistry) -> (&'static str, JobAlignment) {
 }
 
 /// A fixed workload for instruction counting (no timing loop, no statistics):
-/// `DECISION_CYCLE_PROFILE=<builtin|plugin|plugin-process|plugin-process3|plugin-process2>:<jobs>:<window samples>:<rounds>`.
+/// `DECISION_CYCLE_PROFILE=<builtin|plugin|plugin-kinds|plugin-process|plugin-process3|plugin-process2>:<jobs>:<window samples>:<rounds>`.
 fn profile(spec: &str) {
     let parts: Vec<&str> = spec.split(':').collect();
     let [label, jobs, samples, rounds] = parts[..] else {
         panic!(
-            "DECISION_CYCLE_PROFILE is <builtin|plugin|plugin-process|plugin-process3|plugin-process2>:<jobs>:<window samples>:<rounds>"
+            "DECISION_CYCLE_PROFILE is <builtin|plugin|plugin-kinds|plugin-process|plugin-process3|plugin-process2>:<jobs>:<window samples>:<rounds>"
         );
     };
     let (jobs, samples, rounds): (usize, u64, usize) = (
@@ -474,7 +568,12 @@ fn profile(spec: &str) {
         rounds.parse().expect("rounds"),
     );
     let (registry, dir) = plugin_registry();
-    let aligner = if label == "plugin-process" {
+    let mut custom = JobCustom::default();
+    let aligner = if label == "plugin-kinds" {
+        let (kinds, kinds_custom, _) = kinds_registry();
+        custom = kinds_custom;
+        plugin_aligner(&kinds)
+    } else if label == "plugin-process" {
         plugin_aligner(&process_registry(&dir, PROTOCOL_VERSION))
     } else if label == "plugin-process3" {
         plugin_aligner(&process_registry(&dir, 3))
@@ -488,7 +587,7 @@ fn profile(spec: &str) {
             .expect("builtin, plugin or plugin-process")
     };
     let opts = options(samples);
-    let mut fleet = Fleet::new(jobs);
+    let mut fleet = Fleet::with_custom(jobs, custom);
     fleet.fill(&opts, &aligner, samples);
     let mut tally = Tally::default();
     let mut total = Duration::ZERO;

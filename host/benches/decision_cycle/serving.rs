@@ -77,7 +77,7 @@ impl Fleet {
         for job in &mut self.jobs {
             job.advance(self.cycle);
             let start = Instant::now();
-            let out = timed_cycle(job, opts, self.now, aligner);
+            let out = timed_cycle(job, opts, self.now, aligner, &self.custom);
             time.cycle += start.elapsed();
             if let Some(view) = view {
                 let report = report_of(&job.name, self.now, &out);

@@ -12,7 +12,9 @@ use crate::backpressure::{BackpressureSettings, BatchInfo, RateController};
 use crate::engine::{Engine, EngineError, JobObservation, JobStatus, Unfenced, WriteFence};
 use crate::events::{Event, EventReason, Severity};
 use crate::plan::{COOLDOWN_PERIOD_KEY, JobSettings};
-use crate::scaling::{Autoscaler, JobCustom, JobScalingState, REPORT_HEADER_ENABLED};
+use crate::scaling::{
+    Autoscaler, JobCustom, JobScalingState, REPORT_HEADER_ENABLED, run_cycle_custom,
+};
 use crate::state::{
     DEFAULT_EVENT_CAPACITY, EventLog, JobLeases, StateError, StateStore, save, sections,
 };
@@ -372,8 +374,9 @@ impl<E: Engine> JobRunner<E> {
                 self.scaling.scaling_tracking.clone(),
             )
         });
-        let outcome = self.autoscaler.run_cycle(
+        let outcome = run_cycle_custom(
             &self.name,
+            self.autoscaler.options(),
             observation,
             now_ms,
             &self.alignment,

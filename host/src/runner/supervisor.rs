@@ -36,6 +36,7 @@ use crate::config::{
 use crate::engine::flink::{ClusterLimits, cluster_key};
 use crate::events::{Event, EventReason, Severity};
 use crate::plan::{FleetPlan, JobPlan};
+use crate::scaling::JobCustom;
 
 use super::fleet::{JobRun, RunOptions, wall_ms};
 use super::job_task::{EntryOutcome, Env, OpenEntry};
@@ -177,6 +178,8 @@ struct Running {
     seq: usize,
     spec: JobSpec,
     alignment: JobAlignment,
+    /// The custom evaluator and executors the entry runs with, compared like `alignment`.
+    custom: JobCustom,
     live: Arc<LiveEntry>,
     outcome: Arc<EntryOutcome>,
 }
@@ -261,6 +264,7 @@ impl<'p, 'scope, 'env> Supervisor<'p, 'scope, 'env> {
     fn spawn(&mut self, job: JobPlan, interval_ms: i64, fresh: bool) {
         let spec = job.spec.clone();
         let alignment = job.alignment.clone();
+        let custom = job.custom.clone();
         let live = Arc::new(LiveEntry::new(job, interval_ms));
         let outcome = EntryOutcome::opening();
         let task = OpenEntry::new(self.env, Arc::clone(&live), fresh, Arc::clone(&outcome));
@@ -269,6 +273,7 @@ impl<'p, 'scope, 'env> Supervisor<'p, 'scope, 'env> {
             seq: self.started,
             spec,
             alignment,
+            custom,
             live,
             outcome,
         });
@@ -372,10 +377,12 @@ impl<'p, 'scope, 'env> Supervisor<'p, 'scope, 'env> {
                 }
                 Some(running) => {
                     let changed = config_of(&running.spec) != config_of(&job.spec);
-                    let new_mode = !running.alignment.same_implementation(&job.alignment);
+                    let new_mode = !running.alignment.same_implementation(&job.alignment)
+                        || !running.custom.same_implementations(&job.custom);
                     if changed || new_mode || interval_changed || !job.notes.is_empty() {
                         running.spec = job.spec.clone();
                         running.alignment = job.alignment.clone();
+                        running.custom = job.custom.clone();
                         running.live.update(job, new_interval);
                     }
                     if changed {
@@ -443,7 +450,8 @@ struct Changes {
     added: Vec<String>,
     removed: Vec<String>,
     changed: Vec<String>,
-    /// Same configuration, another implementation of the mode (a plugin version came or went).
+    /// Same configuration, another implementation of the mode, evaluator or an executor (a
+    /// plugin version came or went).
     new_mode: Vec<String>,
     restarted: Vec<String>,
 }

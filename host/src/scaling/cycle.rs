@@ -31,18 +31,9 @@ impl Autoscaler {
         Autoscaler { options }
     }
 
-    /// Runs one cycle; see [`run_cycle`].
-    pub(crate) fn run_cycle(
-        &self,
-        job: &str,
-        observation: &JobObservation,
-        now_ms: i64,
-        aligner: &dyn Aligner,
-        custom: &JobCustom,
-        state: &mut JobScalingState,
-    ) -> CycleOutcome {
-        let hooks = Hooks { aligner, custom };
-        run_cycle_with(job, &self.options, observation, now_ms, hooks, state)
+    /// The options its cycles run with (see [`run_cycle_custom`]).
+    pub(crate) fn options(&self) -> &AutoscalerOptions {
+        &self.options
     }
 }
 
@@ -64,6 +55,21 @@ pub fn run_cycle(
         aligner,
         custom: &NO_CUSTOM,
     };
+    run_cycle_with(job, opts, observation, now_ms, hooks, state)
+}
+
+/// [`run_cycle`] with the job's custom metric evaluator and scaling executors (resolved from
+/// its configuration, see docs/plugin-kinds.md).
+pub fn run_cycle_custom(
+    job: &str,
+    opts: &AutoscalerOptions,
+    observation: &JobObservation,
+    now_ms: i64,
+    aligner: &dyn Aligner,
+    custom: &JobCustom,
+    state: &mut JobScalingState,
+) -> CycleOutcome {
+    let hooks = Hooks { aligner, custom };
     run_cycle_with(job, opts, observation, now_ms, hooks, state)
 }
 

@@ -45,7 +45,7 @@ pub use custom::resolve::{JobCustom, KindCatalog};
 pub(crate) use custom::tests::TestKinds;
 pub use custom::{CustomEvaluator, CustomExecutor, HostEvaluator, HostExecutor};
 pub(crate) use cycle::Autoscaler;
-pub use cycle::run_cycle;
+pub use cycle::{run_cycle, run_cycle_custom};
 pub use evaluation::EvaluatedVertices;
 pub use metrics::ScalingMetric;
 pub(crate) use operation::REPORT_HEADER_ENABLED;

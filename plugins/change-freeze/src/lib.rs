@@ -170,5 +170,11 @@ impl ScalingExecutor for ChangeFreeze {
     }
 }
 
+flowscale_sdk::export_plugin! {
+    name: ID,
+    version: env!("CARGO_PKG_VERSION"),
+    executors: [(ID, DESCRIPTION, ChangeFreeze::default)],
+}
+
 #[cfg(test)]
 mod tests;

@@ -108,5 +108,11 @@ impl MetricEvaluator for SloTarget {
     }
 }
 
+flowscale_sdk::export_plugin! {
+    name: ID,
+    version: env!("CARGO_PKG_VERSION"),
+    evaluators: [(ID, DESCRIPTION, SloTarget::default)],
+}
+
 #[cfg(test)]
 mod tests;

@@ -177,5 +177,11 @@ impl ScalingExecutor for StepLimit {
     }
 }
 
+flowscale_sdk::export_plugin! {
+    name: ID,
+    version: env!("CARGO_PKG_VERSION"),
+    executors: [(ID, DESCRIPTION, StepLimit::default)],
+}
+
 #[cfg(test)]
 mod tests;

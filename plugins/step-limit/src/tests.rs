@@ -200,56 +200,6 @@ fn bad_parameters_at_apply_time_are_an_error() {
     assert!(StepLimit.apply(&ctx).is_err());
 }
 
-/// Runs `chain` the way the host does: ascending priority, each on the previous answer, the
-/// first veto ending the chain.
-fn run_chain(mut chain: Vec<Box<dyn ScalingExecutor>>, ctx: ExecutorContext) -> ExecutorVerdict {
-    chain.sort_by_key(|e| e.priority());
-    let mut ctx = ctx;
-    let mut verdict = ExecutorVerdict::Apply(ctx.summaries().to_vec());
-    for executor in chain {
-        verdict = executor.apply(&ctx).expect("valid parameters");
-        match &verdict {
-            ExecutorVerdict::Apply(s) => {
-                ctx = ExecutorContext::new(ctx.job_name(), s.clone(), ctx.now_ms())
-                    .with_params(ctx.params().clone());
-            }
-            ExecutorVerdict::Veto(_) => break,
-        }
-    }
-    verdict
-}
-
-#[test]
-fn a_freeze_vetoes_before_the_limit_computes_a_step() {
-    // The host gives each instance its own parameters; this wrapper gives the freeze its own.
-    struct Freeze(change_freeze::ChangeFreeze, ModeParams);
-    impl ScalingExecutor for Freeze {
-        fn priority(&self) -> i32 {
-            self.0.priority()
-        }
-        fn apply(&self, ctx: &ExecutorContext) -> Result<ExecutorVerdict, ModeError> {
-            let ctx = ExecutorContext::new(ctx.job_name(), ctx.summaries().to_vec(), ctx.now_ms())
-                .with_params(self.1.clone());
-            self.0.apply(&ctx)
-        }
-    }
-    // Monday 1970-01-05 00:00 UTC, inside a window of the whole Monday.
-    let monday_ms = 4 * 86_400 * 1000;
-    let freeze = Freeze(
-        change_freeze::ChangeFreeze,
-        params(&[("windows", "Mon 00:00-Tue 00:00")]),
-    );
-    let ctx = ExecutorContext::new("job", vec![summary("a", 1, 1)], monday_ms)
-        .with_params(params(&[("max-step", "1")]));
-    // Listed limit first; the freeze still runs first and its reason is the one reported
-    // (the limit alone would veto too, with its own reason, as nothing changes).
-    let verdict = run_chain(vec![Box::new(StepLimit), Box::new(freeze)], ctx);
-    let ExecutorVerdict::Veto(reason) = verdict else {
-        panic!("applied")
-    };
-    assert!(reason.starts_with("change-freeze"), "{reason}");
-}
-
 /// `ceil(c * num / den)` and `floor(c * den / num)` in exact integer arithmetic: the reference
 /// for a factor `num / den` that binary floating point may not represent.
 fn exact_bounds(c: u32, num: u64, den: u64) -> (u64, u64) {

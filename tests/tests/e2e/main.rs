@@ -1,7 +1,8 @@
 //! End-to-end tests: build what a user builds, run the `flowscale` command line as a user does.
 //!
 //! Where things go: `align` for the alignment command, `validate` for configuration checking,
-//! `plugin_loading` for the plugins directory, `isolation` for plugins in worker processes,
+//! `plugin_loading` for the plugins directory, `kinds` for metric evaluators and scaling
+//! executors, `isolation` for plugins in worker processes,
 //! `run` for `run` and `simulate`, `state` for `run` with a state directory (killed, corrupted,
 //! locked), `reload` for a fleet file edited while `run` runs, `removed` for the jobs a reload removes
 //! (gone from the API, the metrics and the host's memory), `scale` for the memory of a
@@ -34,6 +35,7 @@ mod flink_load_align;
 mod flink_tls;
 mod harness;
 mod isolation;
+mod kinds;
 mod multi_host;
 mod multi_host_flink;
 mod plugin_loading;

@@ -108,18 +108,7 @@ fn the_readme_production_fleet_file_is_valid() {
     );
     std::fs::write(&file, &text).expect("write the fleet file");
     let file = file.to_string_lossy().to_string();
-    let out = crate::harness::Cli::new(["validate", &file]).run();
-    assert_eq!(
-        out.code, 0,
-        "validate refuses the README's production fleet file:\n{}{}",
-        out.stdout, out.stderr
-    );
-    assert!(
-        !format!("{}{}", out.stdout, out.stderr).contains("warning"),
-        "validate warns about the README's production fleet file:\n{}{}",
-        out.stdout,
-        out.stderr
-    );
+    validates_cleanly(&["validate", &file], "the README's production fleet file");
 
     // And it reads the files: a token others may read is an error of this very file.
     std::fs::set_permissions(
@@ -130,4 +119,56 @@ fn the_readme_production_fleet_file_is_valid() {
     let out = crate::harness::Cli::new(["validate", &file]).run();
     assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
     assert!(out.stdout.contains("chmod 600"), "{}", out.stdout);
+}
+
+/// The README's entry using all three plugin kinds is one `flowscale validate` accepts with the
+/// example plugins it names: every key a real key, every class an id they export, every
+/// parameter one they take.
+#[test]
+fn the_readme_entry_with_all_three_kinds_is_valid() {
+    let readme = std::fs::read_to_string(repo_root().join("README.md")).expect("README");
+    let entry = block_after(
+        &readme,
+        "## Metric evaluators and scaling executors",
+        "toml",
+    );
+    for key in [
+        "scaling.alignment.mode.buckets.class",
+        "metrics.custom-evaluator.slo.class",
+        "scaling.custom-executor.freeze.class",
+        "scaling.custom-executor.steps.class",
+    ] {
+        assert!(entry.contains(key), "the entry sets {key}");
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::os::unix::fs::symlink(repo_root().join("examples/jobs"), dir.path().join("jobs"))
+        .expect("link the jobs");
+    let file = dir.path().join("fleet.toml");
+    std::fs::write(&file, &entry).expect("write the fleet file");
+    let plugins = crate::kinds::kinds_plugins();
+    validates_cleanly(
+        &[
+            "validate",
+            &file.to_string_lossy(),
+            "--plugins",
+            &plugins.path().to_string_lossy(),
+        ],
+        "the README's entry with all three kinds",
+    );
+}
+
+/// `flowscale <args>` (a `validate`) accepts `what` without a warning.
+fn validates_cleanly(args: &[&str], what: &str) {
+    let out = crate::harness::Cli::new(args).run();
+    assert_eq!(
+        out.code, 0,
+        "validate refuses {what}:\n{}{}",
+        out.stdout, out.stderr
+    );
+    assert!(
+        !format!("{}{}", out.stdout, out.stderr).contains("warning"),
+        "validate warns about {what}:\n{}{}",
+        out.stdout,
+        out.stderr
+    );
 }

@@ -45,7 +45,7 @@ pub(crate) fn write(path: &Path, text: &str) {
 }
 
 /// Puts a plugin file in place the way the README asks: a new file, renamed over the old one.
-fn install_plugin(from: &Path, to: &Path) {
+pub(crate) fn install_plugin(from: &Path, to: &Path) {
     let tmp = to.with_extension("so.new");
     std::fs::copy(from, &tmp).expect("copy the plugin");
     #[cfg(unix)]
@@ -117,7 +117,7 @@ impl Lines {
     }
 }
 
-fn event(line: &Value, reason: &str) -> Option<String> {
+pub(crate) fn event(line: &Value, reason: &str) -> Option<String> {
     (line["type"] == "event" && line["data"]["event"]["reason"] == reason).then(|| {
         line["data"]["event"]["message"]
             .as_str()
@@ -287,7 +287,7 @@ fn paced_fleet(mode: &str) -> String {
 
 /// A temporary directory with an empty `plugins/` directory in it: the directory, the plugins
 /// directory and where the fleet file goes.
-fn with_plugins_dir() -> (tempfile::TempDir, PathBuf, PathBuf) {
+pub(crate) fn with_plugins_dir() -> (tempfile::TempDir, PathBuf, PathBuf) {
     let dir = tempfile::tempdir().expect("tempdir");
     let plugins = dir.path().join("plugins");
     std::fs::create_dir(&plugins).expect("the plugins directory");

@@ -196,6 +196,33 @@ impl JobCustom {
             .map(|e| (e.name.as_str(), e.executor.id(), e.priority))
     }
 
+    /// True when `other` runs the same chain with the very same implementations: the same
+    /// instance names, ids, priorities and parameters, each calling the same object. A new
+    /// build of a plugin creates new objects, so a running job must take the other resolution
+    /// even though its configuration did not change (as for a mode, see
+    /// `JobAlignment::same_implementation`).
+    pub(crate) fn same_implementations(&self, other: &JobCustom) -> bool {
+        let same_evaluator = match (&self.evaluator, &other.evaluator) {
+            (None, None) => true,
+            (Some(a), Some(b)) => {
+                a.name == b.name
+                    && a.params == b.params
+                    && a.evaluator.id == b.evaluator.id
+                    && Arc::ptr_eq(&a.evaluator.evaluator, &b.evaluator.evaluator)
+            }
+            _ => false,
+        };
+        same_evaluator
+            && self.executors.len() == other.executors.len()
+            && self.executors.iter().zip(&other.executors).all(|(a, b)| {
+                a.name == b.name
+                    && a.priority == b.priority
+                    && a.params == b.params
+                    && a.executor.id == b.executor.id
+                    && Arc::ptr_eq(&a.executor.executor, &b.executor.executor)
+            })
+    }
+
     /// Tells every implementation the job uses that the loop of `job` ended.
     pub(crate) fn forget_job(&self, job: &str) {
         self.forget_unused(&JobCustom::default(), job);

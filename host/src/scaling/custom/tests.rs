@@ -276,6 +276,37 @@ fn executors_run_by_ascending_priority_each_on_the_previous_answer() {
     assert!(report.contains("Parallelism 1 -> 9"), "{report}");
 }
 
+/// A running job compares its resolution with the one a new plan brings: a new build of a
+/// plugin (new objects under the same ids) must replace the old one even though the job's
+/// configuration did not change, and a resolution of the same objects must not.
+#[test]
+fn same_implementations_compares_the_objects_and_the_configuration() {
+    let pairs = [
+        ("metrics.custom-evaluators", "slo"),
+        ("metrics.custom-evaluator.slo.class", "test-eval"),
+        ("scaling.custom-executors", "gate"),
+        ("scaling.custom-executor.gate.class", "test-exec"),
+        ("scaling.custom-executor.gate.do", "add1"),
+    ];
+    let a = custom(&pairs);
+    assert!(a.same_implementations(&a.clone()));
+    // TestKinds hands out new objects at every lookup, as a replaced plugin file does.
+    let rebuilt = custom(&pairs);
+    assert!(!a.same_implementations(&rebuilt));
+    let mut new_executor = a.clone();
+    new_executor.executors = rebuilt.executors.clone();
+    assert!(!a.same_implementations(&new_executor));
+    let mut new_evaluator = a.clone();
+    new_evaluator.evaluator = rebuilt.evaluator.clone();
+    assert!(!a.same_implementations(&new_evaluator));
+    let mut other_params = a.clone();
+    other_params.executors[0].params = rebuilt.executors[0].params.clone();
+    assert!(a.same_implementations(&other_params), "equal parameters");
+    other_params.executors[0].priority += 1;
+    assert!(!a.same_implementations(&other_params));
+    assert!(!a.same_implementations(&JobCustom::default()));
+}
+
 #[test]
 fn equal_priorities_keep_the_configured_order() {
     let custom = custom(&[

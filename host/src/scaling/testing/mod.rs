@@ -5,9 +5,11 @@
 //! and benchmarks enable), never into the binary.
 
 mod aligners;
+mod custom;
 mod observations;
 mod replay;
 
 pub use aligners::{BalancedAligner, TargetAligner};
+pub use custom::resolve_custom;
 pub use observations::{Job, agg, backlog_opts};
 pub use replay::{ReplayedCycle, run_replay};
