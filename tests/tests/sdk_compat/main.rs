@@ -280,7 +280,7 @@ fn plugins_of_sdk_0_1_0_and_of_this_sdk_work_in_both_hosts() {
     };
     assert_eq!(ids("modes"), ["kinds-double"]);
     assert_eq!(ids("evaluators"), ["kinds-rate", "kinds-boom"]);
-    assert_eq!(ids("executors"), ["kinds-cap", "kinds-boom"]);
+    assert_eq!(ids("executors"), ["kinds-cap", "kinds-boom", "kinds-segv"]);
     let listed = plugins(&old_host, kinds.path());
     let item = loaded(&listed, "libfixture_kinds.so");
     assert_eq!(item["modes"][0]["id"], "kinds-double", "{item:#}");
