@@ -10,8 +10,10 @@
 //! library already loaded, with the very same mode objects.
 //!
 //! A copy is only needed while it is being loaded: a mapped library stays valid after its file is
-//! gone, so the private directory goes away with this set. A worker process of `process`
-//! isolation loads (and, after a crash, reloads) the checked file itself.
+//! gone, so the private directory goes away with this set. A host that never dropped its set
+//! (killed, or crashed) leaves its directory behind: the next host on the machine removes the
+//! directories of hosts that no longer run. A worker process of `process` isolation loads (and,
+//! after a crash, reloads) the checked file itself.
 //!
 //! Libraries are never unloaded (abi_stable keeps them mapped for the life of the process), so
 //! each new version costs its mapped size for good: past [`MAX_LOADED_VERSIONS`] a new version
@@ -192,20 +194,84 @@ fn copy_name(file: &Path, hash: u64) -> String {
     format!("{stem}-{hash:016x}.{}", std::env::consts::DLL_EXTENSION)
 }
 
+/// The name of every private directory starts with this, then the host's process id.
+const PRIVATE_DIR_PREFIX: &str = "flowscale-plugins-";
+
 /// A new directory only the host's user can enter, under the system's temporary directory.
+/// The directories that hosts killed before they could remove theirs left there go first.
 fn private_dir() -> std::io::Result<PathBuf> {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.subsec_nanos());
-    let dir = std::env::temp_dir().join(format!(
-        "flowscale-plugins-{}-{nanos:08x}",
+    let parent = std::env::temp_dir();
+    let dir = parent.join(format!(
+        "{PRIVATE_DIR_PREFIX}{}-{nanos:08x}",
         std::process::id()
     ));
     let mut builder = fs::DirBuilder::new();
     #[cfg(unix)]
     std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
     builder.create(&dir)?;
+    let removed = remove_abandoned_dirs(&parent, &dir);
+    if removed > 0 {
+        tracing::info!(
+            removed,
+            "removed the plugin copies of hosts that stopped without removing them"
+        );
+    }
     Ok(dir)
+}
+
+/// Removes the private directories in `parent` left by hosts that no longer run: named with
+/// [`PRIVATE_DIR_PREFIX`] and a process id that is not alive, and owned by the same user as
+/// `ours` (a directory of another user, or a link planted under that name, is never touched).
+/// Returns how many went. Only where live processes can be told (`/proc`); elsewhere nothing
+/// is removed.
+fn remove_abandoned_dirs(parent: &Path, ours: &Path) -> usize {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let proc_root = Path::new("/proc");
+        if !proc_root.join("self").exists() {
+            return 0;
+        }
+        let Ok(owner) = fs::symlink_metadata(ours).map(|m| m.uid()) else {
+            return 0;
+        };
+        let Ok(entries) = fs::read_dir(parent) else {
+            return 0;
+        };
+        let mut removed = 0;
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let Some(pid) = abandoned_dir_pid(&entry.file_name().to_string_lossy()) else {
+                continue;
+            };
+            let mine = fs::symlink_metadata(&path)
+                .is_ok_and(|m| m.file_type().is_dir() && m.uid() == owner);
+            if path == ours || !mine || proc_root.join(pid.to_string()).exists() {
+                continue;
+            }
+            if fs::remove_dir_all(&path).is_ok() {
+                removed += 1;
+            }
+        }
+        removed
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = (parent, ours);
+        0
+    }
+}
+
+/// The process id in a private directory's name `flowscale-plugins-<pid>-<hex>`.
+fn abandoned_dir_pid(name: &str) -> Option<u32> {
+    let (pid, suffix) = name.strip_prefix(PRIVATE_DIR_PREFIX)?.split_once('-')?;
+    if suffix.is_empty() || !suffix.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    pid.parse().ok()
 }
 
 /// Writes a private copy readable only by the host's user, in one step (a temporary name, then
@@ -302,5 +368,61 @@ mod tests {
         }
         drop(versions);
         assert!(!dir.exists());
+    }
+
+    #[test]
+    fn only_names_of_private_directories_carry_a_process_id() {
+        assert_eq!(
+            abandoned_dir_pid("flowscale-plugins-4242-0a1b2c3d"),
+            Some(4242)
+        );
+        assert_eq!(abandoned_dir_pid("flowscale-plugins-4242-"), None);
+        assert_eq!(abandoned_dir_pid("flowscale-plugins-4242-xyz"), None);
+        assert_eq!(abandoned_dir_pid("flowscale-plugins-abc-0a"), None);
+        assert_eq!(abandoned_dir_pid("other-4242-0a"), None);
+    }
+
+    /// A process id that belonged to a process which has exited (and was reaped).
+    #[cfg(target_os = "linux")]
+    fn dead_pid() -> u32 {
+        let mut child = std::process::Command::new("true")
+            .spawn()
+            .expect("spawn true");
+        let pid = child.id();
+        child.wait().expect("wait");
+        pid
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn directories_of_hosts_that_no_longer_run_are_removed_and_no_other() {
+        let parent = std::env::temp_dir().join(format!("versions-sweep-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&parent);
+        fs::create_dir_all(&parent).expect("parent");
+        let ours = parent.join(format!("{PRIVATE_DIR_PREFIX}{}-01", std::process::id()));
+        fs::create_dir(&ours).expect("ours");
+        let dead = dead_pid();
+        let abandoned = parent.join(format!("{PRIVATE_DIR_PREFIX}{dead}-0abc"));
+        fs::create_dir(&abandoned).expect("abandoned");
+        fs::write(abandoned.join("libx-00.so"), b"copy").expect("copy");
+        // A live process (this one) under another suffix: another host of the same process
+        // id cannot exist, but a live id is never taken for a dead one.
+        let live = parent.join(format!("{PRIVATE_DIR_PREFIX}{}-02", std::process::id()));
+        fs::create_dir(&live).expect("live");
+        let unrelated = parent.join(format!("{PRIVATE_DIR_PREFIX}{dead}-notes"));
+        fs::create_dir(&unrelated).expect("unrelated");
+        // A link under an abandoned-looking name is not followed nor removed.
+        let target = parent.join("target");
+        fs::create_dir(&target).expect("target");
+        let link = parent.join(format!("{PRIVATE_DIR_PREFIX}{dead}-0def"));
+        std::os::unix::fs::symlink(&target, &link).expect("link");
+
+        let removed = remove_abandoned_dirs(&parent, &ours);
+
+        assert_eq!(removed, 1);
+        assert!(!abandoned.exists(), "the dead host's copies go");
+        assert!(ours.exists() && live.exists() && unrelated.exists() && target.exists());
+        assert!(fs::symlink_metadata(&link).is_ok(), "the link stays");
+        fs::remove_dir_all(&parent).expect("clean up");
     }
 }
