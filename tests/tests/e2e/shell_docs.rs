@@ -61,8 +61,15 @@ fn completions_name_every_command_and_flag_and_bash_reads_them() {
     let commands = commands();
     // The reader of --help finds flags at all (else every check below would pass vacuously).
     assert!(long_flags("run").contains(&"--plugin-isolation".to_string()));
+    // A nested command's flags are completed too (`config keys --markdown`).
+    let nested = ok(Cli::new(["config", "keys", "--help"]).run()).stdout;
+    assert!(nested.contains("--markdown"), "{nested}");
     for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
         let script = ok(Cli::new(["completions", shell]).run()).stdout;
+        assert!(
+            script.contains("markdown"),
+            "{shell}: no `config keys --markdown`"
+        );
         for command in &commands {
             assert!(script.contains(command.as_str()), "{shell}: no `{command}`");
             for flag in long_flags(command) {
