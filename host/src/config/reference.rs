@@ -138,7 +138,7 @@ reference! {
         ),
         default: "",
         choices: &["EVENLY_SPREAD", "MAXIMIZE_UTILISATION"],
-        case_insensitive: false,
+        case_insensitive: true,
     };
 
     // --- Decision pipeline -----------------------------------------------------------------
@@ -330,7 +330,7 @@ reference! {
         about: About::new(
             "backlog-processing.lag-threshold",
             Pipeline,
-            "a lag above this means the job is processing a backlog (no scale-down)",
+            "a source whose lag takes longer than this to drain marks the job as processing a backlog, which changes the utilization band",
         ),
         default: Some(Duration::from_secs(5 * MINUTE)),
         unset: "",
@@ -340,7 +340,7 @@ reference! {
         about: About::new(
             "observed-true-processing-rate.lag-threshold",
             Pipeline,
-            "a lag above this lets the observed true processing rate be used",
+            "a source lagging at least this long behind is measured for its observed true processing rate",
         ),
         default: Some(Duration::from_secs(30 * SECOND)),
         unset: "",
@@ -639,7 +639,7 @@ reference! {
     FLINK_REST_CLIENT_TIMEOUT: TextKey = TextKey {
         about: not_implemented(
             "flink.rest-client.timeout",
-            "not implemented: a REST request to Flink has a fixed 10 s deadline",
+            "a REST request to Flink has a fixed 10 s deadline",
         ),
         type_name: "duration",
         default: None,
@@ -649,7 +649,7 @@ reference! {
     JOBVERTEX_PARALLELISM_OVERRIDES: TextKey = TextKey {
         about: not_implemented(
             "pipeline.jobvertex-parallelism-overrides",
-            "not implemented: flowscale applies its decisions through its engine",
+            "flowscale applies its decisions through its engine",
         ),
         type_name: "map",
         default: None,
@@ -932,11 +932,12 @@ reference! {
         unset: "every RUNNING job of the cluster",
         valid: "a Flink job id",
     };
-    JOB_DURATION: DurationKey = DurationKey {
+    JOB_DURATION: TextKey = TextKey {
         about: About::new("duration", Jobs, "sim: simulated time to run for"),
+        type_name: "duration",
         default: None,
         unset: "until the simulated job ends",
-        range: UP_TO_A_YEAR,
+        valid: "a duration, or a TOML integer of milliseconds",
     };
     JOB_CONFIG: TextKey = TextKey {
         about: About::new(

@@ -146,3 +146,22 @@ fn man_pages_cover_every_command_and_flag() {
         }
     }
 }
+
+/// docs/configuration.md is what the binary prints, and the text form names the same keys.
+#[test]
+fn config_keys_markdown_is_docs_configuration_md() {
+    let page = std::fs::read_to_string(crate::harness::repo_root().join("docs/configuration.md"))
+        .expect("docs/configuration.md");
+    let markdown = ok(Cli::new(["config", "keys", "--markdown"]).run()).stdout;
+    assert!(
+        markdown == page,
+        "docs/configuration.md is out of date; regenerate it with \
+         `cargo run -p flowscale -- config keys --markdown > docs/configuration.md`"
+    );
+    let text = ok(Cli::new(["config", "keys"]).run()).stdout;
+    for key in ["utilization.target", "scaling-cooldown-period", "lease-ttl"] {
+        assert!(page.contains(&format!("| `{key}`")), "{key}");
+        assert!(text.contains(&format!("  {key} ")), "{key}");
+    }
+    assert!(!text.contains('|'), "the text form is not a Markdown table");
+}

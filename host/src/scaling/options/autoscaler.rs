@@ -43,78 +43,79 @@ pub enum BusyTimeAggregator {
     Avg,
 }
 
-/// Every option the decision pipeline reads, with the Flink autoscaler's defaults.
+/// Every option the decision pipeline reads; their defaults are the configuration reference's
+/// (`config::reference`, the Flink autoscaler's except `enabled`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct AutoscalerOptions {
-    /// `enabled` (false): the master switch. The pipeline does not read it; the control loop
+    /// `enabled`: the master switch. The pipeline does not read it; the control loop
     /// decides whether to run a cycle (and clears the job's state when it is off).
     pub enabled: bool,
-    /// `scaling.enabled` (true): false = advisor mode (recommend, do not scale).
+    /// `scaling.enabled`: false = advisor mode (recommend, do not scale).
     pub scaling_enabled: bool,
-    /// `metrics.window` (15 min).
+    /// `metrics.window`.
     pub metrics_window: Duration,
-    /// `stabilization.interval` (5 min).
+    /// `stabilization.interval`.
     pub stabilization_interval: Duration,
-    /// `excluded.periods` (none): daily ranges and Quartz crons, read in
-    /// `excluded.periods.time-zone` (UTC), during which nothing is scaled.
+    /// `excluded.periods`: daily ranges and Quartz crons, read in
+    /// `excluded.periods.time-zone`, during which nothing is scaled.
     pub excluded_periods: ExcludedPeriods,
-    /// `utilization.target` (0.7; deprecated `target.utilization`).
+    /// `utilization.target` (deprecated `target.utilization`).
     pub utilization_target: f64,
-    /// `target.utilization.boundary` (0.3), used when `utilization.max`/`min` are unset.
+    /// `target.utilization.boundary`, used when `utilization.max`/`min` are unset.
     pub target_utilization_boundary: f64,
-    /// `utilization.max` (unset).
+    /// `utilization.max`.
     pub utilization_max: Option<f64>,
-    /// `utilization.min` (unset).
+    /// `utilization.min`.
     pub utilization_min: Option<f64>,
-    /// `scale-down.interval` (1 h; deprecated `scale-up.grace-period`); zero disables the delay.
+    /// `scale-down.interval` (deprecated `scale-up.grace-period`); zero disables the delay.
     pub scale_down_interval: Duration,
-    /// `vertex.min-parallelism` (1).
+    /// `vertex.min-parallelism`.
     pub vertex_min_parallelism: i64,
-    /// `vertex.max-parallelism` (200).
+    /// `vertex.max-parallelism`.
     pub vertex_max_parallelism: i64,
-    /// `scale-down.max-factor` (0.6): the scale factor is at least `1 - x`.
+    /// `scale-down.max-factor`: the scale factor is at least `1 - x`.
     pub scale_down_max_factor: f64,
-    /// `scale-up.max-factor` (100000.0): the scale factor is at most `1 + x`.
+    /// `scale-up.max-factor`: the scale factor is at most `1 + x`.
     pub scale_up_max_factor: f64,
-    /// `catch-up.duration` (30 min); zero disables lag catch-up and the restart term.
+    /// `catch-up.duration`; zero disables lag catch-up and the restart term.
     pub catch_up_duration: Duration,
-    /// `restart.time` (5 min).
+    /// `restart.time`.
     pub restart_time: Duration,
-    /// `restart.time-tracking.enabled` (false).
+    /// `restart.time-tracking.enabled`.
     pub restart_time_tracking_enabled: bool,
-    /// `restart.time-tracking.limit` (15 min).
+    /// `restart.time-tracking.limit`.
     pub restart_time_tracking_limit: Duration,
-    /// `backlog-processing.lag-threshold` (5 min).
+    /// `backlog-processing.lag-threshold`.
     pub backlog_processing_lag_threshold: Duration,
-    /// `observed-true-processing-rate.lag-threshold` (30 s).
+    /// `observed-true-processing-rate.lag-threshold`.
     pub observed_tpr_lag_threshold: Duration,
-    /// `observed-true-processing-rate.switch-threshold` (0.15).
+    /// `observed-true-processing-rate.switch-threshold`.
     pub observed_tpr_switch_threshold: f64,
-    /// `observed-true-processing-rate.min-observations` (2).
+    /// `observed-true-processing-rate.min-observations`.
     pub observed_tpr_min_observations: i64,
-    /// `scaling.effectiveness.detection.enabled` (false).
+    /// `scaling.effectiveness.detection.enabled`.
     pub scaling_effectiveness_detection_enabled: bool,
-    /// `scaling.effectiveness.threshold` (0.1).
+    /// `scaling.effectiveness.threshold`.
     pub scaling_effectiveness_threshold: f64,
-    /// `memory.gc-pressure.threshold` (1.0).
+    /// `memory.gc-pressure.threshold`.
     pub gc_pressure_threshold: f64,
-    /// `memory.heap-usage.threshold` (1.0).
+    /// `memory.heap-usage.threshold`.
     pub heap_usage_threshold: f64,
-    /// `history.max.count` (3).
+    /// `history.max.count`.
     pub history_max_count: i64,
-    /// `history.max.age` (24 h).
+    /// `history.max.age`.
     pub history_max_age: Duration,
-    /// `metrics.busy-time.aggregator` (MAX).
+    /// `metrics.busy-time.aggregator`.
     pub busy_time_aggregator: BusyTimeAggregator,
-    /// `vertex.exclude.ids` (none): vertices never scaled.
+    /// `vertex.exclude.ids`: vertices never scaled.
     pub vertex_exclude_ids: Vec<String>,
-    /// `scaling.event.interval` (30 min): how long identical events are suppressed.
+    /// `scaling.event.interval`: how long identical events are suppressed.
     pub scaling_event_interval: Duration,
-    /// `observed-scalability.enabled` (false).
+    /// `observed-scalability.enabled`.
     pub observed_scalability_enabled: bool,
-    /// `observed-scalability.min-observations` (3).
+    /// `observed-scalability.min-observations`.
     pub observed_scalability_min_observations: i64,
-    /// `observed-scalability.coefficient-min` (0.5).
+    /// `observed-scalability.coefficient-min`.
     pub observed_scalability_coefficient_min: f64,
 }
 
