@@ -1371,6 +1371,15 @@ mod tests {
             all.contains("fleet.toml:3: host.plugin-call-timeout: must be greater than 0"),
             "{all}"
         );
+        // The bounds come from the reference's entry, and the message names both.
+        let long = parse("[host]\nplugin-call-timeout = \"2h\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            long.contains("host.plugin-call-timeout: must be greater than 0 and at most 1h"),
+            "{long}"
+        );
+        assert!(parse("[host]\nplugin-call-timeout = \"1h\"\n").is_ok());
     }
 
     #[test]
