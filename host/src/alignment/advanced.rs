@@ -13,6 +13,7 @@ use super::explanation::accepted_because;
 use super::inputs::{Inputs, scaling_limited};
 use super::search::{Rule, Scan, first_accepted, relaxed_downward};
 use crate::config::KeyError;
+use crate::config::reference::{ADVANCED_SCALE_DOWN, ADVANCED_SCALE_UP};
 
 /// Parameter with the scale-up steps.
 pub(super) const SCALE_UP: &str = "scale-up";
@@ -23,8 +24,14 @@ pub(super) const FALLBACK: &str = "fallback";
 /// Every parameter ADVANCED reads (`class` is ignored: ADVANCED is built in).
 const KNOWN_PARAMS: &[&str] = &[SCALE_UP, SCALE_DOWN, FALLBACK, "class"];
 
-const DEFAULT_SCALE_UP: &str = "ABOVE_TARGET:LOAD_REDUCING";
-const DEFAULT_SCALE_DOWN: &str = "WITHIN_RANGE:LOAD_REDUCING";
+const DEFAULT_SCALE_UP: &str = match ADVANCED_SCALE_UP.default {
+    Some(steps) => steps,
+    None => "",
+};
+const DEFAULT_SCALE_DOWN: &str = match ADVANCED_SCALE_DOWN.default {
+    Some(steps) => steps,
+    None => "",
+};
 
 /// Where a step looks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -22,7 +22,7 @@ pub(crate) enum Legacy {
 }
 
 /// The values the deprecated key accepts (case-insensitive).
-pub(crate) const LEGACY_VALUES: &[&str] = &["EVENLY_SPREAD", "MAXIMIZE_UTILISATION"];
+pub(crate) const LEGACY_VALUES: &[&str] = crate::config::reference::LEGACY_ALIGNMENT_MODE.choices;
 
 impl Legacy {
     /// The configuration value.

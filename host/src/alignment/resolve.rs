@@ -13,7 +13,7 @@ use super::legacy::{LEGACY_VALUES, Legacy};
 use crate::config::{ConfigLookup, ConfigLookupExt, KeyError, closest};
 
 /// The deprecated key (canonical spelling, without `job.autoscaler.`).
-pub(crate) const LEGACY_KEY: &str = "scaling.key-group.partitions.adjust.mode";
+pub(crate) const LEGACY_KEY: &str = crate::config::reference::LEGACY_ALIGNMENT_MODE.about.name;
 /// Names a plugin can never claim.
 pub(crate) const RESERVED_NAMES: &[&str] = &["BALANCED", "EVENLY_SPREAD", "OFF", "ADVANCED"];
 

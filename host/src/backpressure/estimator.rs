@@ -6,6 +6,9 @@
 
 use std::fmt;
 
+use crate::config::reference as r;
+use crate::config::spec::FloatKey;
+
 /// Computes a new rate limit after each completed batch.
 pub(crate) trait RateEstimator {
     /// The rate (records per second) the sources should be limited to, given the batch that ended
@@ -35,20 +38,16 @@ pub(crate) struct PidConfigError {
     pub(crate) expected: &'static str,
 }
 
-/// Canonical keys of the estimator's parameters.
+/// Canonical keys of the estimator's parameters (entries of the configuration reference).
 pub(crate) mod keys {
+    use crate::config::reference as r;
+
     /// Which estimator (`pid` is the only one).
-    pub(crate) const RATE_ESTIMATOR: &str = "backpressure.rate-estimator";
+    pub(crate) const RATE_ESTIMATOR: &str = r::RATE_ESTIMATOR.about.name;
     /// The batch interval the controller is fed at.
-    pub(crate) const BATCH_INTERVAL: &str = "backpressure.batch-interval";
-    /// Proportional gain.
-    pub(crate) const PROPORTIONAL: &str = "backpressure.pid.proportional";
-    /// Integral gain.
-    pub(crate) const INTEGRAL: &str = "backpressure.pid.integral";
-    /// Derivative gain (the key says `derived`, as Spark's does).
-    pub(crate) const DERIVATIVE: &str = "backpressure.pid.derived";
+    pub(crate) const BATCH_INTERVAL: &str = r::BATCH_INTERVAL.about.name;
     /// Lowest rate ever published.
-    pub(crate) const MIN_RATE: &str = "backpressure.pid.min-rate";
+    pub(crate) const MIN_RATE: &str = r::PID_MIN_RATE.about.name;
 }
 
 /// A proportional-integral-derivative controller on the ingestion rate.
@@ -88,10 +87,10 @@ impl PidRateEstimator {
                 expected: "a duration of at least 1 ms",
             });
         }
-        check_gain("proportional", keys::PROPORTIONAL, proportional)?;
-        check_gain("integral", keys::INTEGRAL, integral)?;
-        check_gain("derivative", keys::DERIVATIVE, derivative)?;
-        if !(min_rate.is_finite() && min_rate > 0.0) {
+        check_gain("proportional", &r::PID_PROPORTIONAL, proportional)?;
+        check_gain("integral", &r::PID_INTEGRAL, integral)?;
+        check_gain("derivative", &r::PID_DERIVED, derivative)?;
+        if !r::PID_MIN_RATE.accepts(min_rate) {
             return Err(PidConfigError {
                 parameter: "min rate",
                 key: keys::MIN_RATE,
@@ -120,17 +119,14 @@ impl PidRateEstimator {
     }
 }
 
-fn check_gain(
-    parameter: &'static str,
-    key: &'static str,
-    value: f64,
-) -> Result<(), PidConfigError> {
-    if value.is_finite() && value >= 0.0 {
+/// A gain within its range in the configuration reference (finite, at least 0).
+fn check_gain(parameter: &'static str, key: &FloatKey, value: f64) -> Result<(), PidConfigError> {
+    if key.accepts(value) {
         Ok(())
     } else {
         Err(PidConfigError {
             parameter,
-            key,
+            key: key.about.name,
             value: value.to_string(),
             expected: "a finite number >= 0",
         })

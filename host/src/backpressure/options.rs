@@ -2,44 +2,47 @@
 
 use std::time::Duration;
 
-use crate::config::{ConfigLookup, ConfigLookupExt, KeyError, MAX_DURATION, format_duration};
+use crate::config::reference::{
+    BACKPRESSURE_ENABLED, BATCH_INTERVAL, PID_DERIVED, PID_INTEGRAL, PID_MIN_RATE,
+    PID_PROPORTIONAL, RATE_ESTIMATOR,
+};
+use crate::config::spec::FloatKey;
+use crate::config::{ConfigLookup, ConfigLookupExt, KeyError, format_duration};
 
 use super::estimator::{PidRateEstimator, RateEstimator, keys};
 
 /// Turns rate control on for a job's sources.
-pub(crate) const ENABLED_KEY: &str = "backpressure.enabled";
+pub(crate) const ENABLED_KEY: &str = BACKPRESSURE_ENABLED.about.name;
 
 /// How often a completed batch is fed to the controller when `backpressure.batch-interval` is
-/// unset: one second, the simulator's tick. Set it to the interval at which the caller actually
-/// feeds the controller (e.g. the control loop's interval on a Flink cluster), because the
-/// estimator's integral term divides by it.
-pub(crate) const DEFAULT_BATCH_INTERVAL: Duration = Duration::from_secs(1);
+/// unset (see the reference's entry for why it should be set).
+pub(crate) const DEFAULT_BATCH_INTERVAL: Duration = BATCH_INTERVAL.default_or_zero();
 
 /// The names `backpressure.rate-estimator` accepts.
-pub(crate) const RATE_ESTIMATORS: &[&str] = &["pid"];
+pub(crate) const RATE_ESTIMATORS: &[&str] = RATE_ESTIMATOR.choices;
 
-const DEFAULT_PROPORTIONAL: f64 = 1.0;
-const DEFAULT_INTEGRAL: f64 = 0.2;
-const DEFAULT_DERIVATIVE: f64 = 0.0;
-const DEFAULT_MIN_RATE: f64 = 100.0;
+/// A PID parameter, or its default.
+fn pid_parameter(lookup: &impl ConfigLookup, key: &FloatKey) -> Result<f64, KeyError> {
+    lookup.f64_or(key.about.name, key.default.unwrap_or(f64::NAN))
+}
 
 /// Whether rate control is on and how long a batch is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BackpressureOptions {
-    /// `backpressure.enabled` (default false).
+    /// `backpressure.enabled`.
     pub(crate) enabled: bool,
-    /// `backpressure.batch-interval` in milliseconds (default 1 s), always > 0.
+    /// `backpressure.batch-interval` in milliseconds, always > 0.
     pub batch_interval_ms: i64,
 }
 
 impl BackpressureOptions {
     /// Reads `backpressure.enabled` and `backpressure.batch-interval`.
     pub(crate) fn from_config(lookup: &impl ConfigLookup) -> Result<BackpressureOptions, KeyError> {
-        let enabled = lookup.bool_or(ENABLED_KEY, false)?;
+        let enabled = lookup.bool_or(ENABLED_KEY, BACKPRESSURE_ENABLED.default)?;
         let interval = lookup.duration_or(keys::BATCH_INTERVAL, DEFAULT_BATCH_INTERVAL)?;
         let batch_interval_ms = i64::try_from(interval.as_millis())
             .ok()
-            .filter(|ms| *ms > 0 && interval <= MAX_DURATION)
+            .filter(|_| BATCH_INTERVAL.range.check(interval).is_ok())
             .ok_or_else(|| {
                 KeyError::new(
                     keys::BATCH_INTERVAL,
@@ -64,19 +67,23 @@ pub(crate) enum EstimatorSettings {
 }
 
 impl EstimatorSettings {
-    /// Reads `backpressure.rate-estimator` (only `pid`) with `backpressure.pid.proportional`
-    /// (1.0), `backpressure.pid.integral` (0.2), `backpressure.pid.derived` (0.0) and
-    /// `backpressure.pid.min-rate` (100), for batches of `batch_interval_ms`.
+    /// Reads `backpressure.rate-estimator` (only `pid`) with `backpressure.pid.proportional`,
+    /// `backpressure.pid.integral`, `backpressure.pid.derived` and `backpressure.pid.min-rate`
+    /// (defaults in the reference), for batches of `batch_interval_ms`.
     pub(crate) fn from_config(
         lookup: &impl ConfigLookup,
         batch_interval_ms: i64,
     ) -> Result<EstimatorSettings, KeyError> {
-        match lookup.choice_or(keys::RATE_ESTIMATOR, RATE_ESTIMATORS, "pid")? {
+        match lookup.choice_or(
+            keys::RATE_ESTIMATOR,
+            RATE_ESTIMATORS,
+            RATE_ESTIMATOR.default,
+        )? {
             "pid" => {
-                let proportional = lookup.f64_or(keys::PROPORTIONAL, DEFAULT_PROPORTIONAL)?;
-                let integral = lookup.f64_or(keys::INTEGRAL, DEFAULT_INTEGRAL)?;
-                let derivative = lookup.f64_or(keys::DERIVATIVE, DEFAULT_DERIVATIVE)?;
-                let min_rate = lookup.f64_or(keys::MIN_RATE, DEFAULT_MIN_RATE)?;
+                let proportional = pid_parameter(lookup, &PID_PROPORTIONAL)?;
+                let integral = pid_parameter(lookup, &PID_INTEGRAL)?;
+                let derivative = pid_parameter(lookup, &PID_DERIVED)?;
+                let min_rate = pid_parameter(lookup, &PID_MIN_RATE)?;
                 let pid = PidRateEstimator::new(
                     batch_interval_ms,
                     proportional,

@@ -107,7 +107,8 @@ fn write_pages(command: clap::Command, dir: &Path) -> std::io::Result<usize> {
     Ok(count)
 }
 
-fn write_stdout(bytes: &[u8]) -> u8 {
+/// Writes a command's whole answer to stdout; a closed pipe is not a failure.
+pub(super) fn write_stdout(bytes: &[u8]) -> u8 {
     let mut stdout = std::io::stdout().lock();
     match stdout.write_all(bytes).and_then(|()| stdout.flush()) {
         Ok(()) => exit_codes::OK,

@@ -1,11 +1,12 @@
-//! The command line: `run`, `simulate`, `align`, `plugins`, `validate`, `status`, and
-//! `completions` and `man` generated from its own definition.
+//! The command line: `run`, `simulate`, `align`, `plugins`, `validate`, `status`, `config`
+//! (the configuration reference), and `completions` and `man` generated from its own definition.
 //!
 //! Human output by default, `--json` for machines. Diagnostics go to stderr; stdout carries
 //! only the answer, so it stays parseable when there are warnings.
 
 mod align;
 mod catalog;
+mod config;
 mod docs;
 pub(crate) mod exit_codes;
 mod json_out;
@@ -49,6 +50,9 @@ enum Command {
     /// Show which host owns which job of a fleet shared through `[host] state` (PostgreSQL),
     /// and the live hosts.
     Status(status::StatusArgs),
+    /// Print the configuration reference: every key, its type, default, valid values and
+    /// meaning (`config keys`, `config keys --markdown`).
+    Config(config::ConfigArgs),
     /// Print the shell completion script for bash, zsh, fish, elvish or powershell.
     Completions(docs::CompletionsArgs),
     /// Print the man page (roff), or write one page per command into a directory.
@@ -80,6 +84,7 @@ pub fn main_impl() -> ExitCode {
         Command::Simulate(args) => simulate::exec(args),
         Command::Validate(args) => validate::exec(args),
         Command::Status(args) => status::exec(args),
+        Command::Config(args) => config::exec(args),
         Command::Completions(args) => docs::exec_completions(args),
         Command::Man(args) => docs::exec_man(args),
         Command::PluginWorker(args) => worker::exec(args),

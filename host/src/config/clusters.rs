@@ -28,21 +28,17 @@ use toml::de::{DeTable, DeValue};
 use base64::Engine as _;
 
 use super::closest::closest;
+use super::reference::{CLUSTER_MAX_REQUESTS, names_in};
 use super::rest_url::check_rest_url;
+use super::spec::Section;
 use crate::credentials::{
     CredentialError, Secret, certified_key, read_certificates, read_private_key, read_secret,
 };
 
-/// The keys of a `[clusters.<name>]` table.
-pub(super) const CLUSTER_KEYS: &[&str] = &[
-    "rest",
-    "ca-file",
-    "cert-file",
-    "key-file",
-    "token-file",
-    "basic-auth-file",
-    "max-requests",
-];
+/// The keys of a `[clusters.<name>]` table, in the reference's order.
+fn cluster_keys() -> Vec<&'static str> {
+    names_in(Section::Clusters)
+}
 
 /// How a cluster's requests authenticate beyond TLS (to an authenticating proxy in front of the
 /// REST API, typically).
@@ -125,7 +121,7 @@ pub(super) struct Clusters {
 }
 
 /// The largest `max-requests` of a cluster (as `[host] max-requests-per-cluster`).
-const MAX_REQUESTS: usize = 256;
+const MAX_REQUESTS: usize = CLUSTER_MAX_REQUESTS.count_max();
 
 /// Reads the `clusters` table: every cluster that could be read, each problem recorded.
 pub(super) fn read_clusters(
@@ -205,7 +201,7 @@ fn read_cluster(
             "token-file" => token = file(p),
             "basic-auth-file" => basic = file(p),
             "max-requests" => max_requests = p.read_count(value, &path, MAX_REQUESTS),
-            _ => p.unknown_key(field, at, CLUSTER_KEYS),
+            _ => p.unknown_key(field, at, &cluster_keys()),
         }
     }
     let start = p.line_of_span(whole.span().start);

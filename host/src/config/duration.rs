@@ -128,7 +128,7 @@ impl std::fmt::Display for DurationRange {
 }
 
 /// A bound in the largest whole unit that expresses it (`365d`, `100ms`), for messages.
-fn describe(d: Duration) -> String {
+pub(crate) fn describe(d: Duration) -> String {
     const DAY: u64 = 24 * 60 * 60;
     let secs = d.as_secs();
     if d.subsec_nanos() != 0 || secs == 0 {

@@ -35,75 +35,54 @@ use toml::de::{DeInteger, DeTable, DeValue};
 
 use super::closest::{closest, typo_of};
 use super::clusters::{ClusterSpec, Clusters, TableReader, find_cluster, read_clusters};
-use super::duration::{DurationRange, MAX_DURATION, format_duration, parse_duration};
+use super::duration::{DurationRange, format_duration, parse_duration};
 use super::errors::{ConfigErrors, Diagnostic};
 use super::isolation::{DEFAULT_PLUGIN_CALL_TIMEOUT, PluginIsolation};
 use super::job::{JobConfig, Origin};
 use super::keys::canonical_key;
 use super::known::{KeyPolicy, UnknownKey, check_key};
+use super::reference::{
+    HOST_INTERVAL, HOST_LEASE_TTL, HOST_MAX_REQUESTS_PER_CLUSTER, HOST_PLUGIN_CALL_TIMEOUT,
+    HOST_WORKERS, names_in,
+};
 use super::rest_url::check_rest_url;
 use super::server_files::{
     TlsFile, TlsFiles, load_token_file, read_tls_files, token_is_well_formed,
 };
+use super::spec::Section;
 
 /// Default control-loop interval.
-pub(crate) const DEFAULT_INTERVAL: Duration = Duration::from_secs(10);
+pub(crate) const DEFAULT_INTERVAL: Duration = HOST_INTERVAL.default_or_zero();
 
-/// The valid range of the host interval: a cycle more often than every 100 ms would only
-/// busy-loop against the engine (its metrics do not change that fast), and more than a year
-/// apart means the job is never looked at.
-pub(crate) const INTERVAL_RANGE: DurationRange = DurationRange {
-    min: Duration::from_millis(100),
-    max: MAX_DURATION,
-    zero_means: None,
-};
+/// The valid range of the host interval (the reference's).
+pub(crate) const INTERVAL_RANGE: DurationRange = HOST_INTERVAL.range;
 
-/// Default of `[host] max-requests-per-cluster`: enough for a few jobs' cycles to overlap,
-/// few enough that a fleet of hundreds of jobs on one cluster does not flood its REST
-/// endpoint (the JobManager answers REST on a small thread pool of its own).
-pub(crate) const DEFAULT_MAX_REQUESTS_PER_CLUSTER: usize = 4;
+/// Default of `[host] max-requests-per-cluster` (see the reference's entry for why).
+pub(crate) const DEFAULT_MAX_REQUESTS_PER_CLUSTER: usize =
+    HOST_MAX_REQUESTS_PER_CLUSTER.count_default();
 
 /// The largest `[host] max-requests-per-cluster`.
-pub(crate) const MAX_REQUESTS_PER_CLUSTER: usize = 256;
+pub(crate) const MAX_REQUESTS_PER_CLUSTER: usize = HOST_MAX_REQUESTS_PER_CLUSTER.count_max();
 
-/// The largest `[host] workers`: the jobs' cycles compute for microseconds, so more threads
-/// than this only cost memory.
-pub(crate) const MAX_WORKERS: usize = 1024;
+/// The largest `[host] workers`.
+pub(crate) const MAX_WORKERS: usize = HOST_WORKERS.count_max();
 
 /// Where plugins are discovered when nothing says otherwise: beside the fleet file for `run` and
 /// `validate`, in the working directory for commands without a fleet file.
 pub(crate) const DEFAULT_PLUGINS_DIR: &str = "plugins";
 
-/// The keys of the `[host]` section.
-pub(super) const HOST_KEYS: &[&str] = &[
-    "plugins",
-    "interval",
-    "state-dir",
-    "plugin-isolation",
-    "plugin-call-timeout",
-    "workers",
-    "max-requests-per-cluster",
-    "listen",
-    "api-token",
-    "api-token-file",
-    "tls-cert-file",
-    "tls-key-file",
-    "listen-plaintext",
-    "state",
-    "id",
-    "lease-ttl",
-];
+/// The keys of the `[host]` section, in the reference's order.
+pub(super) fn host_keys() -> Vec<&'static str> {
+    names_in(Section::Host)
+}
+
+/// The fields of a `[[jobs]]` entry, in the reference's order.
+fn job_fields() -> Vec<&'static str> {
+    names_in(Section::Jobs)
+}
 
 /// The lease TTL when `[host] lease-ttl` is unset.
-pub(crate) const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(30);
-
-/// The valid range of `[host] lease-ttl`: shorter than 200 ms, a host would spend its time
-/// renewing; longer than an hour, a dead host's jobs would wait that long for a new owner.
-const LEASE_TTL_RANGE: DurationRange = DurationRange {
-    min: Duration::from_millis(200),
-    max: Duration::from_secs(3600),
-    zero_means: None,
-};
+pub(crate) const DEFAULT_LEASE_TTL: Duration = HOST_LEASE_TTL.default_or_zero();
 
 /// The `[host]` section.
 #[derive(Debug, Clone, PartialEq)]
@@ -724,8 +703,9 @@ impl Parser {
                 }
                 "plugin-call-timeout" => {
                     if let Some(d) = self.duration(value, &path) {
-                        if d.is_zero() || d > Duration::from_secs(3600) {
-                            self.error(value, &path, "must be greater than 0 and at most 1h");
+                        let range = HOST_PLUGIN_CALL_TIMEOUT.range;
+                        if range.check(d).is_err() {
+                            self.error(value, &path, &format!("must be {range}"));
                         } else {
                             host.plugin_call_timeout = d;
                         }
@@ -804,7 +784,7 @@ impl Parser {
                 }
                 "lease-ttl" => {
                     if let Some(d) = self.duration(value, &path) {
-                        match LEASE_TTL_RANGE.check(d) {
+                        match HOST_LEASE_TTL.range.check(d) {
                             Ok(()) => host.lease_ttl = d,
                             Err(why) => self.error(
                                 value,
@@ -814,7 +794,7 @@ impl Parser {
                         }
                     }
                 }
-                other => self.unknown(key, other, "host", HOST_KEYS),
+                other => self.unknown(key, other, "host", &host_keys()),
             }
         }
     }
@@ -900,15 +880,7 @@ impl Parser {
                     }
                     _ => self.error(value, &path, "must be a table of flat keys"),
                 },
-                other => self.unknown(
-                    key,
-                    other,
-                    at,
-                    &[
-                        "name", "engine", "job", "trace", "rest", "cluster", "job-id", "duration",
-                        "config",
-                    ],
-                ),
+                other => self.unknown(key, other, at, &job_fields()),
             }
         }
         fields
@@ -1399,6 +1371,15 @@ mod tests {
             all.contains("fleet.toml:3: host.plugin-call-timeout: must be greater than 0"),
             "{all}"
         );
+        // The bounds come from the reference's entry, and the message names both.
+        let long = parse("[host]\nplugin-call-timeout = \"2h\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            long.contains("host.plugin-call-timeout: must be greater than 0 and at most 1h"),
+            "{long}"
+        );
+        assert!(parse("[host]\nplugin-call-timeout = \"1h\"\n").is_ok());
     }
 
     #[test]

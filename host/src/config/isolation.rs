@@ -6,7 +6,8 @@ use std::str::FromStr;
 use std::time::Duration;
 
 /// Default deadline of one call into a plugin (`[host] plugin-call-timeout`).
-pub(crate) const DEFAULT_PLUGIN_CALL_TIMEOUT: Duration = Duration::from_secs(1);
+pub(crate) const DEFAULT_PLUGIN_CALL_TIMEOUT: Duration =
+    super::reference::HOST_PLUGIN_CALL_TIMEOUT.default_or_zero();
 
 /// Where plugin code runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

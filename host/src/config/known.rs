@@ -1,69 +1,41 @@
 //! The keys flowscale reads, to catch misspellings without rejecting the rest of a Flink
 //! configuration (which legitimately carries many keys that are not ours).
 
+use std::sync::OnceLock;
+
 use super::closest::typo_of;
+use super::reference::KEYS;
+use super::spec::Scope;
 
-/// Canonical keys flowscale reads (without `job.autoscaler.`).
-pub(crate) const KNOWN_KEYS: &[&str] = &[
-    "enabled",
-    "scaling.enabled",
-    "metrics.window",
-    "stabilization.interval",
-    "excluded.periods",
-    "excluded.periods.time-zone",
-    "utilization.target",
-    "target.utilization",
-    "target.utilization.boundary",
-    "utilization.max",
-    "utilization.min",
-    "scale-down.interval",
-    "scale-up.grace-period",
-    "vertex.min-parallelism",
-    "vertex.max-parallelism",
-    "scale-down.max-factor",
-    "scale-up.max-factor",
-    "catch-up.duration",
-    "restart.time",
-    "restart.time-tracking.enabled",
-    "restart.time-tracking.limit",
-    "backlog-processing.lag-threshold",
-    "observed-true-processing-rate.lag-threshold",
-    "observed-true-processing-rate.switch-threshold",
-    "observed-true-processing-rate.min-observations",
-    "scaling.effectiveness.detection.enabled",
-    "scaling.effectiveness.threshold",
-    "memory.gc-pressure.threshold",
-    "memory.heap-usage.threshold",
-    "history.max.count",
-    "history.max.age",
-    "metrics.busy-time.aggregator",
-    "vertex.exclude.ids",
-    "scaling.event.interval",
-    "flink.rest-client.timeout",
-    "scaling.key-group.partitions.adjust.mode",
-    "scaling.alignment.mode",
-    "metrics.custom-evaluators",
-    "scaling.custom-executors",
-    "observed-scalability.enabled",
-    "observed-scalability.min-observations",
-    "observed-scalability.coefficient-min",
-    "scaling-cooldown-period",
-    "backpressure.enabled",
-    "backpressure.rate-estimator",
-    "backpressure.batch-interval",
-    "backpressure.pid.proportional",
-    "backpressure.pid.integral",
-    "backpressure.pid.derived",
-    "backpressure.pid.min-rate",
-    "pipeline.jobvertex-parallelism-overrides",
-];
+/// Every job-configuration key of the reference by canonical name, fallbacks included, and
+/// every family prefix (`scaling.alignment.mode.` of `scaling.alignment.mode.<name>.class`):
+/// keys flowscale reads or recognises.
+struct Known {
+    keys: Vec<&'static str>,
+    families: Vec<&'static str>,
+}
 
-/// Families of keys whose tails are free-form (mode parameters and the like).
-const KNOWN_PREFIXES: &[&str] = &[
-    "scaling.alignment.mode.",
-    "metrics.custom-evaluator.",
-    "scaling.custom-executor.",
-];
+fn known() -> &'static Known {
+    static KNOWN: OnceLock<Known> = OnceLock::new();
+    KNOWN.get_or_init(|| {
+        let mut keys = Vec::new();
+        let mut families = Vec::new();
+        for about in KEYS.iter().map(|k| k.about()) {
+            if about.section.scope() != Scope::JobConfig {
+                continue;
+            }
+            match about.family() {
+                Some(family) => {
+                    if !families.contains(&family) {
+                        families.push(family);
+                    }
+                }
+                None => keys.extend(about.names()),
+            }
+        }
+        Known { keys, families }
+    })
+}
 
 /// How an unknown key is reported.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -88,12 +60,13 @@ pub(crate) struct KeyPolicy {
 /// configuration pass silently (a key written with an autoscaler prefix is a warning), unless
 /// `policy` is strict.
 pub(crate) fn check_key(key: &str, raw_key: &str, policy: KeyPolicy) -> Option<UnknownKey> {
-    if KNOWN_KEYS.contains(&key) || KNOWN_PREFIXES.iter().any(|p| key.starts_with(p)) {
+    let known = known();
+    if known.keys.contains(&key) || known.families.iter().any(|p| key.starts_with(p)) {
         return None;
     }
     // The prefix the user wrote (`job.autoscaler.` ...), kept in the suggestion.
     let written_prefix = raw_key.strip_suffix(key).unwrap_or_default();
-    if let Some(known) = typo_of(key, KNOWN_KEYS.iter().copied()) {
+    if let Some(known) = typo_of(key, known.keys.iter().copied()) {
         return Some(UnknownKey::Error(format!(
             "unknown key `{raw_key}` (did you mean `{written_prefix}{known}`? a misspelt key \
              would be ignored and its default used)"
@@ -108,12 +81,12 @@ pub(crate) fn check_key(key: &str, raw_key: &str, policy: KeyPolicy) -> Option<U
     if policy.strict {
         return Some(UnknownKey::Error(format!(
             "unknown key `{raw_key}` (--strict refuses every key flowscale does not read; see \
-             the configuration table in the README)"
+             docs/configuration.md or `flowscale config keys`)"
         )));
     }
     (raw_key != key).then(|| {
         UnknownKey::Warning(format!(
-            "unknown autoscaler key `{raw_key}`, ignored (see the configuration table in the README)"
+            "unknown autoscaler key `{raw_key}`, ignored (see docs/configuration.md or `flowscale config keys`)"
         ))
     })
 }
@@ -121,7 +94,7 @@ pub(crate) fn check_key(key: &str, raw_key: &str, policy: KeyPolicy) -> Option<U
 /// `key` with its leading segments corrected when they are a typo of a known family
 /// (`scaling.alignment.mod.x.class` -> `scaling.alignment.mode.x.class`).
 fn family_typo(key: &str) -> Option<String> {
-    KNOWN_PREFIXES.iter().find_map(|family| {
+    known().families.iter().find_map(|family| {
         let segments = family.trim_end_matches('.').split('.').count();
         let mut parts = key.splitn(segments + 1, '.');
         let head: Vec<&str> = parts.by_ref().take(segments).collect();
@@ -226,6 +199,30 @@ mod tests {
                 matches!(check_key(key, &raw, LENIENT), Some(UnknownKey::Warning(_))),
                 "{raw}"
             );
+        }
+    }
+
+    /// The keys of the reference's job sections are known, fallbacks included, and the keys of
+    /// the fleet file's own tables (`[host] interval`) are not job keys.
+    #[test]
+    fn the_reference_is_what_is_known() {
+        for key in [
+            "utilization.target",
+            "target.utilization",
+            "scale-up.grace-period",
+            "scaling-cooldown-period",
+            "backpressure.pid.derived",
+            "flink.rest-client.timeout",
+            "pipeline.jobvertex-parallelism-overrides",
+            "scaling.key-group.partitions.adjust.mode",
+            "metrics.custom-evaluators",
+            "scaling.custom-executor.chain.class",
+            "metrics.custom-evaluator.e.window",
+        ] {
+            assert_eq!(check_key(key, key, STRICT), None, "{key}");
+        }
+        for key in ["lease-ttl", "max-requests", "job-id"] {
+            assert!(check_key(key, key, STRICT).is_some(), "{key}");
         }
     }
 

@@ -14,17 +14,17 @@ mod job;
 mod keys;
 mod known;
 mod lookup;
+pub(crate) mod reference;
 mod rest_url;
 mod server_files;
+pub(crate) mod spec;
 #[cfg(test)]
 pub(crate) mod test_certs;
 
 pub(crate) use closest::closest;
 pub(crate) use clusters::authorization;
 pub use clusters::{ClusterAuth, ClusterSpec};
-pub(crate) use duration::{
-    DurationError, DurationRange, MAX_DURATION, format_duration, parse_duration,
-};
+pub(crate) use duration::{DurationError, format_duration, parse_duration};
 pub(crate) use errors::{ConfigErrors, Diagnostic, KeyError};
 pub(crate) use fleet::{
     DEFAULT_INTERVAL, DEFAULT_PLUGINS_DIR, FleetConfig, FleetReading, HostSettings, JobSpec,

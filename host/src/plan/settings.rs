@@ -4,28 +4,30 @@
 use std::time::Duration;
 
 use crate::backpressure::BackpressureSettings;
-use crate::config::{ConfigLookup, ConfigLookupExt, DurationRange, KeyError};
+use crate::config::reference::{COOLDOWN_PERIOD, ENABLED};
+use crate::config::{ConfigLookup, ConfigLookupExt, KeyError};
 use crate::scaling::AutoscalerOptions;
 use crate::state::EventLog;
 
 /// The configuration key of the minimum time between two scaling operations of one job.
-pub(crate) const COOLDOWN_PERIOD_KEY: &str = "scaling-cooldown-period";
+pub(crate) const COOLDOWN_PERIOD_KEY: &str = COOLDOWN_PERIOD.about.name;
 
 /// The cooldown period when `scaling-cooldown-period` is unset.
-pub(crate) const DEFAULT_COOLDOWN_PERIOD: Duration = Duration::from_secs(300);
+pub(crate) const DEFAULT_COOLDOWN_PERIOD: Duration = COOLDOWN_PERIOD.default_or_zero();
 
-/// Reads `scaling-cooldown-period` (Flink duration, `0` disables, default `300s`).
+/// Reads `scaling-cooldown-period` (Flink duration, `0` disables; default and range in the
+/// reference).
 pub(crate) fn cooldown_period(lookup: &impl ConfigLookup) -> Result<Duration, KeyError> {
     lookup.duration_in(
         COOLDOWN_PERIOD_KEY,
         DEFAULT_COOLDOWN_PERIOD,
-        DurationRange::zero_or_up_to_a_year("disables the cooldown"),
+        COOLDOWN_PERIOD.range,
     )
 }
 
-/// The master switch. The Flink autoscaler defaults it to false; in flowscale, listing a job in the fleet
-/// is the opt-in, so only an explicit `false` turns the autoscaler off for it.
-pub(crate) const ENABLED_KEY: &str = "enabled";
+/// The master switch (see the reference's `enabled`: only an explicit `false` turns the
+/// autoscaler off for a job).
+pub(crate) const ENABLED_KEY: &str = ENABLED.about.name;
 
 /// A job's validated settings.
 #[derive(Debug, Clone)]
@@ -47,9 +49,9 @@ impl JobSettings {
     pub fn from_config(config: &impl ConfigLookup) -> Result<JobSettings, Vec<KeyError>> {
         let mut errors = Vec::new();
         let enabled = config
-            .bool_or(ENABLED_KEY, true)
+            .bool_or(ENABLED_KEY, ENABLED.default)
             .map_err(|e| errors.push(e))
-            .unwrap_or(true);
+            .unwrap_or(ENABLED.default);
         let autoscaler = AutoscalerOptions::from_config(config)
             .map_err(|e| errors.extend(e))
             .ok();

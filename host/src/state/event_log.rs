@@ -21,14 +21,15 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::config::reference::SCALING_EVENT_INTERVAL;
 use crate::config::{ConfigLookup, ConfigLookupExt, KeyError};
 use crate::events::{Event, Severity};
 
 /// The configuration key of the dedupe interval.
-pub(crate) const EVENT_INTERVAL_KEY: &str = "scaling.event.interval";
+pub(crate) const EVENT_INTERVAL_KEY: &str = SCALING_EVENT_INTERVAL.about.name;
 
 /// The dedupe interval when `scaling.event.interval` is unset (the Flink autoscaler's default).
-pub(crate) const DEFAULT_EVENT_INTERVAL: Duration = Duration::from_secs(30 * 60);
+pub(crate) const DEFAULT_EVENT_INTERVAL: Duration = SCALING_EVENT_INTERVAL.default_or_zero();
 
 /// How many recent events a job keeps by default.
 pub(crate) const DEFAULT_EVENT_CAPACITY: usize = 200;

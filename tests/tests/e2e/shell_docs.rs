@@ -61,8 +61,15 @@ fn completions_name_every_command_and_flag_and_bash_reads_them() {
     let commands = commands();
     // The reader of --help finds flags at all (else every check below would pass vacuously).
     assert!(long_flags("run").contains(&"--plugin-isolation".to_string()));
+    // A nested command's flags are completed too (`config keys --markdown`).
+    let nested = ok(Cli::new(["config", "keys", "--help"]).run()).stdout;
+    assert!(nested.contains("--markdown"), "{nested}");
     for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
         let script = ok(Cli::new(["completions", shell]).run()).stdout;
+        assert!(
+            script.contains("markdown"),
+            "{shell}: no `config keys --markdown`"
+        );
         for command in &commands {
             assert!(script.contains(command.as_str()), "{shell}: no `{command}`");
             for flag in long_flags(command) {
@@ -138,4 +145,23 @@ fn man_pages_cover_every_command_and_flag() {
             );
         }
     }
+}
+
+/// docs/configuration.md is what the binary prints, and the text form names the same keys.
+#[test]
+fn config_keys_markdown_is_docs_configuration_md() {
+    let page = std::fs::read_to_string(crate::harness::repo_root().join("docs/configuration.md"))
+        .expect("docs/configuration.md");
+    let markdown = ok(Cli::new(["config", "keys", "--markdown"]).run()).stdout;
+    assert!(
+        markdown == page,
+        "docs/configuration.md is out of date; regenerate it with \
+         `cargo run -p flowscale -- config keys --markdown > docs/configuration.md`"
+    );
+    let text = ok(Cli::new(["config", "keys"]).run()).stdout;
+    for key in ["utilization.target", "scaling-cooldown-period", "lease-ttl"] {
+        assert!(page.contains(&format!("| `{key}`")), "{key}");
+        assert!(text.contains(&format!("  {key} ")), "{key}");
+    }
+    assert!(!text.contains('|'), "the text form is not a Markdown table");
 }

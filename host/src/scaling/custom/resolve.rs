@@ -18,9 +18,9 @@ use crate::alignment::{NoCustomModes, UncheckedParams, contain};
 use crate::config::{ConfigLookup, ConfigLookupExt, KeyError, closest};
 
 /// The list of evaluator instances (only the first is used).
-pub(crate) const EVALUATORS_KEY: &str = "metrics.custom-evaluators";
+pub(crate) const EVALUATORS_KEY: &str = crate::config::reference::CUSTOM_EVALUATORS.about.name;
 /// The list of executor instances.
-pub(crate) const EXECUTORS_KEY: &str = "scaling.custom-executors";
+pub(crate) const EXECUTORS_KEY: &str = crate::config::reference::CUSTOM_EXECUTORS.about.name;
 
 /// Where evaluators and executors come from: the seam between the pipeline and plugin
 /// discovery, beside [`crate::alignment::ModeCatalog`] for modes. Every lookup defaults to

@@ -1,8 +1,10 @@
-//! The decision pipeline's options, their defaults and their validation (docs/decision-pipeline.md#configuration).
+//! The decision pipeline's options (docs/decision-pipeline.md#configuration). Their names,
+//! fallbacks, defaults and ranges are entries of the configuration reference
+//! (`config::reference`, docs/configuration.md); this file reads them into one struct.
 //!
 //! Keys are canonical (no `job.autoscaler.` prefix). Where the Flink autoscaler still honours a
-//! deprecated key, it is read after the canonical one: `target.utilization` for
-//! `utilization.target`, `scale-up.grace-period` for `scale-down.interval`.
+//! deprecated key, it is the entry's fallback, read after the canonical one: `target.utilization`
+//! for `utilization.target`, `scale-up.grace-period` for `scale-down.interval`.
 //!
 //! Not implemented, hence not read: memory tuning (`memory.tuning.*`), quotas (`quota.*`). The
 //! custom evaluator and executor keys are read where the job's plugins are resolved
@@ -12,7 +14,20 @@ use std::time::Duration;
 
 use jiff::tz::TimeZone;
 
-use crate::config::{ConfigLookup, ConfigLookupExt, DurationRange, KeyError};
+use crate::config::reference::{
+    BACKLOG_PROCESSING_LAG_THRESHOLD, BUSY_TIME_AGGREGATOR, CATCH_UP_DURATION, ENABLED,
+    EXCLUDED_PERIODS, EXCLUDED_PERIODS_TIME_ZONE, GC_PRESSURE_THRESHOLD, HEAP_USAGE_THRESHOLD,
+    HISTORY_MAX_AGE, HISTORY_MAX_COUNT, METRICS_WINDOW, OBSERVED_SCALABILITY_COEFFICIENT_MIN,
+    OBSERVED_SCALABILITY_ENABLED, OBSERVED_SCALABILITY_MIN_OBSERVATIONS,
+    OBSERVED_TPR_LAG_THRESHOLD, OBSERVED_TPR_MIN_OBSERVATIONS, OBSERVED_TPR_SWITCH_THRESHOLD,
+    RESTART_TIME, RESTART_TIME_TRACKING_ENABLED, RESTART_TIME_TRACKING_LIMIT, SCALE_DOWN_INTERVAL,
+    SCALE_DOWN_MAX_FACTOR, SCALE_UP_MAX_FACTOR, SCALING_EFFECTIVENESS_DETECTION_ENABLED,
+    SCALING_EFFECTIVENESS_THRESHOLD, SCALING_ENABLED, SCALING_EVENT_INTERVAL,
+    STABILIZATION_INTERVAL, TARGET_UTILIZATION_BOUNDARY, UTILIZATION_MAX, UTILIZATION_MIN,
+    UTILIZATION_TARGET, VERTEX_EXCLUDE_IDS, VERTEX_MAX_PARALLELISM, VERTEX_MIN_PARALLELISM,
+};
+use crate::config::spec::{BoolKey, DurationKey, FloatKey, IntKey};
+use crate::config::{ConfigLookup, ConfigLookupExt, KeyError};
 
 use super::excluded_periods::ExcludedPeriods;
 
@@ -28,139 +43,151 @@ pub enum BusyTimeAggregator {
     Avg,
 }
 
-/// Every option the decision pipeline reads, with the Flink autoscaler's defaults.
+/// Every option the decision pipeline reads; their defaults are the configuration reference's
+/// (`config::reference`, the Flink autoscaler's except `enabled`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct AutoscalerOptions {
-    /// `enabled` (false): the master switch. The pipeline does not read it; the control loop
+    /// `enabled`: the master switch. The pipeline does not read it; the control loop
     /// decides whether to run a cycle (and clears the job's state when it is off).
     pub enabled: bool,
-    /// `scaling.enabled` (true): false = advisor mode (recommend, do not scale).
+    /// `scaling.enabled`: false = advisor mode (recommend, do not scale).
     pub scaling_enabled: bool,
-    /// `metrics.window` (15 min).
+    /// `metrics.window`.
     pub metrics_window: Duration,
-    /// `stabilization.interval` (5 min).
+    /// `stabilization.interval`.
     pub stabilization_interval: Duration,
-    /// `excluded.periods` (none): daily ranges and Quartz crons, read in
-    /// `excluded.periods.time-zone` (UTC), during which nothing is scaled.
+    /// `excluded.periods`: daily ranges and Quartz crons, read in
+    /// `excluded.periods.time-zone`, during which nothing is scaled.
     pub excluded_periods: ExcludedPeriods,
-    /// `utilization.target` (0.7; deprecated `target.utilization`).
+    /// `utilization.target` (deprecated `target.utilization`).
     pub utilization_target: f64,
-    /// `target.utilization.boundary` (0.3), used when `utilization.max`/`min` are unset.
+    /// `target.utilization.boundary`, used when `utilization.max`/`min` are unset.
     pub target_utilization_boundary: f64,
-    /// `utilization.max` (unset).
+    /// `utilization.max`.
     pub utilization_max: Option<f64>,
-    /// `utilization.min` (unset).
+    /// `utilization.min`.
     pub utilization_min: Option<f64>,
-    /// `scale-down.interval` (1 h; deprecated `scale-up.grace-period`); zero disables the delay.
+    /// `scale-down.interval` (deprecated `scale-up.grace-period`); zero disables the delay.
     pub scale_down_interval: Duration,
-    /// `vertex.min-parallelism` (1).
+    /// `vertex.min-parallelism`.
     pub vertex_min_parallelism: i64,
-    /// `vertex.max-parallelism` (200).
+    /// `vertex.max-parallelism`.
     pub vertex_max_parallelism: i64,
-    /// `scale-down.max-factor` (0.6): the scale factor is at least `1 - x`.
+    /// `scale-down.max-factor`: the scale factor is at least `1 - x`.
     pub scale_down_max_factor: f64,
-    /// `scale-up.max-factor` (100000.0): the scale factor is at most `1 + x`.
+    /// `scale-up.max-factor`: the scale factor is at most `1 + x`.
     pub scale_up_max_factor: f64,
-    /// `catch-up.duration` (30 min); zero disables lag catch-up and the restart term.
+    /// `catch-up.duration`; zero disables lag catch-up and the restart term.
     pub catch_up_duration: Duration,
-    /// `restart.time` (5 min).
+    /// `restart.time`.
     pub restart_time: Duration,
-    /// `restart.time-tracking.enabled` (false).
+    /// `restart.time-tracking.enabled`.
     pub restart_time_tracking_enabled: bool,
-    /// `restart.time-tracking.limit` (15 min).
+    /// `restart.time-tracking.limit`.
     pub restart_time_tracking_limit: Duration,
-    /// `backlog-processing.lag-threshold` (5 min).
+    /// `backlog-processing.lag-threshold`.
     pub backlog_processing_lag_threshold: Duration,
-    /// `observed-true-processing-rate.lag-threshold` (30 s).
+    /// `observed-true-processing-rate.lag-threshold`.
     pub observed_tpr_lag_threshold: Duration,
-    /// `observed-true-processing-rate.switch-threshold` (0.15).
+    /// `observed-true-processing-rate.switch-threshold`.
     pub observed_tpr_switch_threshold: f64,
-    /// `observed-true-processing-rate.min-observations` (2).
+    /// `observed-true-processing-rate.min-observations`.
     pub observed_tpr_min_observations: i64,
-    /// `scaling.effectiveness.detection.enabled` (false).
+    /// `scaling.effectiveness.detection.enabled`.
     pub scaling_effectiveness_detection_enabled: bool,
-    /// `scaling.effectiveness.threshold` (0.1).
+    /// `scaling.effectiveness.threshold`.
     pub scaling_effectiveness_threshold: f64,
-    /// `memory.gc-pressure.threshold` (1.0).
+    /// `memory.gc-pressure.threshold`.
     pub gc_pressure_threshold: f64,
-    /// `memory.heap-usage.threshold` (1.0).
+    /// `memory.heap-usage.threshold`.
     pub heap_usage_threshold: f64,
-    /// `history.max.count` (3).
+    /// `history.max.count`.
     pub history_max_count: i64,
-    /// `history.max.age` (24 h).
+    /// `history.max.age`.
     pub history_max_age: Duration,
-    /// `metrics.busy-time.aggregator` (MAX).
+    /// `metrics.busy-time.aggregator`.
     pub busy_time_aggregator: BusyTimeAggregator,
-    /// `vertex.exclude.ids` (none): vertices never scaled.
+    /// `vertex.exclude.ids`: vertices never scaled.
     pub vertex_exclude_ids: Vec<String>,
-    /// `scaling.event.interval` (30 min): how long identical events are suppressed.
+    /// `scaling.event.interval`: how long identical events are suppressed.
     pub scaling_event_interval: Duration,
-    /// `observed-scalability.enabled` (false).
+    /// `observed-scalability.enabled`.
     pub observed_scalability_enabled: bool,
-    /// `observed-scalability.min-observations` (3).
+    /// `observed-scalability.min-observations`.
     pub observed_scalability_min_observations: i64,
-    /// `observed-scalability.coefficient-min` (0.5).
+    /// `observed-scalability.coefficient-min`.
     pub observed_scalability_coefficient_min: f64,
 }
 
+/// The default of a number key that has one (every one the options default).
+const fn f64_default(key: &FloatKey) -> f64 {
+    match key.default {
+        Some(x) => x,
+        None => f64::NAN,
+    }
+}
+
+/// The default of an integer key that has one.
+const fn i64_default(key: &IntKey) -> i64 {
+    match key.default {
+        Some(x) => x,
+        None => 0,
+    }
+}
+
 impl Default for AutoscalerOptions {
+    /// Every option at the reference's default.
     fn default() -> Self {
         AutoscalerOptions {
-            enabled: false,
-            scaling_enabled: true,
-            metrics_window: Duration::from_secs(15 * 60),
-            stabilization_interval: Duration::from_secs(5 * 60),
+            enabled: ENABLED.default,
+            scaling_enabled: SCALING_ENABLED.default,
+            metrics_window: METRICS_WINDOW.default_or_zero(),
+            stabilization_interval: STABILIZATION_INTERVAL.default_or_zero(),
             excluded_periods: ExcludedPeriods::default(),
-            utilization_target: 0.7,
-            target_utilization_boundary: 0.3,
-            utilization_max: None,
-            utilization_min: None,
-            scale_down_interval: Duration::from_secs(60 * 60),
-            vertex_min_parallelism: 1,
-            vertex_max_parallelism: 200,
-            scale_down_max_factor: 0.6,
-            scale_up_max_factor: 100_000.0,
-            catch_up_duration: Duration::from_secs(30 * 60),
-            restart_time: Duration::from_secs(5 * 60),
-            restart_time_tracking_enabled: false,
-            restart_time_tracking_limit: Duration::from_secs(15 * 60),
-            backlog_processing_lag_threshold: Duration::from_secs(5 * 60),
-            observed_tpr_lag_threshold: Duration::from_secs(30),
-            observed_tpr_switch_threshold: 0.15,
-            observed_tpr_min_observations: 2,
-            scaling_effectiveness_detection_enabled: false,
-            scaling_effectiveness_threshold: 0.1,
-            gc_pressure_threshold: 1.0,
-            heap_usage_threshold: 1.0,
-            history_max_count: 3,
-            history_max_age: Duration::from_secs(24 * 60 * 60),
+            utilization_target: f64_default(&UTILIZATION_TARGET),
+            target_utilization_boundary: f64_default(&TARGET_UTILIZATION_BOUNDARY),
+            utilization_max: UTILIZATION_MAX.default,
+            utilization_min: UTILIZATION_MIN.default,
+            scale_down_interval: SCALE_DOWN_INTERVAL.default_or_zero(),
+            vertex_min_parallelism: i64_default(&VERTEX_MIN_PARALLELISM),
+            vertex_max_parallelism: i64_default(&VERTEX_MAX_PARALLELISM),
+            scale_down_max_factor: f64_default(&SCALE_DOWN_MAX_FACTOR),
+            scale_up_max_factor: f64_default(&SCALE_UP_MAX_FACTOR),
+            catch_up_duration: CATCH_UP_DURATION.default_or_zero(),
+            restart_time: RESTART_TIME.default_or_zero(),
+            restart_time_tracking_enabled: RESTART_TIME_TRACKING_ENABLED.default,
+            restart_time_tracking_limit: RESTART_TIME_TRACKING_LIMIT.default_or_zero(),
+            backlog_processing_lag_threshold: BACKLOG_PROCESSING_LAG_THRESHOLD.default_or_zero(),
+            observed_tpr_lag_threshold: OBSERVED_TPR_LAG_THRESHOLD.default_or_zero(),
+            observed_tpr_switch_threshold: f64_default(&OBSERVED_TPR_SWITCH_THRESHOLD),
+            observed_tpr_min_observations: i64_default(&OBSERVED_TPR_MIN_OBSERVATIONS),
+            scaling_effectiveness_detection_enabled: SCALING_EFFECTIVENESS_DETECTION_ENABLED
+                .default,
+            scaling_effectiveness_threshold: f64_default(&SCALING_EFFECTIVENESS_THRESHOLD),
+            gc_pressure_threshold: f64_default(&GC_PRESSURE_THRESHOLD),
+            heap_usage_threshold: f64_default(&HEAP_USAGE_THRESHOLD),
+            history_max_count: i64_default(&HISTORY_MAX_COUNT),
+            history_max_age: HISTORY_MAX_AGE.default_or_zero(),
             busy_time_aggregator: BusyTimeAggregator::Max,
             vertex_exclude_ids: Vec::new(),
-            scaling_event_interval: Duration::from_secs(30 * 60),
-            observed_scalability_enabled: false,
-            observed_scalability_min_observations: 3,
-            observed_scalability_coefficient_min: 0.5,
+            scaling_event_interval: SCALING_EVENT_INTERVAL.default_or_zero(),
+            observed_scalability_enabled: OBSERVED_SCALABILITY_ENABLED.default,
+            observed_scalability_min_observations: i64_default(
+                &OBSERVED_SCALABILITY_MIN_OBSERVATIONS,
+            ),
+            observed_scalability_coefficient_min: f64_default(
+                &OBSERVED_SCALABILITY_COEFFICIENT_MIN,
+            ),
         }
     }
 }
 
-/// Zero up to a year, for durations whose zero is harmless and needs no note.
-const UP_TO_A_YEAR: DurationRange = DurationRange {
-    min: Duration::ZERO,
-    max: crate::config::MAX_DURATION,
-    zero_means: None,
-};
-
-/// The highest parallelism Flink accepts for a vertex (its maximum max-parallelism, 2^15):
-/// a limit above it can never be reached, so it is a configuration mistake.
-pub(super) const FLINK_MAX_PARALLELISM: i64 = 32_768;
-
 /// The canonical key the Flink autoscaler names in "Scaling execution disabled by config" reports.
-pub(crate) const SCALING_ENABLED_KEY: &str = "scaling.enabled";
+pub(crate) const SCALING_ENABLED_KEY: &str = SCALING_ENABLED.about.name;
 /// The canonical key of the excluded periods.
-pub(crate) const EXCLUDED_PERIODS_KEY: &str = "excluded.periods";
+pub(crate) const EXCLUDED_PERIODS_KEY: &str = EXCLUDED_PERIODS.about.name;
 /// The IANA time zone in which the excluded periods are read.
-pub(crate) const EXCLUDED_PERIODS_TIME_ZONE_KEY: &str = "excluded.periods.time-zone";
+const EXCLUDED_PERIODS_TIME_ZONE_KEY: &str = EXCLUDED_PERIODS_TIME_ZONE.about.name;
 
 /// Collects typed reads, keeping every error instead of stopping at the first.
 struct Reader<'a, C: ConfigLookup + ?Sized> {
@@ -178,43 +205,45 @@ impl<C: ConfigLookup + ?Sized> Reader<'_, C> {
             }
         }
     }
-    /// The first of `keys` that is set (canonical first, deprecated after).
-    fn first_set<'k>(&self, keys: &[&'k str]) -> &'k str {
-        keys.iter()
-            .copied()
+    /// The first of the key's names that is set (canonical first, fallbacks after).
+    fn first_set(&self, name: &'static str, fallbacks: &[&'static str]) -> &'static str {
+        std::iter::once(name)
+            .chain(fallbacks.iter().copied())
             .find(|k| self.config.get(k).is_some())
-            .unwrap_or(keys[0])
+            .unwrap_or(name)
     }
-    fn f64(&mut self, keys: &[&str], default: f64) -> f64 {
-        let key = self.first_set(keys);
-        let r = self.config.f64_or(key, default);
+    fn f64(&mut self, key: &FloatKey) -> f64 {
+        let name = self.first_set(key.about.name, key.about.fallbacks);
+        let default = f64_default(key);
+        let r = self.config.f64_or(name, default);
         self.keep(r, default)
     }
-    fn f64_opt(&mut self, key: &str) -> Option<f64> {
-        let r = self.config.f64_opt(key);
-        self.keep(r, None)
+    fn f64_opt(&mut self, key: &FloatKey) -> Option<f64> {
+        let r = self.config.f64_opt(key.about.name);
+        self.keep(r, key.default)
     }
-    fn i64(&mut self, key: &str, default: i64) -> i64 {
-        let r = self.config.i64_or(key, default);
+    fn i64(&mut self, key: &IntKey) -> i64 {
+        let default = i64_default(key);
+        let r = self.config.i64_or(key.about.name, default);
         self.keep(r, default)
     }
-    fn bool(&mut self, key: &str, default: bool) -> bool {
-        let r = self.config.bool_or(key, default);
-        self.keep(r, default)
+    fn bool(&mut self, key: &BoolKey) -> bool {
+        let r = self.config.bool_or(key.about.name, key.default);
+        self.keep(r, key.default)
     }
-    fn duration(&mut self, keys: &[&str], default: Duration, range: DurationRange) -> Duration {
-        let key = self.first_set(keys);
-        let r = self.config.duration_in(key, default, range);
+    fn duration(&mut self, key: &DurationKey) -> Duration {
+        let name = self.first_set(key.about.name, key.about.fallbacks);
+        let default = key.default_or_zero();
+        let r = self.config.duration_in(name, default, key.range);
         self.keep(r, default)
     }
     /// `metrics.busy-time.aggregator`.
     fn busy_time_aggregator(&mut self) -> BusyTimeAggregator {
-        let busy = self.config.choice_or(
-            "metrics.busy-time.aggregator",
-            &["MAX", "MIN", "AVG"],
-            "MAX",
-        );
-        match self.keep(busy, "MAX") {
+        let key = &BUSY_TIME_AGGREGATOR;
+        let busy = self
+            .config
+            .choice_or(key.about.name, key.choices, key.default);
+        match self.keep(busy, key.default) {
             "MIN" => BusyTimeAggregator::Min,
             "AVG" => BusyTimeAggregator::Avg,
             _ => BusyTimeAggregator::Max,
@@ -255,128 +284,50 @@ impl<C: ConfigLookup + ?Sized> Reader<'_, C> {
         busy_time_aggregator: BusyTimeAggregator,
         excluded_periods: ExcludedPeriods,
     ) -> AutoscalerOptions {
-        let d = AutoscalerOptions::default();
         AutoscalerOptions {
-            enabled: self.bool("enabled", d.enabled),
-            scaling_enabled: self.bool(SCALING_ENABLED_KEY, d.scaling_enabled),
-            metrics_window: self.duration(
-                &["metrics.window"],
-                d.metrics_window,
-                DurationRange::POSITIVE,
-            ),
-            stabilization_interval: self.duration(
-                &["stabilization.interval"],
-                d.stabilization_interval,
-                DurationRange::zero_or_up_to_a_year(
-                    "collects metrics right after a start or rescale",
-                ),
-            ),
+            enabled: self.bool(&ENABLED),
+            scaling_enabled: self.bool(&SCALING_ENABLED),
+            metrics_window: self.duration(&METRICS_WINDOW),
+            stabilization_interval: self.duration(&STABILIZATION_INTERVAL),
             excluded_periods,
-            utilization_target: self.f64(
-                &["utilization.target", "target.utilization"],
-                d.utilization_target,
-            ),
-            target_utilization_boundary: self.f64(
-                &["target.utilization.boundary"],
-                d.target_utilization_boundary,
-            ),
-            utilization_max: self.f64_opt("utilization.max"),
-            utilization_min: self.f64_opt("utilization.min"),
-            scale_down_interval: self.duration(
-                &["scale-down.interval", "scale-up.grace-period"],
-                d.scale_down_interval,
-                DurationRange::zero_or_up_to_a_year("disables the scale-down delay"),
-            ),
-            vertex_min_parallelism: self.i64("vertex.min-parallelism", d.vertex_min_parallelism),
-            vertex_max_parallelism: self.i64("vertex.max-parallelism", d.vertex_max_parallelism),
-            scale_down_max_factor: self.f64(&["scale-down.max-factor"], d.scale_down_max_factor),
-            scale_up_max_factor: self.f64(&["scale-up.max-factor"], d.scale_up_max_factor),
-            catch_up_duration: self.duration(
-                &["catch-up.duration"],
-                d.catch_up_duration,
-                DurationRange::zero_or_up_to_a_year("disables lag catch-up and the restart term"),
-            ),
-            restart_time: self.duration(&["restart.time"], d.restart_time, UP_TO_A_YEAR),
-            restart_time_tracking_enabled: self.bool(
-                "restart.time-tracking.enabled",
-                d.restart_time_tracking_enabled,
-            ),
-            restart_time_tracking_limit: self.duration(
-                &["restart.time-tracking.limit"],
-                d.restart_time_tracking_limit,
-                UP_TO_A_YEAR,
-            ),
-            backlog_processing_lag_threshold: self.duration(
-                &["backlog-processing.lag-threshold"],
-                d.backlog_processing_lag_threshold,
-                UP_TO_A_YEAR,
-            ),
-            observed_tpr_lag_threshold: self.duration(
-                &["observed-true-processing-rate.lag-threshold"],
-                d.observed_tpr_lag_threshold,
-                UP_TO_A_YEAR,
-            ),
-            observed_tpr_switch_threshold: self.f64(
-                &["observed-true-processing-rate.switch-threshold"],
-                d.observed_tpr_switch_threshold,
-            ),
-            observed_tpr_min_observations: self.i64(
-                "observed-true-processing-rate.min-observations",
-                d.observed_tpr_min_observations,
-            ),
-            scaling_effectiveness_detection_enabled: self.bool(
-                "scaling.effectiveness.detection.enabled",
-                d.scaling_effectiveness_detection_enabled,
-            ),
-            scaling_effectiveness_threshold: self.f64(
-                &["scaling.effectiveness.threshold"],
-                d.scaling_effectiveness_threshold,
-            ),
-            gc_pressure_threshold: self
-                .f64(&["memory.gc-pressure.threshold"], d.gc_pressure_threshold),
-            heap_usage_threshold: self
-                .f64(&["memory.heap-usage.threshold"], d.heap_usage_threshold),
-            history_max_count: self.i64("history.max.count", d.history_max_count),
-            history_max_age: self.duration(&["history.max.age"], d.history_max_age, UP_TO_A_YEAR),
+            utilization_target: self.f64(&UTILIZATION_TARGET),
+            target_utilization_boundary: self.f64(&TARGET_UTILIZATION_BOUNDARY),
+            utilization_max: self.f64_opt(&UTILIZATION_MAX),
+            utilization_min: self.f64_opt(&UTILIZATION_MIN),
+            scale_down_interval: self.duration(&SCALE_DOWN_INTERVAL),
+            vertex_min_parallelism: self.i64(&VERTEX_MIN_PARALLELISM),
+            vertex_max_parallelism: self.i64(&VERTEX_MAX_PARALLELISM),
+            scale_down_max_factor: self.f64(&SCALE_DOWN_MAX_FACTOR),
+            scale_up_max_factor: self.f64(&SCALE_UP_MAX_FACTOR),
+            catch_up_duration: self.duration(&CATCH_UP_DURATION),
+            restart_time: self.duration(&RESTART_TIME),
+            restart_time_tracking_enabled: self.bool(&RESTART_TIME_TRACKING_ENABLED),
+            restart_time_tracking_limit: self.duration(&RESTART_TIME_TRACKING_LIMIT),
+            backlog_processing_lag_threshold: self.duration(&BACKLOG_PROCESSING_LAG_THRESHOLD),
+            observed_tpr_lag_threshold: self.duration(&OBSERVED_TPR_LAG_THRESHOLD),
+            observed_tpr_switch_threshold: self.f64(&OBSERVED_TPR_SWITCH_THRESHOLD),
+            observed_tpr_min_observations: self.i64(&OBSERVED_TPR_MIN_OBSERVATIONS),
+            scaling_effectiveness_detection_enabled: self
+                .bool(&SCALING_EFFECTIVENESS_DETECTION_ENABLED),
+            scaling_effectiveness_threshold: self.f64(&SCALING_EFFECTIVENESS_THRESHOLD),
+            gc_pressure_threshold: self.f64(&GC_PRESSURE_THRESHOLD),
+            heap_usage_threshold: self.f64(&HEAP_USAGE_THRESHOLD),
+            history_max_count: self.i64(&HISTORY_MAX_COUNT),
+            history_max_age: self.duration(&HISTORY_MAX_AGE),
             busy_time_aggregator,
-            vertex_exclude_ids: self.config.list("vertex.exclude.ids"),
-            scaling_event_interval: self.duration(
-                &["scaling.event.interval"],
-                d.scaling_event_interval,
-                DurationRange::zero_or_up_to_a_year("reports every identical event"),
-            ),
-            observed_scalability_enabled: self.bool(
-                "observed-scalability.enabled",
-                d.observed_scalability_enabled,
-            ),
-            observed_scalability_min_observations: self.i64(
-                "observed-scalability.min-observations",
-                d.observed_scalability_min_observations,
-            ),
-            observed_scalability_coefficient_min: self.f64(
-                &["observed-scalability.coefficient-min"],
-                d.observed_scalability_coefficient_min,
-            ),
+            vertex_exclude_ids: self.config.list(VERTEX_EXCLUDE_IDS.about.name),
+            scaling_event_interval: self.duration(&SCALING_EVENT_INTERVAL),
+            observed_scalability_enabled: self.bool(&OBSERVED_SCALABILITY_ENABLED),
+            observed_scalability_min_observations: self.i64(&OBSERVED_SCALABILITY_MIN_OBSERVATIONS),
+            observed_scalability_coefficient_min: self.f64(&OBSERVED_SCALABILITY_COEFFICIENT_MIN),
         }
     }
-    /// `value` in `(min, max]`.
-    fn range_above(&mut self, key: &str, value: f64, min: f64, max: f64) {
-        if !(value > min && value <= max) {
-            self.errors.push(KeyError::new(
-                key,
-                format!("must be in ({min}, {max}], got {value}"),
-            ));
-        }
-    }
-    fn range(&mut self, key: &str, value: f64, min: f64, max: f64) {
-        if !(min..=max).contains(&value) {
-            let bound = if max.is_infinite() {
-                format!("must be >= {min}")
-            } else {
-                format!("must be between {min} and {max}")
-            };
-            self.errors
-                .push(KeyError::new(key, format!("{bound}, got {value}")));
+    /// `value` within the reference's range of `key` (the spelling that was set is named),
+    /// a bound given by `utilization.target` resolved to `target`.
+    fn range(&mut self, key: &FloatKey, value: f64, target: f64) {
+        let name = self.first_set(key.about.name, key.about.fallbacks);
+        if let Err(message) = key.check(value, |_| target) {
+            self.errors.push(KeyError::new(name, message));
         }
     }
 }
@@ -400,73 +351,58 @@ impl AutoscalerOptions {
         }
     }
 
-    /// The Flink autoscaler's validator ranges, plus positive parallelism limits (a limit below 1 would
-    /// let a vertex be scaled to parallelism 0, which the Flink autoscaler rejects later with an error).
+    /// The Flink autoscaler's validator ranges (the reference's), plus positive parallelism
+    /// limits (a limit below 1 would let a vertex be scaled to parallelism 0, which the Flink
+    /// autoscaler rejects later with an error).
     fn validate_into<C: ConfigLookup + ?Sized>(&self, r: &mut Reader<'_, C>) {
-        let inf = f64::INFINITY;
-        r.range(
-            "scale-down.max-factor",
-            self.scale_down_max_factor,
-            0.0,
-            inf,
-        );
-        r.range("scale-up.max-factor", self.scale_up_max_factor, 0.0, inf);
-        let target_key = r.first_set(&["utilization.target", "target.utilization"]);
+        let target = self.utilization_target;
         // A target of 0 would make every vertex look infinitely overloaded (the first decision
-        // scales all of them to their maximum), hence the open lower bound.
-        r.range_above(target_key, self.utilization_target, 0.0, 1.0);
-        r.range(
-            "target.utilization.boundary",
-            self.target_utilization_boundary,
-            0.0,
-            inf,
-        );
-        if let Some(max) = self.utilization_max {
-            r.range("utilization.max", max, self.utilization_target, 1.0);
+        // scales all of them to their maximum), hence the open lower bound of its range.
+        for (key, value) in [
+            (&SCALE_DOWN_MAX_FACTOR, Some(self.scale_down_max_factor)),
+            (&SCALE_UP_MAX_FACTOR, Some(self.scale_up_max_factor)),
+            (&UTILIZATION_TARGET, Some(self.utilization_target)),
+            (
+                &TARGET_UTILIZATION_BOUNDARY,
+                Some(self.target_utilization_boundary),
+            ),
+            (&UTILIZATION_MAX, self.utilization_max),
+            (&UTILIZATION_MIN, self.utilization_min),
+            (&GC_PRESSURE_THRESHOLD, Some(self.gc_pressure_threshold)),
+            (&HEAP_USAGE_THRESHOLD, Some(self.heap_usage_threshold)),
+        ] {
+            if let Some(value) = value {
+                r.range(key, value, target);
+            }
         }
-        if let Some(min) = self.utilization_min {
-            r.range_above("utilization.min", min, 0.0, self.utilization_target);
-        }
-        r.range(
-            "memory.gc-pressure.threshold",
-            self.gc_pressure_threshold,
-            0.0,
-            1.0,
-        );
-        r.range(
-            "memory.heap-usage.threshold",
-            self.heap_usage_threshold,
-            0.0,
-            1.0,
-        );
+        // Checked only when the feature that reads them is on (`checked_when`), as in Flink.
         if self.observed_scalability_enabled {
             r.range(
-                "observed-scalability.coefficient-min",
+                &OBSERVED_SCALABILITY_COEFFICIENT_MIN,
                 self.observed_scalability_coefficient_min,
-                0.01,
-                1.0,
+                target,
             );
         }
         if self.scaling_effectiveness_detection_enabled {
             r.range(
-                "scaling.effectiveness.threshold",
+                &SCALING_EFFECTIVENESS_THRESHOLD,
                 self.scaling_effectiveness_threshold,
-                0.0,
-                1.0,
+                target,
             );
         }
         let limits = [
-            ("vertex.min-parallelism", self.vertex_min_parallelism),
-            ("vertex.max-parallelism", self.vertex_max_parallelism),
+            (&VERTEX_MIN_PARALLELISM, self.vertex_min_parallelism),
+            (&VERTEX_MAX_PARALLELISM, self.vertex_max_parallelism),
         ];
         let mut limits_valid = true;
         for (key, value) in limits {
-            if !(1..=FLINK_MAX_PARALLELISM).contains(&value) {
+            let (min, max) = key.range.unwrap_or((i64::MIN, i64::MAX));
+            if !(min..=max).contains(&value) {
                 limits_valid = false;
                 r.errors.push(KeyError::new(
-                    key,
+                    key.about.name,
                     format!(
-                        "must be between 1 and {FLINK_MAX_PARALLELISM} (Flink's highest parallelism), got {value}"
+                        "must be between {min} and {max} (Flink's highest parallelism), got {value}"
                     ),
                 ));
             }
@@ -474,10 +410,12 @@ impl AutoscalerOptions {
         // With min above max no target is ever within both limits: the job would never scale.
         if limits_valid && self.vertex_min_parallelism > self.vertex_max_parallelism {
             r.errors.push(KeyError::new(
-                "vertex.min-parallelism",
+                VERTEX_MIN_PARALLELISM.about.name,
                 format!(
-                    "must be at most vertex.max-parallelism ({}), got {}",
-                    self.vertex_max_parallelism, self.vertex_min_parallelism
+                    "must be at most {} ({}), got {}",
+                    VERTEX_MAX_PARALLELISM.about.name,
+                    self.vertex_max_parallelism,
+                    self.vertex_min_parallelism
                 ),
             ));
         }
@@ -512,6 +450,7 @@ mod tests {
     use super::*;
 
     use crate::config::config_map as cfg;
+    use crate::config::reference::FLINK_MAX_PARALLELISM;
 
     #[test]
     fn defaults_are_the_flink_autoscalers() {
