@@ -4,15 +4,14 @@
 //! deprecated key, it is read after the canonical one: `target.utilization` for
 //! `utilization.target`, `scale-up.grace-period` for `scale-down.interval`.
 //!
-//! Not implemented, hence not read: memory tuning (`memory.tuning.*`), quotas (`quota.*`). The
-//! custom evaluator and executor keys are read where the job's plugins are resolved
+//! Not implemented, hence not read: memory tuning (`memory.tuning.*`). The custom evaluator and executor keys are read where the job's plugins are resolved
 //! (`scaling::custom`, docs/plugin-kinds.md).
 
 use std::time::Duration;
 
 use jiff::tz::TimeZone;
 
-use crate::config::{ConfigLookup, ConfigLookupExt, DurationRange, KeyError};
+use crate::config::{ConfigLookup, ConfigLookupExt, DurationRange, KeyError, parse_memory_size};
 
 use super::excluded_periods::ExcludedPeriods;
 
@@ -101,6 +100,12 @@ pub struct AutoscalerOptions {
     pub observed_scalability_min_observations: i64,
     /// `observed-scalability.coefficient-min` (0.5).
     pub observed_scalability_coefficient_min: f64,
+    /// `quota.cpu` (unset): the CPU cores the job's TaskManagers may have together; a scale-up
+    /// that needs more TaskManagers than fit is blocked (docs/decision-pipeline.md#resource-quota).
+    pub quota_cpu: Option<f64>,
+    /// `quota.memory` (unset): the TaskManager process memory, in bytes, the job may have
+    /// together (Flink's memory size syntax, e.g. `16 gb`).
+    pub quota_memory: Option<u64>,
 }
 
 impl Default for AutoscalerOptions {
@@ -140,6 +145,8 @@ impl Default for AutoscalerOptions {
             observed_scalability_enabled: false,
             observed_scalability_min_observations: 3,
             observed_scalability_coefficient_min: 0.5,
+            quota_cpu: None,
+            quota_memory: None,
         }
     }
 }
@@ -154,6 +161,11 @@ const UP_TO_A_YEAR: DurationRange = DurationRange {
 /// The highest parallelism Flink accepts for a vertex (its maximum max-parallelism, 2^15):
 /// a limit above it can never be reached, so it is a configuration mistake.
 pub(super) const FLINK_MAX_PARALLELISM: i64 = 32_768;
+
+/// The CPU quota's key.
+pub(crate) const QUOTA_CPU_KEY: &str = "quota.cpu";
+/// The memory quota's key.
+pub(crate) const QUOTA_MEMORY_KEY: &str = "quota.memory";
 
 /// The canonical key the Flink autoscaler names in "Scaling execution disabled by config" reports.
 pub(crate) const SCALING_ENABLED_KEY: &str = "scaling.enabled";
@@ -193,6 +205,17 @@ impl<C: ConfigLookup + ?Sized> Reader<'_, C> {
     fn f64_opt(&mut self, key: &str) -> Option<f64> {
         let r = self.config.f64_opt(key);
         self.keep(r, None)
+    }
+    /// An optional memory size in Flink's syntax (`16 gb`), in bytes.
+    fn memory_size_opt(&mut self, key: &str) -> Option<u64> {
+        let raw = self.config.get(key)?;
+        match parse_memory_size(raw) {
+            Ok(bytes) => Some(bytes),
+            Err(e) => {
+                self.errors.push(KeyError::new(key, e.to_string()));
+                None
+            }
+        }
     }
     fn i64(&mut self, key: &str, default: i64) -> i64 {
         let r = self.config.i64_or(key, default);
@@ -357,6 +380,8 @@ impl<C: ConfigLookup + ?Sized> Reader<'_, C> {
                 &["observed-scalability.coefficient-min"],
                 d.observed_scalability_coefficient_min,
             ),
+            quota_cpu: self.f64_opt(QUOTA_CPU_KEY),
+            quota_memory: self.memory_size_opt(QUOTA_MEMORY_KEY),
         }
     }
     /// `value` in `(min, max]`.
@@ -439,6 +464,11 @@ impl AutoscalerOptions {
             0.0,
             1.0,
         );
+        // A negative quota would block every scale-up, even when the TaskManagers' size is not
+        // known (which counts as 0 cores); NaN would never block. Both are mistakes.
+        if let Some(cpu) = self.quota_cpu {
+            r.range(QUOTA_CPU_KEY, cpu, 0.0, inf);
+        }
         if self.observed_scalability_enabled {
             r.range(
                 "observed-scalability.coefficient-min",
@@ -750,6 +780,57 @@ mod tests {
             .find(|e| e.key == "excluded.periods")
             .expect("the period's error");
         assert!(period.message.contains("'?'"), "{}", period.message);
+    }
+
+    #[test]
+    fn quotas_are_read_in_every_spelling() {
+        let o = AutoscalerOptions::from_config(&cfg(&[])).unwrap();
+        assert_eq!((o.quota_cpu, o.quota_memory), (None, None));
+        let o = AutoscalerOptions::from_config(&cfg(&[
+            ("quota.cpu", "12.5"),
+            ("quota.memory", "16 gb"),
+        ]))
+        .unwrap();
+        assert_eq!(o.quota_cpu, Some(12.5));
+        // 16 · 2^30 bytes: Flink's units are binary.
+        assert_eq!(o.quota_memory, Some(17_179_869_184));
+        // Both autoscaler prefixes, through the job configuration that maps them.
+        let config = crate::config::JobConfig::from_pairs([
+            ("job.autoscaler.quota.cpu", "4"),
+            ("kubernetes.operator.job.autoscaler.quota.memory", "1536m"),
+        ]);
+        let o = AutoscalerOptions::from_config(&config).unwrap();
+        assert_eq!(o.quota_cpu, Some(4.0));
+        assert_eq!(o.quota_memory, Some(1536 * 1024 * 1024));
+    }
+
+    #[test]
+    fn bad_quotas_name_their_key_and_what_is_valid() {
+        let e = only_error(&[("quota.cpu", "-1")]);
+        assert!(e.contains("`quota.cpu`: must be >= 0, got -1"), "{e}");
+        let e = only_error(&[("quota.cpu", "NaN")]);
+        assert!(e.contains("`quota.cpu`: must be >= 0, got NaN"), "{e}");
+        let e = only_error(&[("quota.cpu", "four")]);
+        assert!(
+            e.contains("`quota.cpu`: expected a number, got `four`"),
+            "{e}"
+        );
+        let e = only_error(&[("quota.memory", "16 GiB")]);
+        assert!(
+            e.contains("`quota.memory`") && e.contains("unknown memory unit `gib`"),
+            "{e}"
+        );
+        assert!(e.contains("gibibytes"), "{e}");
+        let e = only_error(&[("quota.memory", "a lot")]);
+        assert!(
+            e.contains("`quota.memory`") && e.contains("is not a memory size"),
+            "{e}"
+        );
+        // Both at once: every error is reported.
+        let errs =
+            AutoscalerOptions::from_config(&cfg(&[("quota.cpu", "-2"), ("quota.memory", "-3g")]))
+                .unwrap_err();
+        assert_eq!(errs.len(), 2, "{errs:?}");
     }
 
     #[test]
