@@ -97,6 +97,7 @@ impl SimJob {
                 max_parallelism: key_groups,
                 source_partitions: if v == 0 { 48 } else { 0 },
                 finished: false,
+                slot_sharing_group: None,
             })
             .collect();
         let mut edges = vec![
@@ -128,6 +129,7 @@ impl SimJob {
                 edges,
                 metrics: BTreeMap::new(),
                 global: BTreeMap::new(),
+                task_managers: None,
             },
             records: vec![0.0; VERTICES],
             state: JobScalingState::default(),

@@ -30,6 +30,9 @@ pub enum EventReason {
     ModeFallback,
     /// Scaling was blocked by GC or heap pressure.
     MemoryPressure,
+    /// A scale-up was blocked: the TaskManagers it needs would exceed `quota.cpu` or
+    /// `quota.memory`. Nothing was applied.
+    ResourceQuotaReached,
     /// An engine could not be reached or refused a request.
     EngineError,
     /// The engine no longer knows the job (deleted from the cluster): its loop stops, or, when
@@ -107,6 +110,7 @@ impl EventReason {
             EventReason::PluginSkipped => "PluginSkipped",
             EventReason::ModeFallback => "ModeFallback",
             EventReason::MemoryPressure => "MemoryPressure",
+            EventReason::ResourceQuotaReached => "ResourceQuotaReached",
             EventReason::EngineError => "EngineError",
             EventReason::JobGone => "JobGone",
             EventReason::AutoscalerError => "AutoscalerError",

@@ -145,6 +145,24 @@ fn rescales_a_real_flink_job_in_place() {
         "{:?}",
         first.global
     );
+    // The resource quota's inputs: one TaskManager of `cluster.sh` (8 slots, process size
+    // 1536m, no CPU configured: Flink gives it its slot count, 8), every vertex in the
+    // default slot-sharing group.
+    assert_eq!(
+        first.task_managers,
+        Some(flowscale::engine::TaskManagerResources {
+            cpu_cores: Some(8.0),
+            memory_bytes: Some(1536 << 20),
+            slots: Some(8),
+        })
+    );
+    let groups: std::collections::BTreeSet<_> = first
+        .vertices
+        .iter()
+        .map(|v| v.slot_sharing_group.clone())
+        .collect();
+    assert_eq!(groups.len(), 1, "{groups:?}");
+    assert!(groups.iter().all(Option::is_some), "{groups:?}");
     assert!(
         first.metrics[&cost]
             .aggregated

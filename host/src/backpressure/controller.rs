@@ -260,6 +260,7 @@ mod tests {
             max_parallelism: 128,
             source_partitions: 0,
             finished: false,
+            slot_sharing_group: None,
         }
     }
 
@@ -321,6 +322,7 @@ mod tests {
             .into_iter()
             .collect(),
             global: Default::default(),
+            task_managers: None,
         }
     }
 

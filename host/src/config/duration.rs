@@ -32,18 +32,11 @@ pub(crate) enum DurationError {
 /// Units (case-insensitive): `ns`, `us`/`µs`, `ms`, `s`/`sec`/`secs`/`second`/`seconds`,
 /// `m`/`min`/`mins`/`minute`/`minutes`, `h`/`hour`/`hours`, `d`/`day`/`days`; no unit means ms.
 pub(crate) fn parse_duration(text: &str) -> Result<Duration, DurationError> {
-    let trimmed = text.trim();
-    let split = trimmed
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(trimmed.len());
-    let (number, unit) = trimmed.split_at(split);
-    if number.is_empty() {
-        return Err(DurationError::NotADuration(text.to_string()));
-    }
+    let (number, unit) =
+        number_and_unit(text).ok_or_else(|| DurationError::NotADuration(text.to_string()))?;
     let value: u64 = number
         .parse()
         .map_err(|_| DurationError::NumberTooLarge(text.to_string()))?;
-    let unit = unit.trim().to_ascii_lowercase();
     let nanos_per_unit: u128 = match unit.as_str() {
         "" | "ms" | "milli" | "millis" | "millisecond" | "milliseconds" => 1_000_000,
         "ns" | "nano" | "nanos" | "nanosecond" | "nanoseconds" => 1,
@@ -63,6 +56,17 @@ pub(crate) fn parse_duration(text: &str) -> Result<Duration, DurationError> {
     let secs = u64::try_from(nanos / 1_000_000_000)
         .map_err(|_| DurationError::TooLarge(text.to_string()))?;
     Ok(Duration::new(secs, (nanos % 1_000_000_000) as u32))
+}
+
+/// The leading digits of `text` (trimmed) and the unit after them, trimmed and lower-cased,
+/// as Flink's duration and memory size parsers split a value; `None` without leading digits.
+pub(crate) fn number_and_unit(text: &str) -> Option<(&str, String)> {
+    let trimmed = text.trim();
+    let split = trimmed
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(trimmed.len());
+    let (number, unit) = trimmed.split_at(split);
+    (!number.is_empty()).then(|| (number, unit.trim().to_ascii_lowercase()))
 }
 
 /// The longest duration any option accepts: a year. Nothing flowscale waits for is meant to be

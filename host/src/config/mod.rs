@@ -14,6 +14,7 @@ mod job;
 mod keys;
 mod known;
 mod lookup;
+mod memory_size;
 pub(crate) mod reference;
 mod rest_url;
 mod server_files;
@@ -38,6 +39,7 @@ pub(crate) use isolation::{DEFAULT_PLUGIN_CALL_TIMEOUT, PluginIsolation};
 pub use job::JobConfig;
 pub(crate) use job::Origin;
 pub(crate) use known::KeyPolicy;
+pub(crate) use memory_size::parse_memory_size;
 pub use server_files::TlsFiles;
 pub(crate) use server_files::{load_tls_files, load_token_file};
 

@@ -485,6 +485,30 @@ reference! {
         max: Bound::Closed(1.0),
         checked_when: Some("observed-scalability.enabled"),
     };
+    /// Negative would block every scale-up even where the TaskManagers' size is unknown.
+    QUOTA_CPU: FloatKey = FloatKey {
+        about: About::new(
+            "quota.cpu",
+            Pipeline,
+            "the CPU cores the job's TaskManagers may have together; a scale-up past it is blocked (ResourceQuotaReached)",
+        ),
+        default: None,
+        unset: "no CPU quota",
+        min: Bound::Closed(0.0),
+        max: Bound::None,
+        checked_when: None,
+    };
+    QUOTA_MEMORY: TextKey = TextKey {
+        about: About::new(
+            "quota.memory",
+            Pipeline,
+            "the TaskManager process memory the job may have together; a scale-up past it is blocked (ResourceQuotaReached)",
+        ),
+        type_name: "memory size",
+        default: None,
+        unset: "no memory quota",
+        valid: "Flink's memory size, binary units: `16 gb`, `1536m`, `512 mb`",
+    };
 
     // --- Backpressure ----------------------------------------------------------------------
     BACKPRESSURE_ENABLED: BoolKey = BoolKey {

@@ -10,7 +10,7 @@ pub mod replay;
 
 pub use observation::{
     AggregatedMetric, EngineError, IoMetrics, JobObservation, JobStatus, ObservedEdge,
-    ObservedVertex, SubtaskMetrics, VertexMetrics,
+    ObservedVertex, SubtaskMetrics, TaskManagerResources, VertexMetrics,
 };
 
 use std::collections::BTreeMap;

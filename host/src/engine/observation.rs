@@ -40,6 +40,11 @@ pub struct ObservedVertex {
     /// True once the vertex has finished (bounded inputs).
     #[serde(default)]
     pub finished: bool,
+    /// The vertex's slot-sharing group (Flink: `slotSharingGroupId` of the job details), when
+    /// the engine reports one. Vertices of one group share slots: the group needs as many
+    /// slots as its widest vertex (docs/decision-pipeline.md#resource-quota).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slot_sharing_group: Option<String>,
 }
 
 /// An edge as observed.
@@ -157,6 +162,22 @@ impl VertexMetrics {
     }
 }
 
+/// The size of one TaskManager of the job's cluster, as far as the engine can tell (each
+/// field `None` when it cannot). The resource quota multiplies it by the number of
+/// TaskManagers an operation needs (docs/decision-pipeline.md#resource-quota).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct TaskManagerResources {
+    /// CPU cores of one TaskManager.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_cores: Option<f64>,
+    /// Total process memory of one TaskManager, in bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_bytes: Option<u64>,
+    /// Task slots per TaskManager (`taskmanager.numberOfTaskSlots`), at least 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slots: Option<u32>,
+}
+
 /// One observation of a job.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct JobObservation {
@@ -174,6 +195,10 @@ pub struct JobObservation {
     /// Job-manager / task-manager level metrics (`taskSlotsTotal`, `taskSlotsAvailable`, ...).
     #[serde(default)]
     pub global: BTreeMap<String, f64>,
+    /// The size of one TaskManager, when the engine reports it (recorded observations and
+    /// engines that do not know it leave it out).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_managers: Option<TaskManagerResources>,
 }
 
 /// Why an engine could not answer or act. Never fatal for the host: the loop records an event

@@ -189,6 +189,8 @@ impl Cycle<'_> {
             topology: sdk_topology,
             graph: topology,
             observed: &observation.metrics,
+            observed_vertices: &observation.vertices,
+            task_managers: observation.task_managers,
             restart_time,
             now_ms,
         };
@@ -332,6 +334,100 @@ mod tests {
                 .restart_duration_ms
                 .is_none()
         );
+    }
+
+    /// The two cycles of the worked example (both vertices 1 -> 4) on `job` under `opts`:
+    /// the outcome of the second, deciding one, and the state.
+    fn run_backlog(opts: &AutoscalerOptions, mut job: Job) -> (CycleOutcome, JobScalingState) {
+        let mut state = JobScalingState::default();
+        job.source("source", 850.0, 0.0, 2000.0, 500.0);
+        job.operator("sink", 850.0, 0.0, 0.0, 500.0);
+        run_cycle("j", opts, &job.obs, 0, &BalancedAligner, &mut state);
+        job.source("source", 850.0, 500.0, 2000.0, 500.0);
+        job.operator("sink", 850.0, 500.0, 500.0, 500.0);
+        let out = run_cycle("j", opts, &job.obs, 1000, &BalancedAligner, &mut state);
+        (out, state)
+    }
+
+    /// One TaskManager's size in the tests of the resource quota.
+    fn task_managers(cores: f64, memory: u64, slots: u32) -> crate::engine::TaskManagerResources {
+        crate::engine::TaskManagerResources {
+            cpu_cores: Some(cores),
+            memory_bytes: Some(memory),
+            slots: Some(slots),
+        }
+    }
+
+    /// The worked example on TaskManagers of 2 cores and 2 GiB with 2 slots, its vertices in
+    /// `groups`, under a resource quota.
+    fn worked_example_under_quota(
+        groups: [&str; 2],
+        quota_cpu: Option<f64>,
+        quota_memory: Option<u64>,
+    ) -> (CycleOutcome, JobScalingState) {
+        let opts = AutoscalerOptions {
+            quota_cpu,
+            quota_memory,
+            ..backlog_opts()
+        };
+        let mut job = backlog_job()
+            .slot_sharing_group("source", groups[0])
+            .slot_sharing_group("sink", groups[1]);
+        job.obs.task_managers = Some(task_managers(2.0, 2 << 30, 2));
+        run_backlog(&opts, job)
+    }
+
+    /// One group: 1 slot now (0 TaskManagers of 2 slots), max(4, 4) = 4 slots after (2
+    /// TaskManagers: 4 cores, 4 GiB). Two groups: 1 + 1 = 2 slots (1 TaskManager), 4 + 4 = 8
+    /// slots after (4 TaskManagers: 8 cores, 8 GiB).
+    #[test]
+    fn the_resource_quota_blocks_an_operation_that_needs_too_many_task_managers() {
+        const GIB: u64 = 1 << 30;
+        let (out, state) = worked_example_under_quota(["g", "g"], Some(3.0), None);
+        assert_eq!(out.stage, CycleStage::ResourceQuotaReached, "{out:#?}");
+        let reasons: Vec<EventReason> = out.events.iter().map(|e| e.reason).collect();
+        assert_eq!(reasons, [EventReason::ResourceQuotaReached]);
+        // Nothing applied: no decision, history, tracking or overrides; the recommendation
+        // is still reported, as the Flink autoscaler records it before its checks.
+        assert!(out.decision.is_none());
+        assert!(state.scaling_history.vertices.is_empty());
+        assert!(state.scaling_tracking.records.is_empty());
+        assert!(state.parallelism_overrides.is_empty());
+        assert_eq!(
+            metric(&out, "sink", ScalingMetric::RecommendedParallelism).current,
+            4.0
+        );
+        // Exactly the quota passes.
+        let (out, _) = worked_example_under_quota(["g", "g"], Some(4.0), Some(4 * GIB));
+        assert_eq!(out.stage, CycleStage::Scaled);
+        // The memory quota alone blocks too.
+        let (out, _) = worked_example_under_quota(["g", "g"], None, Some(4 * GIB - 1));
+        assert_eq!(out.stage, CycleStage::ResourceQuotaReached);
+        // Two groups need twice the slots: 8 cores > 7.
+        let (out, _) = worked_example_under_quota(["a", "b"], Some(7.0), None);
+        assert_eq!(out.stage, CycleStage::ResourceQuotaReached);
+        let (out, _) = worked_example_under_quota(["a", "b"], Some(8.0), Some(8 * GIB));
+        assert_eq!(out.stage, CycleStage::Scaled);
+    }
+
+    /// Without slot-sharing groups (an engine that does not report them) or without the
+    /// TaskManagers' size, a quota cannot be checked and never blocks.
+    #[test]
+    fn the_resource_quota_needs_groups_and_a_task_manager_size() {
+        let opts = AutoscalerOptions {
+            quota_cpu: Some(0.0),
+            quota_memory: Some(0),
+            ..backlog_opts()
+        };
+        let mut ungrouped = backlog_job();
+        ungrouped.obs.task_managers = Some(task_managers(2.0, 1 << 30, 1));
+        let unsized_job = backlog_job()
+            .slot_sharing_group("source", "g")
+            .slot_sharing_group("sink", "g");
+        for job in [ungrouped, unsized_job] {
+            let (out, _) = run_backlog(&opts, job);
+            assert_eq!(out.stage, CycleStage::Scaled);
+        }
     }
 
     /// Utilization target 0.5, band [0.3, 0.6], no lag: the source (10 -> 12) is inside its

@@ -20,7 +20,7 @@
 //! are called by the evaluation (after each vertex's own) and by the decision (after the
 //! advisor check, before the operation is reported and applied).
 //!
-//! Not implemented: memory tuning, resource/quota checks.
+//! Not implemented: memory tuning and the cluster-resource check.
 
 mod custom;
 mod cycle;

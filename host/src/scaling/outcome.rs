@@ -39,6 +39,9 @@ pub enum CycleStage {
     WithinBounds,
     /// A decision was computed but not executed: advisor mode or an excluded period.
     Blocked(String),
+    /// A decision was computed but its TaskManagers would exceed the resource quota
+    /// (`quota.cpu`, `quota.memory`): nothing was applied.
+    ResourceQuotaReached,
     /// A decision was computed but a custom scaling executor vetoed it (or could not answer):
     /// nothing was applied.
     Vetoed(Veto),

@@ -437,6 +437,7 @@ fn stage_text(stage: &CycleStage) -> String {
         CycleStage::MemoryPressure => "memory pressure".into(),
         CycleStage::WithinBounds => "within bounds".into(),
         CycleStage::Blocked(why) => format!("blocked: {why}"),
+        CycleStage::ResourceQuotaReached => "blocked: resource quota reached".into(),
         CycleStage::Vetoed(veto) => format!(
             "vetoed by executor `{}` ({}): {}",
             veto.instance, veto.class, veto.reason
@@ -463,7 +464,10 @@ fn decision_of(report: &CycleReport) -> Option<DecisionView> {
         || report.queued
         || matches!(
             stage,
-            CycleStage::Scaled | CycleStage::Blocked(_) | CycleStage::Vetoed(_)
+            CycleStage::Scaled
+                | CycleStage::Blocked(_)
+                | CycleStage::ResourceQuotaReached
+                | CycleStage::Vetoed(_)
         );
     if !keep {
         return None;

@@ -35,6 +35,7 @@
 //! buffer = 20000           # records per input channel of a subtask (default max(capacity, 100))
 //! state_bytes = 0          # state at start; with restart.per_gib it lengthens restarts
 //! state_bytes_per_record = 0
+//! slot_sharing_group = "default"   # vertices of one group share slots (default `default`)
 //!
 //! [[edges]]
 //! from = "src"
@@ -62,6 +63,11 @@
 //! [restart]
 //! downtime = "30s"         # fixed part of a rescale's downtime (default 30 s)
 //! per_gib = "10s"          # plus this per GiB of state over all vertices (default 0)
+//!
+//! [taskmanager]            # one TaskManager's size, for the resource quota (`quota.cpu`,
+//! cpu = 2.0                # `quota.memory`); without the table none is reported. Cores, > 0
+//! memory = "4 gb"          # process memory, Flink's syntax or a number of bytes
+//! slots = 4                # task slots (default 1)
 //! ```
 //!
 //! Durations use Flink's syntax (`"30s"`, `"5 min"`, `"1h"`, `"2d"`); a plain number is
@@ -86,6 +92,8 @@
 //!   makes a round longer, never a termination earlier. The iteration source of a head gathers
 //!   all feedback edges into that head.
 //! - A rate limit is split evenly over the source subtasks that own partitions.
+//! - `taskSlotsTotal` is the slots the job occupies: per slot-sharing group its widest vertex,
+//!   summed over the groups (`taskSlotsAvailable` is 0).
 //! - [`Collector::observe`](crate::engine::Collector::observe) advances the simulation to the
 //!   given time: pass simulated milliseconds, not the wall clock.
 

@@ -69,6 +69,7 @@ impl Simulation {
                 max_parallelism: s.max_parallelism,
                 source_partitions: s.partitions,
                 finished: v.finished,
+                slot_sharing_group: Some(s.slot_sharing_group.clone()),
             })
             .collect();
         let edges = self
@@ -86,13 +87,9 @@ impl Simulation {
                 metrics.insert(s.id.clone(), vertex_metrics(s, v, tick_s));
             }
         }
-        // One slot-sharing group: a job needs as many slots as its widest vertex.
-        let slots = self
-            .vertices
-            .iter()
-            .map(|v| v.parallelism)
-            .max()
-            .unwrap_or(0);
+        // A slot-sharing group needs as many slots as its widest vertex; the job, the sum over
+        // its groups (with every vertex in the default group: its widest vertex).
+        let slots = self.slots_needed();
         let global = BTreeMap::from([
             ("taskSlotsTotal".to_string(), f64::from(slots)),
             ("taskSlotsAvailable".to_string(), 0.0),
@@ -104,7 +101,18 @@ impl Simulation {
             edges,
             metrics,
             global,
+            task_managers: self.spec.task_managers,
         }
+    }
+
+    /// The slots the job occupies: per slot-sharing group its widest vertex, summed.
+    fn slots_needed(&self) -> u32 {
+        let mut widest: BTreeMap<&str, u32> = BTreeMap::new();
+        for (s, v) in self.spec.vertices.iter().zip(&self.vertices) {
+            let w = widest.entry(s.slot_sharing_group.as_str()).or_insert(0);
+            *w = (*w).max(v.parallelism);
+        }
+        widest.values().sum()
     }
 }
 

@@ -8,6 +8,7 @@ use flowscale_sdk::ShipStrategy;
 use serde::Serialize;
 
 use super::workload::{Distribution, RateProfile};
+use crate::engine::TaskManagerResources;
 
 /// What a vertex is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -48,6 +49,8 @@ pub struct VertexSpec {
     pub(crate) state_bytes_per_record: f64,
     /// The workload of a source.
     pub(crate) workload: Option<SourceWorkload>,
+    /// The slot-sharing group (default `default`, Flink's default group).
+    pub(crate) slot_sharing_group: String,
 }
 
 /// One (non-feedback) edge.
@@ -129,6 +132,10 @@ pub struct SimulatedJobSpec {
     pub(crate) feedback: Vec<FeedbackSpec>,
     /// Restart behaviour.
     pub(crate) restart: RestartSpec,
+    /// The size of one TaskManager (`[taskmanager]`), reported to the resource quota; `None`
+    /// without the table.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) task_managers: Option<TaskManagerResources>,
 }
 
 impl SimulatedJobSpec {

@@ -211,6 +211,48 @@ fn observation_uses_flink_metric_names() {
     }
 }
 
+/// The keyed job on TaskManagers of 2 cores, 4 GiB and 2 slots, `agg` (parallelism 5) in a
+/// group of its own: the observation names each vertex's group, reports the TaskManager size,
+/// and counts slots per group (max(src 4, sink 2) = 4 in `default`, plus 5 for `heavy`).
+#[test]
+fn observation_reports_slot_sharing_groups_and_the_task_manager_size() {
+    let text = keyed_job(100.0, 128, 5, 1000.0)
+        .replace(
+            "capacity = 1000\nbuffer",
+            "capacity = 1000\nslot_sharing_group = \"heavy\"\nbuffer",
+        )
+        .replace(
+            "[restart]",
+            "[taskmanager]\ncpu = 2.0\nmemory = \"4 gb\"\nslots = 2\n\n[restart]",
+        );
+    assert!(text.contains("\"heavy\""), "fixture changed");
+    let obs = sim(&text).observe(1000).expect("observe");
+    let group = |id: &str| {
+        obs.vertices
+            .iter()
+            .find(|v| v.id == id)
+            .and_then(|v| v.slot_sharing_group.clone())
+    };
+    assert_eq!(group("src").as_deref(), Some("default"));
+    assert_eq!(group("agg").as_deref(), Some("heavy"));
+    assert_eq!(group("sink").as_deref(), Some("default"));
+    assert_eq!(
+        obs.task_managers,
+        Some(crate::engine::TaskManagerResources {
+            cpu_cores: Some(2.0),
+            memory_bytes: Some(4 << 30),
+            slots: Some(2),
+        })
+    );
+    assert_eq!(obs.global["taskSlotsTotal"], 9.0);
+    // Without the table the engine reports no size.
+    let plain = sim(&keyed_job(100.0, 128, 5, 1000.0))
+        .observe(1000)
+        .expect("observe");
+    assert_eq!(plain.task_managers, None);
+    assert_eq!(plain.global["taskSlotsTotal"], 5.0);
+}
+
 #[test]
 fn rescale_restarts_then_applies_and_redistributes() {
     let mut s = sim(&keyed_job(3000.0, 128, 24, 100.0));

@@ -5,11 +5,14 @@ use std::time::Instant;
 
 use super::client::FlinkClient;
 use super::metrics::{FlinkMetric, count_source_partitions, select_metric_names};
-use super::rest::{AggregatedEntry, JobDetails, Plan, PlanAnswer, ValueEntry};
+use super::resources::task_manager_resources;
+use super::rest::{
+    AggregatedEntry, ConfigEntry, JobDetails, Plan, PlanAnswer, TaskManagersAnswer, ValueEntry,
+};
 use super::topology::{Topology, all_tasks_up, build_topology, map_status};
 use crate::engine::{
     AggregatedMetric, Collector, EngineError, JobObservation, JobStatus, SubtaskMetrics,
-    VertexMetrics,
+    TaskManagerResources, VertexMetrics,
 };
 
 /// JobManager metrics read into [`JobObservation::global`].
@@ -45,6 +48,10 @@ pub struct FlinkCollector {
     last_query: Option<Instant>,
     /// Whether the TaskManagers report the GC metric (None: not known yet).
     tm_gc_available: Option<bool>,
+    /// The size of one TaskManager, with the `timestamps.RUNNING` it was read at: read once
+    /// per (re)start of the job, since a cluster's TaskManagers do not change size while a job
+    /// runs, and two more requests every cycle would only repeat the answer.
+    task_managers: Option<(i64, TaskManagerResources)>,
 }
 
 impl FlinkCollector {
@@ -57,7 +64,37 @@ impl FlinkCollector {
             names_running_since: None,
             last_query: None,
             tm_gc_available: None,
+            task_managers: None,
         }
+    }
+
+    /// The size of one TaskManager (docs/decision-pipeline.md#resource-quota), read again when
+    /// the job has (re)started since the last read. Best effort: what cannot be read is
+    /// unknown, and an answer with nothing known is not kept, so the next cycle asks again.
+    fn task_manager_resources(&mut self, running_since: i64) -> Option<TaskManagerResources> {
+        if let Some((at, kept)) = self.task_managers
+            && at == running_since
+        {
+            return Some(kept);
+        }
+        let config = self
+            .client
+            .get::<Vec<ConfigEntry>>("/jobmanager/config")
+            .unwrap_or_else(|e| {
+                tracing::debug!(job = %self.job_id, error = %e, "no JobManager configuration");
+                Vec::new()
+            });
+        let task_managers = self
+            .client
+            .get::<TaskManagersAnswer>("/taskmanagers")
+            .map(|a| a.taskmanagers)
+            .unwrap_or_else(|e| {
+                tracing::debug!(job = %self.job_id, error = %e, "no TaskManager list");
+                Vec::new()
+            });
+        let resources = task_manager_resources(&config, &task_managers)?;
+        self.task_managers = Some((running_since, resources));
+        Some(resources)
     }
 
     fn details(&mut self) -> Result<JobDetails, EngineError> {
@@ -323,6 +360,7 @@ impl Collector for FlinkCollector {
                 })
                 .collect(),
             global: BTreeMap::new(),
+            task_managers: None,
         };
         if status != JobStatus::Running {
             // Not running (yet): report the topology and status, the loop waits.
@@ -364,6 +402,7 @@ impl Collector for FlinkCollector {
             }
         }
         observation.global = self.global_metrics();
+        observation.task_managers = self.task_manager_resources(running_since);
         observation.vertices = topology.vertices;
         Ok(observation)
     }

@@ -19,6 +19,7 @@ mod jobs;
 mod limit;
 mod metrics;
 mod realizer;
+mod resources;
 mod rest;
 mod topology;
 

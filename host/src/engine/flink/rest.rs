@@ -51,6 +51,9 @@ pub(crate) struct JobVertexDetails {
     pub(crate) parallelism: Option<i64>,
     #[serde(default, rename = "maxParallelism")]
     pub(crate) max_parallelism: Option<i64>,
+    /// The vertex's slot-sharing group (hex id), reported since Flink 1.19.
+    #[serde(default, rename = "slotSharingGroupId")]
+    pub(crate) slot_sharing_group_id: Option<String>,
     #[serde(default)]
     pub(crate) status: String,
     /// Subtask count per execution state.
@@ -116,6 +119,49 @@ pub(crate) struct ValueEntry {
     pub(crate) id: String,
     #[serde(default)]
     pub(crate) value: Option<String>,
+}
+
+/// `GET /taskmanagers`.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub(crate) struct TaskManagersAnswer {
+    #[serde(default)]
+    pub(crate) taskmanagers: Vec<TaskManagerInfo>,
+}
+
+/// One TaskManager of `GET /taskmanagers` (only what the resource quota reads).
+#[derive(Debug, Clone, Default, Deserialize)]
+pub(crate) struct TaskManagerInfo {
+    /// Its task slots.
+    #[serde(default, rename = "slotsNumber")]
+    pub(crate) slots_number: Option<i64>,
+    /// The resources Flink gave it (`cpuCores`: `taskmanager.cpu.cores`, else its slot count).
+    #[serde(default, rename = "totalResource")]
+    pub(crate) total_resource: Option<TaskManagerResourceInfo>,
+    /// Its memory setup, in bytes.
+    #[serde(default, rename = "memoryConfiguration")]
+    pub(crate) memory_configuration: Option<TaskManagerMemoryInfo>,
+}
+
+/// `totalResource` of a TaskManager.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub(crate) struct TaskManagerResourceInfo {
+    #[serde(default, rename = "cpuCores")]
+    pub(crate) cpu_cores: Option<f64>,
+}
+
+/// `memoryConfiguration` of a TaskManager (bytes).
+#[derive(Debug, Clone, Default, Deserialize)]
+pub(crate) struct TaskManagerMemoryInfo {
+    #[serde(default, rename = "totalProcessMemory")]
+    pub(crate) total_process_memory: Option<u64>,
+}
+
+/// One entry of `GET /jobmanager/config`.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub(crate) struct ConfigEntry {
+    pub(crate) key: String,
+    #[serde(default)]
+    pub(crate) value: String,
 }
 
 /// Parallelism bounds of one vertex in `GET|PUT /jobs/:id/resource-requirements`.

@@ -213,6 +213,61 @@ fn the_collector_reads_topology_metrics_and_partitions() {
     assert_eq!(listed(COST), 1);
 }
 
+/// The resource quota's inputs: each vertex's slot-sharing group from the details, and one
+/// TaskManager's size from `/jobmanager/config` and `/taskmanagers` (answers of a Flink 2.3
+/// cluster), read once per start of the job.
+#[test]
+fn the_collector_reports_slot_sharing_groups_and_the_task_manager_size() {
+    let fake = FakeFlink::start();
+    serve_running_job(&fake);
+    // Without the two endpoints (a 404 each) the size is unknown, and asked for again.
+    let mut collector = FlinkCollector::new(client(&fake), JOB);
+    let observation = collector.observe(0).unwrap();
+    assert_eq!(observation.task_managers, None);
+    // Every vertex of the captured job is in Flink's default group.
+    for vertex in &observation.vertices {
+        assert_eq!(
+            vertex.slot_sharing_group.as_deref(),
+            Some("f2efe23a64a008a8dfd1a99c18aa7136"),
+            "{}",
+            vertex.name
+        );
+    }
+    collector.observe(1).unwrap();
+    assert_eq!(fake.count("GET", "/taskmanagers"), 2);
+
+    fake.json(
+        "GET /jobmanager/config",
+        include_str!("testdata/jobmanager_config.json"),
+    );
+    fake.json(
+        "GET /taskmanagers",
+        include_str!("testdata/taskmanagers.json"),
+    );
+    let observation = collector.observe(2).unwrap();
+    // 8.0 cores (the TaskManager's totalResource: no CPU configured), `1536m`, 8 slots.
+    assert_eq!(
+        observation.task_managers,
+        Some(crate::engine::TaskManagerResources {
+            cpu_cores: Some(8.0),
+            memory_bytes: Some(1536 << 20),
+            slots: Some(8),
+        })
+    );
+    // Kept while the job runs since the same instant: no further requests.
+    let again = collector.observe(3).unwrap();
+    assert_eq!(again.task_managers, observation.task_managers);
+    assert_eq!(fake.count("GET", "/taskmanagers"), 3);
+    assert_eq!(fake.count("GET", "/jobmanager/config"), 3);
+    // A restart (another timestamps.RUNNING) reads them again.
+    fake.replace_json(
+        &format!("GET /jobs/{JOB}"),
+        &DETAILS.replace("\"RUNNING\": 1795954749743", "\"RUNNING\": 1795954800000"),
+    );
+    collector.observe(4).unwrap();
+    assert_eq!(fake.count("GET", "/taskmanagers"), 4);
+}
+
 #[test]
 fn a_job_with_deploying_tasks_reads_as_created_and_is_not_queried() {
     let fake = FakeFlink::start();

@@ -197,6 +197,9 @@ fn observed_vertex(
         max_parallelism,
         source_partitions: 0,
         finished,
+        // Flink 1.19+ names each vertex's group in the details; an older Flink leaves it out,
+        // and the resource quota is then not checked (as the Flink autoscaler does).
+        slot_sharing_group: detail.and_then(|d| d.slot_sharing_group_id.clone()),
     };
     Ok((vertex, io))
 }
@@ -247,6 +250,7 @@ mod tests {
             name: String::new(),
             parallelism: Some(2),
             max_parallelism: Some(128),
+            slot_sharing_group_id: None,
             status: status.into(),
             tasks: BTreeMap::new(),
             metrics: BTreeMap::new(),

@@ -202,12 +202,32 @@ fn custom(pairs: &[(&str, &str)]) -> JobCustom {
 
 /// Two cycles of the backlog job for `job` with `custom`: the second decides.
 fn run(job: &str, custom: &JobCustom) -> (CycleOutcome, JobScalingState) {
-    let opts = backlog_opts();
+    run_under_quota(job, custom, None)
+}
+
+/// [`run`] with both vertices in one slot-sharing group on TaskManagers of 1 core and 1 slot,
+/// under `quota.cpu` (the decided 1 -> 4 needs 4 TaskManagers, 4 cores).
+fn run_under_quota(
+    job: &str,
+    custom: &JobCustom,
+    quota_cpu: Option<f64>,
+) -> (CycleOutcome, JobScalingState) {
+    let opts = crate::scaling::AutoscalerOptions {
+        quota_cpu,
+        ..backlog_opts()
+    };
     let mut state = JobScalingState::default();
     let mut graph = Job::new()
         .vertex("source", 1, 720)
         .vertex("sink", 1, 720)
-        .edge("source", "sink", "HASH");
+        .edge("source", "sink", "HASH")
+        .slot_sharing_group("source", "g")
+        .slot_sharing_group("sink", "g");
+    graph.obs.task_managers = Some(crate::engine::TaskManagerResources {
+        cpu_cores: Some(1.0),
+        memory_bytes: None,
+        slots: Some(1),
+    });
     let hooks = Hooks {
         aligner: &BalancedAligner,
         custom,
@@ -239,6 +259,29 @@ fn events(out: &CycleOutcome, reason: EventReason) -> Vec<&crate::events::Event>
 fn without_executors_the_backlog_job_scales_both_vertices_to_4() {
     let (out, _) = run("exec-none", &JobCustom::default());
     assert_eq!(decision(&out), both(4, 4));
+}
+
+/// The resource quota sits before the executors, as in the Flink autoscaler (steps 8 and 9):
+/// an operation it blocks reaches no executor, and it checks the pipeline's decision, not what
+/// an executor makes of it.
+#[test]
+fn the_resource_quota_is_checked_before_the_executors() {
+    let custom = custom(&[
+        ("scaling.custom-executors", "double"),
+        ("scaling.custom-executor.double.class", "test-exec"),
+        ("scaling.custom-executor.double.do", "double"),
+    ]);
+    // 4 TaskManagers of 1 core > 3: blocked, the executor is not asked.
+    let (out, state) = run_under_quota("exec-quota-blocked", &custom, Some(3.0));
+    assert_eq!(out.stage, CycleStage::ResourceQuotaReached);
+    assert!(seen("exec-quota-blocked").is_empty());
+    assert!(state.parallelism_overrides.is_empty());
+    assert_eq!(events(&out, EventReason::ResourceQuotaReached).len(), 1);
+    // 4 <= 4: passes; the executor then doubles to 8, which is not checked again.
+    let (out, _) = run_under_quota("exec-quota-passed", &custom, Some(4.0));
+    assert_eq!(out.stage, CycleStage::Scaled);
+    assert_eq!(seen("exec-quota-passed").len(), 1);
+    assert_eq!(decision(&out), both(8, 8));
 }
 
 #[test]

@@ -129,10 +129,12 @@ mod tests {
                 max_parallelism: 8,
                 source_partitions: 0,
                 finished: false,
+                slot_sharing_group: None,
             }],
             edges: vec![],
             metrics,
             global: BTreeMap::new(),
+            task_managers: None,
         }
     }
 

@@ -354,6 +354,7 @@ mod tests {
             max_parallelism: 128,
             source_partitions: 0,
             finished: false,
+            slot_sharing_group: None,
         };
         let mut metrics = BTreeMap::new();
         metrics.insert(
@@ -395,6 +396,7 @@ mod tests {
             }],
             metrics,
             global: BTreeMap::new(),
+            task_managers: None,
         }
     }
 

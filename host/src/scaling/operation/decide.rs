@@ -1,12 +1,14 @@
 //! Deciding the scaling operation (see docs/decision-pipeline.md#execution): memory pressure, the per-vertex summaries, the "at least one vertex outside its band"
-//! rule, advisor mode and excluded periods, and applying a decision to the job's state.
+//! rule, advisor mode and excluded periods, the resource quota, and applying a decision to the
+//! job's state.
 //!
-//! The job's custom scaling executors (the Flink autoscaler's step 9, docs/plugin-kinds.md) see
-//! the operation after the advisor check and before it is reported and applied; they may change
-//! or veto it.
+//! The resource quota (the Flink autoscaler's step 8, after memory tuning and its cluster
+//! resource check) sees the operation after the advisor check; the job's custom scaling
+//! executors (step 9, docs/plugin-kinds.md) see it after the quota and before it is reported
+//! and applied; they may change or veto it.
 //!
-//! Not implemented (the Flink autoscaler's steps 7–8): memory tuning, cluster-resource and quota
-//! checks. A decided operation is handed to the job's cooldown executor as
+//! Not implemented (the Flink autoscaler's step 7 and the first half of 8): memory tuning and
+//! the cluster-resource check. A decided operation is handed to the job's cooldown executor as
 //! [`crate::scaling::CycleOutcome::decision`].
 
 use std::borrow::Borrow;
@@ -15,6 +17,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use super::memory::memory_pressure;
+use super::quota::resource_quota_reached;
 use super::report::{REPORT_HEADER_DISABLED, REPORT_HEADER_ENABLED, scaling_report};
 use crate::scaling::custom::chain::{ChainInput, Vetoed, run_chain};
 use crate::scaling::evaluation::Evaluation;
@@ -81,6 +84,16 @@ pub(crate) fn decide_operation(
             .events
             .push(scaling_report(ctx.job, &header, &summaries));
         return CycleStage::Blocked(reason);
+    }
+    if let Some(event) = resource_quota_reached(
+        ctx.job,
+        ctx.opts,
+        ctx.observed_vertices,
+        ctx.task_managers,
+        &summaries,
+    ) {
+        outcome.events.push(event);
+        return CycleStage::ResourceQuotaReached;
     }
     let (changes, summaries) = if ctx.custom.executors.is_empty() {
         (changes, summaries)

@@ -1,8 +1,10 @@
 //! The cycle's scaling operation: whether the vertices' changes are applied, blocked (memory
-//! pressure, advisor mode, an excluded period) or not needed, and the scaling report.
+//! pressure, advisor mode, an excluded period, the resource quota) or not needed, and the
+//! scaling report.
 
 mod decide;
 mod memory;
+mod quota;
 mod report;
 
 pub(crate) use decide::decide_operation;

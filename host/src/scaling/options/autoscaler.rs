@@ -6,8 +6,7 @@
 //! deprecated key, it is the entry's fallback, read after the canonical one: `target.utilization`
 //! for `utilization.target`, `scale-up.grace-period` for `scale-down.interval`.
 //!
-//! Not implemented, hence not read: memory tuning (`memory.tuning.*`), quotas (`quota.*`). The
-//! custom evaluator and executor keys are read where the job's plugins are resolved
+//! Not implemented, hence not read: memory tuning (`memory.tuning.*`). The custom evaluator and executor keys are read where the job's plugins are resolved
 //! (`scaling::custom`, docs/plugin-kinds.md).
 
 use std::time::Duration;
@@ -20,14 +19,15 @@ use crate::config::reference::{
     HISTORY_MAX_AGE, HISTORY_MAX_COUNT, METRICS_WINDOW, OBSERVED_SCALABILITY_COEFFICIENT_MIN,
     OBSERVED_SCALABILITY_ENABLED, OBSERVED_SCALABILITY_MIN_OBSERVATIONS,
     OBSERVED_TPR_LAG_THRESHOLD, OBSERVED_TPR_MIN_OBSERVATIONS, OBSERVED_TPR_SWITCH_THRESHOLD,
-    RESTART_TIME, RESTART_TIME_TRACKING_ENABLED, RESTART_TIME_TRACKING_LIMIT, SCALE_DOWN_INTERVAL,
-    SCALE_DOWN_MAX_FACTOR, SCALE_UP_MAX_FACTOR, SCALING_EFFECTIVENESS_DETECTION_ENABLED,
-    SCALING_EFFECTIVENESS_THRESHOLD, SCALING_ENABLED, SCALING_EVENT_INTERVAL,
-    STABILIZATION_INTERVAL, TARGET_UTILIZATION_BOUNDARY, UTILIZATION_MAX, UTILIZATION_MIN,
-    UTILIZATION_TARGET, VERTEX_EXCLUDE_IDS, VERTEX_MAX_PARALLELISM, VERTEX_MIN_PARALLELISM,
+    QUOTA_CPU, QUOTA_MEMORY, RESTART_TIME, RESTART_TIME_TRACKING_ENABLED,
+    RESTART_TIME_TRACKING_LIMIT, SCALE_DOWN_INTERVAL, SCALE_DOWN_MAX_FACTOR, SCALE_UP_MAX_FACTOR,
+    SCALING_EFFECTIVENESS_DETECTION_ENABLED, SCALING_EFFECTIVENESS_THRESHOLD, SCALING_ENABLED,
+    SCALING_EVENT_INTERVAL, STABILIZATION_INTERVAL, TARGET_UTILIZATION_BOUNDARY, UTILIZATION_MAX,
+    UTILIZATION_MIN, UTILIZATION_TARGET, VERTEX_EXCLUDE_IDS, VERTEX_MAX_PARALLELISM,
+    VERTEX_MIN_PARALLELISM,
 };
 use crate::config::spec::{BoolKey, DurationKey, FloatKey, IntKey};
-use crate::config::{ConfigLookup, ConfigLookupExt, KeyError};
+use crate::config::{ConfigLookup, ConfigLookupExt, KeyError, parse_memory_size};
 
 use super::excluded_periods::ExcludedPeriods;
 
@@ -117,6 +117,12 @@ pub struct AutoscalerOptions {
     pub observed_scalability_min_observations: i64,
     /// `observed-scalability.coefficient-min`.
     pub observed_scalability_coefficient_min: f64,
+    /// `quota.cpu` (unset): the CPU cores the job's TaskManagers may have together; a scale-up
+    /// that needs more TaskManagers than fit is blocked (docs/decision-pipeline.md#resource-quota).
+    pub quota_cpu: Option<f64>,
+    /// `quota.memory` (unset): the TaskManager process memory, in bytes, the job may have
+    /// together (Flink's memory size syntax, e.g. `16 gb`).
+    pub quota_memory: Option<u64>,
 }
 
 /// The default of a number key that has one (every one the options default).
@@ -178,6 +184,8 @@ impl Default for AutoscalerOptions {
             observed_scalability_coefficient_min: f64_default(
                 &OBSERVED_SCALABILITY_COEFFICIENT_MIN,
             ),
+            quota_cpu: None,
+            quota_memory: None,
         }
     }
 }
@@ -221,6 +229,17 @@ impl<C: ConfigLookup + ?Sized> Reader<'_, C> {
     fn f64_opt(&mut self, key: &FloatKey) -> Option<f64> {
         let r = self.config.f64_opt(key.about.name);
         self.keep(r, key.default)
+    }
+    /// An optional memory size in Flink's syntax (`16 gb`), in bytes.
+    fn memory_size_opt(&mut self, key: &str) -> Option<u64> {
+        let raw = self.config.get(key)?;
+        match parse_memory_size(raw) {
+            Ok(bytes) => Some(bytes),
+            Err(e) => {
+                self.errors.push(KeyError::new(key, e.to_string()));
+                None
+            }
+        }
     }
     fn i64(&mut self, key: &IntKey) -> i64 {
         let default = i64_default(key);
@@ -320,6 +339,8 @@ impl<C: ConfigLookup + ?Sized> Reader<'_, C> {
             observed_scalability_enabled: self.bool(&OBSERVED_SCALABILITY_ENABLED),
             observed_scalability_min_observations: self.i64(&OBSERVED_SCALABILITY_MIN_OBSERVATIONS),
             observed_scalability_coefficient_min: self.f64(&OBSERVED_SCALABILITY_COEFFICIENT_MIN),
+            quota_cpu: self.f64_opt(&QUOTA_CPU),
+            quota_memory: self.memory_size_opt(QUOTA_MEMORY.about.name),
         }
     }
     /// `value` within the reference's range of `key` (the spelling that was set is named),
@@ -370,6 +391,9 @@ impl AutoscalerOptions {
             (&UTILIZATION_MIN, self.utilization_min),
             (&GC_PRESSURE_THRESHOLD, Some(self.gc_pressure_threshold)),
             (&HEAP_USAGE_THRESHOLD, Some(self.heap_usage_threshold)),
+            // A negative quota would block every scale-up, even when the TaskManagers' size
+            // is not known (which counts as 0 cores); NaN would never block. Both are mistakes.
+            (&QUOTA_CPU, self.quota_cpu),
         ] {
             if let Some(value) = value {
                 r.range(key, value, target);
@@ -689,6 +713,57 @@ mod tests {
             .find(|e| e.key == "excluded.periods")
             .expect("the period's error");
         assert!(period.message.contains("'?'"), "{}", period.message);
+    }
+
+    #[test]
+    fn quotas_are_read_in_every_spelling() {
+        let o = AutoscalerOptions::from_config(&cfg(&[])).unwrap();
+        assert_eq!((o.quota_cpu, o.quota_memory), (None, None));
+        let o = AutoscalerOptions::from_config(&cfg(&[
+            ("quota.cpu", "12.5"),
+            ("quota.memory", "16 gb"),
+        ]))
+        .unwrap();
+        assert_eq!(o.quota_cpu, Some(12.5));
+        // 16 · 2^30 bytes: Flink's units are binary.
+        assert_eq!(o.quota_memory, Some(17_179_869_184));
+        // Both autoscaler prefixes, through the job configuration that maps them.
+        let config = crate::config::JobConfig::from_pairs([
+            ("job.autoscaler.quota.cpu", "4"),
+            ("kubernetes.operator.job.autoscaler.quota.memory", "1536m"),
+        ]);
+        let o = AutoscalerOptions::from_config(&config).unwrap();
+        assert_eq!(o.quota_cpu, Some(4.0));
+        assert_eq!(o.quota_memory, Some(1536 * 1024 * 1024));
+    }
+
+    #[test]
+    fn bad_quotas_name_their_key_and_what_is_valid() {
+        let e = only_error(&[("quota.cpu", "-1")]);
+        assert!(e.contains("`quota.cpu`: must be >= 0, got -1"), "{e}");
+        let e = only_error(&[("quota.cpu", "NaN")]);
+        assert!(e.contains("`quota.cpu`: must be >= 0, got NaN"), "{e}");
+        let e = only_error(&[("quota.cpu", "four")]);
+        assert!(
+            e.contains("`quota.cpu`: expected a number, got `four`"),
+            "{e}"
+        );
+        let e = only_error(&[("quota.memory", "16 GiB")]);
+        assert!(
+            e.contains("`quota.memory`") && e.contains("unknown memory unit `gib`"),
+            "{e}"
+        );
+        assert!(e.contains("gibibytes"), "{e}");
+        let e = only_error(&[("quota.memory", "a lot")]);
+        assert!(
+            e.contains("`quota.memory`") && e.contains("is not a memory size"),
+            "{e}"
+        );
+        // Both at once: every error is reported.
+        let errs =
+            AutoscalerOptions::from_config(&cfg(&[("quota.cpu", "-2"), ("quota.memory", "-3g")]))
+                .unwrap_err();
+        assert_eq!(errs.len(), 2, "{errs:?}");
     }
 
     #[test]

@@ -250,10 +250,12 @@ mod tests {
                 max_parallelism: 128,
                 source_partitions: 0,
                 finished: false,
+                slot_sharing_group: None,
             }],
             edges: vec![],
             metrics: Default::default(),
             global: Default::default(),
+            task_managers: None,
         }
     }
 

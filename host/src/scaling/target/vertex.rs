@@ -13,7 +13,7 @@ use super::reason::{BandNote, Reason, ScaleNote, Step};
 use super::scalability::observed_scalability_coefficient;
 use super::scaled::{ScaledTarget, scaled_target};
 use crate::alignment::{AlignOutcome, Aligner, AlignmentRequest, metric_list, no_text, shared_job};
-use crate::engine::VertexMetrics;
+use crate::engine::{ObservedVertex, TaskManagerResources, VertexMetrics};
 use crate::events::Event;
 use crate::scaling::custom::resolve::JobCustom;
 use crate::scaling::evaluation::capacity;
@@ -69,6 +69,10 @@ pub(crate) struct ScalerContext<'a> {
     pub(crate) graph: &'a Topology,
     /// The observation's metrics by vertex id: alignment reads the per-subtask load there.
     pub(crate) observed: &'a BTreeMap<String, VertexMetrics>,
+    /// The observed vertices: the resource quota reads their slot-sharing groups.
+    pub(crate) observed_vertices: &'a [ObservedVertex],
+    /// The size of one TaskManager, when the engine reports it (for the resource quota).
+    pub(crate) task_managers: Option<TaskManagerResources>,
     pub(crate) restart_time: Duration,
     pub(crate) now_ms: i64,
 }
@@ -679,6 +683,8 @@ mod tests {
                 topology: &self.topology,
                 graph: &self.graph,
                 observed: &self.observed,
+                observed_vertices: &[],
+                task_managers: None,
                 restart_time: Duration::ZERO,
                 now_ms,
             }

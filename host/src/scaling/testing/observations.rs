@@ -41,6 +41,7 @@ impl Job {
                 edges: Vec::new(),
                 metrics: BTreeMap::new(),
                 global: BTreeMap::new(),
+                task_managers: None,
             },
         }
     }
@@ -54,7 +55,16 @@ impl Job {
             max_parallelism,
             source_partitions: 0,
             finished: false,
+            slot_sharing_group: None,
         });
+        self
+    }
+
+    /// Puts vertex `id` into the slot-sharing group `group`.
+    pub fn slot_sharing_group(mut self, id: &str, group: &str) -> Job {
+        if let Some(v) = self.obs.vertices.iter_mut().find(|v| v.id == id) {
+            v.slot_sharing_group = Some(group.into());
+        }
         self
     }
 

@@ -11,6 +11,7 @@ use super::feedback::{check_iterations, feedback_edges};
 use super::graph::{in_topological_order, topological_order};
 use super::problem::Ctx;
 use super::raw::{RawDuration, RawJob, RawRestart};
+use super::taskmanager::task_managers;
 use super::vertex::vertices;
 use super::workload::attach_workloads;
 use crate::sim::error::SimError;
@@ -54,6 +55,7 @@ pub(crate) fn parse_job(
     check_iterations(&ctx, &raw.feedback, &vertices, &edges, &feedback)?;
     attach_workloads(&ctx, &raw.workload, &raw.vertices, &mut vertices, base_dir)?;
     let restart = restart(&ctx, raw.restart.as_ref())?;
+    let task_managers = task_managers(&ctx, raw.taskmanager.as_ref())?;
     let (vertices, edges, feedback) = in_topological_order(&order, vertices, edges, feedback);
     Ok(SimulatedJobSpec {
         name: raw.job.name.clone().unwrap_or_else(|| "job".to_string()),
@@ -63,6 +65,7 @@ pub(crate) fn parse_job(
         edges,
         feedback,
         restart,
+        task_managers,
     })
 }
 

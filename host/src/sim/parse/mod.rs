@@ -16,6 +16,7 @@ mod job;
 mod problem;
 mod rate;
 mod raw;
+mod taskmanager;
 mod trace;
 mod vertex;
 mod workload;

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::config::parse_duration;
+use crate::config::{parse_duration, parse_memory_size};
 
 /// A duration written either in Flink's syntax (`"30s"`, `"5 min"`) or as a number of
 /// milliseconds.
@@ -55,6 +55,31 @@ impl RawDuration {
     }
 }
 
+/// A memory size written in Flink's syntax (`"4 gb"`, `"1536m"`) or as a number of bytes.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct RawMemory(pub(super) u64);
+
+impl<'de> Deserialize<'de> for RawMemory {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = RawMemory;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a memory size such as \"4 gb\", \"1536m\", or a number of bytes")
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<RawMemory, E> {
+                u64::try_from(v)
+                    .map(RawMemory)
+                    .map_err(|_| E::custom("a memory size cannot be negative"))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<RawMemory, E> {
+                parse_memory_size(v).map(RawMemory).map_err(E::custom)
+            }
+        }
+        d.deserialize_any(Visitor)
+    }
+}
+
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawJob {
@@ -70,6 +95,7 @@ pub(super) struct RawJob {
     #[serde(default)]
     pub(super) workload: BTreeMap<String, Spanned<RawWorkload>>,
     pub(super) restart: Option<RawRestart>,
+    pub(super) taskmanager: Option<Spanned<RawTaskManager>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -95,6 +121,7 @@ pub(super) struct RawVertex {
     pub(super) buffer: Option<Spanned<i64>>,
     pub(super) state_bytes: Option<Spanned<f64>>,
     pub(super) state_bytes_per_record: Option<Spanned<f64>>,
+    pub(super) slot_sharing_group: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -162,4 +189,12 @@ pub(super) struct RawDist {
 pub(super) struct RawRestart {
     pub(super) downtime: Option<Spanned<RawDuration>>,
     pub(super) per_gib: Option<Spanned<RawDuration>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawTaskManager {
+    pub(super) cpu: Option<Spanned<f64>>,
+    pub(super) memory: Option<Spanned<RawMemory>>,
+    pub(super) slots: Option<Spanned<i64>>,
 }

@@ -102,6 +102,68 @@ fn errors_name_file_line_key_and_valid_values() {
 }
 
 #[test]
+fn task_managers_and_slot_sharing_groups_are_read() {
+    let job = parse_job(GOOD, "job.toml", Path::new(".")).expect("valid");
+    assert_eq!(job.task_managers, None);
+    assert!(
+        job.vertices
+            .iter()
+            .all(|v| v.slot_sharing_group == "default")
+    );
+    let text = GOOD.replace(
+        "cost_per_record = \"1ms\"",
+        "cost_per_record = \"1ms\"\nslot_sharing_group = \" sinks \"",
+    ) + "\n[taskmanager]\ncpu = 0.5\nmemory = \"1536m\"\nslots = 3\n";
+    let job = parse_job(&text, "job.toml", Path::new(".")).expect("valid");
+    assert_eq!(job.vertices[1].slot_sharing_group, "sinks");
+    assert_eq!(
+        job.task_managers,
+        Some(crate::engine::TaskManagerResources {
+            cpu_cores: Some(0.5),
+            memory_bytes: Some(1536 << 20),
+            slots: Some(3),
+        })
+    );
+    // Every key is optional: a number of bytes, unknown CPU, Flink's 1 slot.
+    let job = parse_job(
+        &(GOOD.to_string() + "\n[taskmanager]\nmemory = 1000\n"),
+        "job.toml",
+        Path::new("."),
+    )
+    .expect("valid");
+    assert_eq!(
+        job.task_managers,
+        Some(crate::engine::TaskManagerResources {
+            cpu_cores: None,
+            memory_bytes: Some(1000),
+            slots: Some(1),
+        })
+    );
+}
+
+#[test]
+fn bad_task_managers_and_groups_are_refused_with_their_key() {
+    let with = |table: &str| problem(&(GOOD.to_string() + "\n[taskmanager]\n" + table));
+    let p = with("cpu = 0\n");
+    assert_eq!(p.key, "taskmanager.cpu");
+    assert!(p.valid.contains("> 0"), "{p}");
+    let p = with("slots = 0\n");
+    assert_eq!(p.key, "taskmanager.slots");
+    assert!(p.valid.contains(">= 1"), "{p}");
+    let p = with("memory = \"4 GiB\"\n");
+    assert!(p.message.contains("unknown memory unit `gib`"), "{p}");
+    let p = with("memory = -1\n");
+    assert!(p.message.contains("cannot be negative"), "{p}");
+    let p = with("cores = 2\n");
+    assert!(p.message.contains("unknown field"), "{p}");
+    let p = problem(&GOOD.replace(
+        "cost_per_record = \"1ms\"",
+        "cost_per_record = \"1ms\"\nslot_sharing_group = \"  \"",
+    ));
+    assert_eq!(p.key, "vertices[1].slot_sharing_group");
+}
+
+#[test]
 fn graph_errors_are_caught() {
     let cyclic = GOOD.replace("kind = \"sink\"", "kind = \"operator\"")
         + "\n[[edges]]\nfrom = \"agg\"\nto = \"src\"\nship = \"FORWARD\"\n";

@@ -8,6 +8,9 @@ use super::raw::RawVertex;
 use crate::sim::error::SimError;
 use crate::sim::spec::{VertexKind, VertexSpec};
 
+/// Flink's default slot-sharing group, of every vertex that names none.
+const DEFAULT_SLOT_SHARING_GROUP: &str = "default";
+
 /// Every vertex, in file order; ids are unique.
 pub(super) fn vertices(
     ctx: &Ctx<'_>,
@@ -109,7 +112,22 @@ fn vertex(ctx: &Ctx<'_>, i: usize, v: &RawVertex) -> Result<VertexSpec, SimError
             "state_bytes_per_record",
         )?,
         workload: None,
+        slot_sharing_group: slot_sharing_group(ctx, i, v)?,
     })
+}
+
+/// The vertex's slot-sharing group: Flink's `default` unless named.
+fn slot_sharing_group(ctx: &Ctx<'_>, i: usize, v: &RawVertex) -> Result<String, SimError> {
+    match &v.slot_sharing_group {
+        Some(g) if g.get_ref().trim().is_empty() => Err(ctx.problem(
+            g.span(),
+            &key(i, "slot_sharing_group"),
+            "the group name is empty",
+            "a non-empty name; vertices with the same name share slots (default `default`)",
+        )),
+        Some(g) => Ok(g.get_ref().trim().to_string()),
+        None => Ok(DEFAULT_SLOT_SHARING_GROUP.to_string()),
+    }
 }
 
 fn kind(ctx: &Ctx<'_>, i: usize, v: &RawVertex) -> Result<VertexKind, SimError> {
