@@ -131,7 +131,13 @@ impl<'a> EvaluatorRun<'a> {
         m: &mut VertexEvaluation,
         backlog: bool,
     ) -> Option<Event> {
-        let event = self.call(id, name, m, backlog);
+        let event = match self.instance.cannot_call() {
+            Some(why) => Some(self.fault(id, &why)),
+            None => {
+                self.ctx.next_vertex(id, name, sdk_metric_iter(m), backlog);
+                self.answer(id, m)
+            }
+        };
         self.ctx.push_evaluated(EvaluatedVertex {
             vertex_id: id.to_string(),
             metrics: sdk_metrics(m),
@@ -139,18 +145,10 @@ impl<'a> EvaluatorRun<'a> {
         event
     }
 
-    fn call(
-        &mut self,
-        id: &str,
-        name: &str,
-        m: &mut VertexEvaluation,
-        backlog: bool,
-    ) -> Option<Event> {
+    /// The evaluator's answer for the vertex the context is at (`id`), merged into `m`; the
+    /// fault event if there is one.
+    fn answer(&self, id: &str, m: &mut VertexEvaluation) -> Option<Event> {
         let evaluator = &self.instance.evaluator;
-        if let Some(why) = self.instance.cannot_call() {
-            return Some(self.fault(id, &why));
-        }
-        self.ctx.next_vertex(id, name, sdk_metric_iter(m), backlog);
         let ctx = &self.ctx;
         let answer = match contain(|| evaluator.evaluator.evaluate(ctx)) {
             Ok(Ok(answer)) => answer,
