@@ -14,7 +14,7 @@ use flowscale_sdk::{
     AlignmentContext, EVALUATOR_KEY, EXECUTOR_KEY, EvaluatedMetric, EvaluatedVertex,
     EvaluatorContext, ExecutorContext, ExecutorVerdict, ModeParams, ScalingSummary,
 };
-use flowscale_tests::{build, plugin_file, plugins_dir};
+use flowscale_tests::{build, listed_ids, plugin_file, plugins_dir};
 
 fn params(family: &'static str, pairs: &[(&str, &str)]) -> ModeParams {
     let entries: BTreeMap<String, String> = pairs
@@ -129,14 +129,7 @@ fn a_plugin_exports_every_kind_and_their_panics_are_contained() {
 
     // The listing names each kind.
     let json = serde_json::to_value(&reports[0]).expect("json");
-    let ids = |kind: &str| -> Vec<String> {
-        json[kind]
-            .as_array()
-            .unwrap_or_else(|| panic!("{kind} listed: {json}"))
-            .iter()
-            .map(|e| e["id"].as_str().unwrap_or_default().to_string())
-            .collect()
-    };
+    let ids = |kind: &str| listed_ids(&json, kind);
     assert_eq!(ids("modes"), ["kinds-double"]);
     assert_eq!(ids("evaluators"), ["kinds-rate", "kinds-boom"]);
     assert_eq!(ids("executors"), ["kinds-cap", "kinds-boom", "kinds-segv"]);

@@ -1,12 +1,11 @@
 //! The immutable inputs of one alignment decision.
 
-use std::cell::UnsafeCell;
-use std::ffi::c_void;
 use std::fmt;
 use std::ops::Deref;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
+use crate::lent::{Lent, LentSource};
 use crate::params::ModeParams;
 use crate::ship::ShipStrategy;
 
@@ -111,6 +110,20 @@ impl MetricList {
             crate::names::sort_and_number(&mut metrics)
         };
         (metrics, names)
+    }
+
+    /// Sorts the list by name and numbers its names unless they already have a number (see
+    /// `names.rs`): what a context that keeps its list across vertices does after each refill.
+    pub(crate) fn number(&mut self) {
+        if self.names == 0 {
+            self.names = crate::names::sort_and_number(&mut self.metrics);
+        }
+    }
+
+    /// The metrics and their number, to bring up to date in place (the plugin side's kept
+    /// contexts); whoever changes a name sets the number to 0 or to the one of the new names.
+    pub(crate) fn parts_mut(&mut self) -> (&mut Vec<(String, EvaluatedMetric)>, &mut u64) {
+        (&mut self.metrics, &mut self.names)
     }
 
     /// The metrics, as a plain list.
@@ -224,115 +237,12 @@ pub(crate) struct Details {
 }
 
 /// [`Details`], either complete (every context a builder makes) or still to be brought up to
-/// date from the context the host lends for the running call (the plugin side's kept
-/// context, see `abi::context::with_lent`), which happens once, when a mode first reads them.
-///
-/// The kept context is only ever reached by a mode during a lent call, with the lent context
-/// alive; a clone is complete (it may outlive the call).
-pub(crate) struct LazyDetails {
-    /// With a source: set once `details` is up to date with it. Without one, unused (the
-    /// details are complete), so that building a context writes no once-cell.
-    ready: OnceLock<()>,
-    /// With a source, written only by the one initialisation of `ready` (or through `&mut
-    /// self`) and read only once `ready` is set.
-    details: UnsafeCell<Details>,
-    /// Where the details come from (`None`: they are complete).
-    source: Option<DetailSource>,
-}
+/// date from the context the host lends for the running call (the plugin side's kept context,
+/// see `abi::context::with_lent`), which happens once, when a mode first reads them.
+pub(crate) type LazyDetails = Lent<Details>;
 
-/// Where a kept context's details come from: a context lent for the running call, and the
-/// function of the boundary that reads it (see `abi::context`), which knows what the two
-/// pointers are.
-#[derive(Clone, Copy)]
-pub(crate) struct DetailSource {
-    pub(crate) lent: *const c_void,
-    pub(crate) table: *const c_void,
-    pub(crate) fill: unsafe fn(&mut Details, *const c_void, *const c_void),
-}
-
-// SAFETY: a lent context is the host's `AlignmentContext`, which is `Sync`, read through
-// accessors that only read it; the table is a static.
-unsafe impl Send for DetailSource {}
-// SAFETY: as above.
-unsafe impl Sync for DetailSource {}
-
-// SAFETY: through `&self`, `details` is written only inside `ready`'s initialisation (with a
-// source), which runs once at a time, and read only after it completed (with the
-// happens-before `OnceLock` gives) or when there is no source (then nothing writes it); the
-// source is a lent context, which is itself shared across threads (see `DetailSource`).
-unsafe impl Sync for LazyDetails {}
-
-/// A panic while the details are brought up to date leaves `ready` unset, and the next read
-/// brings them up to date from the start (every part is compared or rewritten whole), so a
-/// context seen again after a caught panic is never half of one and half of another.
-impl std::panic::RefUnwindSafe for LazyDetails {}
-
-impl LazyDetails {
-    /// Complete details.
-    pub(crate) fn ready_with(details: Details) -> LazyDetails {
-        LazyDetails {
-            ready: OnceLock::new(),
-            details: UnsafeCell::new(details),
-            source: None,
-        }
-    }
-
-    /// The details, brought up to date from the source first if they are not yet.
-    #[inline]
-    pub(crate) fn get(&self) -> &Details {
-        if self.source.is_some() && self.ready.get().is_none() {
-            self.bring_up_to_date();
-        }
-        // SAFETY: without a source nothing writes `details` but `&mut self`; with one, `ready`
-        // is set, and nothing writes them until `&mut self` is taken again.
-        unsafe { &*self.details.get() }
-    }
-
-    #[cold]
-    fn bring_up_to_date(&self) {
-        self.ready.get_or_init(|| {
-            if let Some(source) = self.source {
-                // SAFETY: this initialisation is the only writer while `ready` is not set, and
-                // nothing reads `details` before it completes; the source is lent for the
-                // running call, the only time a mode can reach this context (see the type's
-                // docs).
-                unsafe { (source.fill)(&mut *self.details.get(), source.lent, source.table) }
-            }
-        });
-    }
-
-    /// The details, up to date, to change in place.
-    pub(crate) fn get_mut(&mut self) -> &mut Details {
-        self.get();
-        self.details.get_mut()
-    }
-
-    /// The details, up to date, taken out.
-    pub(crate) fn into_inner(self) -> Details {
-        self.get();
-        self.details.into_inner()
-    }
-
-    /// The details are those of `source` from now on (read when first needed); the kept ones
-    /// stay as the buffers to bring up to date.
-    pub(crate) fn lend(&mut self, source: DetailSource) {
-        let _ = self.ready.take();
-        self.source = Some(source);
-    }
-
-    /// The same details (`source` lends the very context they came from, or an equal one):
-    /// still read from it if they are not yet.
-    pub(crate) fn lend_again(&mut self, source: DetailSource) {
-        self.source = Some(source);
-    }
-}
-
-/// A clone is complete: it may outlive the lent call.
-impl Clone for LazyDetails {
-    fn clone(&self) -> LazyDetails {
-        LazyDetails::ready_with(self.get().clone())
-    }
-}
+/// Where a kept context's details come from (see [`LentSource`]).
+pub(crate) type DetailSource = LentSource<Details>;
 
 /// A context's input ship strategies: shared with whoever built the context (a host builds one
 /// per aligned vertex and cycle from the strategies its job graph keeps, so sharing them spares

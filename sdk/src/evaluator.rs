@@ -7,11 +7,13 @@
 //! downstream vertices see the merged target and catch-up rates. The band's thresholds are not
 //! recomputed after the merge.
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::context::{EvaluatedMetric, JobTopology};
+use crate::context::{EvaluatedMetric, MetricList};
+use crate::lent::Lent;
 use crate::mode::ModeError;
 use crate::params::ModeParams;
+use crate::shared::{KindShared, kind_accessors};
 
 /// The evaluated metrics of one vertex, by metric name (`TARGET_DATA_RATE`, `LAG`, ...), sorted
 /// by name.
@@ -26,18 +28,72 @@ pub struct EvaluatedVertex {
     pub metrics: VertexMetrics,
 }
 
-/// What an evaluator sees for one vertex of one cycle. Immutable: the answer is the only way to
-/// change the vertex's metrics.
-#[derive(Debug, Clone, PartialEq)]
+/// The vertices evaluated before, and a number for the list: a list keeps its number while it
+/// only grows at its end (a host evaluates a job's vertices one after the other and adds each
+/// as merged), so equal numbers mean that the shorter list is the start of the longer one. The
+/// plugin side then copies only the vertices added since its last call (SDK 0.1.4). Each list
+/// made otherwise (a new context, [`EvaluatorContext::with_evaluated`], a clone) gets a number
+/// of its own from one process-wide counter; 0 means "not known".
+#[derive(Debug, Default)]
+pub(crate) struct EvaluatedList {
+    pub(crate) vertices: Vec<EvaluatedVertex>,
+    pub(crate) serial: u64,
+}
+
+/// A new number for a list of evaluated vertices (never 0).
+fn next_list_serial() -> u64 {
+    static LAST: AtomicU64 = AtomicU64::new(0);
+    LAST.fetch_add(1, Ordering::Relaxed) + 1
+}
+
+/// A clone may grow apart from the original: it gets a number of its own.
+impl Clone for EvaluatedList {
+    fn clone(&self) -> EvaluatedList {
+        EvaluatedList {
+            vertices: self.vertices.clone(),
+            serial: next_list_serial(),
+        }
+    }
+}
+
+/// Compared as the vertices: the number is the boundary's business.
+impl PartialEq for EvaluatedList {
+    fn eq(&self, other: &EvaluatedList) -> bool {
+        self.vertices == other.vertices
+    }
+}
+
+/// What an evaluator sees for one vertex of one cycle. Immutable to the evaluator: the answer
+/// is the only way to change the vertex's metrics.
+///
+/// A host calls the evaluator for a job's vertices one after the other: it may keep one context
+/// for the cycle and move it on to each next vertex ([`EvaluatorContext::next_vertex`],
+/// [`EvaluatorContext::push_evaluated`]), so that the metric names, the job graph and the
+/// vertices evaluated before are neither copied nor allocated again per vertex.
+#[derive(Debug, Clone)]
 pub struct EvaluatorContext {
-    job: String,
-    vertex_id: String,
-    vertex_name: String,
-    metrics: VertexMetrics,
-    evaluated: Vec<EvaluatedVertex>,
-    backlog: bool,
-    topology: Arc<JobTopology>,
-    params: ModeParams,
+    // Crate-visible so that the plugin side of the boundary can bring a kept context up to
+    // date in place (`abi::lend`); everyone else goes through the accessors.
+    pub(crate) job: String,
+    pub(crate) vertex_id: String,
+    pub(crate) vertex_name: String,
+    pub(crate) metrics: MetricList,
+    pub(crate) evaluated: Lent<EvaluatedList>,
+    pub(crate) backlog: bool,
+    pub(crate) shared: KindShared,
+}
+
+/// Compared as what an evaluator sees.
+impl PartialEq for EvaluatorContext {
+    fn eq(&self, other: &EvaluatorContext) -> bool {
+        self.job == other.job
+            && self.vertex_id == other.vertex_id
+            && self.vertex_name == other.vertex_name
+            && *self.metrics == *other.metrics
+            && self.evaluated == other.evaluated
+            && self.backlog == other.backlog
+            && self.shared == other.shared
+    }
 }
 
 impl EvaluatorContext {
@@ -46,18 +102,21 @@ impl EvaluatorContext {
     pub fn new(
         job: impl Into<String>,
         vertex_id: impl Into<String>,
-        mut metrics: VertexMetrics,
+        metrics: VertexMetrics,
     ) -> EvaluatorContext {
-        metrics.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut metrics = MetricList::from(metrics);
+        metrics.number();
         EvaluatorContext {
             job: job.into(),
             vertex_id: vertex_id.into(),
             vertex_name: String::new(),
             metrics,
-            evaluated: Vec::new(),
+            evaluated: Lent::ready_with(EvaluatedList {
+                vertices: Vec::new(),
+                serial: next_list_serial(),
+            }),
             backlog: false,
-            topology: Arc::default(),
-            params: ModeParams::default(),
+            shared: KindShared::default(),
         }
     }
 
@@ -69,7 +128,10 @@ impl EvaluatorContext {
 
     /// Sets the vertices evaluated before this one, in topological order.
     pub fn with_evaluated(mut self, evaluated: Vec<EvaluatedVertex>) -> Self {
-        self.evaluated = evaluated;
+        self.evaluated = Lent::ready_with(EvaluatedList {
+            vertices: evaluated,
+            serial: next_list_serial(),
+        });
         self
     }
 
@@ -79,16 +141,33 @@ impl EvaluatorContext {
         self
     }
 
-    /// Sets the job graph.
-    pub fn with_topology(mut self, topology: Arc<JobTopology>) -> Self {
-        self.topology = topology;
-        self
+    kind_accessors!("metrics.custom-evaluator");
+
+    /// Makes this the context of the next vertex of the same job and cycle, in place (for
+    /// hosts, see the type's docs): its id, name and evaluated `metrics` (name and value),
+    /// whether a source processes a backlog; the job, the graph, the parameters and the
+    /// vertices evaluated before stay. Names equal to those in their places are not copied
+    /// again; given sorted by name (as a host that keeps its metrics in one order does), they
+    /// keep the number of the names (SDK 0.1.3, see [`MetricList`]).
+    pub fn next_vertex<'a>(
+        &mut self,
+        vertex_id: &str,
+        vertex_name: &str,
+        metrics: impl IntoIterator<Item = (&'a str, EvaluatedMetric)>,
+        backlog: bool,
+    ) {
+        set_text(&mut self.vertex_id, vertex_id);
+        set_text(&mut self.vertex_name, vertex_name);
+        self.metrics.refill(metrics);
+        self.metrics.number();
+        self.backlog = backlog;
     }
 
-    /// Sets the evaluator instance's parameters.
-    pub fn with_params(mut self, params: ModeParams) -> Self {
-        self.params = params;
-        self
+    /// Adds `vertex` at the end of the vertices evaluated before (for hosts: the vertex just
+    /// evaluated, as merged, before the context moves on to the next one). The list only grows,
+    /// so a plugin copies only what was added since its last call.
+    pub fn push_evaluated(&mut self, vertex: EvaluatedVertex) {
+        self.evaluated.get_mut().vertices.push(vertex);
     }
 
     /// The job's name.
@@ -121,7 +200,7 @@ impl EvaluatorContext {
 
     /// The vertices evaluated before this one, in topological order, with their merged metrics.
     pub fn evaluated(&self) -> &[EvaluatedVertex] {
-        &self.evaluated
+        &self.evaluated.get().vertices
     }
 
     /// Whether some source of the job is processing a backlog (its lag exceeds
@@ -129,15 +208,13 @@ impl EvaluatorContext {
     pub fn is_processing_backlog(&self) -> bool {
         self.backlog
     }
+}
 
-    /// The job graph.
-    pub fn topology(&self) -> &JobTopology {
-        &self.topology
-    }
-
-    /// The instance's prefix-stripped `metrics.custom-evaluator.<name>.*` parameters.
-    pub fn params(&self) -> &ModeParams {
-        &self.params
+/// Sets `text` to `to` unless it already holds it, reusing its buffer.
+pub(crate) fn set_text(text: &mut String, to: &str) {
+    if text != to {
+        text.clear();
+        text.push_str(to);
     }
 }
 

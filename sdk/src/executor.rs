@@ -6,12 +6,10 @@
 //! or a [`ExecutorVerdict::Veto`] vetoes the operation (nothing is applied), and a vertex an
 //! executor drops keeps its current parallelism.
 
-use std::sync::Arc;
-
-use crate::context::JobTopology;
 use crate::evaluator::VertexMetrics;
 use crate::mode::ModeError;
 use crate::params::ModeParams;
+use crate::shared::{KindShared, kind_accessors};
 
 /// The proposed scaling of one vertex.
 #[derive(Debug, Clone, PartialEq)]
@@ -29,12 +27,13 @@ pub struct ScalingSummary {
 /// What an executor sees: one job's proposed scaling operation in one cycle.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ExecutorContext {
-    job: String,
-    summaries: Vec<ScalingSummary>,
-    topology: Arc<JobTopology>,
-    params: ModeParams,
-    now_ms: i64,
-    restart_time_ms: u64,
+    // Crate-visible so that the plugin side of the boundary can bring a kept context up to
+    // date in place (`abi::lend`); everyone else goes through the accessors.
+    pub(crate) job: String,
+    pub(crate) summaries: Vec<ScalingSummary>,
+    pub(crate) shared: KindShared,
+    pub(crate) now_ms: i64,
+    pub(crate) restart_time_ms: u64,
 }
 
 impl ExecutorContext {
@@ -50,24 +49,13 @@ impl ExecutorContext {
         ExecutorContext {
             job: job.into(),
             summaries,
-            topology: Arc::default(),
-            params: ModeParams::default(),
+            shared: KindShared::default(),
             now_ms,
             restart_time_ms: 0,
         }
     }
 
-    /// Sets the job graph.
-    pub fn with_topology(mut self, topology: Arc<JobTopology>) -> Self {
-        self.topology = topology;
-        self
-    }
-
-    /// Sets the executor instance's parameters.
-    pub fn with_params(mut self, params: ModeParams) -> Self {
-        self.params = params;
-        self
-    }
+    kind_accessors!("scaling.custom-executor");
 
     /// Sets the restart time the decision assumed, in milliseconds.
     pub fn with_restart_time_ms(mut self, restart_time_ms: u64) -> Self {
@@ -84,16 +72,6 @@ impl ExecutorContext {
     /// previous executor of the chain answered, or the pipeline's decision for the first.
     pub fn summaries(&self) -> &[ScalingSummary] {
         &self.summaries
-    }
-
-    /// The job graph.
-    pub fn topology(&self) -> &JobTopology {
-        &self.topology
-    }
-
-    /// The instance's prefix-stripped `scaling.custom-executor.<name>.*` parameters.
-    pub fn params(&self) -> &ModeParams {
-        &self.params
     }
 
     /// The time of the decision, in milliseconds since the Unix epoch on the engine's clock.

@@ -139,6 +139,22 @@
 //!   table. A host that builds many contexts from parts it keeps makes each in one step
 //!   ([`AlignmentContext::from_parts`] with [`ContextParts`]) instead of through the builder,
 //!   whose chain of calls moves the whole builder from call to call.
+//! * **0.1.4**: nothing an evaluator or an executor sees changes; their contexts cross the
+//!   boundary as the alignment context does, copying only what the plugin reads and what
+//!   changed since its last call. The evaluator's accessor table gains `metric_names` (the
+//!   number of the vertex's list of metric names, as for modes) and `evaluated_serial` (a
+//!   number for the list of vertices evaluated before, kept while the list only grows at its
+//!   end); the table of what both kinds share gains `topology_generation` (the job graph's
+//!   generation, as for modes). The plugin side keeps each kind's context of its last call and
+//!   brings it up to date in place: the identity, metrics and parameters compared rather than
+//!   copied (only the values when the names' number is the kept one), the job graph and the
+//!   vertices evaluated before only when the plugin first reads them, the graph taken from
+//!   its copies by generation and only the vertices added since its last call copied. A host
+//!   keeps one evaluator context for a job's cycle and moves it on from vertex to vertex
+//!   ([`EvaluatorContext::next_vertex`], [`EvaluatorContext::push_evaluated`]) instead of
+//!   building one per vertex with a copy of every vertex before it. Plugins built against
+//!   0.1.3 never call the new accessors and load unchanged; plugins built against 0.1.4 in a
+//!   0.1.3 host find the tables too short, get no numbers and compare or copy as before.
 //!
 //! The manifest ([`abi::PluginManifest`]) has its own format number behind a fixed magic, so a
 //! host can always tell "not a plugin" from "a plugin of another format".
@@ -168,9 +184,11 @@ mod bytes;
 mod context;
 mod evaluator;
 mod executor;
+mod lent;
 mod mode;
 mod names;
 mod params;
+mod shared;
 mod ship;
 
 pub use crate::context::{

@@ -122,6 +122,18 @@ pub fn plugins_dir(files: &[(&Path, &str)]) -> tempfile::TempDir {
     dir
 }
 
+/// The implementation ids of one kind (`"modes"`, `"evaluators"` or `"executors"`) that a
+/// plugin file's report lists, in order: `entry` is one file of `flowscale plugins --json`, or
+/// a report serialized as the command does. A kind the entry does not list has none.
+pub fn listed_ids(entry: &serde_json::Value, kind: &str) -> Vec<String> {
+    entry[kind]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|object| object["id"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
 /// `promtool check metrics` (Debian's `prometheus` package) on `text`, an exposition in the
 /// Prometheus text format: `Err` with what promtool said when it refuses the text. Panics when
 /// promtool cannot be run, naming the package to install.

@@ -76,7 +76,7 @@ pub(crate) fn write_listing(
 }
 
 /// Writes the reports as a table: one row per file, then its modes and, when refused, why;
-/// last, the modes linked into the binary.
+/// last, the modes, evaluators and executors linked into the binary.
 fn write_table(
     dir: &Path,
     registry: &ModeRegistry,
@@ -94,13 +94,27 @@ fn write_table(
     } else {
         write_files(reports, verbose, out)?;
     }
-    let linked: Vec<&str> = registry
-        .modes()
-        .filter(|m| m.origin == ModeOrigin::Linked)
-        .map(|m| m.id.as_str())
+    let modes = registry.modes().map(|m| (m.id.as_str(), &m.origin));
+    let evaluators = registry.evaluators().map(|e| (e.id(), &e.origin));
+    let executors = registry.executors().map(|x| (x.id(), &x.origin));
+    write_linked("modes", modes, out)?;
+    write_linked("evaluators", evaluators, out)?;
+    write_linked("executors", executors, out)
+}
+
+/// The line `linked <kind>: <ids>` of the objects of one kind compiled into the binary, from
+/// `objects` (implementation id and origin); nothing when there is none.
+fn write_linked<'a>(
+    kind: &str,
+    objects: impl Iterator<Item = (&'a str, &'a ModeOrigin)>,
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    let linked: Vec<&str> = objects
+        .filter(|(_, origin)| **origin == ModeOrigin::Linked)
+        .map(|(id, _)| id)
         .collect();
     if !linked.is_empty() {
-        writeln!(out, "linked modes: {}", linked.join(", "))?;
+        writeln!(out, "linked {kind}: {}", linked.join(", "))?;
     }
     Ok(())
 }
@@ -227,5 +241,52 @@ mod tests {
             text.lines()
                 .any(|l| l.contains("loaded") && l.contains("1.0.0"))
         );
+    }
+
+    struct Nothing;
+
+    impl flowscale_sdk::MetricEvaluator for Nothing {
+        fn evaluate(
+            &self,
+            _: &flowscale_sdk::EvaluatorContext,
+        ) -> Result<flowscale_sdk::VertexMetrics, flowscale_sdk::ModeError> {
+            Ok(Vec::new())
+        }
+    }
+
+    impl flowscale_sdk::ScalingExecutor for Nothing {
+        fn apply(
+            &self,
+            ctx: &flowscale_sdk::ExecutorContext,
+        ) -> Result<flowscale_sdk::ExecutorVerdict, flowscale_sdk::ModeError> {
+            Ok(flowscale_sdk::ExecutorVerdict::Apply(
+                ctx.summaries().to_vec(),
+            ))
+        }
+    }
+
+    /// Evaluators and executors compiled into the binary are listed as its modes are, each
+    /// kind on a line of its own, sorted by id.
+    #[test]
+    fn table_lists_the_linked_evaluators_and_executors_like_the_linked_modes() {
+        use std::sync::Arc;
+
+        use crate::scaling::{CustomEvaluator, CustomExecutor};
+
+        let mut registry = ModeRegistry::default();
+        for id in ["queue-rate", "lag-rate"] {
+            registry.insert_evaluator(CustomEvaluator::linked(id, "", Arc::new(Nothing)));
+        }
+        registry.insert_executor(CustomExecutor::linked("budget", "", Arc::new(Nothing)));
+        let mut out = Vec::new();
+        write_table(Path::new("/p"), &registry, &[], false, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(
+            lines.contains(&"linked evaluators: lag-rate, queue-rate"),
+            "{text}"
+        );
+        assert!(lines.contains(&"linked executors: budget"), "{text}");
+        assert!(!text.contains("linked modes"), "no linked mode: {text}");
     }
 }

@@ -146,11 +146,11 @@ impl ModeRegistry {
         self.executors.values()
     }
 
-    pub(super) fn insert_evaluator(&mut self, evaluator: CustomEvaluator) {
+    pub(crate) fn insert_evaluator(&mut self, evaluator: CustomEvaluator) {
         self.evaluators.insert(evaluator.id.clone(), evaluator);
     }
 
-    pub(super) fn insert_executor(&mut self, executor: CustomExecutor) {
+    pub(crate) fn insert_executor(&mut self, executor: CustomExecutor) {
         self.executors.insert(executor.id.clone(), executor);
     }
 

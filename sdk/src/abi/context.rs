@@ -34,7 +34,7 @@ use crate::context::{
     AlignmentContext, DetailSource, Details, EvaluatedMetric, JobTopology, SubtaskLoad,
     TopologyEdge, TopologyVertex,
 };
-use crate::params::ModeParams;
+use crate::params::{MODE_KEY, ModeParams};
 use crate::ship::ShipStrategy;
 
 /// A borrowed string: pointer and length. Valid for the duration of one call.
@@ -70,7 +70,7 @@ impl FfiStr {
     /// # Safety
     /// Must point at `len` readable bytes.
     #[inline]
-    unsafe fn is(self, text: &str) -> bool {
+    pub(super) unsafe fn is(self, text: &str) -> bool {
         if self.ptr.is_null() || self.len == 0 {
             return text.is_empty();
         }
@@ -298,6 +298,15 @@ impl FfiParam {
             key: FfiStr::new(k),
             value: FfiStr::new(v),
         }
+    }
+
+    /// True when the lent parameter is `key = value`, without copying it.
+    ///
+    /// # Safety
+    /// Its texts must still be lent.
+    pub(super) unsafe fn is(self, key: &str, value: &str) -> bool {
+        // SAFETY: per the caller.
+        unsafe { self.key.is(key) && self.value.is(value) }
     }
 
     /// Copies the lent parameter.
@@ -679,7 +688,7 @@ pub unsafe fn with_lent<R>(r: ContextRef<'_>, f: impl FnOnce(&AlignmentContext) 
 /// # Safety
 /// `from` must point at `len` readable bytes.
 /// Returns whether it changed.
-unsafe fn assign(text: &mut String, from: FfiStr) -> bool {
+pub(super) unsafe fn assign(text: &mut String, from: FfiStr) -> bool {
     // SAFETY: per the contract.
     unsafe {
         if from.is(text) {
@@ -717,23 +726,40 @@ unsafe fn refresh(ctx: &mut AlignmentContext, r: ContextRef<'_>) {
         ships.clear();
         ships.extend((0..(vt.ship_count)(d)).map(|i| (vt.ship)(d, i).to_ship()));
 
-        let param_count = (vt.param_count)(d);
-        let same_params = (vt.mode_name)(d).is(ctx.params.mode_name())
-            && ctx.params.len() == param_count
-            && ctx.params.iter().enumerate().all(|(i, (k, v))| {
-                let p = (vt.param)(d, i);
-                p.key.is(k) && p.value.is(v)
-            });
-        if !same_params {
-            let params = (0..param_count)
-                .map(|i| {
-                    let p = (vt.param)(d, i);
-                    (p.key.to_owned_string(), p.value.to_owned_string())
-                })
-                .collect();
-            ctx.params = ModeParams::new((vt.mode_name)(d).to_owned_string(), params);
-        }
+        refresh_params(
+            &mut ctx.params,
+            MODE_KEY,
+            (vt.mode_name)(d),
+            (vt.param_count)(d),
+            |i| (vt.param)(d, i),
+        );
         ctx.details.lend(detail_source(r));
+    }
+}
+
+/// Makes `kept` the lent parameters of instance `name` (`count` of them, each from `param`)
+/// under the key family `family`, unless it already holds them: they are compared, not copied,
+/// and a host lends the same parameters for every call of a job.
+///
+/// # Safety
+/// The texts `name` and `param` give must be lent for the running call.
+pub(super) unsafe fn refresh_params(
+    kept: &mut ModeParams,
+    family: &'static str,
+    name: FfiStr,
+    count: usize,
+    param: impl Fn(usize) -> FfiParam,
+) {
+    // SAFETY: per the contract.
+    unsafe {
+        let same = kept.family() == family
+            && name.is(kept.mode_name())
+            && kept.len() == count
+            && kept.iter().enumerate().all(|(i, (k, v))| param(i).is(k, v));
+        if !same {
+            let entries = (0..count).map(|i| param(i).copy_out()).collect();
+            *kept = ModeParams::under(family, name.to_owned_string(), entries);
+        }
     }
 }
 
@@ -751,50 +777,13 @@ unsafe fn fill_details(details: &mut Details, d: Data, table: *const c_void) {
         let _ = assign(details.vertex_id.owned_mut(), (vt.vertex_id)(d));
         let _ = assign(details.vertex_name.owned_mut(), (vt.vertex_name)(d));
 
-        let metric_count = (vt.metric_count)(d);
-        let names = lent_metric_names(vt, d);
-        if names != 0 && names == details.metric_names && metric_count == details.metrics.len() {
-            // The host says the names are those kept: only the values are new.
-            for (i, (_, kept)) in details.metrics.iter_mut().enumerate() {
-                let m = (vt.metric)(d, i);
-                *kept = EvaluatedMetric {
-                    current: m.current,
-                    average: m.average,
-                };
-            }
-        } else {
-            // Named by no number until they are all in place.
-            details.metric_names = 0;
-            // The kept names are sorted and distinct: lent the same names at the same places
-            // (or fewer of them), they still are.
-            let mut same_names = metric_count <= details.metrics.len();
-            details.metrics.truncate(metric_count);
-            for i in 0..metric_count {
-                let m = (vt.metric)(d, i);
-                let value = EvaluatedMetric {
-                    current: m.current,
-                    average: m.average,
-                };
-                match details.metrics.get_mut(i) {
-                    // The common case, checked inline: the name kept in this place is the lent
-                    // one.
-                    Some((name, kept)) if m.name.is(name) => *kept = value,
-                    Some((name, kept)) => {
-                        same_names &= !assign(name, m.name);
-                        *kept = value;
-                    }
-                    None => details.metrics.push((m.name.to_owned_string(), value)),
-                }
-            }
-            // The host lends sorted, distinct names; anything else is sorted as the builder
-            // does, and then no longer is the list the host numbered.
-            if same_names {
-                details.metric_names = names;
-            } else {
-                crate::names::sort_metrics(&mut details.metrics);
-                details.metric_names = 0;
-            }
-        }
+        refill_metrics(
+            &mut details.metrics,
+            &mut details.metric_names,
+            (vt.metric_count)(d),
+            lent_metric_names(vt, d),
+            |i| (vt.metric)(d, i),
+        );
 
         details.topology = shared_topology(vt, d, details.job_name.as_str());
 
@@ -813,6 +802,66 @@ unsafe fn fill_details(details: &mut Details, d: Data, table: *const c_void) {
             let loads = details.subtask_loads.get_or_insert_with(Vec::new);
             loads.clear();
             loads.extend((0..load_count).map(|i| (vt.subtask_load)(d, i).to_load()));
+        }
+    }
+}
+
+/// Makes `metrics` the `count` lent metrics that `metric` gives, in place, and `number` the
+/// number of their names: when the host's number for them (`lent_names`, 0: not known) is the
+/// one kept, only the values are read; otherwise each name is compared with the one kept in its
+/// place and copied only when it differs (into its buffer). Lent names that are not sorted and
+/// distinct are sorted as a builder does, and then have no number.
+///
+/// # Safety
+/// `metric` must lend live names for the running call.
+pub(super) unsafe fn refill_metrics(
+    metrics: &mut Vec<(String, EvaluatedMetric)>,
+    number: &mut u64,
+    count: usize,
+    lent_names: u64,
+    metric: impl Fn(usize) -> FfiMetric,
+) {
+    // SAFETY: per the contract.
+    unsafe {
+        if lent_names != 0 && lent_names == *number && count == metrics.len() {
+            // The host says the names are those kept: only the values are new.
+            for (i, (_, kept)) in metrics.iter_mut().enumerate() {
+                let m = metric(i);
+                *kept = EvaluatedMetric {
+                    current: m.current,
+                    average: m.average,
+                };
+            }
+            return;
+        }
+        // Named by no number until they are all in place.
+        *number = 0;
+        // The kept names are sorted and distinct: lent the same names at the same places (or
+        // fewer of them), they still are.
+        let mut same_names = count <= metrics.len();
+        metrics.truncate(count);
+        for i in 0..count {
+            let m = metric(i);
+            let value = EvaluatedMetric {
+                current: m.current,
+                average: m.average,
+            };
+            match metrics.get_mut(i) {
+                // The common case, checked inline: the name kept in this place is the lent one.
+                Some((name, kept)) if m.name.is(name) => *kept = value,
+                Some((name, kept)) => {
+                    same_names &= !assign(name, m.name);
+                    *kept = value;
+                }
+                None => metrics.push((m.name.to_owned_string(), value)),
+            }
+        }
+        // The host lends sorted, distinct names; anything else is sorted as the builder does,
+        // and then no longer is the list the host numbered.
+        if same_names {
+            *number = lent_names;
+        } else {
+            crate::names::sort_metrics(metrics);
         }
     }
 }
@@ -874,10 +923,37 @@ unsafe fn lent_generation(vt: &ContextVTable, d: *const c_void) -> u64 {
 unsafe fn lent_graph_is(vt: &ContextVTable, d: *const c_void, cached: &JobTopology) -> bool {
     // SAFETY: the caller guarantees the table and the data are live.
     unsafe {
-        cached.vertices.len() == (vt.vertex_count)(d)
-            && cached.edges.len() == (vt.edge_count)(d)
+        graph_is(
+            cached,
+            LentGraphRef {
+                vertex_count: (vt.vertex_count)(d),
+                vertex: &|i| (vt.vertex)(d, i),
+                edge_count: (vt.edge_count)(d),
+                edge: &|i| (vt.edge)(d, i),
+            },
+        )
+    }
+}
+
+/// A lent job graph, through the accessors of whichever table lends it.
+pub(super) struct LentGraphRef<'f> {
+    pub(super) vertex_count: usize,
+    pub(super) vertex: &'f dyn Fn(usize) -> FfiVertex,
+    pub(super) edge_count: usize,
+    pub(super) edge: &'f dyn Fn(usize) -> FfiEdge,
+}
+
+/// True when the lent graph equals `cached`, compared field by field.
+///
+/// # Safety
+/// The accessors must lend live texts for the running call.
+pub(super) unsafe fn graph_is(cached: &JobTopology, lent: LentGraphRef<'_>) -> bool {
+    // SAFETY: per the contract.
+    unsafe {
+        cached.vertices.len() == lent.vertex_count
+            && cached.edges.len() == lent.edge_count
             && cached.vertices.iter().enumerate().all(|(i, c)| {
-                let v = (vt.vertex)(d, i);
+                let v = (lent.vertex)(i);
                 v.parallelism == c.parallelism
                     && v.max_parallelism == c.max_parallelism
                     && v.source_partitions == c.source_partitions
@@ -885,9 +961,27 @@ unsafe fn lent_graph_is(vt: &ContextVTable, d: *const c_void, cached: &JobTopolo
                     && v.name.is(&c.name)
             })
             && cached.edges.iter().enumerate().all(|(i, c)| {
-                let e = (vt.edge)(d, i);
+                let e = (lent.edge)(i);
                 e.ship.to_ship() == c.ship_strategy && e.from.is(&c.from) && e.to.is(&c.to)
             })
+    }
+}
+
+/// A copy of the lent graph.
+///
+/// # Safety
+/// As for [`graph_is`].
+pub(super) unsafe fn copy_graph(lent: LentGraphRef<'_>) -> JobTopology {
+    // SAFETY: per the contract.
+    unsafe {
+        JobTopology {
+            vertices: (0..lent.vertex_count)
+                .map(|i| (lent.vertex)(i).copy_out())
+                .collect(),
+            edges: (0..lent.edge_count)
+                .map(|i| (lent.edge)(i).copy_out())
+                .collect(),
+        }
     }
 }
 
@@ -944,13 +1038,12 @@ unsafe fn job_graph(
                 return graph;
             }
         }
-        let vertices = (0..(vt.vertex_count)(d))
-            .map(|i| (vt.vertex)(d, i).copy_out())
-            .collect();
-        let edges = (0..(vt.edge_count)(d))
-            .map(|i| (vt.edge)(d, i).copy_out())
-            .collect();
-        let fresh = Arc::new(JobTopology { vertices, edges });
+        let fresh = Arc::new(copy_graph(LentGraphRef {
+            vertex_count: (vt.vertex_count)(d),
+            vertex: &|i| (vt.vertex)(d, i),
+            edge_count: (vt.edge_count)(d),
+            edge: &|i| (vt.edge)(d, i),
+        }));
         KEPT.with(|kept| {
             let mut kept = kept.borrow_mut();
             let entry = (generation, Arc::clone(&fresh));

@@ -7,7 +7,7 @@ use abi_stable::std_types::RResult;
 use super::context::FfiStr;
 use super::guest::guarded;
 use super::lend::{
-    EvaluatorRef, ExecutorRef, SharedRef, rebuild_evaluator, rebuild_executor, rebuild_params,
+    EvaluatorRef, ExecutorRef, SharedRef, rebuild_params, with_lent_evaluator, with_lent_executor,
 };
 use super::reply::{Object, Reply, ReplyRef, Status};
 use super::root::{FfiError, FfiErrorKind};
@@ -160,8 +160,8 @@ pub(super) unsafe extern "C" fn evaluate(
         || format!("evaluator `{}` evaluate", e.id),
         |reply| {
             // SAFETY: the host lends `ctx` for the call.
-            let ctx = unsafe { rebuild_evaluator(ctx) };
-            let metrics = e.inner.evaluate(&ctx).map_err(mode_error)?;
+            let metrics = unsafe { with_lent_evaluator(ctx, |ctx| e.inner.evaluate(ctx)) }
+                .map_err(mode_error)?;
             for (name, m) in &metrics {
                 reply.metric(name, m);
             }
@@ -217,8 +217,8 @@ pub(super) unsafe extern "C" fn apply(object: Object, ctx: ExecutorRef, reply: R
         || format!("executor `{}` apply", x.id),
         |reply| {
             // SAFETY: the host lends `ctx` for the call.
-            let ctx = unsafe { rebuild_executor(ctx) };
-            match x.inner.apply(&ctx).map_err(mode_error)? {
+            let verdict = unsafe { with_lent_executor(ctx, |ctx| x.inner.apply(ctx)) };
+            match verdict.map_err(mode_error)? {
                 ExecutorVerdict::Veto(why) => reply.veto(&why),
                 ExecutorVerdict::Apply(summaries) => {
                     for s in &summaries {

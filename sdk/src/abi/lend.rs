@@ -7,16 +7,23 @@
 //! What both kinds see alike, the job graph and the instance's parameters, has a table of its
 //! own ([`SharedVTable`]); `validate` is lent that table alone, with an empty graph.
 
-use std::collections::BTreeMap;
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap};
 use std::ffi::c_void;
 use std::mem::{offset_of, size_of};
 use std::sync::{Arc, OnceLock};
 
-use super::context::{FfiEdge, FfiMetric, FfiParam, FfiStr, FfiVertex};
+use super::context::{
+    FfiEdge, FfiMetric, FfiParam, FfiStr, FfiVertex, LentGraphRef, assign, copy_graph, graph_is,
+    refill_metrics, refresh_params,
+};
+use super::generation::GraphGeneration;
 use crate::context::JobTopology;
-use crate::evaluator::{EvaluatedVertex, EvaluatorContext};
+use crate::evaluator::{EvaluatedList, EvaluatedVertex, EvaluatorContext};
 use crate::executor::{ExecutorContext, ScalingSummary};
+use crate::lent::LentSource;
 use crate::params::{EVALUATOR_KEY, EXECUTOR_KEY, ModeParams};
+use crate::shared::{KindShared, LentGraph};
 
 type Data = *const c_void;
 
@@ -33,6 +40,11 @@ pub struct SharedVTable {
     instance_name: unsafe extern "C" fn(Data) -> FfiStr,
     param_count: unsafe extern "C" fn(Data) -> usize,
     param: unsafe extern "C" fn(Data, usize) -> FfiParam,
+    // ---- SDK 0.1.3 ends here.
+    /// SDK 0.1.4: the generation of the job graph (see `generation.rs`): equal generations are
+    /// equal graphs; 0 when unknown.
+    topology_generation: unsafe extern "C" fn(Data) -> u64,
+    // Fields added in later SDK releases go here, each read behind `has`.
 }
 
 /// The graph and parameters as they cross the boundary. Frozen.
@@ -58,6 +70,14 @@ pub struct EvaluatorVTable {
     evaluated_metric_count: unsafe extern "C" fn(Data, usize) -> usize,
     evaluated_metric: unsafe extern "C" fn(Data, usize, usize) -> FfiMetric,
     backlog: unsafe extern "C" fn(Data) -> u8,
+    // ---- SDK 0.1.3 ends here.
+    /// SDK 0.1.4: the number of the vertex's list of metric names (see `names.rs`): equal
+    /// numbers are equal names in the same order; 0 when unknown.
+    metric_names: unsafe extern "C" fn(Data) -> u64,
+    /// SDK 0.1.4: the number of the list of vertices evaluated before (see `EvaluatedList`):
+    /// a list keeps its number only while it grows at its end; 0 when unknown.
+    evaluated_serial: unsafe extern "C" fn(Data) -> u64,
+    // Fields added in later SDK releases go here, each read behind `has`.
 }
 
 /// An evaluator's context as it crosses the boundary. Frozen.
@@ -105,17 +125,24 @@ pub struct ExecutorRef {
 
 /// The graph and parameters lent for one call.
 pub(super) struct LentShared<'a> {
-    topology: &'a JobTopology,
+    topology: &'a Arc<JobTopology>,
     params: &'a ModeParams,
 }
 
 impl<'a> LentShared<'a> {
     /// Parameters alone (for `validate`), with an empty graph.
     pub(super) fn params(params: &'a ModeParams) -> LentShared<'a> {
-        static EMPTY: OnceLock<JobTopology> = OnceLock::new();
+        static EMPTY: OnceLock<Arc<JobTopology>> = OnceLock::new();
         LentShared {
-            topology: EMPTY.get_or_init(JobTopology::default),
+            topology: EMPTY.get_or_init(Arc::default),
             params,
+        }
+    }
+
+    fn of(shared: &'a KindShared) -> LentShared<'a> {
+        LentShared {
+            topology: shared.graph(),
+            params: &shared.params,
         }
     }
 
@@ -154,6 +181,9 @@ unsafe extern "C" fn param_count(d: Data) -> usize {
 unsafe extern "C" fn param(d: Data, i: usize) -> FfiParam {
     FfiParam::lend(shared(d).params.iter().nth(i))
 }
+unsafe extern "C" fn topology_generation(d: Data) -> u64 {
+    GraphGeneration::of(shared(d).topology)
+}
 
 static HOST_SHARED: SharedVTable = SharedVTable {
     size: size_of::<SharedVTable>(),
@@ -164,6 +194,7 @@ static HOST_SHARED: SharedVTable = SharedVTable {
     instance_name,
     param_count,
     param,
+    topology_generation,
 };
 
 /// An evaluator's context lent for one call.
@@ -176,10 +207,7 @@ impl<'a> LentEvaluator<'a> {
     pub(super) fn new(ctx: &'a EvaluatorContext) -> LentEvaluator<'a> {
         LentEvaluator {
             ctx,
-            shared: LentShared {
-                topology: ctx.topology(),
-                params: ctx.params(),
-            },
+            shared: LentShared::of(&ctx.shared),
         }
     }
 
@@ -232,6 +260,12 @@ unsafe extern "C" fn e_evaluated_metric(d: Data, i: usize, j: usize) -> FfiMetri
 unsafe extern "C" fn e_backlog(d: Data) -> u8 {
     u8::from(eval(d).is_processing_backlog())
 }
+unsafe extern "C" fn e_metric_names(d: Data) -> u64 {
+    eval(d).metrics.names_number()
+}
+unsafe extern "C" fn e_evaluated_serial(d: Data) -> u64 {
+    eval(d).evaluated.get().serial
+}
 
 static HOST_EVALUATOR: EvaluatorVTable = EvaluatorVTable {
     size: size_of::<EvaluatorVTable>(),
@@ -245,6 +279,8 @@ static HOST_EVALUATOR: EvaluatorVTable = EvaluatorVTable {
     evaluated_metric_count: e_evaluated_metric_count,
     evaluated_metric: e_evaluated_metric,
     backlog: e_backlog,
+    metric_names: e_metric_names,
+    evaluated_serial: e_evaluated_serial,
 };
 
 /// An executor's context lent for one call.
@@ -257,10 +293,7 @@ impl<'a> LentExecutor<'a> {
     pub(super) fn new(ctx: &'a ExecutorContext) -> LentExecutor<'a> {
         LentExecutor {
             ctx,
-            shared: LentShared {
-                topology: ctx.topology(),
-                params: ctx.params(),
-            },
+            shared: LentShared::of(&ctx.shared),
         }
     }
 
@@ -329,124 +362,484 @@ fn has(size: usize, offset: usize) -> bool {
     offset + size_of::<usize>() <= size
 }
 
-/// Copies the lent graph and parameters; `family` is the kind's key prefix.
+/// Plugin side: the parameters lent to `validate`.
 ///
 /// # Safety
 /// `r` must be lent by the host for the call that is running.
-pub(super) unsafe fn rebuild_shared(
-    r: SharedRef,
-    family: &'static str,
-) -> (Arc<JobTopology>, ModeParams) {
+pub(super) unsafe fn rebuild_params(r: SharedRef, family: &'static str) -> ModeParams {
     // SAFETY: per the contract; every accessor of the first table exists in every host that
     // lends one (the table was born with them), which `has` checks against corruption.
     unsafe {
         let vt = &*r.vtable;
         let d = r.data;
-        if !has(vt.size, offset_of!(SharedVTable, param)) {
-            return (
-                Arc::default(),
-                ModeParams::under(family, "", BTreeMap::new()),
+        let mut params = ModeParams::under(family, "", BTreeMap::new());
+        if has(vt.size, offset_of!(SharedVTable, param)) {
+            refresh_params(
+                &mut params,
+                family,
+                (vt.instance_name)(d),
+                (vt.param_count)(d),
+                |i| (vt.param)(d, i),
             );
         }
-        let topology = JobTopology {
-            vertices: (0..(vt.vertex_count)(d))
-                .map(|i| (vt.vertex)(d, i).copy_out())
-                .collect(),
-            edges: (0..(vt.edge_count)(d))
-                .map(|i| (vt.edge)(d, i).copy_out())
-                .collect(),
-        };
-        let params = (0..(vt.param_count)(d))
-            .map(|i| (vt.param)(d, i).copy_out())
-            .collect();
-        let name = (vt.instance_name)(d).to_owned_string();
-        (Arc::new(topology), ModeParams::under(family, name, params))
+        params
     }
 }
 
-/// Plugin side: the parameters lent to `validate`.
-///
-/// # Safety
-/// As for [`rebuild_shared`].
-pub(super) unsafe fn rebuild_params(r: SharedRef, family: &'static str) -> ModeParams {
-    // SAFETY: per the contract.
-    unsafe { rebuild_shared(r, family) }.1
-}
-
-/// Plugin side: copies a lent evaluator context.
+/// Brings `kept` up to date with the lent graph and parameters `r`: the parameters now
+/// (compared, not copied, when they are those kept), the graph when the plugin first reads it
+/// (see [`fill_graph`]).
 ///
 /// # Safety
 /// `r` must be lent by the host for the call that is running.
-pub(super) unsafe fn rebuild_evaluator(r: EvaluatorRef) -> EvaluatorContext {
-    // SAFETY: per the contract; see `rebuild_shared`.
+unsafe fn refresh_shared(kept: &mut KindShared, r: SharedRef, family: &'static str) {
+    // SAFETY: per the contract.
     unsafe {
-        let (topology, params) = rebuild_shared(r.shared, EVALUATOR_KEY);
+        let vt = &*r.vtable;
+        let d = r.data;
+        if !has(vt.size, offset_of!(SharedVTable, param)) {
+            kept.params = ModeParams::under(family, "", BTreeMap::new());
+            kept.topology = Default::default();
+            return;
+        }
+        refresh_params(
+            &mut kept.params,
+            family,
+            (vt.instance_name)(d),
+            (vt.param_count)(d),
+            |i| (vt.param)(d, i),
+        );
+        kept.topology.lend(LentSource {
+            lent: d,
+            table: r.vtable.cast(),
+            fill: fill_graph,
+        });
+    }
+}
+
+/// How many graphs one thread keeps by generation (see [`fill_graph`]): as many as the jobs
+/// of a large fleet, whose cycles come one after the other; past it the thread starts over.
+const KEPT_GRAPHS: usize = 16_384;
+
+thread_local! {
+    /// The graphs this thread copied, by the host's generation of them.
+    static GRAPHS: RefCell<HashMap<u64, Arc<JobTopology>>> = RefCell::new(HashMap::new());
+}
+
+/// Makes `graph` the lent job graph (`d` with its [`SharedVTable`] `table`): kept as it is when
+/// the host's generation says it is the same graph, taken from the graphs this thread copied
+/// before by generation, or compared and copied only when it differs.
+///
+/// # Safety
+/// `d` and `table` are those of a [`SharedRef`] lent for a call that is still running.
+unsafe fn fill_graph(graph: &mut LentGraph, d: Data, table: Data) {
+    // SAFETY: per the contract.
+    unsafe {
+        let vt = &*table.cast::<SharedVTable>();
+        let generation = if has(vt.size, offset_of!(SharedVTable, topology_generation)) {
+            (vt.topology_generation)(d)
+        } else {
+            0
+        };
+        if generation != 0 && generation == graph.generation {
+            return;
+        }
+        graph.generation = 0;
+        if generation != 0 {
+            let kept = GRAPHS.with(|g| g.borrow().get(&generation).cloned());
+            if let Some(kept) = kept {
+                *graph = LentGraph {
+                    graph: kept,
+                    generation,
+                };
+                return;
+            }
+        }
+        let vertex = |i| (vt.vertex)(d, i);
+        let edge = |i| (vt.edge)(d, i);
+        let lent = || LentGraphRef {
+            vertex_count: (vt.vertex_count)(d),
+            vertex: &vertex,
+            edge_count: (vt.edge_count)(d),
+            edge: &edge,
+        };
+        if !graph_is(&graph.graph, lent()) {
+            graph.graph = Arc::new(copy_graph(lent()));
+        }
+        if generation != 0 {
+            GRAPHS.with(|g| {
+                let mut g = g.borrow_mut();
+                if g.len() >= KEPT_GRAPHS {
+                    g.clear();
+                }
+                g.insert(generation, Arc::clone(&graph.graph));
+            });
+            graph.generation = generation;
+        }
+    }
+}
+
+thread_local! {
+    /// The evaluator context of the last call this thread served, brought up to date in place
+    /// for the next one (see [`with_lent_evaluator`]).
+    static KEPT_EVALUATOR: RefCell<Option<EvaluatorContext>> = const { RefCell::new(None) };
+    /// The same for executors.
+    static KEPT_EXECUTOR: RefCell<Option<ExecutorContext>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` on the context kept in `slot`, brought up to date by `refresh` (or, for a call
+/// from inside a call, on a fresh one that `fresh` makes).
+fn with_kept<C, R>(
+    slot: &'static std::thread::LocalKey<RefCell<Option<C>>>,
+    fresh: fn() -> C,
+    refresh: impl FnOnce(&mut C),
+    f: impl FnOnce(&C) -> R,
+) -> R {
+    slot.with(|kept| {
+        let Ok(mut kept) = kept.try_borrow_mut() else {
+            let mut ctx = fresh();
+            refresh(&mut ctx);
+            return f(&ctx);
+        };
+        let ctx = kept.get_or_insert_with(fresh);
+        refresh(ctx);
+        f(ctx)
+    })
+}
+
+/// Plugin side: runs `f` on the lent evaluator context as an owned [`EvaluatorContext`].
+///
+/// The host calls an evaluator for a job's vertices one after the other with the same job,
+/// graph and parameters, the same metric names and a list of vertices evaluated before that
+/// grows by one each time: instead of copying all of it per call, the context of this thread's
+/// previous call is brought up to date in place. The identity, metrics, backlog and parameters
+/// at once, compared rather than copied (only the values when the host's number says the names
+/// are those kept); the job graph and the vertices evaluated before when the evaluator first
+/// reads them (many never do), the graph taken from this thread's copies by its generation and
+/// only the vertices added since the last call copied.
+///
+/// # Safety
+/// `r` must be lent by the host for the call that is running.
+pub(super) unsafe fn with_lent_evaluator<R>(
+    r: EvaluatorRef,
+    f: impl FnOnce(&EvaluatorContext) -> R,
+) -> R {
+    let fresh = || {
+        let mut ctx = EvaluatorContext::new(String::new(), String::new(), Vec::new());
+        // Numbered by no list of the host's yet.
+        ctx.evaluated = Default::default();
+        ctx
+    };
+    // SAFETY: per the contract.
+    with_kept(
+        &KEPT_EVALUATOR,
+        fresh,
+        |ctx| unsafe { refresh_evaluator(ctx, r) },
+        f,
+    )
+}
+
+/// Makes `ctx` the lent evaluator context `r`, in place (see [`with_lent_evaluator`]).
+///
+/// # Safety
+/// As for [`with_lent_evaluator`]; the lazy parts are read from `r` later, during the same call.
+unsafe fn refresh_evaluator(ctx: &mut EvaluatorContext, r: EvaluatorRef) {
+    // SAFETY: per the contract.
+    unsafe {
+        refresh_shared(&mut ctx.shared, r.shared, EVALUATOR_KEY);
         let vt = &*r.vtable;
         let d = r.data;
         if !has(vt.size, offset_of!(EvaluatorVTable, backlog)) {
-            return EvaluatorContext::new("", "", Vec::new())
-                .with_topology(topology)
-                .with_params(params);
+            ctx.job.clear();
+            ctx.vertex_id.clear();
+            ctx.vertex_name.clear();
+            ctx.metrics.refill([]);
+            ctx.evaluated = Default::default();
+            ctx.backlog = false;
+            return;
         }
-        let metrics = (0..(vt.metric_count)(d))
-            .map(|i| (vt.metric)(d, i).copy_out())
-            .collect();
-        let evaluated = (0..(vt.evaluated_count)(d))
-            .map(|i| EvaluatedVertex {
+        let _ = assign(&mut ctx.job, (vt.job_name)(d));
+        let _ = assign(&mut ctx.vertex_id, (vt.vertex_id)(d));
+        let _ = assign(&mut ctx.vertex_name, (vt.vertex_name)(d));
+        let names = if has(vt.size, offset_of!(EvaluatorVTable, metric_names)) {
+            (vt.metric_names)(d)
+        } else {
+            0
+        };
+        let (metrics, number) = ctx.metrics.parts_mut();
+        refill_metrics(metrics, number, (vt.metric_count)(d), names, |i| {
+            (vt.metric)(d, i)
+        });
+        ctx.backlog = (vt.backlog)(d) != 0;
+        ctx.evaluated.lend(LentSource {
+            lent: d,
+            table: r.vtable.cast(),
+            fill: fill_evaluated,
+        });
+    }
+}
+
+/// Makes `list` the lent vertices evaluated before (`d` with its [`EvaluatorVTable`] `table`):
+/// when the host's number says the lent list is the kept one grown at its end, only the
+/// vertices added since are copied; otherwise all of them.
+///
+/// # Safety
+/// `d` and `table` are those of an [`EvaluatorRef`] lent for a call that is still running.
+unsafe fn fill_evaluated(list: &mut EvaluatedList, d: Data, table: Data) {
+    // SAFETY: per the contract.
+    unsafe {
+        let vt = &*table.cast::<EvaluatorVTable>();
+        let serial = if has(vt.size, offset_of!(EvaluatorVTable, evaluated_serial)) {
+            (vt.evaluated_serial)(d)
+        } else {
+            0
+        };
+        let count = (vt.evaluated_count)(d);
+        if serial == 0 || serial != list.serial || list.vertices.len() > count {
+            list.vertices.clear();
+        }
+        // Named by no number until the copy is complete.
+        list.serial = 0;
+        for i in list.vertices.len()..count {
+            list.vertices.push(EvaluatedVertex {
                 vertex_id: (vt.evaluated_id)(d, i).to_owned_string(),
                 metrics: (0..(vt.evaluated_metric_count)(d, i))
                     .map(|j| (vt.evaluated_metric)(d, i, j).copy_out())
                     .collect(),
-            })
-            .collect();
-        EvaluatorContext::new(
-            (vt.job_name)(d).to_owned_string(),
-            (vt.vertex_id)(d).to_owned_string(),
-            metrics,
-        )
-        .with_vertex_name((vt.vertex_name)(d).to_owned_string())
-        .with_evaluated(evaluated)
-        .with_backlog((vt.backlog)(d) != 0)
-        .with_topology(topology)
-        .with_params(params)
+            });
+        }
+        list.serial = serial;
     }
 }
 
-/// Plugin side: copies a lent executor context.
+/// Plugin side: runs `f` on the lent executor context as an owned [`ExecutorContext`], the
+/// context of this thread's previous call brought up to date in place: the job, summaries
+/// and parameters compared rather than copied, the job graph when the executor first reads it
+/// (as for evaluators, see [`with_lent_evaluator`]).
 ///
 /// # Safety
 /// `r` must be lent by the host for the call that is running.
-pub(super) unsafe fn rebuild_executor(r: ExecutorRef) -> ExecutorContext {
-    // SAFETY: per the contract; see `rebuild_shared`.
+pub(super) unsafe fn with_lent_executor<R>(
+    r: ExecutorRef,
+    f: impl FnOnce(&ExecutorContext) -> R,
+) -> R {
+    let fresh = || ExecutorContext::new(String::new(), Vec::new(), 0);
+    // SAFETY: per the contract.
+    with_kept(
+        &KEPT_EXECUTOR,
+        fresh,
+        |ctx| unsafe { refresh_executor(ctx, r) },
+        f,
+    )
+}
+
+/// Makes `ctx` the lent executor context `r`, in place (see [`with_lent_executor`]).
+///
+/// # Safety
+/// As for [`with_lent_executor`].
+unsafe fn refresh_executor(ctx: &mut ExecutorContext, r: ExecutorRef) {
+    // SAFETY: per the contract.
     unsafe {
-        let (topology, params) = rebuild_shared(r.shared, EXECUTOR_KEY);
+        refresh_shared(&mut ctx.shared, r.shared, EXECUTOR_KEY);
         let vt = &*r.vtable;
         let d = r.data;
         if !has(vt.size, offset_of!(ExecutorVTable, restart_time_ms)) {
-            return ExecutorContext::new("", Vec::new(), 0)
-                .with_topology(topology)
-                .with_params(params);
+            ctx.job.clear();
+            ctx.summaries.clear();
+            ctx.now_ms = 0;
+            ctx.restart_time_ms = 0;
+            return;
         }
-        let summaries = (0..(vt.summary_count)(d))
-            .map(|i| {
-                let steps = (vt.summary_parallelism)(d, i);
-                ScalingSummary {
-                    vertex_id: (vt.summary_vertex)(d, i).to_owned_string(),
-                    current_parallelism: steps.current,
-                    new_parallelism: steps.new,
-                    metrics: (0..(vt.summary_metric_count)(d, i))
-                        .map(|j| (vt.summary_metric)(d, i, j).copy_out())
-                        .collect(),
+        let _ = assign(&mut ctx.job, (vt.job_name)(d));
+        let count = (vt.summary_count)(d);
+        ctx.summaries.truncate(count);
+        for i in 0..count {
+            if ctx.summaries.len() == i {
+                ctx.summaries.push(ScalingSummary {
+                    vertex_id: String::new(),
+                    current_parallelism: 0,
+                    new_parallelism: 0,
+                    metrics: Vec::new(),
+                });
+            }
+            let s = &mut ctx.summaries[i];
+            let _ = assign(&mut s.vertex_id, (vt.summary_vertex)(d, i));
+            let steps = (vt.summary_parallelism)(d, i);
+            s.current_parallelism = steps.current;
+            s.new_parallelism = steps.new;
+            let mut number = 0;
+            refill_metrics(
+                &mut s.metrics,
+                &mut number,
+                (vt.summary_metric_count)(d, i),
+                0,
+                |j| (vt.summary_metric)(d, i, j),
+            );
+        }
+        // The host lends them sorted by vertex id, as `ExecutorContext::new` sorts them.
+        if !ctx
+            .summaries
+            .is_sorted_by(|a, b| a.vertex_id <= b.vertex_id)
+        {
+            ctx.summaries.sort_by(|a, b| a.vertex_id.cmp(&b.vertex_id));
+        }
+        ctx.now_ms = (vt.now_ms)(d);
+        ctx.restart_time_ms = (vt.restart_time_ms)(d);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::context::{EvaluatedMetric, TopologyVertex};
+
+    /// The host's tables as a host of SDK 0.1.3 lent them: without the accessors 0.1.4 added.
+    static SHARED_0_1_3: SharedVTable = SharedVTable {
+        size: offset_of!(SharedVTable, topology_generation),
+        ..HOST_SHARED
+    };
+    static EVALUATOR_0_1_3: EvaluatorVTable = EvaluatorVTable {
+        size: offset_of!(EvaluatorVTable, metric_names),
+        ..HOST_EVALUATOR
+    };
+
+    /// What the plugin side makes of `ctx` lent through the given tables: its kept context,
+    /// brought up to date and cloned whole (a clone reads every lazy part), or, with `peek`,
+    /// only the number of metrics (the lazy parts are not read).
+    fn seen(ctx: &EvaluatorContext, old: bool, peek: bool) -> Option<EvaluatorContext> {
+        let lent = LentEvaluator::new(ctx);
+        let mut r = lent.lend();
+        if old {
+            r.vtable = &EVALUATOR_0_1_3;
+            r.shared.vtable = &SHARED_0_1_3;
+        }
+        // SAFETY: lent for the call.
+        unsafe {
+            with_lent_evaluator(r, |c| {
+                if peek {
+                    let _ = c.metrics().len();
+                    None
+                } else {
+                    Some(c.clone())
                 }
             })
-            .collect();
-        ExecutorContext::new(
-            (vt.job_name)(d).to_owned_string(),
-            summaries,
-            (vt.now_ms)(d),
-        )
-        .with_restart_time_ms((vt.restart_time_ms)(d))
-        .with_topology(topology)
-        .with_params(params)
+        }
+    }
+
+    fn metric(x: f64) -> EvaluatedMetric {
+        EvaluatedMetric {
+            current: x,
+            average: x / 2.0,
+        }
+    }
+
+    /// A host's context for a cycle of `job` (a graph of `vertices`), as `EvaluatorRun` keeps
+    /// one.
+    fn cycle(job: &str, vertices: usize) -> EvaluatorContext {
+        let graph = JobTopology {
+            vertices: (0..vertices)
+                .map(|v| TopologyVertex {
+                    id: format!("{job}-{v}"),
+                    name: format!("op {v}"),
+                    parallelism: 2,
+                    max_parallelism: 128,
+                    source_partitions: 0,
+                })
+                .collect(),
+            edges: Vec::new(),
+        };
+        let params = ModeParams::under(
+            EVALUATOR_KEY,
+            "slo",
+            BTreeMap::from([("drain-within".to_string(), job.to_string())]),
+        );
+        EvaluatorContext::new(job, "", Vec::new())
+            .with_topology(Arc::new(graph))
+            .with_params(params)
+    }
+
+    /// Moves `ctx` on to vertex `v`: sources (even vertices) have one metric more.
+    fn next(ctx: &mut EvaluatorContext, job: &str, v: usize) {
+        let x = v as f64;
+        let mut metrics = vec![("LOAD", metric(x)), ("TARGET_DATA_RATE", metric(10.0 * x))];
+        if v % 2 == 0 {
+            metrics.insert(0, ("LAG", metric(100.0 + x)));
+        }
+        ctx.next_vertex(
+            &format!("{job}-{v}"),
+            &format!("op {v}"),
+            metrics,
+            v % 3 == 0,
+        );
+    }
+
+    #[test]
+    fn the_kept_context_sees_each_vertex_of_interleaved_jobs_as_lent_from_any_host() {
+        for old in [false, true] {
+            let mut a = cycle("a", 6);
+            let mut b = cycle("b", 3);
+            for v in 0..6 {
+                next(&mut a, "a", v);
+                // Read whole on some calls only, so that the list of vertices evaluated before
+                // grows by more than one between two reads.
+                if v % 2 == 1 {
+                    assert_eq!(seen(&a, old, false).as_ref(), Some(&a), "old host: {old}");
+                } else {
+                    assert_eq!(seen(&a, old, true), None);
+                }
+                // Another job in between, read whole.
+                if v < 3 {
+                    next(&mut b, "b", v);
+                    assert_eq!(seen(&b, old, false).as_ref(), Some(&b), "old host: {old}");
+                    b.push_evaluated(EvaluatedVertex {
+                        vertex_id: format!("b-{v}"),
+                        metrics: vec![("LOAD".into(), metric(1.0))],
+                    });
+                }
+                a.push_evaluated(EvaluatedVertex {
+                    vertex_id: format!("a-{v}"),
+                    metrics: vec![("LOAD".into(), metric(v as f64))],
+                });
+            }
+            assert_eq!(a.evaluated().len(), 6);
+            // A list replaced whole (a new number) is read whole.
+            let replaced = a.clone().with_evaluated(vec![EvaluatedVertex {
+                vertex_id: "x".into(),
+                metrics: Vec::new(),
+            }]);
+            assert_eq!(seen(&replaced, old, false).as_ref(), Some(&replaced));
+        }
+    }
+
+    #[test]
+    fn the_kept_executor_context_follows_each_lent_one() {
+        let summary = |id: &str, new: u32, names: &[&str]| ScalingSummary {
+            vertex_id: id.into(),
+            current_parallelism: 2,
+            new_parallelism: new,
+            metrics: names.iter().map(|n| (n.to_string(), metric(1.0))).collect(),
+        };
+        let contexts = [
+            ExecutorContext::new(
+                "a",
+                vec![
+                    summary("v2", 4, &["LAG", "LOAD"]),
+                    summary("v1", 3, &["LOAD"]),
+                ],
+                10,
+            ),
+            ExecutorContext::new("b", vec![summary("v1", 5, &["LOAD", "TARGET"])], 20)
+                .with_restart_time_ms(7)
+                .with_topology(cycle("b", 2).shared.graph().clone()),
+            ExecutorContext::new("a", Vec::new(), 30),
+        ];
+        for ctx in contexts {
+            // The plugin side reads the parameters under the executors' family.
+            let ctx = ctx.with_params(ModeParams::under(EXECUTOR_KEY, "cap", BTreeMap::new()));
+            let lent = LentExecutor::new(&ctx);
+            // SAFETY: lent for the call.
+            let copy = unsafe { with_lent_executor(lent.lend(), ExecutorContext::clone) };
+            assert_eq!(copy, ctx);
+        }
     }
 }

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use flowscale_tests::{build, plugin_file, plugins_dir};
+use flowscale_tests::{build, listed_ids, plugin_file, plugins_dir};
 
 use crate::harness::{Cli, repo_root};
 use crate::reload::{Lines, event, install_plugin, signal, start_run, with_plugins_dir, write};
@@ -346,14 +346,6 @@ fn plugins_lists_every_kind_and_validate_names_the_executors_that_exist() {
             .cloned()
             .unwrap_or_else(|| panic!("{plugin} is listed: {files}"))
     };
-    let ids = |v: &Value, kind: &str| -> Vec<String> {
-        v[kind]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(|m| m["id"].as_str().unwrap_or_default().to_string())
-            .collect()
-    };
     for (plugin, modes, evaluators, executors) in [
         ("step-limit", &[][..], &[][..], &["step-limit"][..]),
         ("change-freeze", &[], &[], &["change-freeze"]),
@@ -362,9 +354,9 @@ fn plugins_lists_every_kind_and_validate_names_the_executors_that_exist() {
     ] {
         let e = entry(plugin);
         assert_eq!(e["status"], "loaded", "{e}");
-        assert_eq!(ids(&e, "modes"), modes, "{e}");
-        assert_eq!(ids(&e, "evaluators"), evaluators, "{e}");
-        assert_eq!(ids(&e, "executors"), executors, "{e}");
+        assert_eq!(listed_ids(&e, "modes"), modes, "{e}");
+        assert_eq!(listed_ids(&e, "evaluators"), evaluators, "{e}");
+        assert_eq!(listed_ids(&e, "executors"), executors, "{e}");
     }
     // The readable listing names each kind's ids too, an evaluator or executor on a line of
     // its own under its file.
@@ -411,5 +403,224 @@ fn plugins_lists_every_kind_and_validate_names_the_executors_that_exist() {
     assert!(
         said.contains("available executors: change-freeze, step-limit"),
         "names the executors that exist: {said}"
+    );
+}
+
+/// The kinds fixture (a mode, two evaluators and three executors, `kinds-segv` among them),
+/// built, in a plugins directory.
+fn fixture_kinds_plugins() -> tempfile::TempDir {
+    let profile = build(&["fixture-kinds"]);
+    plugins_dir(&[(
+        &plugin_file(&profile, "fixture-kinds"),
+        "libfixture_kinds.so",
+    )])
+}
+
+/// A fleet in `process` isolation on one example job: `steady`, whose executor `kinds-cap`
+/// (from the fixture's file, with a cap far above any parallelism) applies every decided
+/// operation as it is, and with `crash` a second job named `crash`, whose executor
+/// `kinds-segv` (from the same file, so the same worker) writes through a null pointer on each
+/// of its calls.
+fn segv_fleet(crash: bool) -> String {
+    let keyed = repo_root().join("examples/jobs/keyed-step-spike.toml");
+    let mut text = format!(
+        "[host]\nplugin-isolation = \"process\"\n\n[defaults]\n\"metrics.window\" = \"3 min\"\n\
+         \"stabilization.interval\" = \"1 min\"\n\n\
+         [[jobs]]\nname = \"steady\"\njob = {keyed:?}\n[jobs.config]\n\
+         \"scaling.custom-executors\" = \"cap\"\n\
+         \"scaling.custom-executor.cap.class\" = \"kinds-cap\"\n\
+         \"scaling.custom-executor.cap.cap\" = \"100000\"\n",
+        keyed = keyed.display().to_string()
+    );
+    if crash {
+        text.push_str(&format!(
+            "\n[[jobs]]\nname = \"crash\"\njob = {keyed:?}\n[jobs.config]\n\
+             \"scaling.custom-executors\" = \"policy\"\n\
+             \"scaling.custom-executor.policy.class\" = \"kinds-segv\"\n",
+            keyed = keyed.display().to_string()
+        ));
+    }
+    text
+}
+
+/// The messages of the events of `reason` in `cycle` (`data` of a cycle line).
+fn cycle_events<'a>(cycle: &'a Value, reason: &str) -> Vec<&'a str> {
+    cycle["events"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|e| e["reason"] == reason)
+        .map(|e| e["message"].as_str().unwrap_or_default())
+        .collect()
+}
+
+#[test]
+fn a_segfaulting_executor_in_process_isolation_vetoes_only_its_own_jobs_cycles() {
+    let plugins = fixture_kinds_plugins();
+    let alone = run_simulated(plugins.path(), &segv_fleet(false), "40min");
+    // The host keeps running through every crash of the worker and ends the run normally
+    // (`run_simulated` checks its exit code).
+    let with_crash = run_simulated(plugins.path(), &segv_fleet(true), "40min");
+    for job in ["steady", "crash"] {
+        let summary = with_crash
+            .iter()
+            .find(|l| l["type"] == "summary" && l["data"]["job"] == job)
+            .unwrap_or_else(|| panic!("{job} has a summary"));
+        assert_eq!(summary["data"]["error"], Value::Null, "{summary}");
+    }
+
+    // The other job rescales exactly as it does without the crashing one, through the same
+    // plugin file's worker, with no fault of its own.
+    let expected = cycles(&alone, "steady");
+    assert!(
+        expected.iter().any(|c| c["operation"].is_object()),
+        "steady scaled at least once"
+    );
+    assert_eq!(cycles(&with_crash, "steady"), expected);
+    for cycle in &expected {
+        assert!(cycle_events(cycle, "PluginFault").is_empty(), "{cycle}");
+    }
+
+    // The crashing job: every cycle that reached its executor is vetoed with a `PluginFault`
+    // (the first one names the signal; repeated crashes then quarantine the executor, which
+    // vetoes too), and nothing is ever applied for it.
+    let crash = cycles(&with_crash, "crash");
+    let vetoed: Vec<&&Value> = crash.iter().filter(|c| veto(c).is_some()).collect();
+    assert!(
+        !vetoed.is_empty(),
+        "some cycle of crash reached its executor"
+    );
+    for cycle in &crash {
+        assert!(
+            !cycle["operation"].is_object(),
+            "applied for crash: {cycle}"
+        );
+        assert!(
+            cycle_events(cycle, "ScalingReport").is_empty(),
+            "reported for crash: {cycle}"
+        );
+    }
+    for cycle in &vetoed {
+        let v = veto(cycle).expect("a veto");
+        assert_eq!(v["instance"], "policy", "{cycle}");
+        assert_eq!(v["class"], "kinds-segv", "{cycle}");
+        // A fault, not the executor's own veto.
+        assert!(cycle_events(cycle, "ScalingVetoed").is_empty(), "{cycle}");
+    }
+    // The first veto is the crash, said by its `PluginFault` event (later ones of the same
+    // instance are rate-limited by `scaling.event.interval`).
+    let first = vetoed[0];
+    assert!(
+        veto(first).expect("a veto")["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("killed by SIGSEGV")),
+        "{first}"
+    );
+    let faults = cycle_events(first, "PluginFault");
+    assert!(
+        faults.iter().any(|m| m.contains("executor `policy`")
+            && m.contains("killed by SIGSEGV")
+            && m.contains("the scaling is vetoed")),
+        "{first}"
+    );
+}
+
+/// A fleet in `process` isolation with a call deadline of 300 ms, of two jobs on one example
+/// job: `eval` and `exec`. With `slow`, `eval` has the fixture's evaluator `kinds-rate` and
+/// `exec` its executor `kinds-cap` (a cap far above any parallelism), both sleeping 2 s per
+/// call, far past the deadline; without, neither has one.
+fn slow_fleet(slow: bool) -> String {
+    let keyed = repo_root().join("examples/jobs/keyed-step-spike.toml");
+    let keyed = keyed.display().to_string();
+    let (eval, exec) = if slow {
+        (
+            "\"metrics.custom-evaluators\" = \"rate\"\n\
+             \"metrics.custom-evaluator.rate.class\" = \"kinds-rate\"\n\
+             \"metrics.custom-evaluator.rate.sleep-ms\" = \"2000\"\n",
+            "\"scaling.custom-executors\" = \"cap\"\n\
+             \"scaling.custom-executor.cap.class\" = \"kinds-cap\"\n\
+             \"scaling.custom-executor.cap.cap\" = \"100000\"\n\
+             \"scaling.custom-executor.cap.sleep-ms\" = \"2000\"\n",
+        )
+    } else {
+        ("", "")
+    };
+    format!(
+        "[host]\nplugin-isolation = \"process\"\nplugin-call-timeout = \"300ms\"\n\n\
+         [defaults]\n\"metrics.window\" = \"3 min\"\n\"stabilization.interval\" = \"1 min\"\n\n\
+         [[jobs]]\nname = \"eval\"\njob = {keyed:?}\n[jobs.config]\n{eval}\n\
+         [[jobs]]\nname = \"exec\"\njob = {keyed:?}\n[jobs.config]\n{exec}"
+    )
+}
+
+/// The vertices' targets and the operation of each cycle: what the evaluation decided.
+fn decisions(cycles: &[&Value]) -> Vec<(Value, Value)> {
+    cycles
+        .iter()
+        .map(|c| {
+            let targets: Vec<Value> = c["vertices"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|v| serde_json::json!([v["vertex"], v["target"]]))
+                .collect();
+            (Value::from(targets), c["at_ms"].clone())
+        })
+        .collect()
+}
+
+#[test]
+fn an_evaluator_and_an_executor_past_the_call_deadline_are_faults_in_process_isolation() {
+    let plugins = fixture_kinds_plugins();
+    let plain = run_simulated(plugins.path(), &slow_fleet(false), "40min");
+    let slow = run_simulated(plugins.path(), &slow_fleet(true), "40min");
+
+    // The evaluator's calls time out: each is a fault that contributes nothing, so the job
+    // decides exactly what the built-in evaluation alone decides.
+    let (with, without) = (cycles(&slow, "eval"), cycles(&plain, "eval"));
+    assert!(
+        without.iter().any(|c| c["operation"].is_object()),
+        "eval scaled at least once"
+    );
+    assert_eq!(decisions(&with), decisions(&without));
+    assert_eq!(
+        with.iter().map(|c| &c["operation"]).collect::<Vec<_>>(),
+        without.iter().map(|c| &c["operation"]).collect::<Vec<_>>()
+    );
+    let faults: Vec<&str> = with
+        .iter()
+        .flat_map(|c| cycle_events(c, "PluginFault"))
+        .collect();
+    assert!(
+        faults.iter().any(|m| m.contains("evaluator `rate`")
+            && m.contains("timed out after 300ms")
+            && m.contains("keeps its own evaluation")),
+        "{faults:?}"
+    );
+
+    // The executor's calls time out: every cycle that reached it is vetoed, nothing applied,
+    // where the same job without the executor applied operations.
+    let (with, without) = (cycles(&slow, "exec"), cycles(&plain, "exec"));
+    assert!(
+        without.iter().any(|c| c["operation"].is_object()),
+        "exec scaled at least once without the executor"
+    );
+    assert!(with.iter().all(|c| !c["operation"].is_object()));
+    let vetoed: Vec<&&Value> = with.iter().filter(|c| veto(c).is_some()).collect();
+    assert!(!vetoed.is_empty(), "some cycle reached the executor");
+    let first = veto(vetoed[0]).expect("a veto");
+    assert_eq!(first["instance"], "cap", "{first}");
+    assert!(
+        first["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("timed out after 300ms")),
+        "{first}"
+    );
+    assert!(
+        cycle_events(vetoed[0], "PluginFault")
+            .iter()
+            .any(|m| m.contains("executor `cap`") && m.contains("the scaling is vetoed")),
+        "{}",
+        vetoed[0]
     );
 }

@@ -24,7 +24,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use flowscale_tests::{build, plugin_file, plugins_dir, profile_dir, workspace_root};
+use flowscale_tests::{build, listed_ids, plugin_file, plugins_dir, profile_dir, workspace_root};
 use serde_json::Value;
 
 /// The commit whose source tree is the released SDK 0.1.0.
@@ -270,14 +270,7 @@ fn plugins_of_sdk_0_1_0_and_of_this_sdk_work_in_both_hosts() {
     let kinds = plugins_dir(&[(&plugin_file(&new, "fixture-kinds"), "libfixture_kinds.so")]);
     let listed = plugins(&new_host, kinds.path());
     let item = loaded(&listed, "libfixture_kinds.so");
-    let ids = |kind: &str| -> Vec<String> {
-        item[kind]
-            .as_array()
-            .unwrap_or_else(|| panic!("{kind} listed: {item:#}"))
-            .iter()
-            .map(|e| e["id"].as_str().unwrap_or_default().to_string())
-            .collect()
-    };
+    let ids = |kind: &str| listed_ids(item, kind);
     assert_eq!(ids("modes"), ["kinds-double"]);
     assert_eq!(ids("evaluators"), ["kinds-rate", "kinds-boom"]);
     assert_eq!(ids("executors"), ["kinds-cap", "kinds-boom", "kinds-segv"]);

@@ -9,7 +9,7 @@
 //! evaluator that cannot be called) merges nothing for that call: the vertex keeps its own
 //! evaluation and a `PluginFault` event says why.
 
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use flowscale_sdk::{
     EVALUATOR_KEY, EvaluatedMetric, EvaluatedVertex, EvaluatorContext, JobTopology, VertexMetrics,
@@ -28,20 +28,40 @@ pub(crate) struct EvaluatorRun<'a> {
     pub(crate) job: &'a str,
     /// Its evaluator.
     pub(crate) instance: &'a EvaluatorInstance,
-    /// The job graph as the SDK shows it.
-    pub(crate) topology: Arc<JobTopology>,
-    /// The vertices merged so far, in topological order.
-    evaluated: Vec<EvaluatedVertex>,
+    /// The context of the cycle, moved on from vertex to vertex: the job, its graph and the
+    /// instance's parameters set once, the vertices merged so far grown by one per vertex, and
+    /// the metric names kept in place (so a call copies neither the list nor the names).
+    ctx: EvaluatorContext,
 }
 
-/// A vertex's metrics as the SDK shows them, by name.
-pub(crate) fn sdk_metrics(m: &VertexEvaluation) -> VertexMetrics {
-    let mut out: VertexMetrics = m
+/// The per-vertex metrics in the order of their names, the order in which the SDK lists a
+/// vertex's metrics: filled in this order, a context's list needs no sorting and keeps the
+/// number of its names from vertex to vertex.
+fn by_name() -> &'static [ScalingMetric] {
+    static ORDER: LazyLock<Vec<ScalingMetric>> = LazyLock::new(|| {
+        let mut order: Vec<ScalingMetric> = ScalingMetric::ALL
+            .iter()
+            .copied()
+            .filter(|m| (*m as usize) < EVALUATED_COUNT)
+            .collect();
+        order.sort_by_key(|m| m.as_str());
+        order
+    });
+    &ORDER
+}
+
+/// A vertex's metrics as the SDK shows them: by name, sorted.
+fn sdk_metric_iter(m: &VertexEvaluation) -> impl Iterator<Item = (&'static str, EvaluatedMetric)> {
+    by_name()
         .iter()
-        .map(|(metric, value)| (metric.as_str().to_string(), value.to_sdk()))
-        .collect();
-    out.sort_by(|a, b| a.0.cmp(&b.0));
-    out
+        .filter_map(|metric| Some((metric.as_str(), m.get(metric)?.to_sdk())))
+}
+
+/// A vertex's metrics as the SDK shows them, by name, sorted.
+pub(crate) fn sdk_metrics(m: &VertexEvaluation) -> VertexMetrics {
+    sdk_metric_iter(m)
+        .map(|(name, value)| (name.to_string(), value))
+        .collect()
 }
 
 /// The per-vertex metric of this name, if there is one (one a vertex's evaluation has a place
@@ -95,8 +115,9 @@ impl<'a> EvaluatorRun<'a> {
         EvaluatorRun {
             job,
             instance,
-            topology,
-            evaluated: Vec::new(),
+            ctx: EvaluatorContext::new(job, "", Vec::new())
+                .with_topology(topology)
+                .with_params(instance.params.clone()),
         }
     }
 
@@ -110,26 +131,26 @@ impl<'a> EvaluatorRun<'a> {
         m: &mut VertexEvaluation,
         backlog: bool,
     ) -> Option<Event> {
-        let event = self.call(id, name, m, backlog);
-        self.evaluated.push(EvaluatedVertex {
+        let event = match self.instance.cannot_call() {
+            Some(why) => Some(self.fault(id, &why)),
+            None => {
+                self.ctx.next_vertex(id, name, sdk_metric_iter(m), backlog);
+                self.answer(id, m)
+            }
+        };
+        self.ctx.push_evaluated(EvaluatedVertex {
             vertex_id: id.to_string(),
             metrics: sdk_metrics(m),
         });
         event
     }
 
-    fn call(&self, id: &str, name: &str, m: &mut VertexEvaluation, backlog: bool) -> Option<Event> {
+    /// The evaluator's answer for the vertex the context is at (`id`), merged into `m`; the
+    /// fault event if there is one.
+    fn answer(&self, id: &str, m: &mut VertexEvaluation) -> Option<Event> {
         let evaluator = &self.instance.evaluator;
-        if let Some(why) = self.instance.cannot_call() {
-            return Some(self.fault(id, &why));
-        }
-        let ctx = EvaluatorContext::new(self.job, id, sdk_metrics(m))
-            .with_vertex_name(name)
-            .with_evaluated(self.evaluated.clone())
-            .with_backlog(backlog)
-            .with_topology(Arc::clone(&self.topology))
-            .with_params(self.instance.params.clone());
-        let answer = match contain(|| evaluator.evaluator.evaluate(&ctx)) {
+        let ctx = &self.ctx;
+        let answer = match contain(|| evaluator.evaluator.evaluate(ctx)) {
             Ok(Ok(answer)) => answer,
             Ok(Err(err)) => return Some(self.fault(id, &format!("failed: {err}"))),
             Err(panic) => return Some(self.fault(id, &panic.to_string())),
