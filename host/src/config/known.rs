@@ -48,6 +48,7 @@ pub(crate) const KNOWN_KEYS: &[&str] = &[
     "observed-scalability.min-observations",
     "observed-scalability.coefficient-min",
     "scaling-cooldown-period",
+    "scaling.priority",
     "backpressure.enabled",
     "backpressure.rate-estimator",
     "backpressure.batch-interval",

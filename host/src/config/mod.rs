@@ -21,7 +21,7 @@ pub(crate) mod test_certs;
 
 pub(crate) use closest::closest;
 pub(crate) use clusters::authorization;
-pub use clusters::{ClusterAuth, ClusterSpec};
+pub use clusters::{ClusterAuth, ClusterSpec, SimClusterSpec};
 pub(crate) use duration::{
     DurationError, DurationRange, MAX_DURATION, format_duration, parse_duration,
 };

@@ -90,6 +90,7 @@
 //!   given time: pass simulated milliseconds, not the wall clock.
 
 pub(crate) mod chart;
+mod cluster;
 mod engine;
 mod error;
 mod observe;
@@ -105,8 +106,11 @@ mod timeline;
 mod workload;
 
 #[cfg(test)]
+mod cluster_tests;
+#[cfg(test)]
 mod tests;
 
+pub(crate) use cluster::SlotPool;
 pub(crate) use error::SimError;
 pub(crate) use plot::plot_svg;
 pub use simulation::Simulation;
