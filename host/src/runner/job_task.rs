@@ -504,14 +504,6 @@ pub(super) struct JobTask<'env, E: Engine> {
     prepared_at: Option<i64>,
 }
 
-/// Where a step of a job of a shared cluster stands.
-enum Shared {
-    /// Its turn has not come: another job is behind, or the round is not arbitrated yet.
-    Wait,
-    /// The step ran (`None`: nothing was due).
-    Stepped(Option<CycleReport>),
-}
-
 impl<'env, E: Engine> Task<'env> for JobTask<'env, E> {
     fn step(&mut self, _: &mut Vec<BoxedTask<'env>>) -> Next {
         if let ClockState::Unstarted = self.clock
@@ -667,8 +659,10 @@ impl<E: Engine> JobTask<'_, E> {
                     self.runner.step(now, events)
                 }
                 Some(share) => match self.step_shared(&share, now) {
-                    Shared::Wait => break Some(Next::At(Instant::now())),
-                    Shared::Stepped(report) => report,
+                    // Its turn has not come: another job is behind, or the round is not
+                    // arbitrated yet.
+                    None => break Some(Next::At(Instant::now())),
+                    Some(report) => report,
                 },
             };
             if let Some(mut report) = stepped {
@@ -708,11 +702,12 @@ impl<E: Engine> JobTask<'_, E> {
     /// One step of a job of a shared cluster at `now`, in the cluster's round: once no other
     /// job is behind, the step is prepared and its rescale submitted; once the round is
     /// arbitrated (and, for a scale-up, the round's scale-downs are realized), the step is
-    /// completed within its grant.
-    fn step_shared(&mut self, share: &SharedCluster, now: i64) -> Shared {
+    /// completed within its grant. `None` while its turn has not come; the step's report
+    /// (`None`: nothing was due) once it ran.
+    fn step_shared(&mut self, share: &SharedCluster, now: i64) -> Option<Option<CycleReport>> {
         if self.prepared_at != Some(now) {
             if !share.may_step(&self.name, now) {
-                return Shared::Wait;
+                return None;
             }
             let events = self.take_events();
             let request = self.runner.prepare(now, events);
@@ -720,7 +715,7 @@ impl<E: Engine> JobTask<'_, E> {
             self.prepared_at = Some(now);
         }
         let grant = match share.turn(&self.name) {
-            Turn::Wait => return Shared::Wait,
+            Turn::Wait => return None,
             Turn::Go(grant) => grant,
         };
         let report = self
@@ -728,7 +723,7 @@ impl<E: Engine> JobTask<'_, E> {
             .complete(grant.as_ref().map(|grant| (share.name(), grant)));
         self.prepared_at = None;
         share.done(&self.name, now + self.runner.step_ms());
-        Shared::Stepped(report)
+        Some(report)
     }
 
     /// Steps on the wall clock once the interval since the previous step's start is over,
