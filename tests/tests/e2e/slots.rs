@@ -87,18 +87,29 @@ duration = "1h"
 "scaling.priority" = 10
 "#;
 
-/// A job's cycles, in time order: (instant, widest vertex of its operation if it rescaled, the
-/// reasons of its events).
+/// A job's cycles, in time order: (instant, the job's widest vertex after the cycle's rescale if
+/// it rescaled, the reasons of its events). Every vertex starts as `SURGE` has it.
 fn cycles(lines: &[Value], job: &str) -> Vec<(i64, Option<u64>, Vec<String>)> {
-    let mut out: Vec<(i64, Option<u64>, Vec<String>)> = lines
+    let mut data: Vec<&Value> = lines
         .iter()
         .filter(|l| l["type"] == "cycle" && l["data"]["job"] == job)
-        .map(|l| {
-            let data = &l["data"];
-            let widest = data["operation"]
-                .as_object()
-                .and_then(|op| op.values().filter_map(Value::as_u64).max());
-            let reasons = data["events"]
+        .map(|l| &l["data"])
+        .collect();
+    data.sort_by_key(|d| d["at_ms"].as_i64().unwrap_or(-1));
+    let mut running: std::collections::BTreeMap<String, u64> =
+        [("src", 2), ("agg", 2), ("sink", 1)]
+            .into_iter()
+            .map(|(v, p)| (v.to_string(), p))
+            .collect();
+    data.into_iter()
+        .map(|d| {
+            let widest = d["operation"].as_object().map(|op| {
+                for (vertex, p) in op {
+                    running.insert(vertex.clone(), p.as_u64().unwrap_or(0));
+                }
+                running.values().copied().max().unwrap_or(0)
+            });
+            let reasons = d["events"]
                 .as_array()
                 .map(|events| {
                     events
@@ -107,11 +118,9 @@ fn cycles(lines: &[Value], job: &str) -> Vec<(i64, Option<u64>, Vec<String>)> {
                         .collect()
                 })
                 .unwrap_or_default();
-            (data["at_ms"].as_i64().unwrap_or(-1), widest, reasons)
+            (d["at_ms"].as_i64().unwrap_or(-1), widest, reasons)
         })
-        .collect();
-    out.sort_by_key(|(at, _, _)| *at);
-    out
+        .collect()
 }
 
 #[test]
