@@ -105,6 +105,7 @@ fn main() {
         stop: &stop,
         store: &store,
         timelines: false,
+        arbiter: true,
     };
     let (peak_threads, peak_rss_kb) = (AtomicU64::new(0), AtomicU64::new(0));
     let done = AtomicBool::new(false);

@@ -94,6 +94,11 @@ pub enum EventReason {
     /// (unreadable, not PEM, readable by others, a key that does not match its certificate):
     /// the link keeps the last good one. The message names the files and the reason.
     CredentialsRefused,
+    /// A scale-up needs more of its cluster's slots than are free: the jobs sharing the
+    /// cluster's slots got them first (a higher `scaling.priority`, or a faster growing lag),
+    /// and this one was cut to what was left or queued until slots free up. The message names
+    /// the slots wanted and free.
+    InsufficientSlots,
 }
 
 impl EventReason {
@@ -130,6 +135,7 @@ impl EventReason {
             EventReason::JobStuck => "JobStuck",
             EventReason::CredentialsReloaded => "CredentialsReloaded",
             EventReason::CredentialsRefused => "CredentialsRefused",
+            EventReason::InsufficientSlots => "InsufficientSlots",
         }
     }
 }

@@ -24,8 +24,8 @@ use crate::plan::PluginCatalog;
 use crate::plugins::LivePlugins;
 use crate::runner::{
     CycleReport, DEFAULT_HOLD_BYTES, Interrupted, JobRun, Lateness, LatenessSummary, Pace, Printer,
-    RunOptions, TimeOrderedLog, format_elapsed, ignored_state, run_fleet, run_fleet_reloading,
-    wall_ms,
+    RunOptions, SlotsUse, TimeOrderedLog, format_elapsed, ignored_state, run_fleet,
+    run_fleet_reloading, wall_ms,
 };
 use crate::sim::{Summary, render_comparison_table};
 use crate::state::postgres::{HostLeases, PostgresStateStore};
@@ -77,6 +77,11 @@ pub(super) struct RunArgs {
     /// Threads that run the jobs' cycles (default: `[host] workers`, else one per core).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
     workers: Option<u16>,
+    /// Let every job of a shared simulated cluster decide alone, as if it had every slot, and
+    /// run on what the cluster gives it: the comparison the slot arbiter is measured against
+    /// (default: the jobs of a cluster share its slots through its arbiter).
+    #[arg(long)]
+    no_arbiter: bool,
 }
 
 fn parse_listen_arg(text: &str) -> Result<SocketAddr, ListenError> {
@@ -109,6 +114,9 @@ struct JobSummary<'a> {
     /// summary was printed when it ended, not at the end of the run.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     left: bool,
+    /// A job of a shared simulated cluster: the cluster's slots and the most in use at once.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    slots: Option<&'a SlotsUse>,
 }
 
 impl<'a> JobSummary<'a> {
@@ -124,6 +132,7 @@ impl<'a> JobSummary<'a> {
             gone: run.gone,
             lateness: run.lateness.summary(),
             left,
+            slots: run.slots.as_ref(),
         }
     }
 
@@ -214,6 +223,7 @@ pub(super) fn exec(args: RunArgs) -> u8 {
         stop: &stop,
         store: &store,
         timelines: false,
+        arbiter: !args.no_arbiter,
     };
     // A run of one step has nothing to reload.
     let watch = (!args.once).then(|| Watch {

@@ -131,6 +131,7 @@ pub(super) fn exec(args: SimulateArgs) -> u8 {
                 engine: EngineSpec::Sim {
                     job: args.job.clone(),
                     duration: Some(duration),
+                    cluster: None,
                 },
                 config,
             }
@@ -192,6 +193,7 @@ pub(super) fn exec(args: SimulateArgs) -> u8 {
         simulated_duration: Some(duration),
         pace: args.pace,
         timelines: args.plot.is_some(),
+        arbiter: true,
         ..RunOptions::new(&stop, &store)
     };
     let runs = run_fleet(&plan, &options, &sink);

@@ -28,7 +28,7 @@ use toml::de::{DeTable, DeValue};
 use base64::Engine as _;
 
 use super::closest::closest;
-use super::reference::{CLUSTER_MAX_REQUESTS, names_in};
+use super::reference::{CLUSTER_MAX_REQUESTS, CLUSTER_SLOTS, names_in};
 use super::rest_url::check_rest_url;
 use super::spec::Section;
 use crate::credentials::{
@@ -39,6 +39,9 @@ use crate::credentials::{
 fn cluster_keys() -> Vec<&'static str> {
     names_in(Section::Clusters)
 }
+
+/// The largest `slots` of a simulated cluster.
+const MAX_SLOTS: usize = CLUSTER_SLOTS.count_max();
 
 /// How a cluster's requests authenticate beyond TLS (to an authenticating proxy in front of the
 /// REST API, typically).
@@ -89,6 +92,25 @@ impl ClusterSpec {
     }
 }
 
+/// A `[clusters.<name>]` table with `slots` and no `rest`: a simulated cluster, whose slots
+/// the `engine = "sim"` jobs naming it share.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SimClusterSpec {
+    /// The table's name.
+    pub(crate) name: String,
+    /// Its task slots.
+    pub(crate) slots: u32,
+}
+
+/// A cluster a job names.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum FoundCluster<'c> {
+    /// A Flink cluster (`rest`).
+    Flink(&'c Arc<ClusterSpec>),
+    /// A simulated cluster (`slots`).
+    Sim(&'c Arc<SimClusterSpec>),
+}
+
 /// What the fleet parser offers the cluster tables: located errors, and its readers of values.
 /// A trait so that this file does not import the parser (which imports this file).
 pub(super) trait TableReader {
@@ -115,6 +137,8 @@ pub(super) trait TableReader {
 pub(super) struct Clusters {
     /// Those that could be read, by name.
     valid: BTreeMap<String, Arc<ClusterSpec>>,
+    /// The simulated ones, by name.
+    simulated: BTreeMap<String, Arc<SimClusterSpec>>,
     /// The names of those that could not (their errors are recorded): a job naming one is not
     /// told the name is unknown.
     refused: BTreeSet<String>,
@@ -144,8 +168,11 @@ pub(super) fn read_clusters(
         let at = format!("clusters.{name}");
         match value.get_ref() {
             DeValue::Table(fields) => match read_cluster(p, &name, &at, fields, value, base) {
-                Some(cluster) => {
+                Some(Read::Flink(cluster)) => {
                     clusters.valid.insert(name, Arc::new(cluster));
+                }
+                Some(Read::Sim(cluster)) => {
+                    clusters.simulated.insert(name, Arc::new(cluster));
                 }
                 None => {
                     clusters.refused.insert(name);
@@ -168,6 +195,43 @@ pub(super) fn read_clusters(
 /// A path key's value and its line.
 type Located = Option<(PathBuf, usize)>;
 
+/// A cluster table that could be read.
+enum Read {
+    Flink(ClusterSpec),
+    Sim(SimClusterSpec),
+}
+
+/// A table with `slots` and no `rest`: a simulated cluster, which takes no Flink key (each one
+/// is an error at its line).
+fn read_sim_cluster(
+    p: &mut dyn TableReader,
+    name: &str,
+    at: &str,
+    table: &DeTable<'_>,
+    slots: usize,
+) -> Option<SimClusterSpec> {
+    let mut ok = true;
+    for (field, value) in table.iter() {
+        let field_name: &str = field.get_ref().as_ref();
+        if field_name != "slots" && cluster_keys().contains(&field_name) {
+            let line = p.line_of_span(value.span().start);
+            p.error_at(
+                line,
+                &format!("{at}.{field_name}"),
+                format!(
+                    "`{field_name}` is a Flink cluster's key, and `{name}` is a simulated \
+                     cluster (`slots`, no `rest`)"
+                ),
+            );
+            ok = false;
+        }
+    }
+    ok.then(|| SimClusterSpec {
+        name: name.to_string(),
+        slots: u32::try_from(slots).unwrap_or(u32::MAX),
+    })
+}
+
 fn read_cluster(
     p: &mut dyn TableReader,
     name: &str,
@@ -175,8 +239,9 @@ fn read_cluster(
     table: &DeTable<'_>,
     whole: &Spanned<DeValue<'_>>,
     base: &Path,
-) -> Option<ClusterSpec> {
+) -> Option<Read> {
     let mut rest: Option<(String, usize)> = None;
+    let mut slots: Option<(Option<usize>, usize)> = None;
     let (mut ca, mut cert, mut key, mut token, mut basic): (
         Located,
         Located,
@@ -201,18 +266,39 @@ fn read_cluster(
             "token-file" => token = file(p),
             "basic-auth-file" => basic = file(p),
             "max-requests" => max_requests = p.read_count(value, &path, MAX_REQUESTS),
+            "slots" => slots = Some((p.read_count(value, &path, MAX_SLOTS), line)),
             _ => p.unknown_key(field, at, &cluster_keys()),
         }
     }
     let start = p.line_of_span(whole.span().start);
     let mut ok = true;
-    let Some((rest, rest_line)) = rest else {
-        p.error_at(
-            start,
-            at,
-            format!("cluster `{name}` needs `rest` (e.g. rest = \"https://flink:8081\")"),
-        );
-        return None;
+    let (rest, rest_line) = match (rest, slots) {
+        (None, Some((slots, _))) => {
+            return read_sim_cluster(p, name, at, table, slots?).map(Read::Sim);
+        }
+        (Some(_), Some((_, line))) => {
+            p.error_at(
+                line,
+                &format!("{at}.slots"),
+                format!(
+                    "`slots` is for a simulated cluster (without `rest`); `{name}` is a Flink \
+                     cluster, whose slots are its TaskManagers'"
+                ),
+            );
+            return None;
+        }
+        (Some(rest), None) => rest,
+        (None, None) => {
+            p.error_at(
+                start,
+                at,
+                format!(
+                    "cluster `{name}` needs `rest` (a Flink cluster, e.g. rest = \
+                     \"https://flink:8081\") or `slots` (a simulated cluster, e.g. slots = 64)"
+                ),
+            );
+            return None;
+        }
     };
     if let Err(err) = check_rest_url(&rest) {
         p.error_at(rest_line, &format!("{at}.rest"), err.to_string());
@@ -306,13 +392,15 @@ fn read_cluster(
         );
         ok = false;
     }
-    ok.then(|| ClusterSpec {
-        name: name.to_string(),
-        rest,
-        ca_file: ca.map(|(file, _)| file),
-        client_cert,
-        auth,
-        max_requests,
+    ok.then(|| {
+        Read::Flink(ClusterSpec {
+            name: name.to_string(),
+            rest,
+            ca_file: ca.map(|(file, _)| file),
+            client_cert,
+            auth,
+            max_requests,
+        })
     })
 }
 
@@ -348,9 +436,12 @@ pub(crate) fn authorization(auth: &ClusterAuth) -> Result<Secret, CredentialErro
 pub(super) fn find_cluster<'c>(
     clusters: &'c Clusters,
     name: &str,
-) -> Result<Option<&'c Arc<ClusterSpec>>, String> {
+) -> Result<Option<FoundCluster<'c>>, String> {
     if let Some(cluster) = clusters.valid.get(name) {
-        return Ok(Some(cluster));
+        return Ok(Some(FoundCluster::Flink(cluster)));
+    }
+    if let Some(cluster) = clusters.simulated.get(name) {
+        return Ok(Some(FoundCluster::Sim(cluster)));
     }
     if clusters.refused.contains(name) {
         return Ok(None);
@@ -358,6 +449,7 @@ pub(super) fn find_cluster<'c>(
     let mut known: Vec<&str> = clusters
         .valid
         .keys()
+        .chain(clusters.simulated.keys())
         .chain(&clusters.refused)
         .map(String::as_str)
         .collect();

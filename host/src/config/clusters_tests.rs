@@ -156,8 +156,9 @@ cluster = "plain"
 rest = "http://flink:8081"
 
 [[jobs]]
-name = "sim"
-job = "x.toml"
+name = "replayed"
+engine = "replay"
+trace = "x.jsonl"
 cluster = "prod"
 "#,
     );
@@ -165,7 +166,7 @@ cluster = "prod"
     let expected = [
         format!(
             "{file}:3: clusters.prod.ca-fle: unknown key (did you mean `ca-file`? known: rest, \
-             ca-file, cert-file, key-file, token-file, basic-auth-file, max-requests)"
+             ca-file, cert-file, key-file, token-file, basic-auth-file, max-requests, slots)"
         ),
         format!("{file}:7: clusters.prod.max-requests: expected a whole number from 1 to 256"),
         format!(
@@ -182,8 +183,8 @@ cluster = "prod"
              has `ca-file` or `cert-file`: use an https:// URL"
         ),
         format!(
-            "{file}:13: clusters.norest: cluster `norest` needs `rest` (e.g. rest = \
-             \"https://flink:8081\")"
+            "{file}:13: clusters.norest: cluster `norest` needs `rest` (a Flink cluster, e.g. \
+             rest = \"https://flink:8081\") or `slots` (a simulated cluster, e.g. slots = 64)"
         ),
         // `prod` has errors of its own, yet is what the typo meant.
         format!(
@@ -196,8 +197,8 @@ cluster = "prod"
              settings)"
         ),
         format!(
-            "{file}:30: jobs[2].cluster: only flink jobs run on a cluster (this job's engine is \
-             `sim`)"
+            "{file}:31: jobs[2].cluster: only flink and sim jobs run on a cluster (this job's \
+             engine is `replay`)"
         ),
     ];
     for line in &expected {
@@ -255,4 +256,102 @@ fn a_job_with_its_own_rest_still_works_and_may_be_https() {
             job_id: None,
         }
     );
+}
+
+#[test]
+fn a_simulated_cluster_has_slots_and_its_sim_jobs_share_them() {
+    let fleet = parse(
+        r#"
+[clusters.shared]
+slots = 64
+
+[[jobs]]
+name = "orders"
+job = "jobs/orders.toml"
+cluster = "shared"
+
+[[jobs]]
+name = "alone"
+job = "jobs/orders.toml"
+"#,
+    )
+    .expect("valid");
+    let EngineSpec::Sim {
+        cluster: Some(cluster),
+        ..
+    } = &fleet.job("orders").expect("orders").engine
+    else {
+        panic!("a sim job on a simulated cluster");
+    };
+    assert_eq!((cluster.name.as_str(), cluster.slots), ("shared", 64));
+    assert!(matches!(
+        fleet.job("alone").expect("alone").engine,
+        EngineSpec::Sim { cluster: None, .. }
+    ));
+}
+
+#[test]
+fn simulated_and_flink_clusters_are_not_mixed_up() {
+    let all = errors(
+        r#"[clusters.prod]
+rest = "https://flink:8443"
+slots = 8
+
+[clusters.lab]
+rest = "http://flink:8081"
+
+[clusters.sim]
+slots = 16
+token-file = "t"
+
+[clusters.tiny]
+slots = 0
+
+[clusters.small]
+slots = 4
+
+[[jobs]]
+name = "sim-on-flink"
+job = "x.toml"
+cluster = "lab"
+
+[[jobs]]
+name = "sim-nowhere"
+job = "x.toml"
+cluster = "smal"
+
+[[jobs]]
+name = "flink-on-sim"
+engine = "flink"
+cluster = "small"
+"#,
+    );
+    let file = "/etc/flowscale/fleet.toml";
+    let expected = [
+        format!(
+            "{file}:3: clusters.prod.slots: `slots` is for a simulated cluster (without `rest`); \
+             `prod` is a Flink cluster, whose slots are its TaskManagers'"
+        ),
+        format!(
+            "{file}:10: clusters.sim.token-file: `token-file` is a Flink cluster's key, and `sim` \
+             is a simulated cluster (`slots`, no `rest`)"
+        ),
+        format!("{file}:13: clusters.tiny.slots: expected a whole number from 1 to 100000"),
+        format!(
+            "{file}:21: jobs[0].cluster: cluster `lab` is a Flink cluster (it has `rest`): a sim \
+             job runs on a simulated cluster, one with `slots` and no `rest`"
+        ),
+        format!(
+            "{file}:26: jobs[1].cluster: unknown cluster `smal` (did you mean `small`? defined: \
+             lab, prod, sim, small, tiny)"
+        ),
+        format!(
+            "{file}:31: jobs[2].cluster: cluster `small` is a simulated cluster (`slots`, no \
+             `rest`): a flink job needs a cluster with `rest`"
+        ),
+    ];
+    for line in &expected {
+        assert!(all.contains(line), "missing: {line}\nall: {all:#?}");
+    }
+    assert_eq!(all.len(), expected.len(), "{all:#?}");
 }

@@ -34,7 +34,9 @@ use toml::Spanned;
 use toml::de::{DeInteger, DeTable, DeValue};
 
 use super::closest::{closest, typo_of};
-use super::clusters::{ClusterSpec, Clusters, TableReader, find_cluster, read_clusters};
+use super::clusters::{
+    ClusterSpec, Clusters, FoundCluster, SimClusterSpec, TableReader, find_cluster, read_clusters,
+};
 use super::duration::{DurationRange, format_duration, parse_duration};
 use super::errors::{ConfigErrors, Diagnostic};
 use super::isolation::{DEFAULT_PLUGIN_CALL_TIMEOUT, PluginIsolation};
@@ -224,6 +226,8 @@ pub enum EngineSpec {
         job: PathBuf,
         /// Simulated time to run for (until the job finishes when unset and it is bounded).
         duration: Option<Duration>,
+        /// The simulated cluster whose slots the job shares (`cluster`), if it names one.
+        cluster: Option<Arc<SimClusterSpec>>,
     },
     /// A real Flink cluster.
     Flink {
@@ -905,25 +909,51 @@ impl Parser {
         };
         if let Some((_, line)) = &fields.cluster
             && fields.kind != "flink"
+            && fields.kind != "sim"
         {
             let cluster_at = self.at(Some(*line), &join(at, "cluster"));
             self.errors.push(Diagnostic::new(
                 cluster_at,
                 format!(
-                    "only flink jobs run on a cluster (this job's engine is `{}`)",
+                    "only flink and sim jobs run on a cluster (this job's engine is `{}`)",
                     fields.kind
                 ),
             ));
             return None;
         }
         match fields.kind.as_str() {
-            "sim" => match fields.job {
-                Some(job) => Some(EngineSpec::Sim {
-                    job,
-                    duration: fields.duration,
-                }),
-                None => missing("job", "sim"),
-            },
+            "sim" => {
+                let cluster = match &fields.cluster {
+                    None => None,
+                    Some((cluster, line)) => {
+                        let found = match find_cluster(clusters, cluster) {
+                            Ok(None) => return None,
+                            Ok(Some(FoundCluster::Sim(spec))) => Ok(Arc::clone(spec)),
+                            Ok(Some(FoundCluster::Flink(_))) => Err(format!(
+                                "cluster `{cluster}` is a Flink cluster (it has `rest`): a sim \
+                                 job runs on a simulated cluster, one with `slots` and no `rest`"
+                            )),
+                            Err(message) => Err(message),
+                        };
+                        match found {
+                            Ok(spec) => Some(spec),
+                            Err(message) => {
+                                let cluster_at = self.at(Some(*line), &join(at, "cluster"));
+                                self.errors.push(Diagnostic::new(cluster_at, message));
+                                return None;
+                            }
+                        }
+                    }
+                };
+                match fields.job {
+                    Some(job) => Some(EngineSpec::Sim {
+                        job,
+                        duration: fields.duration,
+                        cluster,
+                    }),
+                    None => missing("job", "sim"),
+                }
+            }
             "flink" => match (fields.rest, fields.cluster) {
                 (Some(_), Some((_, line))) => {
                     let cluster_at = self.at(Some(line), &join(at, "cluster"));
@@ -937,11 +967,22 @@ impl Parser {
                 }
                 (None, Some((cluster, line))) => match find_cluster(clusters, &cluster) {
                     Ok(None) => None,
-                    Ok(Some(spec)) => Some(EngineSpec::Flink {
+                    Ok(Some(FoundCluster::Flink(spec))) => Some(EngineSpec::Flink {
                         rest: spec.rest.clone(),
                         cluster: Some(Arc::clone(spec)),
                         job_id: fields.job_id,
                     }),
+                    Ok(Some(FoundCluster::Sim(_))) => {
+                        let cluster_at = self.at(Some(line), &join(at, "cluster"));
+                        self.errors.push(Diagnostic::new(
+                            cluster_at,
+                            format!(
+                                "cluster `{cluster}` is a simulated cluster (`slots`, no \
+                                 `rest`): a flink job needs a cluster with `rest`"
+                            ),
+                        ));
+                        None
+                    }
                     Err(message) => {
                         let cluster_at = self.at(Some(line), &join(at, "cluster"));
                         self.errors.push(Diagnostic::new(cluster_at, message));
@@ -1449,6 +1490,7 @@ scaling.alignment.mode = "OFF"
             EngineSpec::Sim {
                 job: PathBuf::from("/etc/flowscale/jobs/orders.toml"),
                 duration: Some(Duration::from_secs(7200)),
+                cluster: None,
             }
         );
         assert_eq!(orders.config.get("scaling.alignment.mode"), Some("buckets"));

@@ -24,7 +24,7 @@ pub(crate) mod test_certs;
 
 pub(crate) use closest::closest;
 pub(crate) use clusters::authorization;
-pub use clusters::{ClusterAuth, ClusterSpec};
+pub use clusters::{ClusterAuth, ClusterSpec, SimClusterSpec};
 pub(crate) use duration::{DurationError, format_duration, parse_duration};
 pub(crate) use errors::{ConfigErrors, Diagnostic, KeyError};
 pub(crate) use fleet::{

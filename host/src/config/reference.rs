@@ -485,6 +485,16 @@ reference! {
         max: Bound::Closed(1.0),
         checked_when: Some("observed-scalability.enabled"),
     };
+    SCALING_PRIORITY: IntKey = IntKey {
+        about: About::new(
+            "scaling.priority",
+            Pipeline,
+            "when the scale-ups due on one cluster need more slots than are free, higher priorities are served first",
+        ),
+        default: Some(0),
+        unset: "",
+        range: None,
+    };
     /// Negative would block every scale-up even where the TaskManagers' size is unknown.
     QUOTA_CPU: FloatKey = FloatKey {
         about: About::new(
@@ -905,6 +915,16 @@ reference! {
         default: None,
         unset: "`[host] max-requests-per-cluster`",
         range: Some((1, MAX_REQUESTS)),
+    };
+    CLUSTER_SLOTS: IntKey = IntKey {
+        about: About::new(
+            "slots",
+            Clusters,
+            "a simulated cluster (no `rest`): the task slots its `engine = \"sim\"` jobs share",
+        ),
+        default: None,
+        unset: "not a simulated cluster",
+        range: Some((1, 100_000)),
     };
 
     // --- Jobs ------------------------------------------------------------------------------

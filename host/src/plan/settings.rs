@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use crate::backpressure::BackpressureSettings;
-use crate::config::reference::{COOLDOWN_PERIOD, ENABLED};
+use crate::config::reference::{COOLDOWN_PERIOD, ENABLED, SCALING_PRIORITY};
 use crate::config::{ConfigLookup, ConfigLookupExt, KeyError};
 use crate::scaling::AutoscalerOptions;
 use crate::state::EventLog;
@@ -25,6 +25,15 @@ pub(crate) fn cooldown_period(lookup: &impl ConfigLookup) -> Result<Duration, Ke
     )
 }
 
+/// The configuration key of a job's share of its cluster's slots: when the scale-ups due in
+/// one round need more slots than are free, a job of a higher priority is served first.
+pub(crate) const PRIORITY_KEY: &str = SCALING_PRIORITY.about.name;
+
+/// Reads `scaling.priority` (an integer, default 0).
+fn priority(lookup: &impl ConfigLookup) -> Result<i64, KeyError> {
+    lookup.i64_or(PRIORITY_KEY, SCALING_PRIORITY.default.unwrap_or(0))
+}
+
 /// The master switch (see the reference's `enabled`: only an explicit `false` turns the
 /// autoscaler off for a job).
 pub(crate) const ENABLED_KEY: &str = ENABLED.about.name;
@@ -42,6 +51,8 @@ pub struct JobSettings {
     pub(crate) backpressure: BackpressureSettings,
     /// `scaling.event.interval`.
     pub(crate) event_interval_ms: i64,
+    /// `scaling.priority`: who gets a shared cluster's slots first.
+    pub(crate) priority: i64,
 }
 
 impl JobSettings {
@@ -63,18 +74,28 @@ impl JobSettings {
             .map_err(|e| errors.push(e))
             .map(|log| log.interval_ms())
             .ok();
-        match (autoscaler, cooldown, backpressure, event_interval_ms) {
-            (Some(autoscaler), Some(cooldown), Some(backpressure), Some(event_interval_ms))
-                if errors.is_empty() =>
-            {
-                Ok(JobSettings {
-                    enabled,
-                    autoscaler,
-                    cooldown,
-                    backpressure,
-                    event_interval_ms,
-                })
-            }
+        let priority = priority(config).map_err(|e| errors.push(e)).ok();
+        match (
+            autoscaler,
+            cooldown,
+            backpressure,
+            event_interval_ms,
+            priority,
+        ) {
+            (
+                Some(autoscaler),
+                Some(cooldown),
+                Some(backpressure),
+                Some(event_interval_ms),
+                Some(priority),
+            ) if errors.is_empty() => Ok(JobSettings {
+                enabled,
+                autoscaler,
+                cooldown,
+                backpressure,
+                event_interval_ms,
+                priority,
+            }),
             _ => Err(errors),
         }
     }
@@ -115,6 +136,32 @@ mod tests {
         assert!(settings.enabled);
         assert_eq!(settings.cooldown, Duration::from_secs(300));
         assert!(!settings.backpressure.options.enabled);
+    }
+
+    #[test]
+    fn priority_defaults_to_zero_and_must_be_an_integer() {
+        let cfg = |v: &str| -> BTreeMap<String, String> {
+            [(PRIORITY_KEY.to_string(), v.to_string())]
+                .into_iter()
+                .collect()
+        };
+        let empty = BTreeMap::<String, String>::new();
+        assert_eq!(JobSettings::from_config(&empty).expect("valid").priority, 0);
+        assert_eq!(
+            JobSettings::from_config(&cfg(" -3 "))
+                .expect("valid")
+                .priority,
+            -3
+        );
+        let errors = JobSettings::from_config(&cfg("high")).unwrap_err();
+        assert_eq!(errors.len(), 1);
+        assert_eq!(errors[0].key, PRIORITY_KEY);
+        assert!(
+            errors[0]
+                .message
+                .contains("expected an integer, got `high`"),
+            "{errors:?}"
+        );
     }
 
     #[test]

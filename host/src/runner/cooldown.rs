@@ -142,6 +142,25 @@ impl CooldownExecutor {
         &self.state
     }
 
+    /// Puts back what a realized operation left out: `parallelism` (vertex -> parallelism) is
+    /// queued as if it had arrived at `at_ms`, and runs with the next operation, at the end of
+    /// the period (a scale-up its cluster's slots cut short).
+    pub(crate) fn requeue(&mut self, at_ms: i64, parallelism: BTreeMap<String, u32>) {
+        if !parallelism.is_empty() {
+            self.state
+                .queue
+                .push(QueuedScalingEvent { at_ms, parallelism });
+        }
+    }
+
+    /// Takes back an operation that was not realized at all (no slot for it): the state
+    /// returns to `before` (no period started) with the operation queued, so the next cycle
+    /// executes it again, as soon as slots are free.
+    pub(crate) fn take_back(&mut self, before: CooldownState, operation: &ScalingOperation) {
+        self.state = before;
+        self.requeue(operation.at_ms, operation.parallelism.clone());
+    }
+
     /// The cooldown period in ms (0 = disabled).
     pub(crate) fn period_ms(&self) -> i64 {
         self.period_ms

@@ -2,9 +2,10 @@
 //! turns an [`EngineSpec`] into engines.
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
-use crate::config::EngineSpec;
+use crate::config::{EngineSpec, SimClusterSpec};
 use crate::credentials::CredentialError;
 use crate::engine::flink::{ClusterLimits, FlinkClient, FlinkEngine, FlinkOptions, discover_jobs};
 use crate::engine::replay::{ReplayEngine, ReplayError, RescalePolicy};
@@ -22,6 +23,8 @@ pub(crate) enum OpenedEngines {
         simulation: Box<Simulation>,
         /// The simulated time the entry asks for, if it does.
         duration: Option<Duration>,
+        /// The simulated cluster it shares, if it names one.
+        cluster: Option<Arc<SimClusterSpec>>,
     },
     /// One engine per job the entry covers.
     Jobs(Vec<NamedEngine>),
@@ -84,12 +87,17 @@ pub(crate) fn open_engines_limited(
             };
             open_flink(name, client, job_id.as_deref()).map(OpenedEngines::Jobs)
         }
-        EngineSpec::Sim { job, duration } => {
+        EngineSpec::Sim {
+            job,
+            duration,
+            cluster,
+        } => {
             let mut simulation = Simulation::from_file(job)?;
             simulation.record_timeline(true);
             Ok(OpenedEngines::Simulated {
                 simulation: Box::new(simulation),
                 duration: *duration,
+                cluster: cluster.clone(),
             })
         }
         EngineSpec::Replay { trace } => Ok(OpenedEngines::Jobs(vec![(

@@ -35,6 +35,10 @@ pub struct RunOptions<'a> {
     /// Keep every simulated job's whole timeline, for a chart. Without it a simulated job keeps
     /// only its summary, built tick by tick, so its memory does not grow with its duration.
     pub timelines: bool,
+    /// Share each cluster's slots through its arbiter (the default). False: every job of a
+    /// shared simulated cluster decides alone, as if it had every slot, and runs on what the
+    /// cluster gives it: the comparison the arbiter is measured against.
+    pub arbiter: bool,
 }
 
 impl<'a> RunOptions<'a> {
@@ -52,6 +56,7 @@ impl<'a> RunOptions<'a> {
             stop,
             store,
             timelines: false,
+            arbiter: true,
         }
     }
 }
@@ -89,6 +94,20 @@ pub struct JobRun {
     pub(crate) gone: bool,
     /// How late its cycles started, for those with a due time (wall-clock and paced jobs).
     pub lateness: Lateness,
+    /// A job of a shared simulated cluster: the cluster's slots and the most in use at once
+    /// while it ran.
+    pub(crate) slots: Option<SlotsUse>,
+}
+
+/// A shared simulated cluster's slots, as a run of one of its jobs saw them.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub(crate) struct SlotsUse {
+    /// The cluster.
+    pub(crate) cluster: String,
+    /// Its slots.
+    pub(crate) slots: u32,
+    /// The most slots its jobs held at once, up to the end of this job's run.
+    pub(crate) max_in_use: u32,
 }
 
 impl JobRun {
@@ -104,6 +123,7 @@ impl JobRun {
             interrupted: None,
             gone: false,
             lateness: Lateness::default(),
+            slots: None,
         }
     }
 }

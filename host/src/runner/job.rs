@@ -13,15 +13,14 @@ use crate::engine::{Engine, EngineError, JobObservation, JobStatus, Unfenced, Wr
 use crate::events::{Event, EventReason, Severity};
 use crate::plan::{COOLDOWN_PERIOD_KEY, JobSettings};
 use crate::scaling::{
-    Autoscaler, JobCustom, JobScalingState, REPORT_HEADER_ENABLED, run_cycle_custom,
+    Autoscaler, JobCustom, JobScalingState, REPORT_HEADER_ENABLED, ScalingSummary, run_cycle_custom,
 };
 use crate::state::{
     DEFAULT_EVENT_CAPACITY, EventLog, JobLeases, StateError, StateStore, save, sections,
 };
 
-use super::cooldown::CooldownExecutor;
-#[cfg(test)]
-use super::cooldown::CooldownState;
+use super::arbiter::{SlotGrant, SlotRequest};
+use super::cooldown::{CooldownExecutor, CooldownState, ScalingOperation};
 use super::fence::LeaseFence;
 use super::report::{CycleReport, format_time};
 use super::restore::{RestoreError, restore};
@@ -62,6 +61,37 @@ pub struct JobRunner<E: Engine> {
     events: EventLog,
     /// With shared state: the lease this host acts under, which every rescale must pass.
     fence: Option<LeaseFence>,
+    /// `scaling.priority`: its share of a cluster's slots.
+    priority: i64,
+    /// The sources' pending records at the last observation, and when: how fast the lag grows.
+    last_lag: Option<(i64, f64)>,
+    /// Records per second the sources' pending records grew by between the last two
+    /// observations.
+    lag_growth: f64,
+    /// A step whose rescale waits for its cluster's slots (see [`JobRunner::prepare`]).
+    pending: Option<PendingStep>,
+    /// The parallelism the job ran at when last observed.
+    running: BTreeMap<String, u32>,
+}
+
+/// A step decided and not yet finished: what [`JobRunner::complete`] realizes and reports.
+struct PendingStep {
+    now_ms: i64,
+    /// The job was observed in this step (`running` is its parallelism).
+    observed: bool,
+    started: std::time::Instant,
+    report: CycleReport,
+    events: Vec<Event>,
+    rescale: Option<PendingRescale>,
+}
+
+/// An operation the cooldown executor let through, before it is sent.
+struct PendingRescale {
+    operation: ScalingOperation,
+    running: BTreeMap<String, u32>,
+    recorded_now: BTreeMap<Arc<str>, ScalingSummary>,
+    /// The executor's state before the operation: restored if no slot is free for it.
+    before: CooldownState,
 }
 
 impl<E: Engine> Drop for JobRunner<E> {
@@ -102,6 +132,11 @@ impl<E: Engine> JobRunner<E> {
                 DEFAULT_EVENT_CAPACITY,
             ),
             fence: None,
+            priority: settings.priority,
+            last_lag: None,
+            lag_growth: 0.0,
+            pending: None,
+            running: BTreeMap::new(),
         }
     }
 
@@ -224,6 +259,7 @@ impl<E: Engine> JobRunner<E> {
         }
         self.autoscaler = Autoscaler::new(settings.autoscaler.clone());
         self.enabled = settings.enabled;
+        self.priority = settings.priority;
         self.interval_ms = interval_ms.max(1);
         self.cooldown = CooldownExecutor::restore(
             self.name.clone(),
@@ -255,6 +291,19 @@ impl<E: Engine> JobRunner<E> {
     /// Runs what is due at `now_ms` (engine time): a rate-control batch, a decision cycle, or
     /// both. Returns `None` when nothing was due.
     pub fn step(&mut self, now_ms: i64, extra_events: Vec<Event>) -> Option<CycleReport> {
+        self.prepare(now_ms, extra_events)?;
+        self.complete(None)
+    }
+
+    /// The first half of [`JobRunner::step`]: observes, decides and cools down, and stops
+    /// before a rescale is sent, so that the rescales due on one cluster in one round can
+    /// share its slots. `None` when nothing was due; otherwise the slots the step's rescale
+    /// asks for (`Some(None)`: no rescale). [`JobRunner::complete`] finishes the step.
+    pub(crate) fn prepare(
+        &mut self,
+        now_ms: i64,
+        extra_events: Vec<Event>,
+    ) -> Option<Option<SlotRequest>> {
         let cycle_due = self.next_cycle_ms.is_none_or(|next| now_ms >= next);
         let rate_due = self
             .rate
@@ -266,6 +315,8 @@ impl<E: Engine> JobRunner<E> {
         let started = std::time::Instant::now();
         let mut report = CycleReport::new(&self.name, now_ms);
         let mut events = extra_events;
+        let mut rescale = None;
+        let mut seen = false;
         if cycle_due {
             self.next_cycle_ms = Some(now_ms + self.interval_ms);
         }
@@ -283,11 +334,18 @@ impl<E: Engine> JobRunner<E> {
             );
             match observed {
                 Ok(observation) => {
+                    seen = true;
+                    self.running = observation
+                        .vertices
+                        .iter()
+                        .map(|v| (v.id.clone(), v.parallelism))
+                        .collect();
+                    self.track_lag(now_ms, &observation);
                     if rate_due {
                         self.rate_control(now_ms, &observation, &mut report, &mut events);
                     }
                     if cycle_due {
-                        self.decide(now_ms, &observation, &mut report, &mut events);
+                        rescale = self.decide(now_ms, &observation, &mut report, &mut events);
                     }
                 }
                 // Not an engine failure: the job was deleted; waiting will not bring it back.
@@ -307,6 +365,47 @@ impl<E: Engine> JobRunner<E> {
                 }
             }
         }
+        self.pending = Some(PendingStep {
+            now_ms,
+            observed: seen,
+            started,
+            report,
+            events,
+            rescale,
+        });
+        Some(self.slot_request())
+    }
+
+    /// The second half of [`JobRunner::step`]: sends the prepared rescale, within `grant`
+    /// (the cluster's name and what its arbiter granted; `None`: all of it), records the
+    /// step's events and reports it. `None` when no step was prepared.
+    pub(crate) fn complete(&mut self, grant: Option<(&str, &SlotGrant)>) -> Option<CycleReport> {
+        let PendingStep {
+            now_ms,
+            observed: _,
+            started,
+            mut report,
+            mut events,
+            rescale,
+        } = self.pending.take()?;
+        // Slots taken back from a job with no rescale of its own: it shrinks to what it keeps.
+        let rescale = rescale.or_else(|| {
+            grant
+                .filter(|(_, grant)| grant.granted < grant.wanted.min(grant.held))
+                .map(|_| PendingRescale {
+                    operation: ScalingOperation {
+                        at_ms: now_ms,
+                        parallelism: BTreeMap::new(),
+                        aggregated_events: 0,
+                    },
+                    running: self.running.clone(),
+                    recorded_now: BTreeMap::new(),
+                    before: self.cooldown.state().clone(),
+                })
+        });
+        if let Some(rescale) = rescale {
+            self.realize(now_ms, rescale, grant, &mut report, &mut events);
+        }
         for event in events {
             let recorded = record_event(&mut self.events, now_ms, &event);
             if recorded {
@@ -316,6 +415,42 @@ impl<E: Engine> JobRunner<E> {
         report.cooldown_until_ms = self.cooldown.period_end_ms().filter(|&end| now_ms < end);
         report.elapsed = started.elapsed();
         Some(report)
+    }
+
+    /// What the prepared step asks of the cluster's slots: as many as its widest vertex (one
+    /// slot-sharing group) against as many as its widest running vertex; a step without a
+    /// rescale asks to keep what it holds. `None` when the job could not be observed.
+    fn slot_request(&self) -> Option<SlotRequest> {
+        let pending = self.pending.as_ref()?;
+        let (held, wanted) = match &pending.rescale {
+            Some(rescale) => {
+                let full = rescale.operation.full_parallelism(&rescale.running);
+                (widest(&rescale.running), widest(&full))
+            }
+            None if pending.observed => (widest(&self.running), widest(&self.running)),
+            None => return None,
+        };
+        Some(SlotRequest {
+            job: self.name.clone(),
+            held,
+            wanted,
+            priority: self.priority,
+            lag_growth: self.lag_growth,
+            floor: 0,
+        })
+    }
+
+    /// Follows the sources' pending records, for [`SlotRequest::lag_growth`].
+    fn track_lag(&mut self, now_ms: i64, observation: &JobObservation) {
+        let Some(lag) = pending_records(observation) else {
+            return;
+        };
+        if let Some((at_ms, last)) = self.last_lag
+            && now_ms > at_ms
+        {
+            self.lag_growth = (lag - last) / ((now_ms - at_ms) as f64 / 1000.0);
+        }
+        self.last_lag = Some((now_ms, lag));
     }
 
     /// A warning about this job: what the cycle reports when the engine fails it or a rescale
@@ -360,15 +495,16 @@ impl<E: Engine> JobRunner<E> {
         observation: &JobObservation,
         report: &mut CycleReport,
         events: &mut Vec<Event>,
-    ) {
+    ) -> Option<PendingRescale> {
         if !self.enabled {
             self.scaling.clear();
-            return;
+            return None;
         }
+        let before = self.cooldown.state().clone();
         // A decision made during a cooldown period is queued: what the pipeline recorded for
         // it (history, restart tracking) is taken back and recorded when it is executed.
         let deferred = self.cooldown.in_cooldown(now_ms);
-        let before = deferred.then(|| {
+        let history = deferred.then(|| {
             (
                 self.scaling.scaling_history.clone(),
                 self.scaling.scaling_tracking.clone(),
@@ -405,8 +541,8 @@ impl<E: Engine> JobRunner<E> {
                     .collect();
                 let cooled = self.cooldown.submit(now_ms, changed, &running);
                 report.queued = cooled.operation.is_none() && !cooled.events.is_empty();
-                if let Some(before) = before.filter(|_| cooled.operation.is_none()) {
-                    self.scaling.defer_decision(before, outcome.summaries);
+                if let Some(history) = history.filter(|_| cooled.operation.is_none()) {
+                    self.scaling.defer_decision(history, outcome.summaries);
                 }
                 cooled
             }
@@ -424,7 +560,89 @@ impl<E: Engine> JobRunner<E> {
         }
         events.extend(decided);
         events.extend(cooled.events);
-        if let Some(operation) = cooled.operation {
+        cooled.operation.map(|operation| PendingRescale {
+            operation,
+            running,
+            recorded_now,
+            before,
+        })
+    }
+
+    /// Sends a prepared rescale, within what its cluster's arbiter granted: a scale-up cut
+    /// short runs on the slots it got and queues the rest for the end of its cooldown period;
+    /// one that got no slot is taken back and runs as soon as slots are free.
+    fn realize(
+        &mut self,
+        now_ms: i64,
+        rescale: PendingRescale,
+        grant: Option<(&str, &SlotGrant)>,
+        report: &mut CycleReport,
+        events: &mut Vec<Event>,
+    ) {
+        let PendingRescale {
+            mut operation,
+            running,
+            recorded_now,
+            before,
+        } = rescale;
+        // Short of what it asked, or below what it asked and held: slots taken back.
+        let taken_back = |grant: &SlotGrant| grant.granted < grant.wanted.min(grant.held);
+        let limited = |grant: &SlotGrant| grant.is_short() || taken_back(grant);
+        if let Some((cluster, grant)) = grant.filter(|(_, grant)| limited(grant)) {
+            let decided = !operation.parallelism.is_empty();
+            let held = widest(&running);
+            let mut cut = BTreeMap::new();
+            let mut rest = BTreeMap::new();
+            for (vertex, &p) in &operation.full_parallelism(&running) {
+                let within = p.min(grant.granted).max(1);
+                if within != p && operation.parallelism.contains_key(vertex) {
+                    rest.insert(vertex.clone(), p);
+                }
+                if running.get(vertex) != Some(&within) {
+                    cut.insert(vertex.clone(), within);
+                }
+            }
+            let why = if taken_back(grant) {
+                format!(
+                    "{} of the job's {held} slots of cluster `{cluster}` were taken back for a \
+                     job of a higher `scaling.priority` (the job wanted {} slots; {} were free)",
+                    grant.wanted.min(grant.held) - grant.granted,
+                    grant.wanted,
+                    grant.free_at_turn,
+                )
+            } else {
+                format!(
+                    "the scale-up needs {} slots of cluster `{cluster}` ({} more than the {held} \
+                     the job holds) and {} are free",
+                    grant.wanted,
+                    grant.wanted.saturating_sub(held),
+                    grant.free_at_turn,
+                )
+            };
+            if cut.is_empty() {
+                if decided {
+                    self.cooldown.take_back(before, &operation);
+                    report.queued = true;
+                    events.push(self.warning(
+                        EventReason::InsufficientSlots,
+                        format!("{why}: queued until slots free up"),
+                    ));
+                }
+                return;
+            }
+            let then = if rest.is_empty() {
+                String::new()
+            } else {
+                ", the rest queued for the end of the cooldown period".to_string()
+            };
+            events.push(self.warning(
+                EventReason::InsufficientSlots,
+                format!("{why}: runs on {} slots{then}", grant.granted),
+            ));
+            self.cooldown.requeue(now_ms, rest);
+            operation.parallelism = cut;
+        }
+        {
             let full = operation.full_parallelism(&running);
             // With shared state: the change's deadline is fixed from the lease first, then the
             // database admits it under the token, then every request of it asks the fence.
@@ -557,6 +775,27 @@ fn dedupe_key(event: &Event) -> Dedupe {
         (EventReason::PluginFault, None) => Dedupe::Key(format!("PluginFault{vertex}")),
         _ => Dedupe::Message,
     }
+}
+
+/// The slots a parallelism needs: its widest vertex (one slot-sharing group).
+fn widest(parallelism: &BTreeMap<String, u32>) -> u32 {
+    parallelism.values().copied().max().unwrap_or(0)
+}
+
+/// The records waiting in the sources (the sum of their `pendingRecords`), when they report
+/// them: the lag a job's slots work off.
+fn pending_records(observation: &JobObservation) -> Option<f64> {
+    let mut total = None;
+    for metrics in observation.metrics.values() {
+        for (name, metric) in &metrics.aggregated {
+            if name.ends_with(".pendingRecords")
+                && let Some(sum) = metric.sum.filter(|v| v.is_finite())
+            {
+                *total.get_or_insert(0.0) += sum;
+            }
+        }
+    }
+    total
 }
 
 /// The sum of the sources' target data rates (records/s), when every source has one: the load

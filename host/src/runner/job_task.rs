@@ -27,7 +27,8 @@ use crate::state::EventLog;
 
 use super::engines::{NamedEngine, OpenError, OpenedEngines, open_engines_limited};
 use super::fleet::{
-    DEFAULT_SIMULATED_DURATION, Interrupted, JobRun, MAX_SIMULATED_DURATION, RunOptions, wall_ms,
+    DEFAULT_SIMULATED_DURATION, Interrupted, JobRun, MAX_SIMULATED_DURATION, RunOptions, SlotsUse,
+    wall_ms,
 };
 use super::job::{JobRunner, PersistError};
 use super::lateness::Lateness;
@@ -36,6 +37,7 @@ use super::live::{Follower, LiveEntry};
 use super::pace::{self, STOP_POLL};
 use super::report::CycleReport;
 use super::scheduler::{BoxedTask, Lane, Next, Task, TaskTime};
+use super::slot_share::{ClusterShares, SharedCluster, Turn};
 
 /// Why a job's run has no result when one of its steps panicked.
 pub(super) const PANICKED: &str = "the job's control loop panicked; the other jobs went on";
@@ -52,6 +54,8 @@ pub(super) struct Env<'env> {
     pub(super) options: &'env RunOptions<'env>,
     pub(super) sink: &'env (dyn Fn(&CycleReport) + Sync),
     pub(super) limits: &'env ClusterLimits,
+    /// The shared clusters: their slots, arbiters and the lockstep of their jobs.
+    pub(super) shares: &'env ClusterShares,
 }
 
 /// What a fleet entry's jobs came to, filled in as they end.
@@ -230,6 +234,20 @@ impl<'env> OpenEntry<'env> {
     }
 }
 
+impl OpenEntry<'_> {
+    /// An entry of a shared cluster that does not run: the cluster's other jobs stop waiting
+    /// for it.
+    fn leave_cluster(&self, job: &JobPlan) {
+        if let EngineSpec::Sim {
+            cluster: Some(cluster),
+            ..
+        } = &job.spec.engine
+        {
+            self.env.shares.simulated(cluster).leave(&job.spec.name);
+        }
+    }
+}
+
 impl<'env> Task<'env> for OpenEntry<'env> {
     fn step(&mut self, spawned: &mut Vec<BoxedTask<'env>>) -> Next {
         if let Some(next) = self.wait() {
@@ -248,6 +266,7 @@ impl<'env> Task<'env> for OpenEntry<'env> {
             Ok(OpenedEngines::Simulated {
                 simulation,
                 duration,
+                cluster,
             }) => {
                 let duration = self
                     .env
@@ -264,10 +283,16 @@ impl<'env> Task<'env> for OpenEntry<'env> {
                 let duration_ticks =
                     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX) / tick_ms;
                 simulation.summarise_at_most(duration_ticks.saturating_add(2));
+                let share = cluster.map(|cluster| self.env.shares.simulated(&cluster));
+                if let Some(pool) = share.as_ref().and_then(|share| share.pool()) {
+                    simulation.join_pool(Arc::clone(pool), &job.spec.name);
+                }
                 let runner = start.runner(&job.spec.name, simulation);
                 let kind = Kind::Simulated { duration };
                 self.outcome.expect(1);
-                spawned.push(Box::new(start.task(0, runner, kind, summarise_simulation)));
+                let mut task = start.task(0, runner, kind, summarise_simulation);
+                task.share = share;
+                spawned.push(Box::new(task));
             }
             Ok(OpenedEngines::Jobs(engines)) => {
                 spawned.extend(engine_tasks(&start, self.fresh, engines));
@@ -276,6 +301,7 @@ impl<'env> Task<'env> for OpenEntry<'env> {
                 if let Some(next) = self.retry_later(job, interval_ms, &err) {
                     return next;
                 }
+                self.leave_cluster(job);
                 self.outcome.deliver(
                     0,
                     JobRun::failed(
@@ -301,6 +327,7 @@ impl<'env> Task<'env> for OpenEntry<'env> {
 
     fn panicked(&mut self) {
         let (job, _) = self.live.current();
+        self.leave_cluster(&job);
         self.outcome.deliver(
             0,
             JobRun::failed(self.name.clone(), job.alignment.mode_id(), PANICKED),
@@ -383,6 +410,8 @@ impl<'env> Start<'_, 'env> {
             failed: 0,
             lateness: Lateness::default(),
             lease: None,
+            share: None,
+            prepared_at: None,
         }
     }
 }
@@ -469,6 +498,10 @@ pub(super) struct JobTask<'env, E: Engine> {
     lateness: Lateness,
     /// With state shared by several hosts: the job's lease, taken when its wall clock starts.
     lease: Option<JobLease>,
+    /// The shared cluster the job runs on: it steps in the cluster's rounds.
+    share: Option<Arc<SharedCluster>>,
+    /// The instant of the step prepared and waiting for its turn in the cluster's round.
+    prepared_at: Option<i64>,
 }
 
 impl<'env, E: Engine> Task<'env> for JobTask<'env, E> {
@@ -506,6 +539,9 @@ impl<'env, E: Engine> Task<'env> for JobTask<'env, E> {
     }
 
     fn panicked(&mut self) {
+        if let Some(share) = self.share.take() {
+            share.leave(&self.name);
+        }
         let run = JobRun::failed(
             self.name.clone(),
             self.runner.alignment().mode_id(),
@@ -617,8 +653,19 @@ impl<E: Engine> JobTask<'_, E> {
                 break Some(Next::At(Instant::now()));
             }
             self.time.set(now);
-            let events = self.take_events();
-            if let Some(mut report) = self.runner.step(now, events) {
+            let stepped = match self.share.clone() {
+                None => {
+                    let events = self.take_events();
+                    self.runner.step(now, events)
+                }
+                Some(share) => match self.step_shared(&share, now) {
+                    // Its turn has not come: another job is behind, or the round is not
+                    // arbitrated yet.
+                    None => break Some(Next::At(Instant::now())),
+                    Some(report) => report,
+                },
+            };
+            if let Some(mut report) = stepped {
                 report.virtual_clock = true;
                 let gone = report.job_gone;
                 self.account(report);
@@ -650,6 +697,33 @@ impl<E: Engine> JobTask<'_, E> {
             end_ms: end,
         });
         self.finish(interrupted, false)
+    }
+
+    /// One step of a job of a shared cluster at `now`, in the cluster's round: once no other
+    /// job is behind, the step is prepared and its rescale submitted; once the round is
+    /// arbitrated (and, for a scale-up, the round's scale-downs are realized), the step is
+    /// completed within its grant. `None` while its turn has not come; the step's report
+    /// (`None`: nothing was due) once it ran.
+    fn step_shared(&mut self, share: &SharedCluster, now: i64) -> Option<Option<CycleReport>> {
+        if self.prepared_at != Some(now) {
+            if !share.may_step(&self.name, now) {
+                return None;
+            }
+            let events = self.take_events();
+            let request = self.runner.prepare(now, events);
+            share.submit(&self.name, now, request.flatten());
+            self.prepared_at = Some(now);
+        }
+        let grant = match share.turn(&self.name) {
+            Turn::Wait => return None,
+            Turn::Go(grant) => grant,
+        };
+        let report = self
+            .runner
+            .complete(grant.as_ref().map(|grant| (share.name(), grant)));
+        self.prepared_at = None;
+        share.done(&self.name, now + self.runner.step_ms());
+        Some(report)
     }
 
     /// Steps on the wall clock once the interval since the previous step's start is over,
@@ -818,6 +892,17 @@ impl<E: Engine> JobTask<'_, E> {
             }
             Kind::Engine { .. } => None,
         };
+        let slots = self.share.take().and_then(|share| {
+            share.leave(&self.name);
+            share.pool().map(|pool| {
+                let usage = pool.usage();
+                SlotsUse {
+                    cluster: share.name().to_string(),
+                    slots: usage.slots,
+                    max_in_use: usage.max_in_use,
+                }
+            })
+        });
         let run = JobRun {
             name: self.name.clone(),
             mode: self.runner.alignment().mode_id(),
@@ -828,6 +913,7 @@ impl<E: Engine> JobTask<'_, E> {
             interrupted,
             gone,
             lateness: std::mem::take(&mut self.lateness),
+            slots,
         };
         self.outcome.deliver(self.index, run);
         Next::Done

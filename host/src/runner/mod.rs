@@ -1,5 +1,6 @@
 //! The control loop: jobs under control on their engines, one step at a time.
 
+mod arbiter;
 mod cooldown;
 mod engines;
 mod fence;
@@ -13,13 +14,14 @@ mod pace;
 mod report;
 mod restore;
 mod scheduler;
+mod slot_share;
 mod state_check;
 mod supervisor;
 mod time_ordered;
 
 pub use cooldown::{CooldownExecutor, CooldownState};
 pub use fleet::RunOptions;
-pub(crate) use fleet::{DEFAULT_SIMULATED_DURATION, Interrupted, JobRun, wall_ms};
+pub(crate) use fleet::{DEFAULT_SIMULATED_DURATION, Interrupted, JobRun, SlotsUse, wall_ms};
 pub use job::JobRunner;
 pub use lateness::Lateness;
 pub(crate) use lateness::LatenessSummary;

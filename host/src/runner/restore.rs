@@ -306,6 +306,7 @@ mod tests {
         let sim = EngineSpec::Sim {
             job: PathBuf::from("job.toml"),
             duration: None,
+            cluster: None,
         };
         let jobs = [
             ("orders", &flink),

@@ -43,6 +43,7 @@ use super::job_task::{EntryOutcome, Env, OpenEntry};
 use super::live::LiveEntry;
 use super::report::CycleReport;
 use super::scheduler::{PoolConfig, Scheduler, Stuck};
+use super::slot_share::ClusterShares;
 
 /// How often a serving supervisor reaps ended entries and asks its source for a new plan.
 const POLL: Duration = Duration::from_millis(200);
@@ -90,6 +91,7 @@ pub(crate) fn run_fleet_reloading(
 ) -> Vec<JobRun> {
     let host = &plan.fleet.host;
     let limits = ClusterLimits::new(host.max_requests_per_cluster);
+    let shares = ClusterShares::new(options.arbiter);
     let config = pool_config(&plan);
     let stuck = |stuck: &Stuck<'_>| sink(&stuck_report(stuck));
     std::thread::scope(|scope| {
@@ -98,6 +100,7 @@ pub(crate) fn run_fleet_reloading(
             options,
             sink,
             limits: &limits,
+            shares: &shares,
         };
         let supervisor = Supervisor::start(&pool, env, plan.clone());
         let runs = match source {
@@ -262,6 +265,14 @@ impl<'p, 'scope, 'env> Supervisor<'p, 'scope, 'env> {
     }
 
     fn spawn(&mut self, job: JobPlan, interval_ms: i64, fresh: bool) {
+        // The jobs of a shared cluster step in lockstep: the others wait for this one from now.
+        if let EngineSpec::Sim {
+            cluster: Some(cluster),
+            ..
+        } = &job.spec.engine
+        {
+            self.env.shares.simulated(cluster).expect(&job.spec.name);
+        }
         let spec = job.spec.clone();
         let alignment = job.alignment.clone();
         let custom = job.custom.clone();

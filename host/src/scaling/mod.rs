@@ -54,4 +54,5 @@ pub use outcome::{CycleOutcome, CycleStage, VertexDecision};
 pub use state::JobScalingState;
 #[cfg(test)]
 pub(crate) use state::SECTION_SCALING_HISTORY;
+pub(crate) use state::ScalingSummary;
 pub(crate) use target::scaled_target;

@@ -98,6 +98,7 @@
 //!   given time: pass simulated milliseconds, not the wall clock.
 
 pub(crate) mod chart;
+mod cluster;
 mod engine;
 mod error;
 mod observe;
@@ -113,8 +114,11 @@ mod timeline;
 mod workload;
 
 #[cfg(test)]
+mod cluster_tests;
+#[cfg(test)]
 mod tests;
 
+pub(crate) use cluster::SlotPool;
 pub(crate) use error::SimError;
 pub(crate) use plot::plot_svg;
 pub use simulation::Simulation;

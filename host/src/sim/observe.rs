@@ -90,9 +90,17 @@ impl Simulation {
         // A slot-sharing group needs as many slots as its widest vertex; the job, the sum over
         // its groups (with every vertex in the default group: its widest vertex).
         let slots = self.slots_needed();
+        // On a shared cluster, the cluster's slots and those free, as Flink's `/overview`.
+        let (total, available) = match self.pool() {
+            Some(pool) => {
+                let usage = pool.usage();
+                (usage.slots, usage.free)
+            }
+            None => (slots, 0),
+        };
         let global = BTreeMap::from([
-            ("taskSlotsTotal".to_string(), f64::from(slots)),
-            ("taskSlotsAvailable".to_string(), 0.0),
+            ("taskSlotsTotal".to_string(), f64::from(total)),
+            ("taskSlotsAvailable".to_string(), f64::from(available)),
         ]);
         JobObservation {
             status,
@@ -189,14 +197,15 @@ impl Collector for Simulation {
     /// per-second rates); counters (`numRecordsIn`, accumulated busy time) restart at 0 after
     /// every restart, as Flink's do.
     fn observe(&mut self, now_ms: i64) -> Result<JobObservation, EngineError> {
+        self.take_free_slots();
         self.advance_to(now_ms);
         Ok(self.observation())
     }
 }
 
 impl Realizer for Simulation {
-    /// Restarts the job with the new parallelism; it applies after the restart downtime.
-    /// The simulation is changed in one step: the fence is asked once.
+    /// Restarts the job with the new parallelism; it applies after the restart downtime. On a
+    /// shared cluster, the job runs at most as wide as the slots it gets. The simulation is changed in one step: the fence is asked once.
     fn rescale_fenced(
         &mut self,
         parallelism: &BTreeMap<String, u32>,

@@ -19,6 +19,7 @@
 //! the host's API while `run` runs.
 //! `discovery` for an entry without `job-id` whose cluster is down at start.
 //! `shell_docs` for the generated shell completions and man pages.
+//! `slots` for simulated jobs sharing a cluster's slots through its arbiter.
 //! `secrets` checks that no token or password of a cluster reaches what the host prints.
 //! `what_if` drives `POST /api/v1/align` on a running host as an attacker would (a plugin that
 //! crashes, spins or forks; a request from a web page).
@@ -50,6 +51,7 @@ mod secrets;
 mod serve;
 mod serve_tls;
 mod shell_docs;
+mod slots;
 mod state;
 mod tls_front;
 mod tls_rotation;

@@ -22,6 +22,7 @@ use crate::runner::job_task::{EntryOutcome, Env, Start, engine_tasks};
 use crate::runner::live::LiveEntry;
 use crate::runner::report::CycleReport;
 use crate::runner::scheduler::{PoolConfig, Scheduler};
+use crate::runner::slot_share::ClusterShares;
 use crate::state::InMemoryStateStore;
 use crate::state::StateStore;
 
@@ -35,10 +36,12 @@ fn run_entry(
 ) -> Vec<JobRun> {
     let live = Arc::new(LiveEntry::new(job.clone(), interval_ms));
     let limits = ClusterLimits::new(4);
+    let shares = ClusterShares::new(true);
     let env = Env {
         options,
         sink,
         limits: &limits,
+        shares: &shares,
     };
     let outcome = Arc::new(EntryOutcome::default());
     let config = PoolConfig {

@@ -49,6 +49,7 @@ impl Simulation {
             restarting_ms: 0,
             scratch: Scratch::default(),
             timeline_limit: None,
+            seat: None,
         };
         for v in 0..n {
             let p = sim.vertices[v].parallelism;

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use super::state::{InputFrom, PendingRestart, Simulation, Subtask};
 use crate::engine::EngineError;
+use crate::sim::cluster::{Seat, SlotPool, capped, slots_needed};
 use crate::sim::routing::{Route, apportion};
 use crate::sim::spec::VertexKind;
 
@@ -33,9 +34,40 @@ impl Simulation {
             }
             target[v] = p;
         }
+        if let Some(seat) = self.seat.as_mut() {
+            seat.decided.clone_from(&target);
+        }
+        self.restart_to(target);
+        Ok(())
+    }
+
+    /// On a shared cluster, a job running below its decided parallelism takes the slots that
+    /// have freed up since (a restart, as the adaptive scheduler's upscale is). Called before
+    /// each observation.
+    pub(crate) fn take_free_slots(&mut self) {
+        let Some(seat) = &self.seat else { return };
+        if self.pending.is_some() {
+            return;
+        }
+        let current: Vec<u32> = self.vertices.iter().map(|v| v.parallelism).collect();
+        let wanted = slots_needed(&seat.decided);
+        if slots_needed(&current) >= wanted || seat.pool.usage().free == 0 {
+            return;
+        }
+        let decided = seat.decided.clone();
+        self.restart_to(decided);
+    }
+
+    /// Restarts the job towards `target` (one parallelism per vertex): on a shared cluster,
+    /// capped to the slots it gets.
+    fn restart_to(&mut self, target: Vec<u32>) {
+        let target = match &self.seat {
+            Some(seat) => capped(&target, seat.pool.acquire(&seat.job, slots_needed(&target))),
+            None => target,
+        };
         let current: Vec<u32> = self.vertices.iter().map(|v| v.parallelism).collect();
         if self.pending.is_none() && target == current {
-            return Ok(());
+            return;
         }
         let state: f64 = self.vertices.iter().map(|v| v.state_bytes).sum();
         let downtime = self.spec.restart.downtime_ms
@@ -54,7 +86,33 @@ impl Simulation {
             until_ms: self.now_ms + downtime,
             parallelism: target,
         });
-        Ok(())
+    }
+
+    /// Runs the job on the shared cluster of `pool` as `job`: it takes the slots its
+    /// parallelism needs, or what is free (then it starts below it).
+    pub(crate) fn join_pool(&mut self, pool: std::sync::Arc<SlotPool>, job: &str) {
+        let decided: Vec<u32> = self.vertices.iter().map(|v| v.parallelism).collect();
+        let granted = pool.acquire(job, slots_needed(&decided));
+        let start = capped(&decided, granted);
+        self.seat = Some(Seat {
+            pool,
+            job: job.to_string(),
+            decided,
+        });
+        if start
+            != self
+                .vertices
+                .iter()
+                .map(|v| v.parallelism)
+                .collect::<Vec<_>>()
+        {
+            self.apply_parallelism(&start);
+        }
+    }
+
+    /// The shared cluster's pool, when the job runs on one.
+    pub(crate) fn pool(&self) -> Option<&std::sync::Arc<SlotPool>> {
+        self.seat.as_ref().map(|seat| &seat.pool)
     }
 
     /// Sets or lifts the intake limit of a source.

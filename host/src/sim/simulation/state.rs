@@ -149,6 +149,8 @@ pub struct Simulation {
     pub(crate) restarting_ms: i64,
     pub(super) scratch: Scratch,
     pub(super) timeline_limit: Option<usize>,
+    /// The job's place on a shared simulated cluster, when it runs on one.
+    pub(super) seat: Option<crate::sim::cluster::Seat>,
 }
 
 /// Buffers reused by every vertex in every tick, so a tick allocates nothing.
