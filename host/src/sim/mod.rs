@@ -93,6 +93,7 @@ pub(crate) mod chart;
 mod engine;
 mod error;
 mod observe;
+mod oracle;
 mod parse;
 mod plot;
 mod queue;
@@ -108,6 +109,7 @@ mod workload;
 mod tests;
 
 pub(crate) use error::SimError;
+pub(crate) use oracle::{Oracle, OracleSettings, clairvoyant};
 pub(crate) use plot::plot_svg;
 pub use simulation::Simulation;
 pub(crate) use summary::{Summary, render_comparison_table};
