@@ -200,17 +200,30 @@ struct Trial {
     restarted_at_ms: Option<i64>,
 }
 
-/// Runs `start` to `end_ms` with `target` (a rescale if it differs from the running
-/// parallelism). Within target means: from `catch_up_ms` after the job runs again (the decision
-/// itself when it does not rescale), or at the segment's last tick if that comes first, the lag
-/// is at most [`SETTLED_LAG_S`], the lag under which the summary counts a run as settled.
+/// Where a segment ends (the next decision at the earliest) and up to when its choice answers
+/// for the lag (the next load change: after it, the next decision does).
+#[derive(Debug, Clone, Copy)]
+struct Segment {
+    end_ms: i64,
+    check_until_ms: i64,
+}
+
+/// Runs `start` to the segment's end with `target` (a rescale if it differs from the running
+/// parallelism). Within target means: at every tick before `check_until_ms` from `catch_up_ms`
+/// after the job runs again (the decision itself when it does not rescale), and at the last tick
+/// before `check_until_ms` in any case, the lag is at most [`SETTLED_LAG_S`], the lag under
+/// which the summary counts a run as settled.
 fn run_segment(
     start: &Simulation,
     target: &[u32],
-    end_ms: i64,
+    segment: Segment,
     catch_up_ms: i64,
     ticks: &mut u64,
 ) -> Trial {
+    let Segment {
+        end_ms,
+        check_until_ms,
+    } = segment;
     let mut sim = start.clone();
     let before = sim.summary().subtask_seconds;
     let current: Vec<u32> = sim.vertices.iter().map(|v| v.parallelism).collect();
@@ -238,8 +251,12 @@ fn run_segment(
             running_from = Some(sim.now_ms() - tick);
             restarted_at_ms = running_from;
         }
-        let last = sim.now_ms() >= end_ms;
-        let checked = running_from.is_some_and(|r| sim.now_ms() - tick >= r + catch_up_ms);
+        let at = sim.now_ms() - tick;
+        if at >= check_until_ms {
+            continue;
+        }
+        let last = sim.now_ms() >= check_until_ms;
+        let checked = running_from.is_some_and(|r| at >= r + catch_up_ms);
         if (last || checked) && sim.last_lag_s() > SETTLED_LAG_S {
             within = false;
         }
@@ -315,14 +332,19 @@ pub(crate) fn clairvoyant(mut sim: Simulation, settings: &OracleSettings) -> Ora
         let end = changes.get(i + 1).map_or(settings.duration_ms, |c| {
             (c + window).min(settings.duration_ms)
         });
+        let next_change = changes.get(i + 1).map_or(settings.duration_ms, |&c| c);
+        let segment = Segment {
+            end_ms: end,
+            check_until_ms: next_change.min(end).max(decided + tick),
+        };
         while sim.now_ms() < decided && !sim.is_finished() {
             sim.step();
             ticks += 1;
         }
         let current: Vec<u32> = sim.vertices.iter().map(|v| v.parallelism).collect();
-        let mut best = run_segment(&sim, &current, end, settings.catch_up_ms, &mut ticks);
+        let mut best = run_segment(&sim, &current, segment, settings.catch_up_ms, &mut ticks);
         let mut best_target = current.clone();
-        let base = peak_need(&sim, decided, end, &ceilings);
+        let base = peak_need(&sim, decided, segment.check_until_ms, &ceilings);
         let ladder = rungs(&base, &ceilings);
         let mut lower = base.clone();
         for rung in &ladder {
@@ -333,7 +355,7 @@ pub(crate) fn clairvoyant(mut sim: Simulation, settings: &OracleSettings) -> Ora
                 }
                 continue;
             }
-            let trial = run_segment(&sim, rung, end, settings.catch_up_ms, &mut ticks);
+            let trial = run_segment(&sim, rung, segment, settings.catch_up_ms, &mut ticks);
             let within = trial.within;
             if better(&trial, &best) {
                 best = trial;
@@ -356,7 +378,7 @@ pub(crate) fn clairvoyant(mut sim: Simulation, settings: &OracleSettings) -> Ora
                 if target == current {
                     continue;
                 }
-                let trial = run_segment(&sim, &target, end, settings.catch_up_ms, &mut ticks);
+                let trial = run_segment(&sim, &target, segment, settings.catch_up_ms, &mut ticks);
                 if trial.within && trial.cost < best.cost {
                     best = trial;
                     best_target = target;

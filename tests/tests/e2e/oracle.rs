@@ -43,7 +43,10 @@ fn the_oracle_rescales_at_most_as_often_as_the_autoscaler_and_at_most_once_per_c
     // The job's load: 20k/s, a step to 40k/s at 30 min, a 5 min spike of +30k/s at 90 min.
     // The start, the step, the spike and its end: four changes.
     assert_eq!(changes, 4, "{oracle}");
-    assert!(rescales <= changes, "at most one rescale per change: {oracle}");
+    assert!(
+        rescales <= changes,
+        "at most one rescale per change: {oracle}"
+    );
     assert!(
         rescales <= autoscaler,
         "oracle {rescales} rescales, autoscaler {autoscaler}"
@@ -56,7 +59,11 @@ fn the_oracle_rescales_at_most_as_often_as_the_autoscaler_and_at_most_once_per_c
     }
     let flagged = schedule.iter().filter(|d| d["rescale"] == true).count() as u64;
     assert_eq!(flagged, rescales, "the schedule's rescales are the run's");
-    assert!(out.stderr.contains("oracle: 4 load changes"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("oracle: 4 load changes"),
+        "{}",
+        out.stderr
+    );
 }
 
 #[test]
