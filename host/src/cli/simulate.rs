@@ -40,7 +40,7 @@ that knows the workload in advance, makes at most one rescale per load change (a
 moment the pipeline could decide: one metrics.window after the change, and not before
 stabilization.interval + metrics.window after a restart) and picks, by simulating the same job,
 seed and duration, the cheapest parallelism whose lag is back under 10 s within
-catch-up.duration (or by the next decision). See docs/oracle.md.")]
+catch-up.duration (or by the next load change). See docs/oracle.md.")]
 pub(super) struct SimulateArgs {
     /// The simulated job (TOML).
     job: PathBuf,
