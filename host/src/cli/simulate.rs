@@ -22,14 +22,25 @@ use crate::plan::plan_fleet;
 use crate::runner::{
     CycleReport, DEFAULT_SIMULATED_DURATION, JobRun, Pace, RunOptions, format_elapsed, run_fleet,
 };
-use crate::sim::{Summary, plot_svg, render_comparison_table};
+use crate::scaling::AutoscalerOptions;
+use crate::sim::{
+    Oracle, OracleSettings, Simulation, Summary, clairvoyant, plot_svg, render_comparison_table,
+};
 use crate::state::{InMemoryStateStore, StateStore};
 
 /// Arguments of `flowscale simulate`.
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:
   flowscale simulate examples/jobs/keyed-step-spike.toml
-  flowscale simulate examples/jobs/custom-buckets.toml --compare BALANCED,EVENLY_SPREAD,bucket-align --plot buckets.svg")]
+  flowscale simulate examples/jobs/custom-buckets.toml --compare BALANCED,EVENLY_SPREAD,bucket-align --plot buckets.svg
+  flowscale simulate examples/jobs/diurnal.toml --duration 2d --oracle
+
+With --oracle, the table gains an `oracle` column: the clairvoyant single rescale, a yardstick
+that knows the workload in advance, makes at most one rescale per load change (at the earliest
+moment the pipeline could decide: one metrics.window after the change, and not before
+stabilization.interval + metrics.window after a restart) and picks, by simulating the same job,
+seed and duration, the cheapest parallelism whose lag is back under 10 s within
+catch-up.duration (or by the next load change). See docs/oracle.md.")]
 pub(super) struct SimulateArgs {
     /// The simulated job (TOML).
     job: PathBuf,
@@ -64,6 +75,10 @@ pub(super) struct SimulateArgs {
     /// Print the decisions of every run as they happen.
     #[arg(long)]
     verbose: bool,
+    /// Also run the clairvoyant single rescale (docs/oracle.md) and show it next to the
+    /// autoscaler: at most one rescale per load change, the cheapest that keeps the lag target.
+    #[arg(long)]
+    oracle: bool,
     /// Print the result as JSON.
     #[arg(long)]
     json: bool,
@@ -196,12 +211,64 @@ pub(super) fn exec(args: SimulateArgs) -> u8 {
         arbiter: true,
         ..RunOptions::new(&stop, &store)
     };
-    let runs = run_fleet(&plan, &options, &sink);
+    let oracle_settings = if args.oracle {
+        match oracle_settings(&args.job, &base, duration) {
+            Ok(settings) => Some(settings),
+            Err(message) => {
+                eprintln!("error: --oracle: {message}");
+                return exit_codes::FAILED;
+            }
+        }
+    } else {
+        None
+    };
+    // The oracle's search runs beside the autoscaler's runs (it needs none of their results).
+    let (runs, oracle) = std::thread::scope(|scope| {
+        let oracle = oracle_settings.map(|(simulation, settings)| {
+            scope.spawn(move || {
+                let started = std::time::Instant::now();
+                let oracle = clairvoyant(simulation, &settings);
+                (oracle, started.elapsed())
+            })
+        });
+        let runs = run_fleet(&plan, &options, &sink);
+        (runs, oracle.and_then(|handle| handle.join().ok()))
+    });
     progress.finish();
-    report(&args, &runs)
+    if let Some((oracle, took)) = &oracle {
+        eprintln!(
+            "oracle: {} load changes, {} decisions, {} rescales, {} segments missing the target; \
+             searched {} simulated ticks in {:.1} s",
+            oracle.load_changes,
+            oracle.schedule.len(),
+            oracle.summary.rescales,
+            oracle.missed,
+            oracle.simulated_ticks,
+            took.as_secs_f64()
+        );
+    }
+    report(&args, &runs, oracle.as_ref().map(|(o, _)| o))
 }
 
-fn report(args: &SimulateArgs, runs: &[JobRun]) -> u8 {
+/// The oracle's fresh simulation and settings: the job file as the autoscaler's runs load it,
+/// and the pipeline keys of every run (`--set`, else the reference's defaults).
+fn oracle_settings(
+    job: &std::path::Path,
+    config: &JobConfig,
+    duration: Duration,
+) -> Result<(Simulation, OracleSettings), String> {
+    let options = AutoscalerOptions::from_config(config).map_err(|errors| {
+        errors
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("; ")
+    })?;
+    let simulation = Simulation::from_file(job).map_err(|e| e.to_string())?;
+    Ok((simulation, OracleSettings::new(&options, duration)))
+}
+
+fn report(args: &SimulateArgs, runs: &[JobRun], oracle: Option<&Oracle>) -> u8 {
     let mut status = exit_codes::OK;
     let mut out = std::io::stdout().lock();
     if let Some(path) = &args.plot {
@@ -240,12 +307,16 @@ fn report(args: &SimulateArgs, runs: &[JobRun]) -> u8 {
                 interrupted_at_ms: r.interrupted.map(|i| i.at_ms),
             })
             .collect();
-        let document = serde_json::json!({"job": args.job.display().to_string(), "runs": results});
+        let mut document =
+            serde_json::json!({"job": args.job.display().to_string(), "runs": results});
+        if let Some(oracle) = oracle {
+            document["oracle"] = serde_json::to_value(oracle).unwrap_or_default();
+        }
         if write_json(&mut out, &document).is_err() {
             return exit_codes::FAILED;
         }
     } else {
-        let summaries: Vec<(String, Summary)> = runs
+        let mut summaries: Vec<(String, Summary)> = runs
             .iter()
             .filter_map(|r| {
                 r.simulation
@@ -253,6 +324,9 @@ fn report(args: &SimulateArgs, runs: &[JobRun]) -> u8 {
                     .map(|(_, s)| (r.name.clone(), s.clone()))
             })
             .collect();
+        if let Some(oracle) = oracle {
+            summaries.push(("oracle".to_string(), oracle.summary.clone()));
+        }
         if writeln!(out, "{}", render_comparison_table(&summaries)).is_err() {
             return exit_codes::FAILED;
         }

@@ -102,6 +102,7 @@ mod cluster;
 mod engine;
 mod error;
 mod observe;
+mod oracle;
 mod parse;
 mod plot;
 mod queue;
@@ -120,6 +121,7 @@ mod tests;
 
 pub(crate) use cluster::SlotPool;
 pub(crate) use error::SimError;
+pub(crate) use oracle::{Oracle, OracleSettings, clairvoyant};
 pub(crate) use plot::plot_svg;
 pub use simulation::Simulation;
 pub(crate) use summary::{Summary, render_comparison_table};

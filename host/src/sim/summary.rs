@@ -15,7 +15,7 @@ use super::timeline::TimelineRow;
 /// previous change.
 const LOAD_CHANGE: f64 = 0.2;
 /// A run has converged after a load change once it stops rescaling and its lag stays under this.
-const SETTLED_LAG_S: f64 = 10.0;
+pub(crate) const SETTLED_LAG_S: f64 = 10.0;
 
 /// One run, summarised.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -39,6 +39,7 @@ mod isolation;
 mod kinds;
 mod multi_host;
 mod multi_host_flink;
+mod oracle;
 mod plugin_loading;
 mod proxy;
 mod quota;

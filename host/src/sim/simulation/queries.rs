@@ -27,6 +27,12 @@ impl Simulation {
         self.tick
     }
 
+    /// The lag of the last tick simulated (pending records over the arrival rate, as the
+    /// summary defines it); 0 before the first tick.
+    pub(crate) fn last_lag_s(&self) -> f64 {
+        self.row.lag_s()
+    }
+
     /// The job's status.
     pub(crate) fn status(&self) -> JobStatus {
         if self.is_finished() {
