@@ -33,6 +33,10 @@ pub enum EventReason {
     /// A scale-up was blocked: the TaskManagers it needs would exceed `quota.cpu` or
     /// `quota.memory`. Nothing was applied.
     ResourceQuotaReached,
+    /// `scaling.restart-aware`: an operation not needed to keep up was skipped because the
+    /// slots it changes, over its expected hold time, do not outweigh the restart. Nothing was
+    /// applied. Keyed `ScalingSkipped`.
+    ScalingSkipped,
     /// An engine could not be reached or refused a request.
     EngineError,
     /// The engine no longer knows the job (deleted from the cluster): its loop stops, or, when
@@ -116,6 +120,7 @@ impl EventReason {
             EventReason::ModeFallback => "ModeFallback",
             EventReason::MemoryPressure => "MemoryPressure",
             EventReason::ResourceQuotaReached => "ResourceQuotaReached",
+            EventReason::ScalingSkipped => "ScalingSkipped",
             EventReason::EngineError => "EngineError",
             EventReason::JobGone => "JobGone",
             EventReason::AutoscalerError => "AutoscalerError",

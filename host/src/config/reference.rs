@@ -495,6 +495,15 @@ reference! {
         unset: "",
         range: None,
     };
+    /// Off by default so that the decisions stay exactly the Flink autoscaler's.
+    SCALING_RESTART_AWARE: BoolKey = BoolKey {
+        about: About::new(
+            "scaling.restart-aware",
+            Pipeline,
+            "skip a scale-down or a scale-up not needed to keep up when the slots it changes, over the expected hold time, do not outweigh the restart (ScalingSkipped)",
+        ),
+        default: false,
+    };
     /// Negative would block every scale-up even where the TaskManagers' size is unknown.
     QUOTA_CPU: FloatKey = FloatKey {
         about: About::new(

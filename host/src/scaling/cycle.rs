@@ -410,6 +410,48 @@ mod tests {
         assert_eq!(out.stage, CycleStage::Scaled);
     }
 
+    /// The worked example's scale-up (both vertices 1 -> 4) is needed to catch up the
+    /// backlog (the true processing rate is below the scale-up threshold): restart-aware
+    /// scaling never skips it, even with a restart of a day (cost 2 slots × 86400 s against a
+    /// saving of 6 × 1 s), and decides exactly as with the key off.
+    #[test]
+    fn restart_aware_scaling_never_skips_a_scale_up_needed_to_catch_up() {
+        let day = std::time::Duration::from_secs(86_400);
+        let off = AutoscalerOptions {
+            restart_time: day,
+            ..backlog_opts()
+        };
+        let on = AutoscalerOptions {
+            restart_aware: true,
+            ..off.clone()
+        };
+        let (out_off, state_off) = run_backlog(&off, backlog_job());
+        let (out_on, state_on) = run_backlog(&on, backlog_job());
+        assert_eq!(out_on.stage, CycleStage::Scaled, "{out_on:#?}");
+        assert_eq!(out_on.decision, out_off.decision);
+        assert_eq!(
+            state_on.parallelism_overrides,
+            state_off.parallelism_overrides
+        );
+        assert!(
+            out_on
+                .events
+                .iter()
+                .all(|e| e.reason != EventReason::ScalingSkipped)
+        );
+        // The quota comes first: an operation over the quota is reported as such.
+        let quota = AutoscalerOptions {
+            quota_cpu: Some(0.0),
+            ..on
+        };
+        let mut job = backlog_job()
+            .slot_sharing_group("source", "g")
+            .slot_sharing_group("sink", "g");
+        job.obs.task_managers = Some(task_managers(2.0, 1 << 30, 1));
+        let (out, _) = run_backlog(&quota, job);
+        assert_eq!(out.stage, CycleStage::ResourceQuotaReached);
+    }
+
     /// Without slot-sharing groups (an engine that does not report them) or without the
     /// TaskManagers' size, a quota cannot be checked and never blocks.
     #[test]

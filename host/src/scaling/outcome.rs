@@ -42,6 +42,9 @@ pub enum CycleStage {
     /// A decision was computed but its TaskManagers would exceed the resource quota
     /// (`quota.cpu`, `quota.memory`): nothing was applied.
     ResourceQuotaReached,
+    /// A decision was computed but restart-aware scaling (`scaling.restart-aware`) judged it
+    /// not worth its restart: nothing was applied.
+    ScalingSkipped,
     /// A decision was computed but a custom scaling executor vetoed it (or could not answer):
     /// nothing was applied.
     Vetoed(Veto),

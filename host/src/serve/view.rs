@@ -438,6 +438,7 @@ fn stage_text(stage: &CycleStage) -> String {
         CycleStage::WithinBounds => "within bounds".into(),
         CycleStage::Blocked(why) => format!("blocked: {why}"),
         CycleStage::ResourceQuotaReached => "blocked: resource quota reached".into(),
+        CycleStage::ScalingSkipped => "skipped: not worth the restart".into(),
         CycleStage::Vetoed(veto) => format!(
             "vetoed by executor `{}` ({}): {}",
             veto.instance, veto.class, veto.reason
@@ -467,6 +468,7 @@ fn decision_of(report: &CycleReport) -> Option<DecisionView> {
             CycleStage::Scaled
                 | CycleStage::Blocked(_)
                 | CycleStage::ResourceQuotaReached
+                | CycleStage::ScalingSkipped
                 | CycleStage::Vetoed(_)
         );
     if !keep {

@@ -2,7 +2,8 @@
 //!
 //! Where things go: `align` for the alignment command, `validate` for configuration checking,
 //! `plugin_loading` for the plugins directory, `kinds` for metric evaluators and scaling
-//! executors, `quota` for the resource quota on a simulated job, `isolation` for plugins in worker processes,
+//! executors, `quota` for the resource quota on a simulated job, `restart_aware` for restart-aware
+//! hysteresis, `isolation` for plugins in worker processes,
 //! `run` for `run` and `simulate`, `state` for `run` with a state directory (killed, corrupted,
 //! locked), `reload` for a fleet file edited while `run` runs, `removed` for the jobs a reload removes
 //! (gone from the API, the metrics and the host's memory), `scale` for the memory of a
@@ -46,6 +47,7 @@ mod quota;
 mod readme;
 mod reload;
 mod removed;
+mod restart_aware;
 mod run;
 mod scale;
 mod secrets;

@@ -1,11 +1,12 @@
 //! Deciding the scaling operation (see docs/decision-pipeline.md#execution): memory pressure, the per-vertex summaries, the "at least one vertex outside its band"
-//! rule, advisor mode and excluded periods, the resource quota, and applying a decision to the
+//! rule, advisor mode and excluded periods, the resource quota, restart-aware hysteresis, and applying a decision to the
 //! job's state.
 //!
 //! The resource quota (the Flink autoscaler's step 8, after memory tuning and its cluster
 //! resource check) sees the operation after the advisor check; the job's custom scaling
 //! executors (step 9, docs/plugin-kinds.md) see it after the quota and before it is reported
-//! and applied; they may change or veto it.
+//! and applied; they may change or veto it. Restart-aware hysteresis (`scaling.restart-aware`,
+//! off by default) sits between the two: it skips an operation not worth its restart.
 //!
 //! Not implemented (the Flink autoscaler's step 7 and the first half of 8): memory tuning and
 //! the cluster-resource check. A decided operation is handed to the job's cooldown executor as
@@ -19,6 +20,7 @@ use std::sync::Arc;
 use super::memory::memory_pressure;
 use super::quota::resource_quota_reached;
 use super::report::{REPORT_HEADER_DISABLED, REPORT_HEADER_ENABLED, scaling_report};
+use super::restart::scaling_skipped;
 use crate::scaling::custom::chain::{ChainInput, Vetoed, run_chain};
 use crate::scaling::evaluation::Evaluation;
 use crate::scaling::metrics::{EvaluatedScalingMetric, ScalingMetric};
@@ -94,6 +96,20 @@ pub(crate) fn decide_operation(
     ) {
         outcome.events.push(event);
         return CycleStage::ResourceQuotaReached;
+    }
+    // Restart-aware hysteresis: like the quota, nothing is applied and pending scale-downs
+    // are kept.
+    if let Some(event) = scaling_skipped(
+        ctx.job,
+        ctx.opts,
+        topology,
+        ctx.observed_vertices,
+        &summaries,
+        &state.scaling_history,
+        ctx.restart_time,
+    ) {
+        outcome.events.push(event);
+        return CycleStage::ScalingSkipped;
     }
     let (changes, summaries) = if ctx.custom.executors.is_empty() {
         (changes, summaries)

@@ -6,6 +6,7 @@ mod decide;
 mod memory;
 mod quota;
 mod report;
+mod restart;
 
 pub(crate) use decide::decide_operation;
 pub(crate) use report::REPORT_HEADER_ENABLED;

@@ -22,9 +22,9 @@ use crate::config::reference::{
     QUOTA_CPU, QUOTA_MEMORY, RESTART_TIME, RESTART_TIME_TRACKING_ENABLED,
     RESTART_TIME_TRACKING_LIMIT, SCALE_DOWN_INTERVAL, SCALE_DOWN_MAX_FACTOR, SCALE_UP_MAX_FACTOR,
     SCALING_EFFECTIVENESS_DETECTION_ENABLED, SCALING_EFFECTIVENESS_THRESHOLD, SCALING_ENABLED,
-    SCALING_EVENT_INTERVAL, STABILIZATION_INTERVAL, TARGET_UTILIZATION_BOUNDARY, UTILIZATION_MAX,
-    UTILIZATION_MIN, UTILIZATION_TARGET, VERTEX_EXCLUDE_IDS, VERTEX_MAX_PARALLELISM,
-    VERTEX_MIN_PARALLELISM,
+    SCALING_EVENT_INTERVAL, SCALING_RESTART_AWARE, STABILIZATION_INTERVAL,
+    TARGET_UTILIZATION_BOUNDARY, UTILIZATION_MAX, UTILIZATION_MIN, UTILIZATION_TARGET,
+    VERTEX_EXCLUDE_IDS, VERTEX_MAX_PARALLELISM, VERTEX_MIN_PARALLELISM,
 };
 use crate::config::spec::{BoolKey, DurationKey, FloatKey, IntKey};
 use crate::config::{ConfigLookup, ConfigLookupExt, KeyError, parse_memory_size};
@@ -123,6 +123,10 @@ pub struct AutoscalerOptions {
     /// `quota.memory` (unset): the TaskManager process memory, in bytes, the job may have
     /// together (Flink's memory size syntax, e.g. `16 gb`).
     pub quota_memory: Option<u64>,
+    /// `scaling.restart-aware` (false): skip an operation whose change in slots, held for the
+    /// expected time, does not outweigh the restart it costs
+    /// (docs/decision-pipeline.md#restart-aware-hysteresis).
+    pub restart_aware: bool,
 }
 
 /// The default of a number key that has one (every one the options default).
@@ -184,6 +188,7 @@ impl Default for AutoscalerOptions {
             observed_scalability_coefficient_min: f64_default(
                 &OBSERVED_SCALABILITY_COEFFICIENT_MIN,
             ),
+            restart_aware: SCALING_RESTART_AWARE.default,
             quota_cpu: None,
             quota_memory: None,
         }
@@ -339,6 +344,7 @@ impl<C: ConfigLookup + ?Sized> Reader<'_, C> {
             observed_scalability_enabled: self.bool(&OBSERVED_SCALABILITY_ENABLED),
             observed_scalability_min_observations: self.i64(&OBSERVED_SCALABILITY_MIN_OBSERVATIONS),
             observed_scalability_coefficient_min: self.f64(&OBSERVED_SCALABILITY_COEFFICIENT_MIN),
+            restart_aware: self.bool(&SCALING_RESTART_AWARE),
             quota_cpu: self.f64_opt(&QUOTA_CPU),
             quota_memory: self.memory_size_opt(QUOTA_MEMORY.about.name),
         }

@@ -8,6 +8,7 @@ mod job;
 mod vertex_history;
 
 pub(crate) use delayed_scale_down::DelayedScaleDown;
+pub(crate) use history::ScalingHistory;
 pub use job::JobScalingState;
 #[cfg(test)]
 pub(crate) use job::SECTION_SCALING_HISTORY;
