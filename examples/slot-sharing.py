@@ -21,8 +21,10 @@ import tempfile
 
 
 def run(binary, fleet, *flags):
+    # One worker: the jobs of a cluster then meet in exact rounds, and the table is the same on
+    # every run and machine (with several, two jobs due at once may be arbitrated apart).
     out = subprocess.run(
-        [binary, "run", fleet, "--json", *flags],
+        [binary, "run", fleet, "--json", "--workers", "1", *flags],
         check=True,
         capture_output=True,
         text=True,
