@@ -72,13 +72,13 @@ job-id = "{JOB_ID}"
     )
     .expect("fleet");
 
-    let child = Command::new(flowscale_bin())
+    let mut child = Command::new(flowscale_bin())
         .args([
             "run",
             &fleet.display().to_string(),
             "--json",
             "--duration",
-            "4s",
+            "10s",
         ])
         .env("FLOWSCALE_LOG", "debug")
         .env_remove("FLOWSCALE_PLUGINS_DIR")
@@ -86,16 +86,55 @@ job-id = "{JOB_ID}"
         .stderr(Stdio::piped())
         .spawn()
         .expect("run flowscale");
+    // The output line by line, as it comes: each file change waits for what the host reports
+    // (a loaded machine may take seconds to start the host; a change made before it read its
+    // files would be no change to it).
+    let (lines, seen) = std::sync::mpsc::channel::<String>();
+    let stdout_pipe = child.stdout.take().expect("stdout");
+    let stderr_pipe = child.stderr.take().expect("stderr");
+    // The debug log is read all along, so that a full pipe never stalls the host.
+    let log_reader = std::thread::spawn(move || {
+        use std::io::Read;
+        let mut log = String::new();
+        let _ = std::io::BufReader::new(stderr_pipe).read_to_string(&mut log);
+        log
+    });
+    let reader = std::thread::spawn(move || {
+        use std::io::BufRead;
+        let mut all = String::new();
+        for line in std::io::BufReader::new(stdout_pipe).lines() {
+            let Ok(line) = line else { break };
+            all.push_str(&line);
+            all.push('\n');
+            let _ = lines.send(line);
+        }
+        all
+    });
+    let wait_for = |what: &str, matches: &dyn Fn(&str) -> bool| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match seen.recv_timeout(left) {
+                Ok(line) if matches(&line) => return,
+                Ok(_) => {}
+                Err(_) => panic!("no {what} within 30 s"),
+            }
+        }
+    };
     // A rotated token, then a new token file others may read (a rotation that forgot the mode;
     // the watch sees a new file, not a chmod alone): a reload, then a refused one.
-    std::thread::sleep(Duration::from_millis(1200));
+    wait_for("first cycle of job a", &|l| {
+        l.contains(r#""type":"cycle""#) && l.contains(r#""job":"a""#)
+    });
     write(&token, &format!("{ROTATED}\n"), 0o600);
-    std::thread::sleep(Duration::from_millis(1200));
+    wait_for("CredentialsReloaded", &|l| {
+        l.contains("CredentialsReloaded")
+    });
     write(&token, &format!("{TOKEN}\n"), 0o644);
-    let out = child.wait_with_output().expect("flowscale ends");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let status = child.wait().expect("flowscale ends");
+    let stdout = reader.join().expect("the output reader");
+    let stderr = log_reader.join().expect("the log reader");
+    assert!(status.success(), "{stdout}\n{stderr}");
     let token_path = token.display().to_string();
     assert!(
         stdout.contains("CredentialsReloaded") && stdout.contains(&token_path),
