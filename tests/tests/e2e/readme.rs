@@ -1,13 +1,19 @@
-//! The README's plugin section is the real template crate: what a user copies is what CI builds
-//! and loads.
+//! What the README and the docs pages show is true: the plugin template they print is the real
+//! template crate (what a user copies is what CI builds and loads), their test commands are what
+//! CI runs, and their fleet files validate.
 
 use crate::harness::repo_root;
 
-/// The fenced block of `lang` that follows the line `marker` in the README.
+/// The text of the repository file `path` (`README.md`, `docs/...`).
+fn repo_file(path: &str) -> String {
+    std::fs::read_to_string(repo_root().join(path)).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+/// The fenced block of `lang` that follows the line `marker` in a Markdown text.
 fn block_after(readme: &str, marker: &str, lang: &str) -> String {
     let start = readme
         .find(marker)
-        .unwrap_or_else(|| panic!("README has `{marker}`"));
+        .unwrap_or_else(|| panic!("the page has `{marker}`"));
     let fence = format!("```{lang}\n");
     let body_start = readme[start..]
         .find(&fence)
@@ -20,13 +26,15 @@ fn block_after(readme: &str, marker: &str, lang: &str) -> String {
 
 #[test]
 fn readme_plugin_code_is_the_template_crate() {
-    let readme = std::fs::read_to_string(repo_root().join("README.md")).expect("README");
+    // The README's plugin section points to docs/writing-modes.md, which prints the crate.
+    assert!(repo_file("README.md").contains("(docs/writing-modes.md)"));
+    let readme = repo_file("docs/writing-modes.md");
     let lib = std::fs::read_to_string(repo_root().join("examples/plugin-template/src/lib.rs"))
         .expect("template");
     let snippet = block_after(&readme, "`src/lib.rs`:", "rust");
     assert!(
         lib.contains(snippet.trim()),
-        "README's src/lib.rs differs from examples/plugin-template/src/lib.rs"
+        "docs/writing-modes.md's src/lib.rs differs from examples/plugin-template/src/lib.rs"
     );
     let manifest = std::fs::read_to_string(repo_root().join("examples/plugin-template/Cargo.toml"))
         .expect("manifest");
@@ -38,7 +46,7 @@ fn readme_plugin_code_is_the_template_crate() {
         let found = manifest.lines().any(|m| m == line);
         assert!(
             found,
-            "README's Cargo.toml line `{line}` is not in the template's manifest"
+            "docs/writing-modes.md's Cargo.toml line `{line}` is not in the template's manifest"
         );
     }
 }
@@ -54,16 +62,25 @@ fn one_line(shell: &str) -> String {
 
 #[test]
 fn readme_test_commands_are_what_ci_runs() {
-    let readme = std::fs::read_to_string(repo_root().join("README.md")).expect("README");
-    let ci = one_line(&std::fs::read_to_string(repo_root().join(".ci/run")).expect(".ci/run"));
-    let section = &readme[readme.find("## Running the tests").expect("the section")..];
+    let readme = repo_file("README.md");
+    let page = repo_file("docs/development.md");
+    let ci = one_line(&repo_file(".ci/run"));
+    let section = &page[page.find("## Running the tests").expect("the section")..];
     let plain = block_after(section, "## Running the tests", "sh");
     let flink = block_after(section, "lists as ignored:", "sh");
+    // The README's own test command (its quick start and "Building and testing") is the same.
+    let building = block_after(&readme, "## Building and testing", "sh");
+    assert_eq!(one_line(&building), one_line(&plain));
+    assert!(
+        readme.contains(&format!("\n{}\n", plain.trim())),
+        "the README's quick start runs `{}`",
+        plain.trim()
+    );
     for command in [one_line(&plain), one_line(&flink)] {
         assert!(!command.is_empty());
         assert!(
             ci.contains(&command),
-            "the README's `{command}` is not what .ci/run runs"
+            "docs/development.md's `{command}` is not what .ci/run runs"
         );
     }
     assert!(
@@ -79,7 +96,7 @@ fn readme_test_commands_are_what_ci_runs() {
 fn the_readme_production_fleet_file_is_valid() {
     use flowscale_tests::certs::{TestCa, write_private};
 
-    let readme = std::fs::read_to_string(repo_root().join("README.md")).expect("README");
+    let readme = repo_file("README.md");
     let fleet = block_after(&readme, "### A production fleet file", "toml");
     let dir = tempfile::tempdir().expect("tempdir");
     let etc = dir.path().join("etc");
@@ -121,12 +138,12 @@ fn the_readme_production_fleet_file_is_valid() {
     assert!(out.stdout.contains("chmod 600"), "{}", out.stdout);
 }
 
-/// The README's entry using all three plugin kinds is one `flowscale validate` accepts with the
+/// The entry using all three plugin kinds (docs/writing-modes.md) is one `flowscale validate` accepts with the
 /// example plugins it names: every key a real key, every class an id they export, every
 /// parameter one they take.
 #[test]
 fn the_readme_entry_with_all_three_kinds_is_valid() {
-    let readme = std::fs::read_to_string(repo_root().join("README.md")).expect("README");
+    let readme = repo_file("docs/writing-modes.md");
     let entry = block_after(
         &readme,
         "## Metric evaluators and scaling executors",
