@@ -1,5 +1,5 @@
 """Renders `flowscale simulate --compare ... --json` outputs (one JSON document per job, read
-from stdin one after the other) as the README's control-quality table."""
+from stdin one after the other) as the control-quality table of docs/simulate.md."""
 
 import json
 import os

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The README's control-quality table: every example job under BALANCED, EVENLY_SPREAD and
+# The control-quality table of docs/simulate.md: every example job under BALANCED, EVENLY_SPREAD and
 # load-align, on the same seeded workload, printed as a Markdown table.
 #
 #   examples/control-quality.sh            # builds flowscale and load-align (release) first

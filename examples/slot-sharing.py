@@ -1,6 +1,7 @@
 """Measures how the jobs of examples/shared-cluster.toml share their cluster's slots.
 
-Runs the fleet three times with the given flowscale binary and prints the README's table:
+Runs the fleet three times with the given flowscale binary and prints the table in
+docs/running.md:
 - `arbiter`: the fleet as it is, its cluster's slots shared through the cluster's arbiter;
 - `alone`: only the priority jobs (`scaling.priority` > 0), on the same cluster;
 - `no arbiter`: the whole fleet with `--no-arbiter`: every job decides alone, as if it had

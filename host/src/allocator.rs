@@ -3,7 +3,7 @@
 //! A decision cycle allocates and frees many small, short-lived blocks per vertex (requests,
 //! explanations, maps of a job's state), thousands of jobs in turn, for months. With glibc's
 //! allocator one cycle of 10,000 jobs x 20 vertices took 1.6 to 2.1 times as long as with
-//! mimalloc in the same session (`cargo bench --bench decision_cycle`, README "Performance"),
+//! mimalloc in the same session (`cargo bench --bench decision_cycle`, docs/performance.md#the-decision-cycle),
 //! which keeps per-thread free lists of each size class and so touches less memory per
 //! allocation. The library does not install it: a program that links the library keeps its
 //! own allocator; the binary and the benchmarks install this one, so that what the benchmarks

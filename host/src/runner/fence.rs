@@ -17,8 +17,8 @@
 //!
 //! What no check on this side can stop is a request already written to the socket before the
 //! host paused: the engine applies it when it reads it. It left before the deadline, so it is
-//! harmless as long as the engine applies it within the margin (see the README, "Several
-//! hosts").
+//! harmless as long as the engine applies it within the margin (see
+//! docs/hosts.md, "The window no client-side fence can close").
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

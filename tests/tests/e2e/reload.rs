@@ -44,7 +44,7 @@ pub(crate) fn write(path: &Path, text: &str) {
     std::fs::rename(&tmp, path).expect("replace the fleet");
 }
 
-/// Puts a plugin file in place the way the README asks: a new file, renamed over the old one.
+/// Puts a plugin file in place the way docs/writing-modes.md asks: a new file, renamed over the old one.
 pub(crate) fn install_plugin(from: &Path, to: &Path) {
     let tmp = to.with_extension("so.new");
     std::fs::copy(from, &tmp).expect("copy the plugin");

@@ -1,6 +1,6 @@
 //! `flowscale run` of a fleet of many simulated jobs stays within a memory budget per job, and
-//! a job's memory does not grow with its simulated time. CI-sized: tens of jobs; the README's
-//! performance section has the command for 1,000.
+//! a job's memory does not grow with its simulated time. CI-sized: tens of jobs; docs/performance.md
+//! ("A fleet of simulated jobs") has the command for 1,000.
 
 use std::process::{Command, Stdio};
 
