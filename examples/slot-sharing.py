@@ -22,10 +22,10 @@ import tempfile
 
 
 def run(binary, fleet, *flags):
-    # One worker: the jobs of a cluster then meet in exact rounds, and the table is the same on
-    # every run and machine (with several, two jobs due at once may be arbitrated apart).
+    # The jobs of a simulated cluster step in rounds, in a fixed order within each round: the
+    # table is the same on every run and machine, whatever the number of workers.
     out = subprocess.run(
-        [binary, "run", fleet, "--json", "--workers", "1", *flags],
+        [binary, "run", fleet, "--json", *flags],
         check=True,
         capture_output=True,
         text=True,

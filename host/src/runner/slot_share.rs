@@ -74,6 +74,26 @@ struct Rounds {
     downs_left: usize,
 }
 
+impl Rounds {
+    /// True when another job's turn of the round, not yet realized, comes before `job`'s
+    /// `turn`: scale-downs first, then the others, each in the order of their names.
+    fn realized_first(&self, job: &str, turn: &Option<SlotGrant>) -> bool {
+        let own = realization_key(job, turn);
+        self.members.iter().any(|(name, m)| {
+            name.as_str() != job
+                && m.turn
+                    .as_ref()
+                    .is_some_and(|other| realization_key(name, other) < own)
+        })
+    }
+}
+
+/// Where a turn comes in its round's realization: scale-downs (false sorts first), then by name.
+fn realization_key<'a>(job: &'a str, turn: &Option<SlotGrant>) -> (bool, &'a str) {
+    let down = turn.as_ref().is_some_and(SlotGrant::is_scale_down);
+    (!down, job)
+}
+
 /// A shared cluster: its slots, its arbiter and the lockstep of its jobs.
 pub(crate) struct SharedCluster {
     name: String,
@@ -83,6 +103,12 @@ pub(crate) struct SharedCluster {
     /// False: the jobs only step in lockstep, each rescale sent as decided (the cluster gives
     /// what it has), for comparison.
     arbiter: bool,
+    /// True where a job's own steps take slots first-come (a simulated cluster's pool: an
+    /// observation takes slots freed since the last one, a rescale takes what is free): the
+    /// jobs due at an instant then prepare one after another in the order of their names, and
+    /// realize their turns one after another (scale-downs first, then the others, each in the
+    /// order of their names), so that a run gives the same result whatever the threads' timing.
+    ordered: bool,
     rounds: Mutex<Rounds>,
 }
 
@@ -139,7 +165,8 @@ impl SharedCluster {
         self.try_resolve(&mut rounds);
     }
 
-    /// True when `job` may step at `now_ms`: no other job of the cluster is behind it.
+    /// True when `job` may step at `now_ms`: no other job of the cluster is behind it (and, on
+    /// an ordered cluster, every job due at `now_ms` whose name comes first has prepared).
     pub(crate) fn may_step(&self, job: &str, now_ms: i64) -> bool {
         let mut rounds = self.lock();
         if let Some(member) = rounds.members.get_mut(job) {
@@ -149,7 +176,13 @@ impl SharedCluster {
             .members
             .iter()
             .filter(|(name, _)| name.as_str() != job)
-            .all(|(_, m)| m.next_ms.is_some_and(|next| next >= now_ms))
+            .all(|(name, m)| {
+                m.next_ms.is_some_and(|next| next >= now_ms)
+                    && !(self.ordered
+                        && name.as_str() < job
+                        && m.next_ms == Some(now_ms)
+                        && m.submitted.is_none())
+            })
     }
 
     /// `job` prepared its step at `now_ms`, with what its rescale asks for.
@@ -184,6 +217,7 @@ impl SharedCluster {
         match &member.turn {
             None => Turn::Wait,
             Some(Some(grant)) if !grant.is_scale_down() && rounds.downs_left > 0 => Turn::Wait,
+            Some(turn) if self.ordered && rounds.realized_first(job, turn) => Turn::Wait,
             Some(grant) => Turn::Go(grant.clone()),
         }
     }
@@ -266,8 +300,13 @@ impl ClusterShares {
                 source: Arc::clone(&pool) as Arc<dyn SlotSource>,
                 pool: Some(pool),
                 arbiter: self.arbiter,
+                ordered: true,
                 rounds: Mutex::new(Rounds::default()),
             })
         }))
     }
 }
+
+#[cfg(test)]
+#[path = "slot_share_tests.rs"]
+mod tests;

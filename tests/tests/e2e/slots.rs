@@ -129,14 +129,13 @@ fn the_priority_job_gets_its_slots_and_the_other_its_turn_after_a_scale_down() {
     std::fs::write(dir.path().join("surge.toml"), SURGE).expect("job file");
     let fleet = dir.path().join("fleet.toml");
     std::fs::write(&fleet, FLEET).expect("fleet file");
-    // One worker: with several, the rounds of a shared cluster can still split (a known
-    // limitation, see docs/control-loop.md, "Sharing a cluster's slots").
+    // Two workers: the jobs of a cluster still meet in exact rounds.
     let out = Cli::new([
         "run",
         &fleet.display().to_string(),
         "--json",
         "--workers",
-        "1",
+        "2",
     ])
     .run();
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
@@ -218,5 +217,55 @@ fn the_priority_job_gets_its_slots_and_the_other_its_turn_after_a_scale_down() {
             slots["max_in_use"].as_u64().is_some_and(|m| m <= 12),
             "{line}"
         );
+    }
+}
+
+/// Each job's rescales, in time order: (instant, the operation's text).
+fn rescales(lines: &[Value]) -> Vec<(String, i64, String)> {
+    let mut out: Vec<(String, i64, String)> = lines
+        .iter()
+        .filter(|l| l["type"] == "cycle" && l["data"]["operation"].is_object())
+        .map(|l| {
+            let d = &l["data"];
+            (
+                d["job"].as_str().unwrap_or_default().to_string(),
+                d["at_ms"].as_i64().unwrap_or(-1),
+                d["operation"].to_string(),
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn a_shared_cluster_gives_the_same_run_whatever_the_threads_timing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("surge.toml"), SURGE).expect("job file");
+    let fleet = dir.path().join("fleet.toml");
+    std::fs::write(&fleet, FLEET).expect("fleet file");
+    // Without the arbiter both jobs scale up at the same instant and the cluster gives its
+    // slots first-come: which one comes first must not depend on which thread runs first.
+    let run = |workers: &str| {
+        let out = Cli::new([
+            "run",
+            &fleet.display().to_string(),
+            "--json",
+            "--no-arbiter",
+            "--workers",
+            workers,
+        ])
+        .run();
+        assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+        rescales(&out.json_lines())
+    };
+    let first = run("1");
+    assert!(
+        first.iter().any(|(job, _, _)| job == "low")
+            && first.iter().any(|(job, _, _)| job == "high"),
+        "both jobs rescale: {first:?}"
+    );
+    for workers in ["2", "2", "2", "1"] {
+        assert_eq!(run(workers), first, "--workers {workers}");
     }
 }
