@@ -47,26 +47,7 @@ impl MetricList {
     /// to the one kept in its place reuses it, and the list keeps its number only when every
     /// name is the one kept in its place and there are as many.
     pub fn refill<'a>(&mut self, metrics: impl IntoIterator<Item = (&'a str, EvaluatedMetric)>) {
-        let mut filled = 0;
-        for (name, value) in metrics {
-            match self.metrics.get_mut(filled) {
-                Some((kept, kept_value)) => {
-                    if !crate::bytes::same(kept.as_bytes(), name.as_bytes()) {
-                        kept.clear();
-                        kept.push_str(name);
-                        self.names = 0;
-                    }
-                    *kept_value = value;
-                }
-                None => {
-                    self.metrics.push((name.to_owned(), value));
-                    self.names = 0;
-                }
-            }
-            filled += 1;
-        }
-        if filled != self.metrics.len() {
-            self.metrics.truncate(filled);
+        if !refill_in_place(&mut self.metrics, metrics) {
             self.names = 0;
         }
     }
@@ -130,6 +111,40 @@ impl MetricList {
     pub fn into_vec(self) -> Vec<(String, EvaluatedMetric)> {
         self.metrics
     }
+}
+
+/// Makes `list` hold `metrics` (name and value, in that order), in place: a name equal to the
+/// one kept in its place reuses it, any other is copied into that place's buffer. True when
+/// every name is the one kept in its place and there are as many.
+#[inline]
+pub(crate) fn refill_in_place<'a>(
+    list: &mut Vec<(String, EvaluatedMetric)>,
+    metrics: impl IntoIterator<Item = (&'a str, EvaluatedMetric)>,
+) -> bool {
+    let mut same_names = true;
+    let mut filled = 0;
+    for (name, value) in metrics {
+        match list.get_mut(filled) {
+            Some((kept, kept_value)) => {
+                if !crate::bytes::same(kept.as_bytes(), name.as_bytes()) {
+                    kept.clear();
+                    kept.push_str(name);
+                    same_names = false;
+                }
+                *kept_value = value;
+            }
+            None => {
+                list.push((name.to_owned(), value));
+                same_names = false;
+            }
+        }
+        filled += 1;
+    }
+    if filled != list.len() {
+        list.truncate(filled);
+        same_names = false;
+    }
+    same_names
 }
 
 /// A plain list: its names are numbered when a context is built from it.

@@ -38,6 +38,11 @@ pub struct EvaluatedVertex {
 pub(crate) struct EvaluatedList {
     pub(crate) vertices: Vec<EvaluatedVertex>,
     pub(crate) serial: u64,
+    /// The vertices of an earlier cycle, last first: a host that keeps its context across
+    /// cycles ([`EvaluatorContext::next_cycle`]) refills their buffers in place for the next
+    /// vertices ([`EvaluatorContext::push_evaluated_from`]) instead of allocating new strings
+    /// for each vertex's id and metric names. Not part of the list.
+    spare: Vec<EvaluatedVertex>,
 }
 
 /// A new number for a list of evaluated vertices (never 0).
@@ -52,6 +57,7 @@ impl Clone for EvaluatedList {
         EvaluatedList {
             vertices: self.vertices.clone(),
             serial: next_list_serial(),
+            spare: Vec::new(),
         }
     }
 }
@@ -114,6 +120,7 @@ impl EvaluatorContext {
             evaluated: Lent::ready_with(EvaluatedList {
                 vertices: Vec::new(),
                 serial: next_list_serial(),
+                spare: Vec::new(),
             }),
             backlog: false,
             shared: KindShared::default(),
@@ -131,6 +138,7 @@ impl EvaluatorContext {
         self.evaluated = Lent::ready_with(EvaluatedList {
             vertices: evaluated,
             serial: next_list_serial(),
+            spare: Vec::new(),
         });
         self
     }
@@ -168,6 +176,52 @@ impl EvaluatorContext {
     /// so a plugin copies only what was added since its last call.
     pub fn push_evaluated(&mut self, vertex: EvaluatedVertex) {
         self.evaluated.get_mut().vertices.push(vertex);
+    }
+
+    /// Adds the vertex `vertex_id` with its evaluated `metrics` (name and value, sorted by
+    /// name) at the end of the vertices evaluated before, as [`push_evaluated`] does, into the
+    /// buffers of a vertex of an earlier cycle when there is one ([`next_cycle`]): a name equal
+    /// to the one kept in its place is not copied, so a host that evaluates the same graphs
+    /// cycle after cycle allocates nothing here.
+    ///
+    /// [`push_evaluated`]: EvaluatorContext::push_evaluated
+    /// [`next_cycle`]: EvaluatorContext::next_cycle
+    pub fn push_evaluated_from<'a>(
+        &mut self,
+        vertex_id: &str,
+        metrics: impl IntoIterator<Item = (&'a str, EvaluatedMetric)>,
+    ) {
+        let list = self.evaluated.get_mut();
+        let mut vertex = list.spare.pop().unwrap_or_else(|| EvaluatedVertex {
+            vertex_id: String::new(),
+            metrics: Vec::new(),
+        });
+        set_text(&mut vertex.vertex_id, vertex_id);
+        let _ = crate::context::refill_in_place(&mut vertex.metrics, metrics);
+        list.vertices.push(vertex);
+    }
+
+    /// Makes this the context of a new cycle, of the same job or another one, in place (for
+    /// hosts that keep one context per thread rather than one per cycle): the job, its graph
+    /// and the instance's parameters are set, and the list of vertices evaluated before starts
+    /// empty, with a new number, keeping the old vertices' buffers for the next
+    /// [`push_evaluated_from`](EvaluatorContext::push_evaluated_from). The vertex is set by the
+    /// next [`next_vertex`](EvaluatorContext::next_vertex).
+    pub fn next_cycle(
+        &mut self,
+        job: &str,
+        topology: std::sync::Arc<crate::context::JobTopology>,
+        params: ModeParams,
+    ) {
+        set_text(&mut self.job, job);
+        self.shared.topology = Lent::ready_with(crate::shared::LentGraph {
+            graph: topology,
+            generation: 0,
+        });
+        self.shared.params = params;
+        let list = self.evaluated.get_mut();
+        list.spare.extend(list.vertices.drain(..).rev());
+        list.serial = next_list_serial();
     }
 
     /// The job's name.
@@ -254,5 +308,62 @@ mod tests {
         assert_eq!(ctx.metrics()[0].0, "CATCH_UP_DATA_RATE");
         assert_eq!(ctx.metric("LAG"), Some(m(3.0)));
         assert_eq!(ctx.metric("TARGET_DATA_RATE"), None);
+    }
+
+    #[test]
+    fn a_context_moved_on_to_the_next_cycle_lists_only_that_cycles_vertices() {
+        let m = |v| EvaluatedMetric {
+            current: v,
+            average: v,
+        };
+        let vertex = |id: &str, metrics: &[(&str, f64)]| EvaluatedVertex {
+            vertex_id: id.into(),
+            metrics: metrics
+                .iter()
+                .map(|(n, v)| (n.to_string(), m(*v)))
+                .collect(),
+        };
+        let params = |name: &str| {
+            ModeParams::under(
+                crate::EVALUATOR_KEY,
+                name,
+                std::collections::BTreeMap::new(),
+            )
+        };
+        let graph = std::sync::Arc::new(crate::context::JobTopology::default());
+        let mut ctx = EvaluatorContext::new("a", "", Vec::new());
+        ctx.next_cycle("a", graph.clone(), params("one"));
+        ctx.push_evaluated_from("a1", [("A", m(1.0)), ("B", m(2.0)), ("C", m(3.0))]);
+        ctx.push_evaluated_from("a2", [("A", m(4.0))]);
+        assert_eq!(
+            ctx.evaluated(),
+            [
+                vertex("a1", &[("A", 1.0), ("B", 2.0), ("C", 3.0)]),
+                vertex("a2", &[("A", 4.0)])
+            ]
+        );
+        let first = ctx.evaluated.get().serial;
+
+        // Another job's cycle: its own vertices only, in the old buffers (other names, fewer
+        // and more of them), under a new number so that no plugin takes it for the old list
+        // grown.
+        ctx.next_cycle("b", graph, params("two"));
+        assert!(ctx.evaluated().is_empty());
+        assert_ne!(ctx.evaluated.get().serial, first);
+        assert_eq!(ctx.job_name(), "b");
+        assert_eq!(ctx.params().mode_name(), "two");
+        ctx.push_evaluated_from("b1", [("A", m(5.0)), ("D", m(6.0))]);
+        ctx.push_evaluated_from("b2", [("B", m(7.0)), ("C", m(8.0))]);
+        ctx.push_evaluated_from("b3", [("E", m(9.0))]);
+        assert_eq!(
+            ctx.evaluated(),
+            [
+                vertex("b1", &[("A", 5.0), ("D", 6.0)]),
+                vertex("b2", &[("B", 7.0), ("C", 8.0)]),
+                vertex("b3", &[("E", 9.0)])
+            ]
+        );
+        // A clone is the list, without the spare buffers.
+        assert_eq!(ctx.clone().evaluated(), ctx.evaluated());
     }
 }

@@ -152,7 +152,10 @@
 //!   its copies by generation and only the vertices added since its last call copied. A host
 //!   keeps one evaluator context for a job's cycle and moves it on from vertex to vertex
 //!   ([`EvaluatorContext::next_vertex`], [`EvaluatorContext::push_evaluated`]) instead of
-//!   building one per vertex with a copy of every vertex before it. Plugins built against
+//!   building one per vertex with a copy of every vertex before it, and may keep it across
+//!   cycles ([`EvaluatorContext::next_cycle`], [`EvaluatorContext::push_evaluated_from`]), so
+//!   that the list of vertices evaluated before reuses the strings of earlier cycles (host
+//!   side only: nothing crosses the boundary differently). Plugins built against
 //!   0.1.3 never call the new accessors and load unchanged; plugins built against 0.1.4 in a
 //!   0.1.3 host find the tables too short, get no numbers and compare or copy as before.
 //!

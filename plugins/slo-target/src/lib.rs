@@ -30,6 +30,7 @@
 
 #![warn(missing_docs, unreachable_pub)]
 
+use std::cell::RefCell;
 use std::time::Duration;
 
 use flowscale_sdk::{
@@ -74,6 +75,30 @@ pub fn drain_within(params: &ModeParams) -> Result<Duration, ModeError> {
     Ok(d)
 }
 
+thread_local! {
+    /// The parameters this thread parsed last, with what they parsed to. The host lends the
+    /// same parameters for every vertex of a job, and the SDK keeps them as they are while
+    /// they do not change (shared, so comparing them is two pointer comparisons): the vertices
+    /// of a cycle parse `drain-within` once, not once each.
+    static PARSED: RefCell<Option<(ModeParams, Result<Duration, ModeError>)>> =
+        const { RefCell::new(None) };
+}
+
+/// [`drain_within`] of `params`, parsed again only when they differ from the last ones.
+fn parsed_drain_within(params: &ModeParams) -> Result<Duration, ModeError> {
+    PARSED.with(|parsed| {
+        let mut parsed = parsed.borrow_mut();
+        match &*parsed {
+            Some((kept, within)) if kept == params => within.clone(),
+            _ => {
+                let within = drain_within(params);
+                *parsed = Some((params.clone(), within.clone()));
+                within
+            }
+        }
+    })
+}
+
 /// The catch-up rate (records per second) that drains `lag` records within `within`.
 pub fn needed_rate(lag: f64, within: Duration) -> f64 {
     lag / within.as_secs_f64()
@@ -85,7 +110,7 @@ pub struct SloTarget;
 
 impl MetricEvaluator for SloTarget {
     fn evaluate(&self, ctx: &EvaluatorContext) -> Result<VertexMetrics, ModeError> {
-        let within = drain_within(ctx.params())?;
+        let within = parsed_drain_within(ctx.params())?;
         let lag = match ctx.metric(LAG) {
             Some(m) if m.current.is_finite() && m.current > 0.0 => m.current,
             _ => return Ok(Vec::new()),

@@ -136,3 +136,19 @@ fn bad_parameters_at_evaluation_are_an_error() {
         .with_params(params(&[("drain-within", "soon")]));
     assert!(SloTarget.evaluate(&ctx).is_err());
 }
+
+#[test]
+fn changed_parameters_are_parsed_again() {
+    // One thread, parameters that alternate: each answer follows the parameters it was given,
+    // not the ones parsed before. 3,600 records within 1 min: 60/s; within 2 min: 30/s.
+    let lag = [("LAG", of(3_600.0))];
+    assert_eq!(catch_up(&evaluate("1 min", &lag)), 60.0);
+    assert_eq!(catch_up(&evaluate("2 min", &lag)), 30.0);
+    assert_eq!(catch_up(&evaluate("1 min", &lag)), 60.0);
+    // A refused value is refused again, and a valid one after it is used.
+    let ctx = EvaluatorContext::new("job", "source", vec![("LAG".to_string(), of(1.0))])
+        .with_params(params(&[("drain-within", "0 s")]));
+    assert!(SloTarget.evaluate(&ctx).is_err());
+    assert!(SloTarget.evaluate(&ctx).is_err());
+    assert_eq!(catch_up(&evaluate("2 min", &lag)), 30.0);
+}

@@ -9,11 +9,10 @@
 //! evaluator that cannot be called) merges nothing for that call: the vertex keeps its own
 //! evaluation and a `PluginFault` event says why.
 
+use std::cell::RefCell;
 use std::sync::{Arc, LazyLock};
 
-use flowscale_sdk::{
-    EVALUATOR_KEY, EvaluatedMetric, EvaluatedVertex, EvaluatorContext, JobTopology, VertexMetrics,
-};
+use flowscale_sdk::{EVALUATOR_KEY, EvaluatedMetric, EvaluatorContext, JobTopology, VertexMetrics};
 
 use super::resolve::EvaluatorInstance;
 use crate::alignment::contain;
@@ -30,8 +29,29 @@ pub(crate) struct EvaluatorRun<'a> {
     pub(crate) instance: &'a EvaluatorInstance,
     /// The context of the cycle, moved on from vertex to vertex: the job, its graph and the
     /// instance's parameters set once, the vertices merged so far grown by one per vertex, and
-    /// the metric names kept in place (so a call copies neither the list nor the names).
-    ctx: EvaluatorContext,
+    /// the metric names kept in place (so a call copies neither the list nor the names). Taken
+    /// from this thread's [`KEPT`] context and given back when the run ends, so that the
+    /// buffers of the vertices merged so far (ids and metric names) are those of the thread's
+    /// earlier cycles rather than new strings for every vertex of every cycle.
+    ctx: Option<EvaluatorContext>,
+}
+
+thread_local! {
+    /// The evaluator context of the last cycle this thread ran, moved on to the next one.
+    static KEPT: RefCell<Option<EvaluatorContext>> = const { RefCell::new(None) };
+}
+
+impl Drop for EvaluatorRun<'_> {
+    fn drop(&mut self) {
+        if let Some(ctx) = self.ctx.take() {
+            // A thread being torn down keeps nothing.
+            let _ = KEPT.try_with(|kept| {
+                if let Ok(mut kept) = kept.try_borrow_mut() {
+                    *kept = Some(ctx);
+                }
+            });
+        }
+    }
 }
 
 /// The per-vertex metrics in the order of their names, the order in which the SDK lists a
@@ -112,13 +132,30 @@ impl<'a> EvaluatorRun<'a> {
         instance: &'a EvaluatorInstance,
         topology: Arc<JobTopology>,
     ) -> EvaluatorRun<'a> {
+        let kept = KEPT
+            .try_with(|kept| kept.try_borrow_mut().ok().and_then(|mut k| k.take()))
+            .ok()
+            .flatten();
+        let ctx = match kept {
+            Some(mut ctx) => {
+                ctx.next_cycle(job, topology, instance.params.clone());
+                ctx
+            }
+            None => EvaluatorContext::new(job, "", Vec::new())
+                .with_topology(topology)
+                .with_params(instance.params.clone()),
+        };
         EvaluatorRun {
             job,
             instance,
-            ctx: EvaluatorContext::new(job, "", Vec::new())
-                .with_topology(topology)
-                .with_params(instance.params.clone()),
+            ctx: Some(ctx),
         }
+    }
+
+    /// The context of the cycle (there is one until the run is dropped).
+    fn ctx(&mut self) -> &mut EvaluatorContext {
+        self.ctx
+            .get_or_insert_with(|| EvaluatorContext::new("", "", Vec::new()))
     }
 
     /// Calls the evaluator for vertex `id` (named `name`) with its evaluated metrics `m`,
@@ -134,14 +171,12 @@ impl<'a> EvaluatorRun<'a> {
         let event = match self.instance.cannot_call() {
             Some(why) => Some(self.fault(id, &why)),
             None => {
-                self.ctx.next_vertex(id, name, sdk_metric_iter(m), backlog);
+                self.ctx()
+                    .next_vertex(id, name, sdk_metric_iter(m), backlog);
                 self.answer(id, m)
             }
         };
-        self.ctx.push_evaluated(EvaluatedVertex {
-            vertex_id: id.to_string(),
-            metrics: sdk_metrics(m),
-        });
+        self.ctx().push_evaluated_from(id, sdk_metric_iter(m));
         event
     }
 
@@ -149,7 +184,9 @@ impl<'a> EvaluatorRun<'a> {
     /// fault event if there is one.
     fn answer(&self, id: &str, m: &mut VertexEvaluation) -> Option<Event> {
         let evaluator = &self.instance.evaluator;
-        let ctx = &self.ctx;
+        let Some(ctx) = &self.ctx else {
+            return None;
+        };
         let answer = match contain(|| evaluator.evaluator.evaluate(ctx)) {
             Ok(Ok(answer)) => answer,
             Ok(Err(err)) => return Some(self.fault(id, &format!("failed: {err}"))),

@@ -818,3 +818,52 @@ fn a_quarantined_executor_is_resolved_unchecked_and_checked_before_its_first_cal
         }
     }
 }
+
+#[test]
+fn each_cycle_sees_only_its_own_jobs_vertices_evaluated_before() {
+    // The cycles of one thread share one context, moved on from cycle to cycle: a job's
+    // evaluator sees its own instance, and before each vertex only the vertices of its own
+    // cycle, whatever ran on the thread before.
+    let one = custom(&[
+        ("metrics.custom-evaluators", "one"),
+        ("metrics.custom-evaluator.one.class", "test-eval"),
+        ("metrics.custom-evaluator.one.vertex", "source"),
+        (
+            "metrics.custom-evaluator.one.set",
+            "TARGET_DATA_RATE=NaN/900",
+        ),
+    ]);
+    let two = custom(&[
+        ("metrics.custom-evaluators", "two"),
+        ("metrics.custom-evaluator.two.class", "test-eval"),
+    ]);
+    let (out_one, _) = run("reuse-one", &one);
+    let (out_two, _) = run("reuse-two", &two);
+    let (again, _) = run("reuse-one-again", &one);
+    // Each run evaluates once (its first cycle only collects): the first vertex saw nothing
+    // before it, the second the first with its own job's merged target (900 where the
+    // evaluator set it, the built-in 500 where it did not).
+    let cycle = |source: &str, instance: &str| {
+        vec![
+            (
+                "source".to_string(),
+                format!("backlog=true before=[] instance={instance}"),
+            ),
+            (
+                "sink".to_string(),
+                format!("backlog=true before=[source={source}] instance={instance}"),
+            ),
+        ]
+    };
+    assert_eq!(seen("reuse-one"), cycle("900", "one"));
+    assert_eq!(seen("reuse-two"), cycle("500", "two"));
+    assert_eq!(seen("reuse-one-again"), cycle("900", "one"));
+    assert_eq!(
+        format!("{:?}", again.evaluated),
+        format!("{:?}", out_one.evaluated)
+    );
+    assert_eq!(
+        out_two.evaluated["source"][&ScalingMetric::TargetDataRate].average,
+        500.0
+    );
+}
