@@ -100,6 +100,9 @@ jobmanager.adaptive-scheduler.rescale-trigger.max-delay: 200ms
 jobmanager.adaptive-scheduler.executing.cooldown-after-rescaling: 1s
 jobmanager.adaptive-scheduler.executing.resource-stabilization-timeout: 1s
 jobmanager.execution.failover-strategy: region
+# A slot a job gives back (a scale-down) stays with its JobManager this long before another job
+# can take it (Flink's default is 50 s).
+slot.idle.timeout: 2 s
 taskmanager.host: 127.0.0.1
 taskmanager.bind-host: 127.0.0.1
 taskmanager.rpc.port: $((rest_port + 44))

@@ -7,11 +7,13 @@
 pub mod flink;
 mod observation;
 pub mod replay;
+mod slots;
 
 pub use observation::{
     AggregatedMetric, EngineError, IoMetrics, JobObservation, JobStatus, ObservedEdge,
     ObservedVertex, SubtaskMetrics, TaskManagerResources, VertexMetrics,
 };
+pub(crate) use slots::slots_needed;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

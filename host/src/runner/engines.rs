@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use crate::config::{EngineSpec, SimClusterSpec};
 use crate::credentials::CredentialError;
-use crate::engine::flink::{ClusterLimits, FlinkClient, FlinkEngine, FlinkOptions, discover_jobs};
+use crate::engine::flink::{
+    ClusterLimits, FlinkClient, FlinkEngine, FlinkOptions, cluster_key, discover_jobs,
+};
 use crate::engine::replay::{ReplayEngine, ReplayError, RescalePolicy};
 use crate::engine::{Engine, EngineError};
 use crate::sim::{SimError, Simulation};
@@ -28,6 +30,24 @@ pub(crate) enum OpenedEngines {
     },
     /// One engine per job the entry covers.
     Jobs(Vec<NamedEngine>),
+    /// One engine per job of a Flink cluster the entry covers, with what sharing the
+    /// cluster's slots needs.
+    Flink {
+        /// The jobs.
+        engines: Vec<NamedEngine>,
+        /// The cluster.
+        cluster: FlinkCluster,
+    },
+}
+
+/// A Flink cluster whose slots its jobs share.
+pub(crate) struct FlinkCluster {
+    /// What tells it from other clusters (its name, else its REST address).
+    pub(crate) key: String,
+    /// Its client.
+    pub(crate) client: FlinkClient,
+    /// The Flink job id of each engine, in their order.
+    pub(crate) ids: Vec<String>,
 }
 
 /// Why a fleet entry's engine could not be opened.
@@ -85,7 +105,12 @@ pub(crate) fn open_engines_limited(
                 }
                 None => FlinkClient::new(options).with_limit(limits.for_cluster(rest)),
             };
-            open_flink(name, client, job_id.as_deref()).map(OpenedEngines::Jobs)
+            let key = cluster_key(rest, cluster.as_deref());
+            let (engines, ids) = open_flink(name, client.clone(), job_id.as_deref())?;
+            Ok(OpenedEngines::Flink {
+                engines,
+                cluster: FlinkCluster { key, client, ids },
+            })
         }
         EngineSpec::Sim {
             job,
@@ -126,16 +151,15 @@ pub(crate) fn may_restore(entry: &str, spec: &EngineSpec, job: &str) -> bool {
     }
 }
 
+/// The engines of a Flink entry, and the job id of each.
 fn open_flink(
     name: &str,
     client: FlinkClient,
     job_id: Option<&str>,
-) -> Result<Vec<NamedEngine>, OpenError> {
+) -> Result<(Vec<NamedEngine>, Vec<String>), OpenError> {
     if let Some(id) = job_id {
-        return Ok(vec![(
-            name.to_string(),
-            Box::new(FlinkEngine::new(client, id)),
-        )]);
+        let engine: Box<dyn Engine> = Box::new(FlinkEngine::new(client, id));
+        return Ok((vec![(name.to_string(), engine)], vec![id.to_string()]));
     }
     let jobs = discover_jobs(&client, None)?;
     if jobs.is_empty() {
@@ -144,7 +168,8 @@ fn open_flink(
         });
     }
     let single = jobs.len() == 1;
-    Ok(jobs
+    let ids = jobs.iter().map(|job| job.id.clone()).collect();
+    let engines = jobs
         .into_iter()
         .map(|job| {
             let label = if single {
@@ -155,7 +180,8 @@ fn open_flink(
             let engine: Box<dyn Engine> = Box::new(FlinkEngine::new(client.clone(), &job.id));
             (label, engine)
         })
-        .collect())
+        .collect();
+    Ok((engines, ids))
 }
 
 /// A replay's rescales change what it reports next: the loop sees the effect of its decisions.

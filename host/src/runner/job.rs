@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use crate::alignment::JobAlignment;
 use crate::backpressure::{BackpressureSettings, BatchInfo, RateController};
-use crate::engine::{Engine, EngineError, JobObservation, JobStatus, Unfenced, WriteFence};
+use crate::engine::{
+    Engine, EngineError, JobObservation, JobStatus, Unfenced, WriteFence, slots_needed,
+};
 use crate::events::{Event, EventReason, Severity};
 use crate::plan::{COOLDOWN_PERIOD_KEY, JobSettings};
 use crate::scaling::{
@@ -72,6 +74,8 @@ pub struct JobRunner<E: Engine> {
     pending: Option<PendingStep>,
     /// The parallelism the job ran at when last observed.
     running: BTreeMap<String, u32>,
+    /// The slot-sharing group of each vertex the engine reports one for, as last observed.
+    groups: BTreeMap<String, String>,
 }
 
 /// A step decided and not yet finished: what [`JobRunner::complete`] realizes and reports.
@@ -137,6 +141,7 @@ impl<E: Engine> JobRunner<E> {
             lag_growth: 0.0,
             pending: None,
             running: BTreeMap::new(),
+            groups: BTreeMap::new(),
         }
     }
 
@@ -340,6 +345,11 @@ impl<E: Engine> JobRunner<E> {
                         .iter()
                         .map(|v| (v.id.clone(), v.parallelism))
                         .collect();
+                    self.groups = observation
+                        .vertices
+                        .iter()
+                        .filter_map(|v| Some((v.id.clone(), v.slot_sharing_group.clone()?)))
+                        .collect();
                     self.track_lag(now_ms, &observation);
                     if rate_due {
                         self.rate_control(now_ms, &observation, &mut report, &mut events);
@@ -417,17 +427,18 @@ impl<E: Engine> JobRunner<E> {
         Some(report)
     }
 
-    /// What the prepared step asks of the cluster's slots: as many as its widest vertex (one
-    /// slot-sharing group) against as many as its widest running vertex; a step without a
-    /// rescale asks to keep what it holds. `None` when the job could not be observed.
+    /// What the prepared step asks of the cluster's slots: the slots of its decided
+    /// parallelism against those of its running one (per slot-sharing group the widest
+    /// vertex, summed over the groups); a step without a rescale asks to keep what it holds.
+    /// `None` when the job could not be observed.
     fn slot_request(&self) -> Option<SlotRequest> {
         let pending = self.pending.as_ref()?;
         let (held, wanted) = match &pending.rescale {
             Some(rescale) => {
                 let full = rescale.operation.full_parallelism(&rescale.running);
-                (widest(&rescale.running), widest(&full))
+                (self.slots(&rescale.running), self.slots(&full))
             }
-            None if pending.observed => (widest(&self.running), widest(&self.running)),
+            None if pending.observed => (self.slots(&self.running), self.slots(&self.running)),
             None => return None,
         };
         Some(SlotRequest {
@@ -438,6 +449,11 @@ impl<E: Engine> JobRunner<E> {
             lag_growth: self.lag_growth,
             floor: 0,
         })
+    }
+
+    /// The slots `parallelism` takes, the vertices in their observed slot-sharing groups.
+    fn slots(&self, parallelism: &BTreeMap<String, u32>) -> u32 {
+        slots_needed(parallelism, |v| self.groups.get(v).map(String::as_str))
     }
 
     /// Follows the sources' pending records, for [`SlotRequest::lag_growth`].
@@ -590,11 +606,15 @@ impl<E: Engine> JobRunner<E> {
         let limited = |grant: &SlotGrant| grant.is_short() || taken_back(grant);
         if let Some((cluster, grant)) = grant.filter(|(_, grant)| limited(grant)) {
             let decided = !operation.parallelism.is_empty();
-            let held = widest(&running);
+            let held = grant.held;
+            let full = operation.full_parallelism(&running);
+            let within = fit(&full, &running, grant.granted, |v| {
+                self.groups.get(v).map(String::as_str)
+            });
             let mut cut = BTreeMap::new();
             let mut rest = BTreeMap::new();
-            for (vertex, &p) in &operation.full_parallelism(&running) {
-                let within = p.min(grant.granted).max(1);
+            for (vertex, &p) in &full {
+                let within = within.get(vertex).copied().unwrap_or(p);
                 if within != p && operation.parallelism.contains_key(vertex) {
                     rest.insert(vertex.clone(), p);
                 }
@@ -777,9 +797,42 @@ fn dedupe_key(event: &Event) -> Dedupe {
     }
 }
 
-/// The slots a parallelism needs: its widest vertex (one slot-sharing group).
-fn widest(parallelism: &BTreeMap<String, u32>) -> u32 {
-    parallelism.values().copied().max().unwrap_or(0)
+/// `full` (the decided parallelism of every vertex) within `granted` slots: the growing
+/// vertices are capped at one bound, the largest that fits (a vertex is never cut below what
+/// it runs at); when even that does not fit (slots taken back), every vertex is capped at the
+/// largest bound that fits, 1 at least.
+fn fit<'a>(
+    full: &BTreeMap<String, u32>,
+    running: &BTreeMap<String, u32>,
+    granted: u32,
+    group_of: impl Fn(&str) -> Option<&'a str> + Copy,
+) -> BTreeMap<String, u32> {
+    let widest = full.values().copied().max().unwrap_or(1);
+    let growth_capped = |cap: u32| -> BTreeMap<String, u32> {
+        full.iter()
+            .map(|(v, &p)| {
+                let run = running.get(v).copied().unwrap_or(0);
+                let within = if p > run { p.min(cap.max(run)) } else { p };
+                (v.clone(), within)
+            })
+            .collect()
+    };
+    if let Some(cap) = (0..=widest)
+        .rev()
+        .find(|&cap| slots_needed(&growth_capped(cap), group_of) <= granted)
+    {
+        return growth_capped(cap);
+    }
+    let capped = |cap: u32| -> BTreeMap<String, u32> {
+        full.iter()
+            .map(|(v, &p)| (v.clone(), p.min(cap).max(1)))
+            .collect()
+    };
+    let cap = (1..=widest)
+        .rev()
+        .find(|&cap| slots_needed(&capped(cap), group_of) <= granted)
+        .unwrap_or(1);
+    capped(cap)
 }
 
 /// The records waiting in the sources (the sum of their `pendingRecords`), when they report
@@ -856,5 +909,54 @@ mod veto_tests {
             31 * MIN,
             &vetoed("freeze", "Monday")
         ));
+    }
+}
+
+#[cfg(test)]
+mod fit_tests {
+    use super::*;
+
+    fn map(list: &[(&str, u32)]) -> BTreeMap<String, u32> {
+        list.iter().map(|(v, p)| (v.to_string(), *p)).collect()
+    }
+
+    #[test]
+    fn one_group_caps_the_growing_vertices_at_the_granted_slots() {
+        let running = map(&[("src", 2), ("agg", 4)]);
+        let full = map(&[("src", 2), ("agg", 10)]);
+        // 7 slots: agg 7, src unchanged.
+        assert_eq!(
+            fit(&full, &running, 7, |_| None),
+            map(&[("src", 2), ("agg", 7)])
+        );
+    }
+
+    #[test]
+    fn two_groups_share_the_granted_slots_and_keep_what_they_run() {
+        let groups: BTreeMap<&str, &str> = [("src", "a"), ("agg", "a"), ("sink", "b")]
+            .into_iter()
+            .collect();
+        let group_of = |v: &str| groups.get(v).copied();
+        let running = map(&[("src", 2), ("agg", 2), ("sink", 3)]);
+        let full = map(&[("src", 2), ("agg", 8), ("sink", 6)]);
+        // Wanted: a 8 + b 6 = 14; held 2 + 3 = 5; granted 9. A cap c on the growing vertices
+        // takes max(2, min(8, c)) + max(3, min(6, c)): c = 4 gives 4 + 4 = 8, c = 5 gives
+        // 5 + 5 = 10 > 9: the cap is 4.
+        assert_eq!(
+            fit(&full, &running, 9, group_of),
+            map(&[("src", 2), ("agg", 4), ("sink", 4)])
+        );
+        // Granted what it holds: nothing grows.
+        assert_eq!(fit(&full, &running, 5, group_of), running);
+        // Taken back below what it holds (4 of 5): every vertex capped, c = 2 gives 2 + 2.
+        assert_eq!(
+            fit(&full, &running, 4, group_of),
+            map(&[("src", 2), ("agg", 2), ("sink", 2)])
+        );
+        // Fewer slots than groups: 1 per vertex at least.
+        assert_eq!(
+            fit(&full, &running, 1, group_of),
+            map(&[("src", 1), ("agg", 1), ("sink", 1)])
+        );
     }
 }

@@ -25,7 +25,7 @@ use crate::scaling::CycleStage;
 use crate::sim::{Simulation, Summary, Timeline};
 use crate::state::EventLog;
 
-use super::engines::{NamedEngine, OpenError, OpenedEngines, open_engines_limited};
+use super::engines::{FlinkCluster, NamedEngine, OpenError, OpenedEngines, open_engines_limited};
 use super::fleet::{
     DEFAULT_SIMULATED_DURATION, Interrupted, JobRun, MAX_SIMULATED_DURATION, RunOptions, SlotsUse,
     wall_ms,
@@ -37,7 +37,7 @@ use super::live::{Follower, LiveEntry};
 use super::pace::{self, STOP_POLL};
 use super::report::CycleReport;
 use super::scheduler::{BoxedTask, Lane, Next, Task, TaskTime};
-use super::slot_share::{ClusterShares, SharedCluster, Turn};
+use super::slot_share::{ClusterShares, GATHER, SharedCluster, Turn};
 
 /// Why a job's run has no result when one of its steps panicked.
 pub(super) const PANICKED: &str = "the job's control loop panicked; the other jobs went on";
@@ -295,7 +295,10 @@ impl<'env> Task<'env> for OpenEntry<'env> {
                 spawned.push(Box::new(task));
             }
             Ok(OpenedEngines::Jobs(engines)) => {
-                spawned.extend(engine_tasks(&start, self.fresh, engines));
+                spawned.extend(engine_tasks(&start, self.fresh, engines, None));
+            }
+            Ok(OpenedEngines::Flink { engines, cluster }) => {
+                spawned.extend(engine_tasks(&start, self.fresh, engines, Some(&cluster)));
             }
             Err(err) => {
                 if let Some(next) = self.retry_later(job, interval_ms, &err) {
@@ -335,11 +338,13 @@ impl<'env> Task<'env> for OpenEntry<'env> {
     }
 }
 
-/// A task for each engine of an entry (the `fresh` ones do not resume from the store).
+/// A task for each engine of an entry (the `fresh` ones do not resume from the store); the
+/// jobs of a Flink `cluster` share its slots.
 pub(super) fn engine_tasks<'env>(
     start: &Start<'_, 'env>,
     fresh: bool,
     engines: Vec<NamedEngine>,
+    cluster: Option<&FlinkCluster>,
 ) -> Vec<BoxedTask<'env>> {
     // A job the engine no longer knows stops its loop, unless the entry names it by `job-id`:
     // the fleet asks for that job, so its loop waits for a job with that id to come back.
@@ -360,7 +365,15 @@ pub(super) fn engine_tasks<'env>(
                 fresh,
                 await_return,
             };
-            let task: BoxedTask<'env> = Box::new(start.task(index, runner, kind, |_, _| None));
+            let mut task = start.task(index, runner, kind, |_, _| None);
+            task.share = cluster
+                .and_then(|c| Some((c, c.ids.get(index)?)))
+                .map(|(c, id)| {
+                    let share = start.env.shares.flink(&c.key, &c.client, &label, id);
+                    share.expect(&label);
+                    share
+                });
+            let task: BoxedTask<'env> = Box::new(task);
             task
         })
         .collect()
@@ -412,6 +425,7 @@ impl<'env> Start<'_, 'env> {
             lease: None,
             share: None,
             prepared_at: None,
+            wall_prepared: None,
         }
     }
 }
@@ -502,7 +516,19 @@ pub(super) struct JobTask<'env, E: Engine> {
     share: Option<Arc<SharedCluster>>,
     /// The instant of the step prepared and waiting for its turn in the cluster's round.
     prepared_at: Option<i64>,
+    /// On the wall clock: the step prepared and waiting for its turn in the cluster's round.
+    wall_prepared: Option<WallPrepared>,
 }
+
+/// A wall-clock step waiting for its turn in its cluster's round.
+#[derive(Debug, Clone, Copy)]
+struct WallPrepared {
+    now_ms: i64,
+    step_started: Instant,
+}
+
+/// How often a step waiting for its turn in a wall-clock round looks again.
+const TURN_POLL: Duration = Duration::from_millis(50);
 
 impl<'env, E: Engine> Task<'env> for JobTask<'env, E> {
     fn step(&mut self, _: &mut Vec<BoxedTask<'env>>) -> Next {
@@ -734,8 +760,13 @@ impl<E: Engine> JobTask<'_, E> {
     /// The interval runs from step start to step start: time the step itself took (a metric
     /// priming wait, a slow REST answer) is not added to it.
     fn step_wall(&mut self) -> Next {
+        if self.wall_prepared.is_some()
+            && let Some(share) = self.share.clone()
+        {
+            return self.wall_turn(&share);
+        }
         let ClockState::Wall {
-            started,
+            started: _,
             gone,
             next,
         } = self.clock
@@ -768,14 +799,29 @@ impl<E: Engine> JobTask<'_, E> {
         if acting {
             let mut events = events;
             events.extend(lease_events);
-            if let Some(report) = self.runner.step(now_ms, events) {
-                gone = report.job_gone;
-                self.account(report);
-            }
-            self.persist(now_ms);
-            if let Some(lease) = &self.lease {
-                lease.after_step(&self.runner, now_ms);
-            }
+            let report = match self.share.clone() {
+                None => self.runner.step(now_ms, events),
+                Some(share) => match self.runner.prepare(now_ms, events) {
+                    // Its rescale waits for the cluster's round.
+                    Some(request) => {
+                        let step = Duration::from_millis(
+                            u64::try_from(self.runner.step_ms()).unwrap_or(1000),
+                        );
+                        share.submit_wall(
+                            &self.name,
+                            request,
+                            Instant::now() + GATHER.min(step / 2),
+                        );
+                        self.wall_prepared = Some(WallPrepared {
+                            now_ms,
+                            step_started,
+                        });
+                        return self.wall_turn(&share);
+                    }
+                    None => None,
+                },
+            };
+            gone = self.stepped_wall(report, now_ms, gone);
         } else {
             // Not this host's job now: only what the lease did is reported, and the events
             // waiting for a step wait for the next one this host acts in.
@@ -786,6 +832,55 @@ impl<E: Engine> JobTask<'_, E> {
                 self.publish(report);
             }
         }
+        self.after_wall_step(now_ms, step_started, gone)
+    }
+
+    /// A wall-clock step of a shared cluster's job waiting for its turn in the cluster's
+    /// round: polls the turn, and once it came completes the step within its grant.
+    fn wall_turn(&mut self, share: &SharedCluster) -> Next {
+        let Some(WallPrepared {
+            now_ms,
+            step_started,
+        }) = self.wall_prepared
+        else {
+            return Next::At(Instant::now());
+        };
+        let grant = match share.turn_wall(&self.name, Instant::now()) {
+            Turn::Wait => return Next::At(Instant::now() + TURN_POLL),
+            Turn::Go(grant) => grant,
+        };
+        self.wall_prepared = None;
+        let report = self
+            .runner
+            .complete(grant.as_ref().map(|grant| (share.name(), grant)));
+        share.done_wall(&self.name);
+        let gone = matches!(self.clock, ClockState::Wall { gone: true, .. });
+        let gone = self.stepped_wall(report, now_ms, gone);
+        self.after_wall_step(now_ms, step_started, gone)
+    }
+
+    /// After a wall-clock step at `now_ms` this host acted in: reports it, persists the
+    /// job's state and tells the lease. Whether the engine lost the job (`gone` before).
+    fn stepped_wall(&mut self, report: Option<CycleReport>, now_ms: i64, gone: bool) -> bool {
+        let mut gone = gone;
+        if let Some(report) = report {
+            gone = report.job_gone;
+            self.account(report);
+        }
+        self.persist(now_ms);
+        if let Some(lease) = &self.lease {
+            lease.after_step(&self.runner, now_ms);
+        }
+        gone
+    }
+
+    /// After a wall-clock step that started at `step_started` (`now_ms`): ends the job when
+    /// its run is over, else sets the next step an interval after this one started.
+    fn after_wall_step(&mut self, now_ms: i64, step_started: Instant, gone: bool) -> Next {
+        let ClockState::Wall { started, .. } = self.clock else {
+            return Next::Done;
+        };
+        let options = self.env.options;
         let await_return = matches!(
             self.kind,
             Kind::Engine {

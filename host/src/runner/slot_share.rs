@@ -1,25 +1,37 @@
 //! One arbiter per cluster: the jobs of a shared cluster step in rounds, and the rescales due
 //! in a round share the cluster's free slots through [`arbitrate`].
 //!
-//! A round is an instant of the jobs' clock. Every job of the cluster steps in lockstep (no job
-//! steps at an instant while another is still behind it): the jobs due at the instant prepare
-//! their step (observe, decide, cool down) and submit what their rescale asks for; once every
-//! one of them has, the round is arbitrated against the free slots the cluster's
-//! [`SlotSource`] reports, the scale-downs are realized first (their slots are then free), and
-//! then the scale-ups within their grants.
+//! On a virtual clock (a simulated cluster) a round is an instant of the jobs' clock. Every job
+//! of the cluster steps in lockstep (no job steps at an instant while another is still behind
+//! it): the jobs due at the instant prepare their step (observe, decide, cool down) and submit
+//! what their rescale asks for; once every one of them has, the round is arbitrated against
+//! the free slots the cluster's [`SlotSource`] reports, the scale-downs are realized first
+//! (their slots are then free), and then the scale-ups within their grants.
 //!
-//! The slots come from a [`SlotSource`]: a simulated cluster's pool today. The same seam takes
-//! a Flink cluster's (`/overview`'s `slots-available` and `slots-total`, bounded by
-//! `slotmanager.number-of-slots.max`) and a source several hosts share through their
+//! On the wall clock (a Flink cluster) no job waits for another to catch up: a round gathers
+//! the steps that come within [`GATHER`] of its first one (the jobs of one cluster started
+//! together are due together), or until every job of the cluster submitted; then it is
+//! arbitrated the same way. A job due while a round's turns are being realized is in the next.
+//!
+//! The slots come from a [`SlotSource`]: a simulated cluster's pool, or a Flink cluster's
+//! REST API ([`FlinkSlots`]). The same seam takes a source several hosts share through their
 //! PostgreSQL state (the free slots of a cluster, and the holdings of each job, in a table
-//! every host's arbiter reads and updates under the round's transaction).
+//! every host's arbiter reads and updates under the round's transaction); with one host per
+//! cluster, as today, each host's arbiter sees only its own jobs.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
 
 use super::arbiter::{SlotGrant, SlotRequest, arbitrate};
 use crate::config::SimClusterSpec;
+use crate::engine::flink::FlinkSlots;
 use crate::sim::SlotPool;
+
+/// How long a wall-clock round waits for the cluster's other jobs to submit after its first
+/// one did (at most half the job's interval): long enough for the jobs of one cluster that
+/// are due together to observe and decide, short enough not to delay a rescale noticeably.
+pub(crate) const GATHER: Duration = Duration::from_secs(3);
 
 /// A cluster's slots as an arbiter needs them.
 pub(crate) trait SlotSource: Send + Sync {
@@ -42,6 +54,24 @@ impl SlotSource for SlotPool {
     }
     fn release(&self, job: &str) {
         SlotPool::release(self, job);
+    }
+}
+
+impl SlotSource for FlinkSlots {
+    fn free(&self) -> Option<u32> {
+        match FlinkSlots::free(self) {
+            Ok(free) => free,
+            Err(err) => {
+                tracing::debug!(%err, "cannot read the cluster's free slots");
+                None
+            }
+        }
+    }
+    fn held(&self, job: &str) -> Option<u32> {
+        self.job(job).ok().map(|slots| slots.declared)
+    }
+    fn release(&self, job: &str) {
+        self.leave(job);
     }
 }
 
@@ -72,6 +102,23 @@ struct Rounds {
     members: BTreeMap<String, Member>,
     /// Scale-downs of the arbitrated round not yet realized: the scale-ups wait for them.
     downs_left: usize,
+    /// The wall-clock round.
+    gather: Gather,
+}
+
+/// A wall-clock round: the steps it gathered, then the turns they were given.
+#[derive(Debug, Default)]
+struct Gather {
+    /// When the round resolves at the latest (set by its first step).
+    deadline: Option<Instant>,
+    /// The steps gathered, with what they ask for.
+    submitted: BTreeMap<String, Option<SlotRequest>>,
+    /// Once arbitrated: the turns not yet realized.
+    turns: Option<BTreeMap<String, Option<SlotGrant>>>,
+    /// Being arbitrated (the free slots are read without the lock).
+    resolving: bool,
+    /// Steps submitted while the turns are realized: the next round's, with their deadline.
+    next: BTreeMap<String, (Option<SlotRequest>, Instant)>,
 }
 
 impl Rounds {
@@ -100,6 +147,8 @@ pub(crate) struct SharedCluster {
     source: Arc<dyn SlotSource>,
     /// The simulated cluster's pool, which its jobs join.
     pool: Option<Arc<SlotPool>>,
+    /// The Flink cluster's slots, which its jobs join.
+    flink: Option<Arc<FlinkSlots>>,
     /// False: the jobs only step in lockstep, each rescale sent as decided (the cluster gives
     /// what it has), for comparison.
     arbiter: bool,
@@ -161,6 +210,15 @@ impl SharedCluster {
         {
             rounds.downs_left = rounds.downs_left.saturating_sub(1);
         }
+        rounds.gather.submitted.remove(job);
+        rounds.gather.next.remove(job);
+        if let Some(turns) = rounds.gather.turns.as_mut()
+            && let Some(Some(grant)) = turns.remove(job)
+            && grant.is_scale_down()
+        {
+            rounds.downs_left = rounds.downs_left.saturating_sub(1);
+        }
+        Self::next_gather(&mut rounds);
         self.source.release(job);
         self.try_resolve(&mut rounds);
     }
@@ -185,19 +243,25 @@ impl SharedCluster {
             })
     }
 
-    /// `job` prepared its step at `now_ms`, with what its rescale asks for.
-    pub(crate) fn submit(&self, job: &str, now_ms: i64, request: Option<SlotRequest>) {
-        let mut rounds = self.lock();
-        let mut request = request.map(|mut request| {
+    /// `request` with what the source knows the job holds: a job asking to keep what it holds
+    /// keeps what the cluster gave it.
+    fn with_held(&self, job: &str, request: Option<SlotRequest>) -> Option<SlotRequest> {
+        request.map(|mut request| {
             if let Some(held) = self.source.held(job) {
-                // A job asking to keep what it holds keeps what the cluster gave it.
                 if request.wanted == request.held {
                     request.wanted = held;
                 }
                 request.held = held;
             }
             request
-        });
+        })
+    }
+
+    /// `job` prepared its step at `now_ms`, with what its rescale asks for.
+    pub(crate) fn submit(&self, job: &str, now_ms: i64, request: Option<SlotRequest>) {
+        let request = self.with_held(job, request);
+        let mut rounds = self.lock();
+        let mut request = request;
         if let Some(member) = rounds.members.get_mut(job) {
             if let Some(request) = request.as_mut() {
                 request.floor = *member.floor.get_or_insert(request.held);
@@ -235,6 +299,111 @@ impl SharedCluster {
         if was_down {
             rounds.downs_left = rounds.downs_left.saturating_sub(1);
         }
+    }
+
+    /// On the wall clock: `job` prepared a step, with what its rescale asks for; the round it
+    /// joins resolves by `deadline` at the latest.
+    pub(crate) fn submit_wall(&self, job: &str, request: Option<SlotRequest>, deadline: Instant) {
+        let request = self.with_held(job, request);
+        let mut rounds = self.lock();
+        let mut request = request;
+        if let Some(member) = rounds.members.get_mut(job)
+            && let Some(request) = request.as_mut()
+        {
+            request.floor = *member.floor.get_or_insert(request.held);
+        }
+        let gather = &mut rounds.gather;
+        if gather.turns.is_some() || gather.resolving {
+            gather.next.insert(job.to_string(), (request, deadline));
+        } else {
+            gather.deadline.get_or_insert(deadline);
+            gather.submitted.insert(job.to_string(), request);
+        }
+    }
+
+    /// On the wall clock: `job`'s turn in the round it submitted to, arbitrating the round
+    /// when it is complete or its deadline passed.
+    pub(crate) fn turn_wall(&self, job: &str, now: Instant) -> Turn {
+        self.resolve_wall(now);
+        let rounds = self.lock();
+        let Some(turns) = rounds.gather.turns.as_ref() else {
+            return Turn::Wait;
+        };
+        match turns.get(job) {
+            None => Turn::Wait,
+            Some(Some(grant)) if !grant.is_scale_down() && rounds.downs_left > 0 => Turn::Wait,
+            Some(grant) => Turn::Go(grant.clone()),
+        }
+    }
+
+    /// On the wall clock: `job` realized its turn.
+    pub(crate) fn done_wall(&self, job: &str) {
+        let mut rounds = self.lock();
+        let Some(turns) = rounds.gather.turns.as_mut() else {
+            return;
+        };
+        if let Some(Some(grant)) = turns.remove(job)
+            && grant.is_scale_down()
+        {
+            rounds.downs_left = rounds.downs_left.saturating_sub(1);
+        }
+        Self::next_gather(&mut rounds);
+    }
+
+    /// Once every turn of an arbitrated round is realized, the steps that came meanwhile make
+    /// the next round.
+    fn next_gather(rounds: &mut Rounds) {
+        let gather = &mut rounds.gather;
+        if gather.turns.as_ref().is_some_and(BTreeMap::is_empty) {
+            gather.turns = None;
+            gather.deadline = gather.next.values().map(|(_, deadline)| *deadline).min();
+            gather.submitted = std::mem::take(&mut gather.next)
+                .into_iter()
+                .map(|(job, (request, _))| (job, request))
+                .collect();
+        }
+    }
+
+    /// Arbitrates the wall-clock round once every job of the cluster submitted to it or its
+    /// deadline passed. The free slots are read without the lock (a REST call on Flink).
+    fn resolve_wall(&self, now: Instant) {
+        let requests: Vec<SlotRequest> = {
+            let mut rounds = self.lock();
+            let all_in = rounds
+                .members
+                .keys()
+                .all(|job| rounds.gather.submitted.contains_key(job));
+            let gather = &mut rounds.gather;
+            let due = gather.deadline.is_some_and(|deadline| now >= deadline);
+            if gather.turns.is_some()
+                || gather.resolving
+                || gather.submitted.is_empty()
+                || !(all_in || due)
+            {
+                return;
+            }
+            gather.resolving = true;
+            gather.submitted.values().flatten().cloned().collect()
+        };
+        let free = if self.arbiter && !requests.is_empty() {
+            self.source.free()
+        } else {
+            None
+        };
+        let grants = free.map_or_else(Vec::new, |free| arbitrate(free, &requests));
+        let mut rounds = self.lock();
+        rounds.downs_left = grants.iter().filter(|g| g.is_scale_down()).count();
+        let gather = &mut rounds.gather;
+        gather.resolving = false;
+        let turns = std::mem::take(&mut gather.submitted)
+            .into_keys()
+            .map(|job| {
+                let grant = grants.iter().find(|g| g.job == job).cloned();
+                (job, grant)
+            })
+            .collect();
+        gather.turns = Some(turns);
+        gather.deadline = None;
     }
 
     /// Arbitrates the round at the earliest instant once every job due then has submitted.
@@ -290,6 +459,39 @@ impl ClusterShares {
         }
     }
 
+    /// The shared cluster of the Flink cluster `key` (its `[clusters.<name>]`, or its REST
+    /// address; see [`crate::engine::flink::cluster_key`]), reached through `client`, made at
+    /// its first use; `job` (Flink id `id`) joins it.
+    pub(crate) fn flink(
+        &self,
+        key: &str,
+        client: &crate::engine::flink::FlinkClient,
+        job: &str,
+        id: &str,
+    ) -> Arc<SharedCluster> {
+        let mut clusters = self.clusters.lock().unwrap_or_else(PoisonError::into_inner);
+        let (share, slots) = match clusters.get(key).and_then(|c| Some((c, c.flink.clone()?))) {
+            Some((share, slots)) => (Arc::clone(share), slots),
+            None => {
+                let slots = Arc::new(FlinkSlots::new(client.clone()));
+                let share = Arc::new(SharedCluster {
+                    name: key.trim_start_matches("cluster:").to_string(),
+                    source: Arc::clone(&slots) as Arc<dyn SlotSource>,
+                    pool: None,
+                    flink: Some(Arc::clone(&slots)),
+                    arbiter: self.arbiter,
+                    // Wall-clock rounds gather by deadline and order their own turns.
+                    ordered: false,
+                    rounds: Mutex::new(Rounds::default()),
+                });
+                clusters.insert(key.to_string(), Arc::clone(&share));
+                (share, slots)
+            }
+        };
+        slots.join(job, id);
+        share
+    }
+
     /// The shared cluster of a simulated `[clusters.<name>]`, made at its first use.
     pub(crate) fn simulated(&self, spec: &SimClusterSpec) -> Arc<SharedCluster> {
         let mut clusters = self.clusters.lock().unwrap_or_else(PoisonError::into_inner);
@@ -299,6 +501,7 @@ impl ClusterShares {
                 name: spec.name.clone(),
                 source: Arc::clone(&pool) as Arc<dyn SlotSource>,
                 pool: Some(pool),
+                flink: None,
                 arbiter: self.arbiter,
                 ordered: true,
                 rounds: Mutex::new(Rounds::default()),

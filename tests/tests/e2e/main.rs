@@ -13,8 +13,9 @@
 //! paused hosts, held requests and delaying proxies), `multi_host_flink` for three hosts on one PostgreSQL and a real Flink cluster (`#[ignore]`d:
 //! it needs both `FLOWSCALE_FLINK_E2E=1` and `FLOWSCALE_POSTGRES_URL`),
 //! `flink` for `flowscale run` against a real Flink cluster and `flink_load_align` for
-//! load-aware alignment on a real cluster with skewed keys, `flink_tls` for a real cluster whose
-//! REST API has mutual TLS (all three `#[ignore]`d: they run with
+//! load-aware alignment on a real cluster with skewed keys, `flink_slots` for two jobs sharing a
+//! real 6-slot cluster through the slot arbiter, `flink_tls` for a real cluster whose
+//! REST API has mutual TLS (all four `#[ignore]`d: they run with
 //! `--ignored` and `FLOWSCALE_FLINK_E2E=1`).
 //! `tls_rotation` renews the certificates of a cluster with mutual TLS (behind `tls_front`) and of
 //! the host's API while `run` runs.
@@ -34,6 +35,7 @@ mod discovery;
 mod fake_flink;
 mod flink;
 mod flink_load_align;
+mod flink_slots;
 mod flink_tls;
 mod harness;
 mod isolation;

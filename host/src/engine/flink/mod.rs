@@ -21,6 +21,7 @@ mod metrics;
 mod realizer;
 mod resources;
 mod rest;
+mod slots;
 mod topology;
 
 #[cfg(test)]
@@ -39,3 +40,4 @@ pub use jobs::discover_jobs;
 pub(crate) use limit::{ClusterLimits, cluster_key};
 pub use realizer::FlinkRealizer;
 pub use rest::{ParallelismBounds, VertexRequirement};
+pub(crate) use slots::FlinkSlots;

@@ -59,7 +59,7 @@ fn run_entry(
             job,
             interval_ms,
         };
-        for task in engine_tasks(&start, false, engines) {
+        for task in engine_tasks(&start, false, engines, None) {
             pool.submit(task);
         }
         pool.wait_idle();
