@@ -94,12 +94,19 @@ impl Fleet {
     }
 }
 
-/// The report of one cycle, as the loop builds it for its log.
+/// The report of one cycle, as the loop builds it: with what the cycle evaluated (the
+/// per-vertex gauges of `/metrics`), the job's interval and catch-up target, its cooldown and
+/// how late the cycle started.
 fn report_of(job: &str, now: i64, out: &CycleOutcome) -> CycleReport {
     let mut report = CycleReport::new(job, now);
     report.stage = Some(out.stage.clone());
     report.vertices = out.vertices.clone();
     report.events = out.events.clone();
+    report.evaluated = out.evaluated.clone();
+    report.decision_interval = Some(Duration::from_millis(INTERVAL_MS as u64));
+    report.catch_up_target = Some(Duration::from_secs(300));
+    report.cooldown_queued = Some(false);
+    report.lateness = Some(Duration::from_millis(2));
     report.elapsed = Duration::from_micros(100);
     report
 }
