@@ -129,15 +129,20 @@ fn scrape(addr: SocketAddr) -> Duration {
     let start = Instant::now();
     let mut stream = TcpStream::connect(addr).expect("the server accepts");
     stream
-        .write_all(b"GET /metrics HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n")
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
         .expect("the request is sent");
     let mut body = Vec::new();
     stream.read_to_end(&mut body).expect("the answer is read");
     let took = start.elapsed();
     assert!(
         body.starts_with(b"HTTP/1.1 200") && body.len() > 1_000_000,
-        "a scrape of the whole fleet: {} bytes",
-        body.len()
+        "a scrape of the whole fleet: {} bytes{}",
+        body.len(),
+        if body.len() < 4096 {
+            format!(":\n{}", String::from_utf8_lossy(&body))
+        } else {
+            String::new()
+        }
     );
     took
 }
