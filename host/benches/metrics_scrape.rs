@@ -1,5 +1,6 @@
-//! The server's cost: a `/metrics` scrape of a large fleet (1,000 jobs x 20 vertices), and the
-//! update the control loop pays per step (`FleetView::record`).
+//! The server's cost: a `/metrics` scrape of a large fleet (1,000 jobs x 20 vertices, each
+//! vertex with its parallelism and evaluated metrics, each job with events, lateness and its
+//! gauges), and the update the control loop pays per step (`FleetView::record`).
 //!
 //! A scrape after a change (every `_after_a_change` row sets a gauge first, as a step does)
 //! encodes the whole text; a scrape with nothing changed since the previous one serves the
@@ -16,7 +17,7 @@ use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use flowscale::runner::CycleReport;
-use flowscale::scaling::{CycleStage, VertexDecision};
+use flowscale::scaling::{CycleStage, EvaluatedVertices, ScalingMetric, VertexDecision};
 use flowscale::serve::FleetView;
 
 const JOBS: usize = 1_000;
@@ -42,6 +43,41 @@ fn report(job: usize, step: i64) -> CycleReport {
             explanation: vec!["kept".to_string()].into(),
         })
         .collect();
+    // What a cycle evaluates for each vertex: rates, load and thresholds, and a source's lag
+    // (vertex 0); values with fractions, as real ones have.
+    let nan = f64::NAN;
+    r.evaluated = EvaluatedVertices::of(
+        (0..VERTICES)
+            .map(|v| {
+                let rate = 1000.0 + v as f64 * 37.25 + step as f64;
+                let mut metrics = vec![
+                    (ScalingMetric::TrueProcessingRate, nan, rate * 1.7),
+                    (ScalingMetric::TargetDataRate, nan, rate),
+                    (ScalingMetric::CatchUpDataRate, 3.5, nan),
+                    (ScalingMetric::Load, nan, 0.587),
+                    (
+                        ScalingMetric::ScaleUpRateThreshold,
+                        (rate / 0.7).round(),
+                        nan,
+                    ),
+                    (
+                        ScalingMetric::ScaleDownRateThreshold,
+                        (rate / 0.4).round(),
+                        nan,
+                    ),
+                    (ScalingMetric::RecommendedParallelism, 16.0, nan),
+                ];
+                if v == 0 {
+                    metrics.push((ScalingMetric::Lag, 1234.0 + step as f64, nan));
+                }
+                (format!("{v:032x}").into(), metrics)
+            })
+            .collect(),
+    );
+    r.decision_interval = Some(Duration::from_secs(10));
+    r.catch_up_target = Some(Duration::from_secs(300));
+    r.cooldown_queued = Some(step % 7 == 0);
+    r.lateness = Some(Duration::from_micros(1500 + step as u64 * 10));
     if step % 10 == 0 {
         r.operation = Some(BTreeMap::from([(format!("{:032x}", 0), 16)]));
     }

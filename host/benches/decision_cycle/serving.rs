@@ -94,12 +94,19 @@ impl Fleet {
     }
 }
 
-/// The report of one cycle, as the loop builds it for its log.
+/// The report of one cycle, as the loop builds it: with what the cycle evaluated (the
+/// per-vertex gauges of `/metrics`), the job's interval and catch-up target, its cooldown and
+/// how late the cycle started.
 fn report_of(job: &str, now: i64, out: &CycleOutcome) -> CycleReport {
     let mut report = CycleReport::new(job, now);
     report.stage = Some(out.stage.clone());
     report.vertices = out.vertices.clone();
     report.events = out.events.clone();
+    report.evaluated = out.evaluated.clone();
+    report.decision_interval = Some(Duration::from_millis(INTERVAL_MS as u64));
+    report.catch_up_target = Some(Duration::from_secs(300));
+    report.cooldown_queued = Some(false);
+    report.lateness = Some(Duration::from_millis(2));
     report.elapsed = Duration::from_micros(100);
     report
 }
@@ -122,15 +129,20 @@ fn scrape(addr: SocketAddr) -> Duration {
     let start = Instant::now();
     let mut stream = TcpStream::connect(addr).expect("the server accepts");
     stream
-        .write_all(b"GET /metrics HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n")
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
         .expect("the request is sent");
     let mut body = Vec::new();
     stream.read_to_end(&mut body).expect("the answer is read");
     let took = start.elapsed();
     assert!(
         body.starts_with(b"HTTP/1.1 200") && body.len() > 1_000_000,
-        "a scrape of the whole fleet: {} bytes",
-        body.len()
+        "a scrape of the whole fleet: {} bytes{}",
+        body.len(),
+        if body.len() < 4096 {
+            format!(":\n{}", String::from_utf8_lossy(&body))
+        } else {
+            String::new()
+        }
     );
     took
 }

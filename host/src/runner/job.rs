@@ -423,6 +423,11 @@ impl<E: Engine> JobRunner<E> {
             }
         }
         report.cooldown_until_ms = self.cooldown.period_end_ms().filter(|&end| now_ms < end);
+        report.cooldown_queued = Some(!self.cooldown.state().queue.is_empty());
+        report.decision_interval = Some(Duration::from_millis(
+            u64::try_from(self.interval_ms).unwrap_or(0),
+        ));
+        report.catch_up_target = Some(self.autoscaler.options().catch_up_duration);
         report.elapsed = started.elapsed();
         Some(report)
     }
@@ -538,6 +543,7 @@ impl<E: Engine> JobRunner<E> {
         report.stage = Some(outcome.stage.clone());
         report.load = source_load(observation, &outcome.evaluated);
         report.vertices = outcome.vertices;
+        report.evaluated = outcome.evaluated;
         let mut decided = outcome.events;
         let running: BTreeMap<String, u32> = observation
             .vertices

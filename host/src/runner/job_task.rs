@@ -422,6 +422,7 @@ impl<'env> Start<'_, 'env> {
             steps: 0,
             failed: 0,
             lateness: Lateness::default(),
+            late: None,
             lease: None,
             share: None,
             prepared_at: None,
@@ -510,6 +511,8 @@ pub(super) struct JobTask<'env, E: Engine> {
     steps: usize,
     failed: usize,
     lateness: Lateness,
+    /// The lateness of the last cycle, until a report carries it to the server's histogram.
+    late: Option<Duration>,
     /// With state shared by several hosts: the job's lease, taken when its wall clock starts.
     lease: Option<JobLease>,
     /// The shared cluster the job runs on: it steps in the cluster's rounds.
@@ -672,7 +675,7 @@ impl<E: Engine> JobTask<'_, E> {
                         if due > now {
                             break Some(Next::At(due));
                         }
-                        self.lateness.record(now - due);
+                        self.record_lateness(now - due);
                     }
                 }
             } else if Instant::now() >= slice_end {
@@ -783,7 +786,7 @@ impl<E: Engine> JobTask<'_, E> {
                 let left = Duration::from_millis(u64::try_from(left_ms).unwrap_or(0));
                 return Next::At(now + left.min(due.latest - now));
             }
-            self.lateness.record(now.saturating_duration_since(due.at));
+            self.record_lateness(now.saturating_duration_since(due.at));
         }
         let options = self.env.options;
         let events = self.take_events();
@@ -928,9 +931,18 @@ impl<E: Engine> JobTask<'_, E> {
         events
     }
 
-    /// Passes a report on, marked with the run of the entry it comes from.
-    fn publish(&self, mut report: CycleReport) {
+    /// Counts how late a cycle started, in the run's histogram and, with the next report, in
+    /// the server's.
+    fn record_lateness(&mut self, late: Duration) {
+        self.lateness.record(late);
+        self.late = Some(late);
+    }
+
+    /// Passes a report on, marked with the run of the entry it comes from, with the lateness
+    /// of the cycle it belongs to.
+    fn publish(&mut self, mut report: CycleReport) {
         report.entry = Some(self.follower.entry().run().clone());
+        report.lateness = self.late.take();
         (self.env.sink)(&report);
     }
 

@@ -8,7 +8,8 @@ use std::time::Duration;
 use serde::Serialize;
 
 /// The upper bounds of the histogram's buckets, in milliseconds; a last bucket holds the rest.
-const BOUNDS_MS: [u64; 15] = [
+/// `flowscale_cycle_lateness_seconds` has the same buckets.
+pub(crate) const BOUNDS_MS: [u64; 15] = [
     1, 2, 5, 10, 20, 50, 100, 200, 500, 1_000, 2_000, 5_000, 10_000, 20_000, 60_000,
 ];
 

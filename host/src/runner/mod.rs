@@ -23,6 +23,7 @@ pub use cooldown::{CooldownExecutor, CooldownState};
 pub use fleet::RunOptions;
 pub(crate) use fleet::{DEFAULT_SIMULATED_DURATION, Interrupted, JobRun, SlotsUse, wall_ms};
 pub use job::JobRunner;
+pub(crate) use lateness::BOUNDS_MS as LATENESS_BOUNDS_MS;
 pub use lateness::Lateness;
 pub(crate) use lateness::LatenessSummary;
 pub(crate) use live::next_entry_run;

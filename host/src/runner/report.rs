@@ -7,7 +7,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use crate::events::Event;
-use crate::scaling::{CycleStage, VertexDecision};
+use crate::scaling::{CycleStage, EvaluatedVertices, VertexDecision};
 use crate::state::LoggedEvent;
 use crate::utc::UtcTime;
 
@@ -53,6 +53,27 @@ pub struct CycleReport {
     /// How long the step took (wall clock).
     #[serde(skip)]
     pub elapsed: std::time::Duration,
+    /// The evaluated metrics of the job's vertices, by vertex id, when the cycle evaluated the
+    /// job (empty otherwise): the per-vertex gauges of `/metrics` are set from them.
+    #[serde(skip)]
+    pub evaluated: EvaluatedVertices,
+    /// The job's decision interval (`[host] interval`), set by the job's runner: the
+    /// `flowscale_decision_interval_seconds` gauge, against which an alert tells a job that
+    /// stopped deciding.
+    #[serde(skip)]
+    pub decision_interval: Option<std::time::Duration>,
+    /// The job's `scaling.catch-up.duration`, set by the job's runner: the lag target an alert
+    /// compares the sources' lag with.
+    #[serde(skip)]
+    pub catch_up_target: Option<std::time::Duration>,
+    /// After the step, a decision waits in the cooldown's queue (for the end of the period, or
+    /// for slots); `None` in a report made outside the job's runner.
+    #[serde(skip)]
+    pub cooldown_queued: Option<bool>,
+    /// How late the step's cycle started after it was due (see `runner/lateness.rs`); `None`
+    /// when it had no due time (an unpaced virtual clock) or the report is no cycle's.
+    #[serde(skip)]
+    pub lateness: Option<std::time::Duration>,
     /// The run of the fleet entry whose job took the step; `None` for a report made outside a
     /// fleet's tasks (the stuck-job watchdog, tests). The server shows a report only while its
     /// entry is in the fleet and only from the entry's current run: a step that was in flight
@@ -90,6 +111,11 @@ impl CycleReport {
             load: None,
             cooldown_until_ms: None,
             elapsed: std::time::Duration::ZERO,
+            evaluated: EvaluatedVertices::default(),
+            decision_interval: None,
+            catch_up_target: None,
+            cooldown_queued: None,
+            lateness: None,
             entry: None,
         }
     }

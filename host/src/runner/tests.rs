@@ -9,7 +9,7 @@ use crate::alignment::{JobAlignment, NoCustomModes};
 use crate::config::JobConfig;
 use crate::events::EventReason;
 use crate::plan::JobSettings;
-use crate::scaling::REPORT_HEADER_ENABLED;
+use crate::scaling::{CycleStage, REPORT_HEADER_ENABLED};
 use crate::sim::Simulation;
 
 fn example(name: &str) -> Simulation {
@@ -777,5 +777,128 @@ fn a_custom_mode_forgets_a_job_whose_loop_ended_or_left_it() {
         forgotten(),
         ["moved", "ended"],
         "BALANCED keeps nothing to forget"
+    );
+}
+
+/// The value of the sample `name{labels}` in the Prometheus text `text`.
+fn sample(text: &str, name: &str, labels: &str) -> Option<f64> {
+    let prefix = format!("{name}{{{labels}}} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .map(|v| match v {
+            "+Inf" => f64::INFINITY,
+            v => v
+                .parse()
+                .unwrap_or_else(|_| panic!("{name}{{{labels}}} {v}")),
+        })
+}
+
+#[test]
+fn the_servers_metrics_show_what_each_cycle_evaluated_and_decided() {
+    let mut runner = runner(
+        example("keyed-step-spike.toml"),
+        &[FAST, &[("catch-up.duration", "5 min")]].concat(),
+    );
+    let view = crate::serve::FleetView::new();
+    view.add_job("job", "sim", "BALANCED");
+    let source = "job=\"job\",vertex=\"Source: clicks\"";
+    let mut events: BTreeMap<&str, u64> = BTreeMap::new();
+    let (mut lagging, mut evaluated, mut scaled, mut within) = (0, 0, 0, 0);
+    // The series name a vertex from the first cycle that decided on a full window on.
+    let mut named = false;
+    let mut now = 0;
+    while now <= 3 * 3_600_000 {
+        if let Some(report) = runner.step(now, Vec::new()) {
+            for event in &report.events {
+                *events.entry(event.reason.as_str()).or_default() += 1;
+            }
+            view.record(&report);
+            let text = view.metrics().encode_text();
+            let job = |name: &str| sample(&text, name, "job=\"job\"");
+            assert_eq!(job("flowscale_decision_interval_seconds"), Some(10.0));
+            assert_eq!(job("flowscale_catch_up_target_seconds"), Some(300.0));
+            if report.queued {
+                assert_eq!(job("flowscale_cooldown_queued"), Some(1.0), "{text}");
+            }
+            named |= !report.vertices.is_empty();
+            if named && !report.evaluated.is_empty() {
+                evaluated += 1;
+                // The source's lag is what the simulation holds pending at the cycle's instant.
+                let pending = runner.engine().pending_records() as f64;
+                let lag = sample(&text, "flowscale_vertex_lag_records", source);
+                assert_eq!(lag, Some(pending), "at {now} ms:\n{text}");
+                lagging += usize::from(pending > 0.0);
+                let target = sample(
+                    &text,
+                    "flowscale_vertex_target_data_rate_records_per_second",
+                    source,
+                )
+                .expect("the source's target rate");
+                let seconds = sample(&text, "flowscale_vertex_lag_seconds", source);
+                let expected = if pending == 0.0 {
+                    0.0
+                } else {
+                    pending / target
+                };
+                assert_eq!(seconds, Some(expected), "at {now} ms:\n{text}");
+                for v in &report.vertices {
+                    let labels = format!("job=\"job\",vertex=\"{}\"", v.name);
+                    let value = |name: &str| sample(&text, name, &labels);
+                    let load = value("flowscale_vertex_load_ratio").expect("a load");
+                    assert!((0.0..=1.0).contains(&load), "{labels}: {load}");
+                    let up = value("flowscale_vertex_scale_up_rate_threshold_records_per_second");
+                    let down =
+                        value("flowscale_vertex_scale_down_rate_threshold_records_per_second");
+                    assert!(up.zip(down).is_some_and(|(u, d)| u <= d), "{up:?} {down:?}");
+                    assert!(
+                        value("flowscale_vertex_true_processing_rate_records_per_second")
+                            .is_some_and(|r| r >= 0.0)
+                    );
+                    let recommended = sample(
+                        &text,
+                        "flowscale_vertex_parallelism",
+                        &format!("{labels},kind=\"recommended\""),
+                    );
+                    // The decided parallelism: the operation's for a vertex it changes, the
+                    // running one otherwise.
+                    match (&report.stage, &report.operation) {
+                        (Some(CycleStage::Scaled), Some(op)) => {
+                            scaled += 1;
+                            let decided = op.get(&*v.vertex).copied().unwrap_or(v.current);
+                            assert_eq!(recommended, Some(f64::from(decided)), "{labels}");
+                        }
+                        (Some(CycleStage::WithinBounds), None) => {
+                            within += 1;
+                            assert_eq!(recommended, Some(f64::from(v.current)), "{labels}");
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
+        now += runner.step_ms();
+    }
+    assert!(
+        evaluated > 0 && lagging > 0 && scaled > 0 && within > 0,
+        "{evaluated} evaluated, {lagging} with a backlog, {scaled} scaled, {within} within bounds"
+    );
+    let text = view.metrics().encode_text();
+    for (reason, count) in &events {
+        let labels = format!("job=\"job\",reason=\"{reason}\"");
+        assert_eq!(
+            sample(&text, "flowscale_events_total", &labels),
+            Some(*count as f64),
+            "{reason}"
+        );
+    }
+    assert!(events.contains_key("ScalingReport"), "{events:?}");
+    assert!(
+        sample(
+            &text,
+            "flowscale_last_rescale_timestamp_seconds",
+            "job=\"job\""
+        )
+        .is_some(),
+        "{text}"
     );
 }

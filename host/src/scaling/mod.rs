@@ -47,7 +47,12 @@ pub use custom::{CustomEvaluator, CustomExecutor, HostEvaluator, HostExecutor};
 pub(crate) use cycle::Autoscaler;
 pub use cycle::{run_cycle, run_cycle_custom};
 pub use evaluation::EvaluatedVertices;
+#[cfg(any(test, feature = "test-support"))]
+pub use evaluation::MetricTriples;
+#[cfg(test)]
+pub(crate) use metrics::EvaluatedScalingMetric;
 pub use metrics::ScalingMetric;
+pub(crate) use metrics::VertexEvaluation;
 pub(crate) use operation::REPORT_HEADER_ENABLED;
 pub use options::AutoscalerOptions;
 pub use outcome::{CycleOutcome, CycleStage, VertexDecision};

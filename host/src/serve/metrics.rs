@@ -26,8 +26,10 @@ use prometheus_client::registry::{Registry, Unit};
 
 use super::label::LabelValue;
 use super::series::{self, JobSeries, Step};
+use super::vertex_gauges;
 use crate::events::EventReason;
 use crate::runner::CycleReport;
+use crate::serve::job_gauges::JobGauge;
 
 /// The content type of [`Metrics::encode`]'s output.
 pub(crate) const OPENMETRICS_TYPE: &str =
@@ -236,7 +238,9 @@ impl Metrics {
         let handles = Metrics::entry(&mut jobs, &report.job, mode);
         handles.series.count(handles.mode_index, step);
         record_parallelism(handles, report);
+        record_evaluated(handles, report);
         record_leases(handles, report);
+        record_job_gauges(handles, report);
         drop(jobs);
         self.changed();
     }
@@ -288,7 +292,9 @@ impl Metrics {
         let owners = self.lock_owners().clone();
         let mut out = String::with_capacity(size + 1024);
         series::write(&series, &mut out);
+        series::write_vertex_gauges(&series, &mut out);
         series::write_job_families(&series, &owners, openmetrics, &mut out);
+        series::write_job_gauges(&series, openmetrics, &mut out);
         let mut client = String::with_capacity(4 * 1024);
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut client, &self.registry);
@@ -319,15 +325,15 @@ fn record_leases(handles: &JobHandles, report: &CycleReport) {
 /// step's operation), the target and the aligned target of every vertex.
 fn record_parallelism(handles: &mut JobHandles, report: &CycleReport) {
     let known = |series: &JobSeries| {
-        report
-            .vertices
-            .iter()
-            .enumerate()
-            .all(|(i, v)| series.position(i, &v.name).is_some())
+        report.vertices.iter().enumerate().all(|(i, v)| {
+            series
+                .position(i, &v.name)
+                .is_some_and(|p| series.vertex_id(p) == Some(&*v.vertex))
+        })
     };
     if !known(&handles.series) {
-        let names = report.vertices.iter().map(|v| &*v.name);
-        handles.series = Arc::new(handles.series.with_vertices(names));
+        let vertices = report.vertices.iter().map(|v| (&v.vertex, &*v.name));
+        handles.series = Arc::new(handles.series.with_vertices(vertices));
     }
     for (i, v) in report.vertices.iter().enumerate() {
         let running = report
@@ -342,6 +348,73 @@ fn record_parallelism(handles: &mut JobHandles, report: &CycleReport) {
                 [Some(running), v.target, v.aligned].map(|p| p.map(i64::from)),
             );
         }
+    }
+}
+
+/// On a decision cycle, stores what it evaluated for each vertex of the job's series (found by
+/// id): its recommended parallelism and its evaluated gauges. A vertex the cycle did not
+/// evaluate (the window was cleared by a restart or a rescale and is collecting again) has
+/// none until it is evaluated again; a step without a decision cycle changes nothing.
+fn record_evaluated(handles: &JobHandles, report: &CycleReport) {
+    if report.stage.is_none() {
+        return;
+    }
+    let series = &handles.series;
+    for index in 0..series.vertex_count() {
+        let evaluated = series
+            .vertex_id(index)
+            .and_then(|id| report.evaluated.get(id));
+        match evaluated {
+            Some(m) => series.set_evaluated(
+                index,
+                vertex_gauges::recommended(m),
+                vertex_gauges::values_of(m),
+            ),
+            None => series.set_evaluated(index, None, [f64::NAN; vertex_gauges::COUNT]),
+        }
+    }
+}
+
+/// The host's clock in Unix seconds (NaN before 1970, which no clock shows).
+fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(f64::NAN, |d| d.as_secs_f64())
+}
+
+/// The job's events by reason, the lateness of its cycle, the times of its last decision cycle
+/// and rescale, its interval, catch-up target and cooldown queue.
+fn record_job_gauges(handles: &mut JobHandles, report: &CycleReport) {
+    let reasons = || report.events.iter().map(|e| e.reason);
+    if !handles.series.counts_reasons(reasons()) {
+        handles.series = Arc::new(handles.series.with_reasons(reasons()));
+    }
+    let gauges = handles.series.gauges();
+    for reason in reasons() {
+        gauges.count_event(reason);
+    }
+    if let Some(late) = report.lateness {
+        gauges.observe_lateness(late);
+    }
+    let decided = report.stage.is_some();
+    let rescaled = report.operation.is_some();
+    if decided || rescaled {
+        let now = unix_now();
+        if decided {
+            gauges.set(JobGauge::LastDecision, now);
+        }
+        if rescaled {
+            gauges.set(JobGauge::LastRescale, now);
+        }
+    }
+    if let Some(interval) = report.decision_interval {
+        gauges.set(JobGauge::DecisionInterval, interval.as_secs_f64());
+    }
+    if let Some(target) = report.catch_up_target {
+        gauges.set(JobGauge::CatchUpTarget, target.as_secs_f64());
+    }
+    if let Some(queued) = report.cooldown_queued {
+        gauges.set(JobGauge::CooldownQueued, if queued { 1.0 } else { 0.0 });
     }
 }
 
@@ -478,8 +551,14 @@ pub(super) mod tests {
                 .count(),
             1
         );
+        assert!(
+            text.contains(
+                "# HELP flowscale_vertex_parallelism Parallelism of a vertex: running (current), \
+                 computed (target), aligned, and recommended"
+            ),
+            "{text}"
+        );
         for line in [
-            "# HELP flowscale_vertex_parallelism Parallelism of a vertex: running (current), computed (target) and aligned.",
             "flowscale_decisions_total{job=\"j\",mode=\"BALANCED\"} 1",
             "flowscale_decisions_total{job=\"j\",mode=\"NONE\"} 1",
         ] {
@@ -528,6 +607,7 @@ pub(super) mod tests {
                     vertex("current", 4),
                     vertex("target", 6),
                     vertex("aligned", 6),
+                    vertex("recommended", 6),
                 ],
             ];
             for (format, text) in [
@@ -545,9 +625,33 @@ pub(super) mod tests {
         }
     }
 
+    /// A source's evaluated metrics as `(metric, current, average)`, each on the half the
+    /// pipeline computes: true processing rate 1500, target rate 400, catch-up rate 10, lag
+    /// 6000 records, thresholds 610 and 1210 records/s, and `load` and `recommended`.
+    fn source_metrics(
+        load: f64,
+        recommended: f64,
+    ) -> Vec<(crate::scaling::ScalingMetric, f64, f64)> {
+        use crate::scaling::ScalingMetric as M;
+        let nan = f64::NAN;
+        vec![
+            (M::TrueProcessingRate, nan, 1500.0),
+            (M::TargetDataRate, nan, 400.0),
+            (M::CatchUpDataRate, 10.0, nan),
+            (M::Lag, 6000.0, nan),
+            (M::Load, nan, load),
+            (M::ScaleUpRateThreshold, 610.0, nan),
+            (M::ScaleDownRateThreshold, 1210.0, nan),
+            (M::RecommendedParallelism, recommended, nan),
+        ]
+    }
+
     /// Metrics of `jobs` in `mode`, each with one step that counted a decision, a rescale, an
-    /// engine error and a plugin fault, set vertex `vertex` (4 running, target and aligned 6)
-    /// and took the lease with token 7, and `owner` shown as the owner of every job's lease.
+    /// engine error and a plugin fault, set vertex `vertex` (4 running, target, aligned and
+    /// recommended 6; true processing rate 1500, target rate 400, catch-up rate 10, lag 6000
+    /// records, load 1, thresholds 610 and 1210 records/s), started 2 s late, with a decision
+    /// interval of 10 s, a catch-up target of 300 s and nothing queued, and took the lease with
+    /// token 7, and `owner` shown as the owner of every job's lease.
     pub(crate) fn fed(jobs: &[&str], mode: &str, vertex: &str, owner: &str) -> Metrics {
         let metrics = Metrics::new();
         let mut owners = BTreeMap::new();
@@ -570,6 +674,14 @@ pub(super) mod tests {
                 reason: "scaled".into(),
                 explanation: Vec::<String>::new().into(),
             }];
+            report.evaluated = crate::scaling::EvaluatedVertices::of(vec![(
+                format!("id-{vertex}").into(),
+                source_metrics(1.0, 6.0),
+            )]);
+            report.lateness = Some(std::time::Duration::from_secs(2));
+            report.decision_interval = Some(std::time::Duration::from_secs(10));
+            report.catch_up_target = Some(std::time::Duration::from_secs(300));
+            report.cooldown_queued = Some(false);
             report.events = vec![
                 Event::new(EventReason::PluginFault, Severity::Warning, "fault").job(job),
                 Event::new(EventReason::LeaseAcquired, Severity::Normal, "taken")
@@ -708,6 +820,10 @@ pub(super) mod tests {
         let mut lines: Vec<&str> = text
             .lines()
             .filter(|l| {
+                let named = l
+                    .strip_prefix("# HELP ")
+                    .or_else(|| l.strip_prefix("# TYPE "))
+                    .unwrap_or(l);
                 [
                     "decisions",
                     "rescales",
@@ -716,7 +832,7 @@ pub(super) mod tests {
                     "lease_",
                 ]
                 .iter()
-                .any(|f| l.contains(&format!("flowscale_{f}")))
+                .any(|f| named.starts_with(&format!("flowscale_{f}")))
             })
             .collect();
         lines.sort_unstable();
@@ -771,6 +887,230 @@ pub(super) mod tests {
                 job_family_lines(&ours),
                 job_family_lines(&theirs),
                 "openmetrics: {openmetrics}\nours:\n{ours}\ntheirs:\n{theirs}"
+            );
+        }
+    }
+
+    /// `line` with the labels of its sample sorted (the client writes `le` first, we last),
+    /// for lines whose label values hold no comma.
+    fn sorted_labels(line: &str) -> String {
+        match (line.find('{'), line.rfind('}')) {
+            (Some(open), Some(close)) if !line.starts_with('#') => {
+                let mut labels: Vec<&str> = line[open + 1..close].split(',').collect();
+                labels.sort_unstable();
+                format!(
+                    "{}{{{}}}{}",
+                    &line[..open],
+                    labels.join(","),
+                    &line[close + 1..]
+                )
+            }
+            _ => line.to_string(),
+        }
+    }
+
+    /// The lines of the autoscaler's families (vertex parallelism, evaluated gauges, events,
+    /// lateness, interval, catch-up target, cooldown), labels sorted, lines sorted; the
+    /// timestamps are left out (the host's clock).
+    fn autoscaler_lines(text: &str) -> Vec<String> {
+        let mut names: Vec<&str> = super::vertex_gauges::FAMILIES
+            .iter()
+            .map(|(name, _)| *name)
+            .collect();
+        names.extend([
+            "flowscale_vertex_parallelism",
+            "flowscale_events",
+            crate::serve::job_gauges::LATENESS.0,
+            "flowscale_decision_interval_seconds",
+            "flowscale_catch_up_target_seconds",
+            "flowscale_cooldown_queued",
+        ]);
+        let mut lines: Vec<String> = text
+            .lines()
+            .filter(|l| {
+                let named = l
+                    .strip_prefix("# HELP ")
+                    .or_else(|| l.strip_prefix("# TYPE "))
+                    .unwrap_or(l);
+                names.iter().any(|n| {
+                    named
+                        .strip_prefix(n)
+                        .is_some_and(|rest| rest.starts_with(['{', ' ', '_']))
+                })
+            })
+            .map(sorted_labels)
+            .collect();
+        lines.sort_unstable();
+        lines
+    }
+
+    #[test]
+    fn the_autoscaler_families_are_what_the_client_would_encode() {
+        use crate::scaling::ScalingMetric as M;
+        use prometheus_client::metrics::counter::Counter;
+        use std::time::Duration;
+        const NAN: f64 = f64::NAN;
+
+        let metrics = Metrics::new();
+        metrics.add_job("j", "BALANCED");
+        let before = unix_now();
+        let mut first = step(&[("src", 2, Some(4)), ("sink", 3, Some(3))]);
+        first.evaluated = crate::scaling::EvaluatedVertices::of(vec![
+            ("id-src".into(), source_metrics(0.25, 4.0)),
+            (
+                "id-sink".into(),
+                vec![
+                    (M::TrueProcessingRate, NAN, 0.5),
+                    (M::TargetDataRate, NAN, 0.001),
+                    (M::RecommendedParallelism, 3.0, NAN),
+                ],
+            ),
+        ]);
+        let event = |reason| Event::new(reason, Severity::Warning, "e").job("j");
+        first.events = vec![
+            event(EventReason::PluginFault),
+            event(EventReason::PluginFault),
+            event(EventReason::ScalingReport),
+        ];
+        first.lateness = Some(Duration::from_millis(3));
+        first.decision_interval = Some(Duration::from_secs(10));
+        first.catch_up_target = Some(Duration::from_secs(300));
+        first.cooldown_queued = Some(true);
+        metrics.record(&first, "BALANCED");
+        // Rate-control steps: no decision cycle, so the evaluated gauges stay.
+        let mut second = CycleReport::new("j", 20_000);
+        second.events = vec![event(EventReason::ScalingReport)];
+        second.lateness = Some(Duration::from_millis(700));
+        metrics.record(&second, "BALANCED");
+        let mut third = CycleReport::new("j", 30_000);
+        third.lateness = Some(Duration::from_secs(90));
+        third.cooldown_queued = Some(false);
+        metrics.record(&third, "BALANCED");
+        let after = unix_now();
+
+        // The same values through the official client. The source's lag in seconds: 6000
+        // records at 400 records/s; the sink has no lag.
+        #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+        struct Vertex {
+            job: String,
+            vertex: String,
+        }
+        #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+        struct Kind {
+            job: String,
+            vertex: String,
+            kind: String,
+        }
+        #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+        struct Reason {
+            job: String,
+            reason: String,
+        }
+        #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+        struct Job {
+            job: String,
+        }
+        let vertex = |v: &str| Vertex {
+            job: "j".into(),
+            vertex: v.into(),
+        };
+        let job = Job { job: "j".into() };
+        let mut registry = Registry::default();
+        let parallelism = Family::<Kind, Gauge>::default();
+        for (v, values) in [("src", [2, 4, 4, 4]), ("sink", [3, 3, 3, 3])] {
+            for (kind, value) in ["current", "target", "aligned", "recommended"]
+                .into_iter()
+                .zip(values)
+            {
+                parallelism
+                    .get_or_create(&Kind {
+                        job: "j".into(),
+                        vertex: v.into(),
+                        kind: kind.into(),
+                    })
+                    .set(value);
+            }
+        }
+        registry.register(
+            "flowscale_vertex_parallelism",
+            super::series::tests_help(),
+            parallelism,
+        );
+        let src = [1500.0, 400.0, 10.0, 15.0, 6000.0, 0.25, 610.0, 1210.0];
+        let sink = [0.5, 0.001, NAN, NAN, NAN, NAN, NAN, NAN];
+        for (i, (name, help)) in super::vertex_gauges::FAMILIES.iter().enumerate() {
+            let family = Family::<Vertex, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
+            for (v, values) in [("src", src), ("sink", sink)] {
+                if !values[i].is_nan() {
+                    family.get_or_create(&vertex(v)).set(values[i]);
+                }
+            }
+            registry.register(*name, *help, family);
+        }
+        let events = Family::<Reason, Counter>::default();
+        for (reason, count) in [("PluginFault", 2), ("ScalingReport", 2)] {
+            events
+                .get_or_create(&Reason {
+                    job: "j".into(),
+                    reason: reason.into(),
+                })
+                .inc_by(count);
+        }
+        registry.register(
+            crate::serve::job_gauges::EVENTS.0,
+            crate::serve::job_gauges::EVENTS.1,
+            events,
+        );
+        let bounds: Vec<f64> = crate::runner::LATENESS_BOUNDS_MS
+            .iter()
+            .map(|&ms| ms as f64 / 1000.0)
+            .collect();
+        let lateness = Family::<Job, Histogram, _>::new_with_constructor(move || {
+            Histogram::new(bounds.clone())
+        });
+        for late in [0.003, 0.7, 90.0] {
+            lateness.get_or_create(&job).observe(late);
+        }
+        registry.register(
+            crate::serve::job_gauges::LATENESS.0,
+            crate::serve::job_gauges::LATENESS.1,
+            lateness,
+        );
+        let gauges = crate::serve::job_gauges::GAUGES;
+        for (index, value) in [(2, 10.0), (3, 300.0), (4, 0.0)] {
+            let family = Family::<Job, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
+            family.get_or_create(&job).set(value);
+            registry.register(gauges[index].0, gauges[index].1, family);
+        }
+        let mut theirs = String::new();
+        prometheus_client::encoding::text::encode(&mut theirs, &registry).expect("encoded");
+        for openmetrics in [false, true] {
+            let ours = String::from_utf8_lossy(&metrics.encoded(openmetrics)).into_owned();
+            let expected = if openmetrics {
+                theirs.clone()
+            } else {
+                to_prometheus_text(&theirs)
+            };
+            assert_eq!(
+                autoscaler_lines(&ours),
+                autoscaler_lines(&expected),
+                "openmetrics: {openmetrics}\nours:\n{ours}\ntheirs:\n{expected}"
+            );
+            // The last decision was the first step's; no rescale was realized.
+            let decided: f64 = ours
+                .lines()
+                .find_map(|l| {
+                    l.strip_prefix("flowscale_last_decision_timestamp_seconds{job=\"j\"} ")
+                })
+                .and_then(|v| v.parse().ok())
+                .unwrap_or_else(|| panic!("no last decision in:\n{ours}"));
+            assert!(
+                before <= decided && decided <= after,
+                "{before} {decided} {after}"
+            );
+            assert!(
+                !ours.contains("flowscale_last_rescale_timestamp_seconds{"),
+                "{ours}"
             );
         }
     }

@@ -18,6 +18,8 @@ mod api;
 mod auth;
 mod checks;
 mod dashboard;
+mod exposition;
+mod job_gauges;
 mod label;
 pub(crate) mod metrics;
 mod secrets;
@@ -25,6 +27,7 @@ mod series;
 mod shared;
 mod tls;
 mod token;
+mod vertex_gauges;
 pub(crate) mod view;
 
 use std::net::{SocketAddr, TcpListener};

@@ -96,6 +96,12 @@ impl Parsers {
         let samples = answer["samples"].as_array().expect("samples");
         Ok(samples
             .iter()
+            // The times of the last decision and rescale are the host's clock: no whole number.
+            .filter(|s| {
+                !s[0]
+                    .as_str()
+                    .is_some_and(|n| n.starts_with("flowscale_last_"))
+            })
             .map(|s| {
                 let labels = s[1].as_object().expect("labels");
                 let value = s[2].as_f64().expect("a value");
@@ -144,7 +150,7 @@ fn name() -> impl Strategy<Value = String> {
 }
 
 /// The samples [`fed`] makes for `jobs` in `mode` with `vertex` and `owner`, but the cycle
-/// duration histogram's (no label of a name).
+/// duration histogram's (no label of a name) and the timestamps (the host's clock).
 fn expected(jobs: &[&str], mode: &str, vertex: &str, owner: &str) -> Vec<Sample> {
     let sample = |name: &str, labels: &[(&str, &str)], value: i64| {
         let labels = labels
@@ -183,13 +189,75 @@ fn expected(jobs: &[&str], mode: &str, vertex: &str, owner: &str) -> Vec<Sample>
                 1,
             ),
         ]);
-        for (kind, value) in [("current", 4), ("target", 6), ("aligned", 6)] {
+        for (kind, value) in [
+            ("current", 4),
+            ("target", 6),
+            ("aligned", 6),
+            ("recommended", 6),
+        ] {
             samples.push(sample(
                 "flowscale_vertex_parallelism",
                 &[("job", job), ("vertex", vertex), ("kind", kind)],
                 value,
             ));
         }
+        // 6000 records pending at 400 records/s: 15 s.
+        for (family, value) in [
+            ("true_processing_rate_records_per_second", 1500),
+            ("target_data_rate_records_per_second", 400),
+            ("catch_up_data_rate_records_per_second", 10),
+            ("lag_seconds", 15),
+            ("lag_records", 6000),
+            ("load_ratio", 1),
+            ("scale_up_rate_threshold_records_per_second", 610),
+            ("scale_down_rate_threshold_records_per_second", 1210),
+        ] {
+            samples.push(sample(
+                &format!("flowscale_vertex_{family}"),
+                &[("job", job), ("vertex", vertex)],
+                value,
+            ));
+        }
+        for reason in ["PluginFault", "LeaseAcquired"] {
+            samples.push(sample(
+                "flowscale_events_total",
+                &[("job", job), ("reason", reason)],
+                1,
+            ));
+        }
+        // One cycle 2 s late: in every bucket from `le="2.0"` on (the bounds are 1 ms to 60 s
+        // as the lateness summary counts them, written as the client writes them).
+        for (le, value) in [
+            ("0.001", 0),
+            ("0.002", 0),
+            ("0.005", 0),
+            ("0.01", 0),
+            ("0.02", 0),
+            ("0.05", 0),
+            ("0.1", 0),
+            ("0.2", 0),
+            ("0.5", 0),
+            ("1.0", 0),
+            ("2.0", 1),
+            ("5.0", 1),
+            ("10.0", 1),
+            ("20.0", 1),
+            ("60.0", 1),
+            ("+Inf", 1),
+        ] {
+            samples.push(sample(
+                "flowscale_cycle_lateness_seconds_bucket",
+                &[("job", job), ("le", le)],
+                value,
+            ));
+        }
+        samples.extend([
+            sample("flowscale_cycle_lateness_seconds_sum", &[("job", job)], 2),
+            sample("flowscale_cycle_lateness_seconds_count", &[("job", job)], 1),
+            sample("flowscale_decision_interval_seconds", &[("job", job)], 10),
+            sample("flowscale_catch_up_target_seconds", &[("job", job)], 300),
+            sample("flowscale_cooldown_queued", &[("job", job)], 0),
+        ]);
     }
     samples.sort();
     samples
@@ -222,7 +290,10 @@ fn arbitrary_names_read_back_exactly_through_the_official_parsers() {
                 .borrow_mut()
                 .parse(format, &text)
                 .map_err(|e| TestCaseError::fail(format!("{format}: {e}\n{text}")))?;
-            parsed.retain(|(name, _, _)| !name.starts_with("flowscale_cycle_duration_seconds"));
+            parsed.retain(|(name, _, _)| {
+                !name.starts_with("flowscale_cycle_duration_seconds")
+                    && !name.starts_with("flowscale_last_")
+            });
             parsed.sort();
             prop_assert_eq!(&parsed, &expected, "{}:\n{}", format, text);
         }

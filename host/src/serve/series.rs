@@ -1,11 +1,14 @@
-//! Every series of a job: `flowscale_vertex_parallelism` (three gauges per vertex, the bulk of
-//! `/metrics`: 60,000 of the 64,000 samples of 1,000 jobs x 20 vertices), its counters
-//! (`flowscale_decisions_total` and `flowscale_plugin_faults_total` per alignment mode it ran,
-//! `flowscale_rescales_total`, `flowscale_engine_errors_total`) and its lease gauges.
+//! Every series of a job: `flowscale_vertex_parallelism` (four gauges per vertex), the
+//! evaluated metrics of each vertex ([`super::vertex_gauges`]: rates, lag, load, thresholds),
+//! its counters (`flowscale_decisions_total` and `flowscale_plugin_faults_total` per alignment
+//! mode it ran, `flowscale_rescales_total`, `flowscale_engine_errors_total`), its lease gauges,
+//! and the per-job families of [`super::job_gauges`] (events by reason, cycle lateness, the
+//! times of the last decision and rescale, its interval and catch-up target, the cooldown).
+//! The vertex families are the bulk of `/metrics`: about 11 samples per vertex.
 //!
 //! They are plain atomics grouped by job, and their exposition is written here in one pass per
 //! family from precomputed label text, instead of through the client's generic encoder: that
-//! encoder costs about a microsecond per sample (40 ms for such a fleet), which a scrape every
+//! encoder costs about a microsecond per sample (40 ms for 64,000 samples), which a scrape every
 //! second takes from the decision loop on a small machine. Keeping a job's series in one value
 //! of our own also means that removing the job removes them all: the client's label families
 //! would keep a removed job's series until each label set was named again, and their tables
@@ -24,15 +27,31 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
+use super::exposition::{header, sample, sample_f64};
+use super::job_gauges::{self, JobGauges};
 use super::label::escape;
+use super::vertex_gauges::{self, VertexGauges};
+use crate::events::EventReason;
 
 /// The vertex family's name.
 const NAME: &str = "flowscale_vertex_parallelism";
 /// The vertex family's help text.
-const HELP: &str = "Parallelism of a vertex: running (current), computed (target) and aligned";
+const HELP: &str = "Parallelism of a vertex: running (current), computed (target), aligned, \
+                    and recommended (what the last decision cycle decided for it: its new \
+                    parallelism when the cycle decided a rescale, else the current one; absent \
+                    until the metric window is fully collected)";
 
-/// The `kind` label of each of a vertex's three gauges, in order.
-const KINDS: [&str; 3] = ["current", "target", "aligned"];
+/// The `kind` label of each of a vertex's four gauges, in order.
+const KINDS: [&str; 4] = ["current", "target", "aligned", "recommended"];
+
+/// The help text of the parallelism family, for the tests of its readers.
+#[cfg(test)]
+pub(super) fn tests_help() -> &'static str {
+    HELP
+}
+
+/// What ends a vertex's label text before the `kind` label's value.
+const KIND_LABEL: &str = ",kind=\"";
 
 /// A gauge that has never been set: it is not exposed (a vertex without a target yet has no
 /// `kind="target"` sample, a job that never held a lease no lease gauges).
@@ -87,13 +106,26 @@ const LEASE_OWNER: (&str, &str) = (
      job's lease, named in the owner label, as this host's last lease round read it",
 );
 
-/// The three gauges of a vertex.
+/// The gauges of a vertex.
 struct VertexSeries {
     /// The vertex's name, to find it again in the next report.
     name: String,
-    /// `job="...",vertex="...",kind="`, escaped, ready to be written.
+    /// The vertex's id, which its evaluated metrics are found by.
+    id: Arc<str>,
+    /// `job="...",vertex="...",kind="`, escaped, ready to be written; without its
+    /// [`KIND_LABEL`], the labels of the evaluated metrics.
     labels: String,
-    values: [AtomicI64; 3],
+    /// `current`, `target`, `aligned` and `recommended` ([`KINDS`]).
+    values: [AtomicI64; 4],
+    /// The evaluated metrics.
+    evaluated: VertexGauges,
+}
+
+impl VertexSeries {
+    /// `job="...",vertex="..."`.
+    fn base_labels(&self) -> &str {
+        &self.labels[..self.labels.len() - KIND_LABEL.len()]
+    }
 }
 
 /// The counters of a job under one alignment mode.
@@ -121,6 +153,8 @@ pub(super) struct JobSeries {
     /// The token of the last lease held, [`ABSENT`] before one.
     lease_token: AtomicI64,
     vertices: Vec<VertexSeries>,
+    /// Events by reason, lateness, times, interval, catch-up target, cooldown.
+    gauges: JobGauges,
 }
 
 /// A copy of a counter's value, for a copy of the series that holds it.
@@ -148,6 +182,7 @@ impl JobSeries {
             lease_held: AtomicI64::new(ABSENT),
             lease_token: AtomicI64::new(ABSENT),
             vertices: Vec::new(),
+            gauges: JobGauges::new(),
         }
     }
 
@@ -175,10 +210,13 @@ impl JobSeries {
                 .iter()
                 .map(|v| VertexSeries {
                     name: v.name.clone(),
+                    id: Arc::clone(&v.id),
                     labels: v.labels.clone(),
                     values: v.values.each_ref().map(copy_i64),
+                    evaluated: v.evaluated.copy(),
                 })
                 .collect(),
+            gauges: self.gauges.copy(),
         };
         change(&mut copy);
         copy
@@ -240,18 +278,31 @@ impl JobSeries {
         self.vertices.iter().position(|v| v.name == name)
     }
 
-    /// A copy with the vertices named in `names` that it lacks appended, at [`ABSENT`].
-    pub(super) fn with_vertices<'a>(&self, names: impl Iterator<Item = &'a str>) -> JobSeries {
+    /// The id of the vertex at `index`.
+    pub(super) fn vertex_id(&self, index: usize) -> Option<&str> {
+        self.vertices.get(index).map(|v| &*v.id)
+    }
+
+    /// A copy with the vertices of `vertices` (id, name) that it lacks appended, unset, and
+    /// the known ones given their id.
+    pub(super) fn with_vertices<'a>(
+        &self,
+        vertices: impl Iterator<Item = (&'a Arc<str>, &'a str)>,
+    ) -> JobSeries {
         self.copy(|job| {
-            for name in names {
-                if !job.vertices.iter().any(|v| v.name == name) {
-                    let labels = labels(&job.job, name);
-                    job.vertices.push(VertexSeries {
-                        name: name.to_string(),
-                        labels,
-                        values: [ABSENT; 3].map(AtomicI64::new),
-                    });
+            for (id, name) in vertices {
+                if let Some(known) = job.vertices.iter_mut().find(|v| v.name == name) {
+                    known.id = Arc::clone(id);
+                    continue;
                 }
+                let labels = labels(&job.job, name);
+                job.vertices.push(VertexSeries {
+                    name: name.to_string(),
+                    id: Arc::clone(id),
+                    labels,
+                    values: [ABSENT; 4].map(AtomicI64::new),
+                    evaluated: VertexGauges::new(),
+                });
             }
         })
     }
@@ -266,6 +317,44 @@ impl JobSeries {
                 }
             }
         }
+    }
+
+    /// Sets what the vertex at `index` was evaluated at: its recommended parallelism and the
+    /// values of [`vertex_gauges::FAMILIES`], `None` and NaN taking the series away.
+    pub(super) fn set_evaluated(
+        &self,
+        index: usize,
+        recommended: Option<i64>,
+        values: [f64; vertex_gauges::COUNT],
+    ) {
+        if let Some(vertex) = self.vertices.get(index) {
+            vertex.values[3].store(recommended.unwrap_or(ABSENT), Ordering::Relaxed);
+            vertex.evaluated.set(values);
+        }
+    }
+
+    /// The vertices' count.
+    pub(super) fn vertex_count(&self) -> usize {
+        self.vertices.len()
+    }
+
+    /// The job's own gauges and counters.
+    pub(super) fn gauges(&self) -> &JobGauges {
+        &self.gauges
+    }
+
+    /// True when every reason of `reasons` has its counter.
+    pub(super) fn counts_reasons(&self, mut reasons: impl Iterator<Item = EventReason>) -> bool {
+        reasons.all(|r| self.gauges.counts_reason(r))
+    }
+
+    /// A copy with a counter (at 0) for the reasons of `reasons` it lacks.
+    pub(super) fn with_reasons(&self, reasons: impl Iterator<Item = EventReason>) -> JobSeries {
+        self.copy(|job| {
+            for reason in reasons {
+                job.gauges.add_reason(reason);
+            }
+        })
     }
 }
 
@@ -299,38 +388,27 @@ fn push_escaped(value: &str, out: &mut String) {
     let _ = escape(value, out);
 }
 
-/// `# HELP` and `# TYPE` of a family; a counter's name takes `_total` in the Prometheus format
-/// (not `openmetrics`).
-fn header(out: &mut String, name: &str, help: &str, counter: bool, openmetrics: bool) {
-    let suffix = if counter && !openmetrics {
-        "_total"
-    } else {
-        ""
-    };
-    for (line, tail) in [("# HELP ", help), ("# TYPE ", "")] {
-        out.push_str(line);
-        out.push_str(name);
-        out.push_str(suffix);
-        out.push(' ');
-        if tail.is_empty() {
-            out.push_str(if counter { "counter" } else { "gauge" });
-        } else {
-            out.push_str(tail);
-            out.push('.');
+/// Writes the families of the vertices' evaluated metrics ([`vertex_gauges::FAMILIES`]): every
+/// value that is not NaN, in the order of `jobs` and their vertices.
+pub(super) fn write_vertex_gauges(jobs: &[Arc<JobSeries>], out: &mut String) {
+    for (i, (name, help)) in vertex_gauges::FAMILIES.iter().enumerate() {
+        header(out, name, help, false, true);
+        for vertex in jobs.iter().flat_map(|j| &j.vertices) {
+            let value = vertex.evaluated.get(i);
+            if !value.is_nan() {
+                sample_f64(out, name, vertex.base_labels(), value);
+            }
         }
-        out.push('\n');
     }
 }
 
-/// One sample line: `name{labels} value`.
-fn sample(out: &mut String, name: &str, labels: &str, value: impl std::fmt::Display) {
-    out.push_str(name);
-    out.push('{');
-    out.push_str(labels);
-    out.push_str("} ");
-    // Writing into a String cannot fail.
-    let _ = write!(out, "{value}");
-    out.push('\n');
+/// Writes the per-job families of [`job_gauges`] for `jobs`, in their order.
+pub(super) fn write_job_gauges(jobs: &[Arc<JobSeries>], openmetrics: bool, out: &mut String) {
+    let jobs: Vec<(&str, &JobGauges)> = jobs
+        .iter()
+        .map(|j| (j.job_label.as_str(), &j.gauges))
+        .collect();
+    job_gauges::write(&jobs, openmetrics, out);
 }
 
 /// Writes the vertex family (`# HELP`, `# TYPE` and every set gauge of `jobs`, in their order).
@@ -425,44 +503,112 @@ pub(super) fn write_job_families(
 mod tests {
     use super::*;
 
+    /// `(id, name)` pairs of vertices whose id is `id-<name>`.
+    fn ids(names: &[&str]) -> Vec<(Arc<str>, String)> {
+        names
+            .iter()
+            .map(|n| (Arc::from(format!("id-{n}")), n.to_string()))
+            .collect()
+    }
+
+    fn with(job: &JobSeries, vertices: &[(Arc<str>, String)]) -> JobSeries {
+        job.with_vertices(vertices.iter().map(|(id, name)| (id, name.as_str())))
+    }
+
     #[test]
     fn set_gauges_are_written_with_escaped_labels_and_unset_ones_are_not() {
-        let job = JobSeries::new("j\"1").with_vertices(["a\\b", "c\nd"].into_iter());
+        let job = with(&JobSeries::new("j\"1"), &ids(&["a\\b", "c\nd"]));
         job.set(0, [Some(4), None, Some(8)]);
         job.set(1, [Some(2), Some(3), None]);
+        job.set_evaluated(1, Some(5), [f64::NAN; vertex_gauges::COUNT]);
         let mut out = String::new();
         write(&[Arc::new(job)], &mut out);
         assert_eq!(
             out,
-            "# HELP flowscale_vertex_parallelism Parallelism of a vertex: running (current), \
-             computed (target) and aligned.\n\
-             # TYPE flowscale_vertex_parallelism gauge\n\
-             flowscale_vertex_parallelism{job=\"j\\\"1\",vertex=\"a\\\\b\",kind=\"current\"} 4\n\
-             flowscale_vertex_parallelism{job=\"j\\\"1\",vertex=\"a\\\\b\",kind=\"aligned\"} 8\n\
-             flowscale_vertex_parallelism{job=\"j\\\"1\",vertex=\"c\\nd\",kind=\"current\"} 2\n\
-             flowscale_vertex_parallelism{job=\"j\\\"1\",vertex=\"c\\nd\",kind=\"target\"} 3\n"
+            format!(
+                "# HELP flowscale_vertex_parallelism {HELP}.\n\
+                 # TYPE flowscale_vertex_parallelism gauge\n\
+                 flowscale_vertex_parallelism{{job=\"j\\\"1\",vertex=\"a\\\\b\",kind=\"current\"}} 4\n\
+                 flowscale_vertex_parallelism{{job=\"j\\\"1\",vertex=\"a\\\\b\",kind=\"aligned\"}} 8\n\
+                 flowscale_vertex_parallelism{{job=\"j\\\"1\",vertex=\"c\\nd\",kind=\"current\"}} 2\n\
+                 flowscale_vertex_parallelism{{job=\"j\\\"1\",vertex=\"c\\nd\",kind=\"target\"}} 3\n\
+                 flowscale_vertex_parallelism{{job=\"j\\\"1\",vertex=\"c\\nd\",kind=\"recommended\"}} 5\n"
+            )
         );
     }
 
     #[test]
+    fn evaluated_gauges_are_written_per_family_and_nan_ones_are_not() {
+        let job = with(&JobSeries::new("j"), &ids(&["src", "sink"]));
+        let mut src = [f64::NAN; vertex_gauges::COUNT];
+        src[vertex_gauges::TRUE_PROCESSING_RATE] = 1500.0;
+        src[vertex_gauges::LAG_SECONDS] = 2.5;
+        src[vertex_gauges::SCALE_DOWN_THRESHOLD] = f64::INFINITY;
+        let mut sink = [f64::NAN; vertex_gauges::COUNT];
+        sink[vertex_gauges::TRUE_PROCESSING_RATE] = 0.125;
+        job.set_evaluated(0, Some(4), src);
+        job.set_evaluated(1, None, sink);
+        let mut out = String::new();
+        write_vertex_gauges(&[Arc::new(job)], &mut out);
+        // Every family's header, in order, and the samples written by hand: a whole number
+        // as `1500.0` (as the client writes it), infinity as `+Inf`.
+        let mut expected = String::new();
+        for (i, (name, help)) in vertex_gauges::FAMILIES.iter().enumerate() {
+            expected.push_str(&format!("# HELP {name} {help}.\n# TYPE {name} gauge\n"));
+            let lines: &[&str] = match i {
+                vertex_gauges::TRUE_PROCESSING_RATE => &[
+                    "{job=\"j\",vertex=\"src\"} 1500.0",
+                    "{job=\"j\",vertex=\"sink\"} 0.125",
+                ],
+                vertex_gauges::LAG_SECONDS => &["{job=\"j\",vertex=\"src\"} 2.5"],
+                vertex_gauges::SCALE_DOWN_THRESHOLD => &["{job=\"j\",vertex=\"src\"} +Inf"],
+                _ => &[],
+            };
+            for line in lines {
+                expected.push_str(&format!("{name}{line}\n"));
+            }
+        }
+        assert_eq!(out, expected);
+    }
+
+    #[test]
     fn a_new_vertex_keeps_the_values_of_the_known_ones() {
-        let job = JobSeries::new("j").with_vertices(["a"].into_iter());
+        let job = with(&JobSeries::new("j"), &ids(&["a"]));
         job.set(0, [Some(4), Some(5), Some(6)]);
-        let grown = job.with_vertices(["b", "a"].into_iter());
+        let mut evaluated = [f64::NAN; vertex_gauges::COUNT];
+        evaluated[vertex_gauges::LOAD] = 0.5;
+        job.set_evaluated(0, Some(7), evaluated);
+        let grown = with(&job, &ids(&["b", "a"]));
         assert_eq!(grown.position(0, "a"), Some(0));
         assert_eq!(grown.position(0, "b"), Some(1));
         assert_eq!(grown.position(0, "c"), None);
+        assert_eq!(grown.vertex_id(1), Some("id-b"));
         let values: Vec<i64> = grown.vertices[0]
             .values
             .iter()
             .map(|v| v.load(Ordering::Relaxed))
             .collect();
-        assert_eq!(values, vec![4, 5, 6]);
+        assert_eq!(values, vec![4, 5, 6, 7]);
+        assert_eq!(grown.vertices[0].evaluated.get(vertex_gauges::LOAD), 0.5);
         assert!(
             grown.vertices[1]
                 .values
                 .iter()
                 .all(|v| v.load(Ordering::Relaxed) == ABSENT)
         );
+        assert!(
+            grown.vertices[1]
+                .evaluated
+                .get(vertex_gauges::LOAD)
+                .is_nan()
+        );
+    }
+
+    #[test]
+    fn a_vertex_whose_id_changed_takes_the_new_one() {
+        let job = with(&JobSeries::new("j"), &ids(&["a"]));
+        let renamed = job.with_vertices([(&Arc::from("other"), "a")].into_iter());
+        assert_eq!(renamed.vertex_count(), 1);
+        assert_eq!(renamed.vertex_id(0), Some("other"));
     }
 }

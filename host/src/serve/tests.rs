@@ -1118,8 +1118,10 @@ fn a_removed_job_leaves_the_api_and_every_metric_series() {
     let view = fleet_of_two();
     let before = view.metrics().encode_text();
     // Per mode: decisions and plugin faults; per job: rescales, engine errors, lease held,
-    // lease token, lease owner, and three gauges of its one vertex.
-    let per_job = |modes: usize| 2 * modes + 5 + 3;
+    // lease token, lease owner, three gauges of its one vertex (no recommendation and no
+    // evaluated gauges: the reports carry no evaluation), events of two reasons (PluginFault,
+    // LeaseAcquired), and the times of the last decision and the last rescale.
+    let per_job = |modes: usize| 2 * modes + 5 + 3 + 2 + 2;
     assert_eq!(lines_of(&before, "gone").len(), per_job(2), "{before}");
     let kept = lines_of(&before, "keep");
     assert_eq!(kept.len(), per_job(1), "{before}");

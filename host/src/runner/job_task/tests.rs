@@ -274,6 +274,22 @@ mod flink {
                 "steps started at {starts:?}"
             );
         }
+        // Every step after the first was due at a set time: how late it started goes with its
+        // report (for the server's histogram), as does the job's interval.
+        let late: Vec<Option<Duration>> = reports.iter().map(|r| r.lateness).collect();
+        assert_eq!(late[0], None, "{late:?}");
+        assert!(
+            late[1..]
+                .iter()
+                .all(|l| l.is_some_and(|l| l < Duration::from_millis(SLOW_MS as u64 - 50))),
+            "{late:?}"
+        );
+        assert!(
+            reports
+                .iter()
+                .all(|r| r.decision_interval == Some(Duration::from_millis(INTERVAL_MS as u64))),
+            "{reports:?}"
+        );
     }
 
     #[test]

@@ -12,3 +12,5 @@ pub(crate) use capacity::capacity;
 pub(crate) use evaluate::Evaluation;
 pub(crate) use evaluate::evaluate;
 pub use vertices::EvaluatedVertices;
+#[cfg(any(test, feature = "test-support"))]
+pub use vertices::MetricTriples;

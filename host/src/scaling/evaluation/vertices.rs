@@ -15,6 +15,10 @@ use serde::ser::{Serialize, Serializer};
 use crate::scaling::metrics::VertexEvaluation;
 use crate::scaling::topology::VertexIds;
 
+/// A vertex's metrics as `(metric, current, average)`, for [`EvaluatedVertices::of`].
+#[cfg(any(test, feature = "test-support"))]
+pub type MetricTriples = Vec<(crate::scaling::ScalingMetric, f64, f64)>;
+
 /// The evaluated metrics of a topology's vertices, by vertex id.
 #[derive(Clone, Default)]
 pub struct EvaluatedVertices {
@@ -32,6 +36,26 @@ impl EvaluatedVertices {
             ids: Some(ids),
             values,
         }
+    }
+
+    /// Vertices with their metrics, each `(metric, current, average)`, as a cycle reports
+    /// them: for tests and benchmarks that feed what a cycle evaluated to its readers.
+    #[cfg(any(test, feature = "test-support"))]
+    pub fn of(vertices: Vec<(Arc<str>, MetricTriples)>) -> EvaluatedVertices {
+        let (ids, values): (Vec<Arc<str>>, Vec<VertexEvaluation>) = vertices
+            .into_iter()
+            .map(|(id, metrics)| {
+                let mut m = VertexEvaluation::new();
+                for (metric, current, average) in metrics {
+                    m.insert(
+                        metric,
+                        crate::scaling::metrics::EvaluatedScalingMetric { current, average },
+                    );
+                }
+                (id, m)
+            })
+            .unzip();
+        EvaluatedVertices::new(Arc::new(VertexIds::new(ids)), values)
     }
 
     /// The metrics of vertex `id`.
