@@ -25,6 +25,9 @@
 //! `secrets` checks that no token or password of a cluster reaches what the host prints.
 //! `what_if` drives `POST /api/v1/align` on a running host as an attacker would (a plugin that
 //! crashes, spins or forks; a request from a web page).
+//! `grafana` for the Grafana dashboard and the alert rules of `examples/`: their shape, promtool's
+//! unit tests of the rules and a real Prometheus answering every query (`#[ignore]`d: they run
+//! with `FLOWSCALE_PROMTOOL=1`, and `FLOWSCALE_PROMETHEUS_E2E=1` with `FLOWSCALE_POSTGRES_URL`).
 //! Shared helpers live in `harness`; `fake_flink` serves a Flink REST API for wall-clock jobs
 //! without a cluster.
 
@@ -37,6 +40,7 @@ mod flink;
 mod flink_load_align;
 mod flink_slots;
 mod flink_tls;
+mod grafana;
 mod harness;
 mod isolation;
 mod kinds;

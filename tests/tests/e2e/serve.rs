@@ -120,6 +120,24 @@ struct Served {
     _child: Killed,
 }
 
+/// `flowscale run FLEET --pace PACE --listen 127.0.0.1:PORT --plugins PLUGINS` in the
+/// repository's root (a relative `fleet` is found there), its output dropped.
+pub(crate) fn run_listening(fleet: &Path, pace: u32, port: u16, plugins: &Path) -> Killed {
+    let child = Command::new(flowscale_bin())
+        .current_dir(repo_root())
+        .arg("run")
+        .arg(fleet)
+        .args(["--pace", &pace.to_string(), "--listen"])
+        .arg(format!("127.0.0.1:{port}"))
+        .arg("--plugins")
+        .arg(plugins)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("flowscale runs");
+    Killed(child)
+}
+
 /// Runs `fleet` (relative to the repository's root) with the plugins of `plugins`.
 fn serve(fleet: &Path, plugins: tempfile::TempDir, files: Option<tempfile::TempDir>) -> Served {
     serve_scheme(fleet, plugins, files, "http")
@@ -134,20 +152,8 @@ fn serve_scheme(
     scheme: &str,
 ) -> Served {
     let port = free_port();
-    let child = Command::new(flowscale_bin())
-        .current_dir(repo_root())
-        .arg("run")
-        .arg(fleet)
-        .args(["--pace", "60", "--listen"])
-        .arg(format!("127.0.0.1:{port}"))
-        .arg("--plugins")
-        .arg(plugins.path())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("flowscale runs");
+    let child = run_listening(fleet, 60, port, plugins.path());
     let base = format!("{scheme}://127.0.0.1:{port}");
-    let child = Killed(child);
     wait_for("the server", Duration::from_secs(60), || {
         (get(&format!("{base}/healthz")).0 == 200).then_some(())
     });
