@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use flowscale_tests::{build, plugin_file, plugins_dir};
 use serde_json::Value;
@@ -390,6 +390,31 @@ fn prometheus_query(base: &str, query: &str) -> Result<Vec<Value>, String> {
     }
 }
 
+/// The series `query` answers over the last `seconds`, one point a second: what Grafana asks
+/// for when it draws a panel. A series that pauses (the evaluated gauges are absent while a
+/// rescaled job's metric window refills) is still a line on the graph, so an instant query at
+/// such a moment would miss what the panel shows.
+fn prometheus_range_query(base: &str, query: &str, seconds: u64) -> Result<Vec<Value>, String> {
+    let end = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_err(|e| e.to_string())?
+        .as_secs();
+    let url = format!(
+        "{base}/api/v1/query_range?query={}&start={}&end={end}&step=1",
+        percent_encode(query),
+        end.saturating_sub(seconds)
+    );
+    let (status, body) = get(&url);
+    let answer: Value = serde_json::from_str(&body).map_err(|_| format!("{status}: {body}"))?;
+    if answer["status"] != "success" {
+        return Err(format!("{status}: {body}"));
+    }
+    Ok(answer["data"]["result"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default())
+}
+
 /// `text` for a URL's query string: everything but unreserved characters percent-encoded.
 fn percent_encode(text: &str) -> String {
     let mut out = String::new();
@@ -570,18 +595,30 @@ fn every_panel_and_alert_query_returns_series_from_a_real_prometheus() {
         .expect("a job label")
         .to_string();
 
-    let mut failures = Vec::new();
+    // A series appears with what it counts: a job's first event of a reason, its first
+    // rescale. The chosen job may have rescaled for the first time just now, so the panels are
+    // asked again, for up to 30 s, until each has drawn a line; a query naming a series the host
+    // never writes stays empty and is reported.
     let dashboard: Value = serde_json::from_str(&read(&dashboard_path())).expect("valid JSON");
-    for (title, expr) in dashboard_queries(&dashboard) {
-        // Grafana's $__rate_interval is at least four scrape intervals: a minute covers every
-        // scrape of this run.
-        let query = expr.replace("$job", &job).replace("$__rate_interval", "1m");
-        match prometheus_query(&base, &query) {
-            Ok(series) if !series.is_empty() => {}
-            Ok(_) => failures.push(format!("panel {title:?}: no series for {query}")),
-            Err(e) => failures.push(format!("panel {title:?}: {query} failed: {e}")),
+    let panels = dashboard_queries(&dashboard);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut failures = loop {
+        let mut failures = Vec::new();
+        for (title, expr) in &panels {
+            // Grafana's $__rate_interval is at least four scrape intervals: a minute covers
+            // every scrape of this run.
+            let query = expr.replace("$job", &job).replace("$__rate_interval", "1m");
+            match prometheus_range_query(&base, &query, 60) {
+                Ok(series) if !series.is_empty() => {}
+                Ok(_) => failures.push(format!("panel {title:?}: no series for {query}")),
+                Err(e) => failures.push(format!("panel {title:?}: {query} failed: {e}")),
+            }
         }
-    }
+        if failures.is_empty() || Instant::now() >= deadline {
+            break failures;
+        }
+        std::thread::sleep(Duration::from_secs(1));
+    };
 
     // The alerts as Prometheus loaded them from the rules file.
     let (_, rules) = get(&format!("{base}/api/v1/rules"));
