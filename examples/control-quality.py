@@ -1,5 +1,9 @@
-"""Renders `flowscale simulate --compare ... --json` outputs (one JSON document per job, read
-from stdin one after the other) as the control-quality table of docs/simulate.md."""
+"""Renders `flowscale simulate --compare ... --json` outputs (JSON documents read from stdin one
+after the other) as the control-quality table of docs/simulate.md. Documents of the same job
+are one group, their runs in order; the cost column compares with the group's first BALANCED run.
+
+`control-quality.py relabel SUFFIX` instead copies the documents from stdin to stdout with
+SUFFIX appended to every run's mode (e.g. a run with `--set scaling.skew-aware=true`)."""
 
 import json
 import os
@@ -18,12 +22,29 @@ def documents(text):
         yield doc
 
 
+def relabel(suffix):
+    for doc in documents(sys.stdin.read()):
+        for run in doc["runs"]:
+            run["mode"] = f"{run['mode']}{suffix}"
+        print(json.dumps(doc))
+
+
+def grouped(docs):
+    """The runs of each job, the jobs in their first document's order."""
+    groups = {}
+    for doc in docs:
+        job = os.path.splitext(os.path.basename(doc["job"]))[0]
+        groups.setdefault(job, []).extend(doc["runs"])
+    return groups.items()
+
+
 def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "relabel":
+        relabel(sys.argv[2])
+        return
     print("| job | mode | p99 lag (s) | cost (subtask-s) | cost vs BALANCED | rescales | skew |")
     print("|---|---|---:|---:|---:|---:|---:|")
-    for doc in documents(sys.stdin.read()):
-        job = os.path.splitext(os.path.basename(doc["job"]))[0]
-        runs = doc["runs"]
+    for job, runs in grouped(documents(sys.stdin.read())):
         base = next(
             (r["summary"]["subtask_seconds"] for r in runs
              if r["mode"] == "BALANCED" and r.get("summary")),

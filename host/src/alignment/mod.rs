@@ -17,6 +17,7 @@ mod explanation;
 mod guard;
 mod inputs;
 mod job;
+pub(crate) mod key_groups;
 mod legacy;
 mod outcome;
 mod request;

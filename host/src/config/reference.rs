@@ -504,6 +504,15 @@ reference! {
         ),
         default: false,
     };
+    /// Off by default so that the decisions stay exactly the Flink autoscaler's.
+    SCALING_SKEW_AWARE: BoolKey = BoolKey {
+        about: About::new(
+            "scaling.skew-aware",
+            Pipeline,
+            "where a keyed vertex's per-subtask load is known and skewed, target the smallest parallelism whose busiest subtask, predicted by key-group ranges, carries the target capacity (docs/skew-aware.md)",
+        ),
+        default: false,
+    };
     /// Negative would block every scale-up even where the TaskManagers' size is unknown.
     QUOTA_CPU: FloatKey = FloatKey {
         about: About::new(

@@ -3,7 +3,7 @@
 //! Where things go: `align` for the alignment command, `validate` for configuration checking,
 //! `plugin_loading` for the plugins directory, `kinds` for metric evaluators and scaling
 //! executors, `quota` for the resource quota on a simulated job, `restart_aware` for restart-aware
-//! hysteresis, `isolation` for plugins in worker processes,
+//! hysteresis, `skew_aware` for skew-aware targets, `isolation` for plugins in worker processes,
 //! `run` for `run` and `simulate`, `state` for `run` with a state directory (killed, corrupted,
 //! locked), `reload` for a fleet file edited while `run` runs, `removed` for the jobs a reload removes
 //! (gone from the API, the metrics and the host's memory), `scale` for the memory of a
@@ -60,6 +60,7 @@ mod secrets;
 mod serve;
 mod serve_tls;
 mod shell_docs;
+mod skew_aware;
 mod slots;
 mod state;
 mod tls_front;

@@ -22,7 +22,7 @@ use crate::config::reference::{
     QUOTA_CPU, QUOTA_MEMORY, RESTART_TIME, RESTART_TIME_TRACKING_ENABLED,
     RESTART_TIME_TRACKING_LIMIT, SCALE_DOWN_INTERVAL, SCALE_DOWN_MAX_FACTOR, SCALE_UP_MAX_FACTOR,
     SCALING_EFFECTIVENESS_DETECTION_ENABLED, SCALING_EFFECTIVENESS_THRESHOLD, SCALING_ENABLED,
-    SCALING_EVENT_INTERVAL, SCALING_RESTART_AWARE, STABILIZATION_INTERVAL,
+    SCALING_EVENT_INTERVAL, SCALING_RESTART_AWARE, SCALING_SKEW_AWARE, STABILIZATION_INTERVAL,
     TARGET_UTILIZATION_BOUNDARY, UTILIZATION_MAX, UTILIZATION_MIN, UTILIZATION_TARGET,
     VERTEX_EXCLUDE_IDS, VERTEX_MAX_PARALLELISM, VERTEX_MIN_PARALLELISM,
 };
@@ -127,6 +127,10 @@ pub struct AutoscalerOptions {
     /// expected time, does not outweigh the restart it costs
     /// (docs/decision-pipeline.md#restart-aware-hysteresis).
     pub restart_aware: bool,
+    /// `scaling.skew-aware` (false): where a keyed vertex's per-subtask load is known and
+    /// skewed, target the smallest parallelism whose predicted busiest subtask carries the
+    /// target capacity (docs/skew-aware.md).
+    pub skew_aware: bool,
 }
 
 /// The default of a number key that has one (every one the options default).
@@ -189,6 +193,7 @@ impl Default for AutoscalerOptions {
                 &OBSERVED_SCALABILITY_COEFFICIENT_MIN,
             ),
             restart_aware: SCALING_RESTART_AWARE.default,
+            skew_aware: SCALING_SKEW_AWARE.default,
             quota_cpu: None,
             quota_memory: None,
         }
@@ -345,6 +350,7 @@ impl<C: ConfigLookup + ?Sized> Reader<'_, C> {
             observed_scalability_min_observations: self.i64(&OBSERVED_SCALABILITY_MIN_OBSERVATIONS),
             observed_scalability_coefficient_min: self.f64(&OBSERVED_SCALABILITY_COEFFICIENT_MIN),
             restart_aware: self.bool(&SCALING_RESTART_AWARE),
+            skew_aware: self.bool(&SCALING_SKEW_AWARE),
             quota_cpu: self.f64_opt(&QUOTA_CPU),
             quota_memory: self.memory_size_opt(QUOTA_MEMORY.about.name),
         }

@@ -5,6 +5,7 @@ mod ineffective;
 mod reason;
 mod scalability;
 mod scaled;
+mod skew;
 mod vertex;
 
 pub(crate) use reason::Reason;

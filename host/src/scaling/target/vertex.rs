@@ -6,13 +6,16 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
-use flowscale_sdk::JobTopology;
+use flowscale_sdk::{JobTopology, ShipStrategy};
 
 use super::ineffective::ineffective_scale_up;
 use super::reason::{BandNote, Reason, ScaleNote, Step};
 use super::scalability::observed_scalability_coefficient;
 use super::scaled::{ScaledTarget, scaled_target};
-use crate::alignment::{AlignOutcome, Aligner, AlignmentRequest, metric_list, no_text, shared_job};
+use super::skew::{SkewInputs, SkewTarget, skew_aware_target};
+use crate::alignment::{
+    AlignOutcome, Aligner, AlignmentRequest, Explanation, metric_list, no_text, shared_job,
+};
 use crate::engine::{ObservedVertex, TaskManagerResources, VertexMetrics};
 use crate::events::Event;
 use crate::scaling::custom::resolve::JobCustom;
@@ -100,8 +103,12 @@ enum Pending {
         target: u32,
         note: ScaleNote,
         /// Whether the target asked the job's aligner (it differs from the current
-        /// parallelism): its answer is the next of the batch's.
+        /// parallelism and no skew-aware target replaces it): its answer is the next of the
+        /// batch's.
         asks: bool,
+        /// The skew-aware target (`scaling.skew-aware`), chosen by key-group ranges: it is
+        /// applied as aligned, without asking the job's aligner.
+        skew: Option<SkewTarget>,
     },
 }
 
@@ -143,7 +150,8 @@ pub(crate) fn prepare_scale_target(
     let factor = ScaleFactor::of(opts, capacity, tpr, history);
     let (lower, upper) = limits(cur, opts);
     let scaled = scaled_target(factor.value, cur, vertex.max_parallelism, lower, upper);
-    let asks = scaled.target != cur;
+    let skew = skew_target(ctx, vertex, &factor, scaled.target, lower, upper);
+    let asks = skew.is_none() && scaled.target != cur;
     if asks {
         requests.push(alignment_request(
             ctx,
@@ -159,8 +167,46 @@ pub(crate) fn prepare_scale_target(
         target: scaled.target,
         note: factor.describe(cur, &scaled, lower),
         asks,
+        skew,
     })
 }
+
+/// The skew-aware target of a keyed vertex (docs/skew-aware.md) when `scaling.skew-aware` is on
+/// and the Flink autoscaler's `target` changes the parallelism; `None` leaves that target to
+/// the job's aligner. Only vertices with a HASH input and no source partitions: their subtasks
+/// own Flink's key-group ranges, which the prediction follows.
+fn skew_target(
+    ctx: &ScalerContext<'_>,
+    vertex: &VertexInfo,
+    factor: &ScaleFactor,
+    target: u32,
+    lower: i64,
+    upper: i64,
+) -> Option<SkewTarget> {
+    let opts = ctx.opts;
+    let cur = vertex.parallelism;
+    let keyed =
+        vertex.source_partitions == 0 && vertex.input_strategies.contains(&ShipStrategy::Hash);
+    if !opts.skew_aware || target == cur || !keyed {
+        return None;
+    }
+    let loads = ctx.observed.get(&*vertex.id)?.subtask_loads(cur);
+    // The parallelisms the max factors and the limits allow, as `scaled_target` bounds them.
+    let bound = |f: f64| scaled_target(f, cur, vertex.max_parallelism, lower, upper).target;
+    let allowed = bound(1.0 - opts.scale_down_max_factor)..=bound(1.0 + opts.scale_up_max_factor);
+    skew_aware_target(&SkewInputs {
+        current: cur,
+        target,
+        max_parallelism: vertex.max_parallelism,
+        allowed,
+        factor: factor.unbounded(),
+        aggregator: opts.busy_time_aggregator,
+        loads: &loads,
+    })
+}
+
+/// The mode a skew-aware decision reports (docs/skew-aware.md).
+static SKEW_AWARE_MODE: LazyLock<Arc<str>> = LazyLock::new(|| Arc::from("skew-aware"));
 
 /// Aligns the requests of one job's pending targets with one call to its aligner
 /// ([`Aligner::align_all`]); nothing is called when no target moves. The answers come in the
@@ -188,14 +234,18 @@ pub(crate) fn finish_scale_target(
     aligned: Option<AlignOutcome>,
     sink: DecisionSink<'_>,
 ) -> ParallelismChange {
-    let (tpr, target, scale_note) = match pending.0 {
+    let (tpr, target, scale_note, skew) = match pending.0 {
         Pending::Decided(reason) => {
             sink.decision.reason = Reason::text(reason);
             return ParallelismChange::NoChange;
         }
         Pending::Target {
-            tpr, target, note, ..
-        } => (tpr, target, note),
+            tpr,
+            target,
+            note,
+            skew,
+            ..
+        } => (tpr, target, note, skew),
     };
     let DecisionSink {
         decision,
@@ -205,8 +255,14 @@ pub(crate) fn finish_scale_target(
     } = sink;
     let cur = vertex.parallelism;
     decision.target = Some(target);
-    let new = match aligned {
-        Some(aligned) => {
+    let new = match (skew, aligned) {
+        // Chosen by key-group ranges already: applied as aligned.
+        (Some(skew), _) => {
+            decision.mode = Some(Arc::clone(&SKEW_AWARE_MODE));
+            decision.explanation = Explanation::text(skew.describe(cur, target));
+            skew.parallelism
+        }
+        (None, Some(aligned)) => {
             // Kept as the aligner answered, moved field by field into the record.
             decision.mode = Some(aligned.mode);
             decision.explanation = aligned.explanation;
@@ -215,7 +271,7 @@ pub(crate) fn finish_scale_target(
         }
         // Nothing to align (the target is the current parallelism), or an aligner that left
         // a request of its batch unanswered: the target stands.
-        None => target,
+        (None, None) => target,
     };
     decision.aligned = Some(new);
     if new == 0 || new == cur {
@@ -229,9 +285,15 @@ pub(crate) fn finish_scale_target(
         return ParallelismChange::NoChange;
     }
 
+    // A skew-aware target expects the rate its busiest subtask allows, not one in proportion
+    // to the parallelism.
+    let expected = match skew {
+        Some(skew) => skew.expected_rate(tpr),
+        None => tpr / f64::from(cur) * f64::from(new),
+    };
     metrics.insert(
         ScalingMetric::ExpectedProcessingRate,
-        EvaluatedScalingMetric::of(tpr / f64::from(cur) * f64::from(new)),
+        EvaluatedScalingMetric::of(expected),
     );
     let band = Band::of(metrics, tpr);
     decision.outside_band = band.outside;
@@ -312,6 +374,11 @@ impl ScaleFactor {
             coefficient,
             value,
         }
+    }
+
+    /// `capacity / TPR`, divided by the coefficient when enabled, before the max-factor bounds.
+    fn unbounded(&self) -> f64 {
+        self.capacity / self.tpr / self.coefficient.unwrap_or(1.0)
     }
 
     /// How the target was computed, for the vertex's reason.
@@ -1113,5 +1180,79 @@ mod tests {
             ["CATCH_UP_DATA_RATE", "LAG", "LOAD", "TRUE_PROCESSING_RATE"]
         );
         assert_eq!(named[1].1.average, 3.0);
+    }
+
+    /// A fixture whose vertex `v` (K = 128, at p = 2) reported 3000 and 1000 records/s:
+    /// subtask 0 owns key groups [0, 64) and carries 75% of the load.
+    fn skewed(opts: AutoscalerOptions) -> Fixture {
+        use crate::engine::SubtaskMetrics;
+        let mut f = Fixture::new(opts);
+        let subtask = |records: f64| SubtaskMetrics {
+            busy_time_ms_per_second: Some(records / 4.0),
+            num_records_in_per_second: Some(records),
+        };
+        f.observed.insert(
+            "v".to_string(),
+            VertexMetrics {
+                subtasks: vec![subtask(3000.0), subtask(1000.0)],
+                ..VertexMetrics::default()
+            },
+        );
+        f
+    }
+
+    /// TPR 1000 and a target rate of 1736: capacity roundHalfUp(1736 / 0.7) = 2480, factor
+    /// 2.48, the Flink autoscaler's target ceil(2.48 · 2) = 5. Skew-aware (MAX aggregator, the
+    /// busiest share 0.75 measured): the busiest subtask must stay within 0.75 / 2.48 =
+    /// 30.24%; at 5 it is predicted 30.47% (26 of the 64 hot key groups), at 6 25.78% (22):
+    /// 6 (the derivation in skew.rs's tests).
+    #[test]
+    fn skew_aware_targets_replace_the_mean_based_one_only_when_the_key_is_on() {
+        let mut d = DelayedScaleDown::default();
+        let on = skewed(AutoscalerOptions {
+            skew_aware: true,
+            ..no_delay()
+        });
+        let out = on.run(&vertex(2, 128), 1000.0, 1736.0, None, &mut d, 0);
+        assert_eq!(out.target, Some(5), "the Flink autoscaler's target is kept");
+        assert_eq!(out.aligned, Some(6));
+        assert_eq!(out.mode.as_deref(), Some("skew-aware"));
+        assert_eq!(
+            out.change,
+            ParallelismChange::Change {
+                new: 6,
+                outside: true
+            }
+        );
+        assert_eq!(
+            out.explanation.lines(),
+            [
+                "skew-aware (scaling.skew-aware): 2 -> 6: predicted busiest subtask 25.78% of the \
+              load there, within 30.24% (the measured 75.00% over the scale factor); the \
+              mean-based target 5 predicts 30.47%"
+            ]
+        );
+        let mut m = metrics(1000.0, 1736.0, &on.opts);
+        let ctx = on.ctx(&TargetAligner, 0);
+        compute_scale_target(&ctx, &vertex(2, 128), &mut m, None, &mut d);
+        // TPR · 0.75 / 0.2578125 = 2909.0909..., metrics rounded half up to 3 decimals.
+        assert_eq!(m[&ScalingMetric::ExpectedProcessingRate].current, 2909.091);
+
+        // Off (the default): the same observation decides exactly as without per-subtask
+        // load, the aligner answering the target 5.
+        assert!(!AutoscalerOptions::default().skew_aware);
+        let off = skewed(no_delay());
+        let without_loads = Fixture::new(no_delay());
+        let a = off.run(&vertex(2, 128), 1000.0, 1736.0, None, &mut d, 0);
+        let b = without_loads.run(&vertex(2, 128), 1000.0, 1736.0, None, &mut d, 0);
+        assert_eq!(a, b);
+        assert_eq!(a.aligned, Some(5));
+        assert_eq!(a.mode.as_deref(), Some("OFF"));
+
+        // On, but a vertex without a HASH input (no key-group ranges): the aligner decides.
+        let mut unkeyed = vertex(2, 128);
+        unkeyed.input_strategies = Arc::from([ShipStrategy::Rebalance]);
+        let out = on.run(&unkeyed, 1000.0, 1736.0, None, &mut d, 0);
+        assert_eq!((out.aligned, out.mode.as_deref()), (Some(5), Some("OFF")));
     }
 }
