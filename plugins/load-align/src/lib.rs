@@ -62,6 +62,10 @@
 //!   must take at least this share of the load off the predicted busiest subtask per subtask
 //!   it adds (`share(b) - share(p) >= min-gain * (p - b)`). Refining `b` doubles its cost, and
 //!   the prediction may be optimistic; `0` takes any refinement that meets the target.
+//! * `never-heavier`: `true` (default) or `false`: `false` drops the guarantee above (and
+//!   `min-gain`) and lets the even-spread prediction alone decide within `reach`, as in
+//!   `load-align` 0.1.0: cheaper and lighter when the load inside a subtask really is even,
+//!   heavier than BALANCED where it is not.
 
 #![warn(missing_docs, unreachable_pub)]
 
@@ -78,6 +82,7 @@ const PARAMS: &[&str] = &[
     "reach",
     "min-skew",
     "min-gain",
+    "never-heavier",
 ];
 const SIGNALS: &[&str] = &["AUTO", "RECORDS_IN", "BUSY"];
 /// Relative slack for float comparisons: shares that are equal in exact arithmetic compare
@@ -111,6 +116,9 @@ pub struct Settings {
     /// A parallelism above BALANCED's choice `b` must take at least this share of the load
     /// off the predicted busiest subtask per added subtask.
     pub min_gain: f64,
+    /// Only parallelisms certainly no heavier than BALANCED's answer (false: the even-spread
+    /// prediction alone decides, as before).
+    pub never_heavier: bool,
 }
 
 impl Default for Settings {
@@ -122,6 +130,7 @@ impl Default for Settings {
             reach: 0.5,
             min_skew: 0.1,
             min_gain: 0.03,
+            never_heavier: true,
         }
     }
 }
@@ -135,7 +144,7 @@ impl Settings {
                     unknown,
                     &format!(
                         "is not a parameter of {ID} (known: signal, tolerance, slack, \
-                         reach, min-skew, min-gain)"
+                         reach, min-skew, min-gain, never-heavier)"
                     ),
                 )
                 .into());
@@ -170,6 +179,9 @@ impl Settings {
         }
         if let Some(v) = ranged("min-gain", 0.0, 1.0)? {
             settings.min_gain = v;
+        }
+        if let Some(v) = params.get_bool("never-heavier")? {
+            settings.never_heavier = v;
         }
         Ok(settings)
     }
@@ -348,6 +360,8 @@ pub struct Knowledge {
     n: usize,
     assignment: Assignment,
     observations: Vec<Vec<f64>>,
+    /// Prefix sums of each observation (key-group ranges: a range touches a run of subtasks).
+    prefixes: Vec<Vec<f64>>,
 }
 
 impl Knowledge {
@@ -356,7 +370,7 @@ impl Knowledge {
     /// is scaled to shares of its total.
     pub fn new(n: u32, assignment: Assignment, observations: Vec<Vec<f64>>) -> Knowledge {
         let n = n as usize;
-        let observations = observations
+        let observations: Vec<Vec<f64>> = observations
             .into_iter()
             .filter(|o| !o.is_empty() && o.len() <= n)
             .filter_map(|o| {
@@ -364,11 +378,31 @@ impl Knowledge {
                 (total.is_finite() && total > 0.0).then(|| o.iter().map(|x| x / total).collect())
             })
             .collect();
+        let prefixes = observations
+            .iter()
+            .map(|o| {
+                std::iter::once(0.0)
+                    .chain(o.iter().scan(0.0, |acc, x| {
+                        *acc += x;
+                        Some(*acc)
+                    }))
+                    .collect()
+            })
+            .collect();
         Knowledge {
             n,
             assignment,
             observations,
+            prefixes,
         }
+    }
+
+    /// The key groups `[a, e)` of subtask `i` of `p`, `None` when it owns none.
+    fn range(&self, i: usize, p: usize) -> Option<(usize, usize)> {
+        let (n, p) = (self.n as u64, p as u64);
+        let a = range_start(i as u64, n, p).min(self.n);
+        let e = range_start(i as u64 + 1, n, p).min(self.n);
+        (e > a).then_some((a, e))
     }
 
     /// The most load subtask `i` of `p` can carry, as a share: under each observation the
@@ -376,6 +410,22 @@ impl Knowledge {
     pub fn upper_bound(&self, i: u32, p: u32) -> f64 {
         let (i, p) = (i as usize, p as usize);
         let mut best = 1.0f64;
+        if self.assignment == Assignment::KeyGroupRanges {
+            // Contiguous: the observed subtasks touched are those of its first and last
+            // group and every one between.
+            let Some((a, e)) = self.range(i, p) else {
+                return 0.0;
+            };
+            for (loads, prefix) in self.observations.iter().zip(&self.prefixes) {
+                let c = loads.len();
+                let (first, last) = (
+                    owner(a, self.n, c, self.assignment),
+                    owner(e - 1, self.n, c, self.assignment),
+                );
+                best = best.min(prefix[last + 1] - prefix[first]);
+            }
+            return best;
+        }
         for loads in &self.observations {
             let c = loads.len();
             let mut touched = vec![false; c];
@@ -433,6 +483,16 @@ impl Knowledge {
             return true;
         }
         let (pu, bu) = (p as usize, b as usize);
+        if self.assignment == Assignment::KeyGroupRanges {
+            return (0..pu).all(|i| match self.range(i, pu) {
+                None => true,
+                Some((a, e)) => {
+                    owner(a, self.n, bu, self.assignment)
+                        == owner(e - 1, self.n, bu, self.assignment)
+                        || self.upper_bound(i as u32, p) <= lower * (1.0 + EPS) + EPS
+                }
+            });
+        }
         (0..pu).all(|i| {
             let mut units = units_of(i, self.n, pu, self.assignment);
             let inside = match units.next() {
@@ -535,40 +595,48 @@ pub fn decide_with(ctx: &AlignmentContext, settings: &Settings, history: &[Vec<f
     let knowledge = Knowledge::new(n, assignment, observations);
     let lower = knowledge.busiest_lower_bound(b);
     let at_b = predictor.busiest_share(b);
+    let guard = settings.never_heavier;
     // Beyond the reach only to double BALANCED's choice: `2b` always refines it.
-    let hi = search_end(t, end, settings.reach).max(b.saturating_mul(2).min(end));
-    // Cheap filters first (prediction, cost); the bound check only where a choice may land.
-    let affordable: Vec<(u32, f64)> = (t..=hi)
-        .map(|p| (p, predictor.busiest_share(p)))
-        .filter(|&(p, share)| {
-            p <= b || at_b - share >= settings.min_gain * f64::from(p - b) * (1.0 - EPS)
-        })
-        .collect();
-    let safe = |p: u32| knowledge.never_heavier(p, b, lower);
+    let hi = if guard {
+        search_end(t, end, settings.reach).max(b.saturating_mul(2).min(end))
+    } else {
+        search_end(t, end, settings.reach)
+    };
+    let safe = |p: u32| !guard || knowledge.never_heavier(p, b, lower);
+    let pays = |p: u32, share: f64| {
+        !guard || p <= b || at_b - share >= settings.min_gain * f64::from(p - b) * (1.0 - EPS)
+    };
     let limit = settings.tolerance / f64::from(t) * (1.0 + EPS);
-    if let Some(&(p, share)) = affordable
-        .iter()
-        .find(|&&(p, share)| share <= limit && safe(p))
-    {
-        return Decision {
-            parallelism: p,
-            share_at_choice: Some(share),
-            share_at_target,
-            accepted: true,
-            skew,
-        };
+    let floor = predictor.hottest_unit_share();
+    // Scanned upward: the first candidate within the limit wins; else the candidates seen.
+    let mut seen: Vec<(u32, f64)> = Vec::new();
+    for p in t..=hi {
+        let share = predictor.busiest_share(p);
+        if !pays(p, share) || !safe(p) {
+            continue;
+        }
+        if share <= limit {
+            return Decision {
+                parallelism: p,
+                share_at_choice: Some(share),
+                share_at_target,
+                accepted: true,
+                skew,
+            };
+        }
+        seen.push((p, share));
+        // No later p can go below the hottest unit: stop once that is (nearly) reached.
+        if share <= floor * (1.0 + EPS) {
+            break;
+        }
     }
-    let mut by_share = affordable.clone();
-    by_share.sort_by(|x, y| x.1.total_cmp(&y.1).then(x.0.cmp(&y.0)));
-    let lowest = by_share
-        .iter()
-        .find(|&&(p, _)| safe(p))
-        .map_or(at_b, |&(_, share)| share);
+    let lowest = seen.iter().map(|x| x.1).fold(f64::INFINITY, f64::min);
     let within = lowest * (1.0 + settings.slack) * (1.0 + EPS);
-    let (parallelism, share) = affordable
-        .iter()
-        .copied()
-        .find(|&(p, share)| share <= within && safe(p))
+    // `seen` is never empty: with the guarantee `b` is among the candidates (unless one
+    // before it ended the scan), without it every `p` is; the default keeps this total.
+    let (parallelism, share) = seen
+        .into_iter()
+        .find(|&(_, share)| share <= within)
         .unwrap_or((b, at_b));
     Decision {
         parallelism,
@@ -605,8 +673,7 @@ impl AlignmentMode for LoadAlign {
         match (d.share_at_choice, d.share_at_target) {
             (Some(at_p), Some(at_t)) => flowscale_sdk::tracing::info!(
                 "{ID}: vertex `{}`: {} -> {}: predicted busiest subtask {} of the load at {} \
-                 and {} at the target {} (an even spread at {} assumes {}); {}; never heavier \
-                 than BALANCED's {}",
+                 and {} at the target {} (an even spread at {} assumes {}); {}{}",
                 ctx.vertex_name(),
                 ctx.current_parallelism(),
                 d.parallelism,
@@ -621,12 +688,19 @@ impl AlignmentMode for LoadAlign {
                 } else {
                     "none within it; the lowest parallelism near the lightest busiest subtask"
                 },
-                balanced(
-                    ctx.current_parallelism(),
-                    t,
-                    ctx.partitions_or_key_groups(),
-                    ctx.alignment_cap()
-                )
+                if settings.never_heavier {
+                    format!(
+                        "; never heavier than BALANCED's {}",
+                        balanced(
+                            ctx.current_parallelism(),
+                            t,
+                            ctx.partitions_or_key_groups(),
+                            ctx.alignment_cap()
+                        )
+                    )
+                } else {
+                    String::new()
+                }
             ),
             _ => match d.skew {
                 Some(skew) => flowscale_sdk::tracing::info!(

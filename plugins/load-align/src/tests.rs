@@ -131,11 +131,14 @@ fn reference(ctx: &AlignmentContext, observed: &[f64], modulo: bool, s: &Setting
     let b = balanced(c, t, n, cap);
     let reach = (f64::from(t) * (1.0 + s.reach)).ceil();
     let at_b = reference_share(&units, b, modulo);
+    let guard = s.never_heavier;
     let shares: Vec<(u32, f64)> = (t..=end)
-        .filter(|&p| f64::from(p) <= reach || p <= 2 * b)
+        .filter(|&p| f64::from(p) <= reach || (guard && p <= 2 * b))
         .map(|p| (p, reference_share(&units, p, modulo)))
-        .filter(|&(p, sh)| p <= b || at_b - sh >= s.min_gain * f64::from(p - b) * (1.0 - 1e-9))
-        .filter(|&(p, _)| reference_never_heavier(observed, n as usize, p, b, modulo))
+        .filter(|&(p, sh)| {
+            !guard || p <= b || at_b - sh >= s.min_gain * f64::from(p - b) * (1.0 - 1e-9)
+        })
+        .filter(|&(p, _)| !guard || reference_never_heavier(observed, n as usize, p, b, modulo))
         .collect();
     if let Some(&(p, _)) = shares
         .iter()
@@ -423,14 +426,14 @@ proptest! {
         k in 1u32..300, c in 1u32..40, t in 1u32..80,
         loads in proptest::collection::vec(0.0f64..1.0, 40),
         tolerance in 1.0f64..1.5, slack in 0.0f64..0.2, reach in 0.0f64..3.0,
-        min_gain in prop_oneof![Just(0.0f64), 0.0f64..0.1],
+        min_gain in prop_oneof![Just(0.0f64), 0.0f64..0.1], never_heavier in any::<bool>(),
     ) {
         prop_assume!(c <= k);
         let t = t.min(k);
         let busy = &loads[..c as usize];
         prop_assume!(busy.iter().sum::<f64>() > 0.0);
         let ctx = keyed(c, t, k, busy);
-        let s = Settings { signal: Signal::Auto, tolerance, slack, reach, min_skew: 0.0, min_gain };
+        let s = Settings { signal: Signal::Auto, tolerance, slack, reach, min_skew: 0.0, min_gain, never_heavier };
         let units = unit_loads(busy, k, Assignment::KeyGroupRanges);
         let d = decide(&ctx, &s);
         let even = Predictor::new(units.clone(), Assignment::KeyGroupRanges).hottest_unit_share()
@@ -595,7 +598,7 @@ proptest! {
                 records_in_per_second: Some(r),
             }).collect())
             .build();
-        let s = Settings { signal: Signal::Auto, tolerance, slack, reach, min_skew: 0.0, min_gain };
+        let s = Settings { signal: Signal::Auto, tolerance, slack, reach, min_skew: 0.0, min_gain, never_heavier: true };
         let earlier: Vec<Vec<f64>> = history.iter().filter(|&&h| h <= k).map(|&h| per_subtask(&groups, h)).collect();
         let b = balanced(c, t, k, ctx.alignment_cap());
         for d in [decide(&ctx, &s), decide_with(&ctx, &s, &earlier)] {
@@ -605,5 +608,75 @@ proptest! {
                 true_busiest(&groups, d.parallelism), true_busiest(&groups, b)
             );
         }
+    }
+}
+
+/// `never-heavier = false`: the even-spread prediction alone decides within the reach. The
+/// measured job at target 4 (70% / 30% at 2): 4 and 5 are predicted at 32 and 26 groups of
+/// subtask 0 (35%, 28.4% > 1/4), 6 at 22 (24.1% <= 1/4): 6, which holds both hot groups at 29
+/// and 35 in its range [22, 43): 0.4 + 21 * 0.6 / 128 = 49.8% against BALANCED's 35%.
+#[test]
+fn without_the_guarantee_the_prediction_alone_decides() {
+    let groups = true_shares(128, &[29, 35], 0.4);
+    let ctx = keyed(2, 4, 128, &per_subtask(&groups, 2));
+    let s = Settings::parse(&params(&[("never-heavier", "false")])).unwrap();
+    assert!(!s.never_heavier);
+    let d = decide(&ctx, &s);
+    assert_eq!(d.parallelism, 6, "{d:?}");
+    assert!((d.share_at_choice.unwrap() - 22.0 * 0.7 / 64.0).abs() < 1e-12);
+    assert!((true_busiest(&groups, 6) - (0.4 + 21.0 * 0.6 / 128.0)).abs() < 1e-12);
+    assert!(decide(&ctx, &Settings::default()).parallelism != 6);
+    assert!(
+        LoadAlign
+            .validate(&params(&[("never-heavier", "maybe")]))
+            .is_err()
+    );
+}
+
+/// The busiest share at `p` when partition `j` is read by subtask `j mod p`.
+fn true_busiest_modulo(per_partition: &[f64], p: u32) -> f64 {
+    let mut sums = vec![0.0; p as usize];
+    for (j, x) in per_partition.iter().enumerate() {
+        sums[j % p as usize] += x;
+    }
+    sums.into_iter().fold(0.0, f64::max) / per_partition.iter().sum::<f64>()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// The same for a source's partitions, read modulo the parallelism.
+    #[test]
+    fn never_heavier_than_balanced_on_partitions(
+        s in 2u32..120, c in 1u32..12, t in 1u32..40,
+        base in proptest::collection::vec(0.0f64..1.0, 120),
+        hot in proptest::collection::vec((0usize..120, 1.0f64..80.0), 1..4),
+        reach in 0.0f64..3.0, min_gain in prop_oneof![Just(0.0f64), Just(0.03f64)],
+    ) {
+        prop_assume!(c <= s);
+        let t = t.min(s);
+        let mut parts: Vec<f64> = base[..s as usize].to_vec();
+        for &(j, w) in &hot {
+            parts[j % s as usize] += w;
+        }
+        let mut observed = vec![0.0; c as usize];
+        for (j, x) in parts.iter().enumerate() {
+            observed[j % c as usize] += x;
+        }
+        let ctx = AlignmentContext::builder(c, t, 128)
+            .source_partitions(s)
+            .subtask_loads(observed.iter().map(|&r| SubtaskLoad {
+                busy_ratio: None,
+                records_in_per_second: Some(r),
+            }).collect())
+            .build();
+        let settings = Settings { reach, min_gain, min_skew: 0.0, ..Settings::default() };
+        let b = balanced(c, t, s, ctx.alignment_cap());
+        let d = decide(&ctx, &settings);
+        prop_assert!(
+            true_busiest_modulo(&parts, d.parallelism)
+                <= true_busiest_modulo(&parts, b) * (1.0 + 1e-9) + 1e-12,
+            "chose {} against BALANCED's {}", d.parallelism, b
+        );
     }
 }
