@@ -20,6 +20,7 @@ mod pending;
 pub(crate) mod postgres;
 mod quarantine;
 mod scan;
+mod slot_ledger;
 mod store;
 
 pub(crate) use error::StateError;
@@ -30,5 +31,6 @@ pub(crate) use lock::LOCK_FILE;
 pub(crate) use lock::lock_holder;
 pub(crate) use quarantine::QUARANTINE_DIR;
 pub(crate) use scan::{StateFinding, scan_dir};
+pub(crate) use slot_ledger::{LedgerRound, Reservation, SlotLedger};
 pub(crate) use store::StoredProblem;
 pub use store::{InMemoryStateStore, StateStore, load, save, sections};

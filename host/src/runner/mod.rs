@@ -14,6 +14,7 @@ mod pace;
 mod report;
 mod restore;
 mod scheduler;
+mod slot_reservations;
 mod slot_share;
 mod state_check;
 mod supervisor;

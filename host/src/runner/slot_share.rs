@@ -14,19 +14,22 @@
 //! arbitrated the same way. A job due while a round's turns are being realized is in the next.
 //!
 //! The slots come from a [`SlotSource`]: a simulated cluster's pool, or a Flink cluster's
-//! REST API ([`FlinkSlots`]). The same seam takes a source several hosts share through their
-//! PostgreSQL state (the free slots of a cluster, and the holdings of each job, in a table
-//! every host's arbiter reads and updates under the round's transaction); with one host per
-//! cluster, as today, each host's arbiter sees only its own jobs.
+//! REST API ([`FlinkSlots`]). When several hosts share a PostgreSQL state, each host's arbiter
+//! arbitrates its own jobs of a Flink cluster under the cluster's lock in the shared database
+//! (a [`SlotLedger`]): it counts with the cluster's free slots less what the other hosts
+//! granted and the cluster does not show yet, and reserves what it grants until the job's
+//! rescale is realized (see [`super::slot_reservations`]).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use super::arbiter::{SlotGrant, SlotRequest, arbitrate};
+use super::slot_reservations::{queued, reservations, unseen};
 use crate::config::SimClusterSpec;
 use crate::engine::flink::FlinkSlots;
 use crate::sim::SlotPool;
+use crate::state::SlotLedger;
 
 /// How long a wall-clock round waits for the cluster's other jobs to submit after its first
 /// one did (at most half the job's interval): long enough for the jobs of one cluster that
@@ -149,6 +152,9 @@ pub(crate) struct SharedCluster {
     pool: Option<Arc<SlotPool>>,
     /// The Flink cluster's slots, which its jobs join.
     flink: Option<Arc<FlinkSlots>>,
+    /// Where the hosts sharing the cluster reserve the slots they grant (several hosts on one
+    /// database), under the cluster's key.
+    ledger: Option<(Arc<dyn SlotLedger>, String)>,
     /// False: the jobs only step in lockstep, each rescale sent as decided (the cluster gives
     /// what it has), for comparison.
     arbiter: bool,
@@ -221,6 +227,18 @@ impl SharedCluster {
         Self::next_gather(&mut rounds);
         self.source.release(job);
         self.try_resolve(&mut rounds);
+        drop(rounds);
+        self.release_reserved(job);
+    }
+
+    /// Gives `job`'s reservation up, if the cluster's slots are shared with other hosts.
+    fn release_reserved(&self, job: &str) {
+        if let Some((ledger, key)) = &self.ledger
+            && let Err(err) = ledger.release(key, job)
+        {
+            // It lapses with the lease TTL.
+            tracing::warn!(cluster = %self.name, job, %err, "cannot release a slot reservation");
+        }
     }
 
     /// True when `job` may step at `now_ms`: no other job of the cluster is behind it (and, on
@@ -342,12 +360,20 @@ impl SharedCluster {
         let Some(turns) = rounds.gather.turns.as_mut() else {
             return;
         };
-        if let Some(Some(grant)) = turns.remove(job)
+        let turn = turns.remove(job);
+        if let Some(Some(grant)) = &turn
             && grant.is_scale_down()
         {
             rounds.downs_left = rounds.downs_left.saturating_sub(1);
         }
         Self::next_gather(&mut rounds);
+        drop(rounds);
+        // Realized (the cluster shows the job's new slots as declared) or not sent.
+        if let Some(Some(grant)) = turn
+            && grant.granted > grant.held
+        {
+            self.release_reserved(job);
+        }
     }
 
     /// Once every turn of an arbitrated round is realized, the steps that came meanwhile make
@@ -385,12 +411,15 @@ impl SharedCluster {
             gather.resolving = true;
             gather.submitted.values().flatten().cloned().collect()
         };
-        let free = if self.arbiter && !requests.is_empty() {
-            self.source.free()
+        let grants = if !self.arbiter || requests.is_empty() {
+            Vec::new()
+        } else if let Some((ledger, key)) = &self.ledger {
+            self.arbitrate_shared(ledger.as_ref(), key, &requests)
         } else {
-            None
+            self.source
+                .free()
+                .map_or_else(Vec::new, |free| arbitrate(free, &requests))
         };
-        let grants = free.map_or_else(Vec::new, |free| arbitrate(free, &requests));
         let mut rounds = self.lock();
         rounds.downs_left = grants.iter().filter(|g| g.is_scale_down()).count();
         let gather = &mut rounds.gather;
@@ -404,6 +433,35 @@ impl SharedCluster {
             .collect();
         gather.turns = Some(turns);
         gather.deadline = None;
+    }
+
+    /// Arbitrates `requests` under the cluster's lock in the shared database: with the free
+    /// slots less the other hosts' reservations the cluster does not show yet, and reserving
+    /// what is granted. When the database cannot be reached no slot is handed out.
+    fn arbitrate_shared(
+        &self,
+        ledger: &dyn SlotLedger,
+        key: &str,
+        requests: &[SlotRequest],
+    ) -> Vec<SlotGrant> {
+        let mut grants = Vec::new();
+        let result = ledger.round(key, &mut |others| {
+            grants = match self.source.free() {
+                Some(free) => {
+                    let unseen = unseen(others, |job| self.source.held(job));
+                    arbitrate(free.saturating_sub(unseen), requests)
+                }
+                None => Vec::new(),
+            };
+            reservations(&grants)
+        });
+        match result {
+            Ok(()) => grants,
+            Err(err) => {
+                tracing::warn!(cluster = %self.name, %err, "cannot reserve slots: scale-ups wait");
+                queued(requests)
+            }
+        }
     }
 
     /// Arbitrates the round at the earliest instant once every job due then has submitted.
@@ -447,6 +505,8 @@ impl SharedCluster {
 #[derive(Debug)]
 pub(crate) struct ClusterShares {
     arbiter: bool,
+    /// Where the hosts sharing a database reserve the slots their arbiters grant.
+    ledger: Option<Arc<dyn SlotLedger>>,
     clusters: Mutex<BTreeMap<String, Arc<SharedCluster>>>,
 }
 
@@ -455,8 +515,15 @@ impl ClusterShares {
     pub(crate) fn new(arbiter: bool) -> ClusterShares {
         ClusterShares {
             arbiter,
+            ledger: None,
             clusters: Mutex::new(BTreeMap::new()),
         }
+    }
+
+    /// The Flink clusters' slots are shared with the other hosts of `ledger` (a shared state).
+    pub(crate) fn with_ledger(mut self, ledger: Option<Arc<dyn SlotLedger>>) -> ClusterShares {
+        self.ledger = ledger;
+        self
     }
 
     /// The shared cluster of the Flink cluster `key` (its `[clusters.<name>]`, or its REST
@@ -479,6 +546,10 @@ impl ClusterShares {
                     source: Arc::clone(&slots) as Arc<dyn SlotSource>,
                     pool: None,
                     flink: Some(Arc::clone(&slots)),
+                    ledger: self
+                        .ledger
+                        .as_ref()
+                        .map(|ledger| (Arc::clone(ledger), key.to_string())),
                     arbiter: self.arbiter,
                     // Wall-clock rounds gather by deadline and order their own turns.
                     ordered: false,
@@ -502,6 +573,7 @@ impl ClusterShares {
                 source: Arc::clone(&pool) as Arc<dyn SlotSource>,
                 pool: Some(pool),
                 flink: None,
+                ledger: None,
                 arbiter: self.arbiter,
                 ordered: true,
                 rounds: Mutex::new(Rounds::default()),
@@ -513,3 +585,7 @@ impl ClusterShares {
 #[cfg(test)]
 #[path = "slot_share_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "slot_share_pg_tests.rs"]
+mod pg_tests;

@@ -114,6 +114,7 @@ mod wall {
             source: Arc::new(Fixed(free)),
             pool: None,
             flink: None,
+            ledger: None,
             arbiter: true,
             ordered: false,
             rounds: Mutex::new(Rounds::default()),

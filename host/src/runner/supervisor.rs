@@ -91,7 +91,13 @@ pub(crate) fn run_fleet_reloading(
 ) -> Vec<JobRun> {
     let host = &plan.fleet.host;
     let limits = ClusterLimits::new(host.max_requests_per_cluster);
-    let shares = ClusterShares::new(options.arbiter);
+    // Several hosts on one database share a Flink cluster's slots through it.
+    let ledger = options
+        .store
+        .lock()
+        .ok()
+        .and_then(|store| store.slot_ledger());
+    let shares = ClusterShares::new(options.arbiter).with_ledger(ledger);
     let config = pool_config(&plan);
     let stuck = |stuck: &Stuck<'_>| sink(&stuck_report(stuck));
     std::thread::scope(|scope| {

@@ -9,6 +9,7 @@ use serde::de::DeserializeOwned;
 
 use super::error::StateError;
 use super::lease::JobLeases;
+use super::slot_ledger::SlotLedger;
 
 /// Names of the sections the host stores per job.
 pub mod sections {
@@ -71,6 +72,12 @@ pub trait StateStore {
     /// The job leases of the hosts sharing this store, when it is shared: a job is only acted
     /// on by the host holding its lease. `None` for a store of one host (files, memory).
     fn leases(&self) -> Option<Arc<dyn JobLeases>> {
+        None
+    }
+    /// The slot reservations of the hosts sharing this store, when it is shared: the slot
+    /// arbiter of a cluster records in it what it grants, so that another host's arbiter does
+    /// not hand out the same free slots. `None` for a store of one host.
+    fn slot_ledger(&self) -> Option<Arc<dyn SlotLedger>> {
         None
     }
 }

@@ -9,6 +9,8 @@
 //! - [`round`]: a host's lease round (heartbeat, renew, even out, claim) and how jobs are
 //!   spread over the live hosts;
 //! - [`HostLeases`]: a host's leases as its jobs see them, and the fence every rescale passes;
+//! - [`PgSlotLedger`]: the slots each host's arbiter granted on a cluster and the cluster does
+//!   not show yet, so that two hosts never hand out the same free slots;
 //! - [`read_ownership`]: who owns which job now, for `flowscale status`;
 //! - [`Connector`]: the connections, with libpq's `sslmode`, TLS files and password sources
 //!   (`conninfo`, `pgpass`, `tls`).
@@ -24,11 +26,12 @@ mod ownership;
 mod pgpass;
 pub(crate) mod round;
 mod schema;
+mod slot_ledger;
 mod store;
 mod tls;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 pub(crate) use connector::check_link;
 pub(crate) use host_leases::HostLeases;

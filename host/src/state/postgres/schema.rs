@@ -53,6 +53,22 @@ const MIGRATIONS: &[(i32, &str)] = &[
              admitted boolean NOT NULL
          );",
     ),
+    (
+        3,
+        "CREATE TABLE flowscale_slot_clusters (
+             cluster text PRIMARY KEY
+         );
+         CREATE TABLE flowscale_slot_reservations (
+             cluster text NOT NULL REFERENCES flowscale_slot_clusters (cluster),
+             job text NOT NULL,
+             host text NOT NULL,
+             token bigint NOT NULL,
+             held integer NOT NULL,
+             target integer NOT NULL,
+             expires_ms bigint NOT NULL,
+             PRIMARY KEY (cluster, job)
+         );",
+    ),
 ];
 
 /// The newest schema version this host knows.

@@ -10,8 +10,9 @@ use super::connector::Connector;
 use super::error::db_error;
 use super::host_leases::HostLeases;
 use super::schema::migrate;
+use super::slot_ledger::PgSlotLedger;
 use crate::state::pending::{PendingJobs, Sections, delegate_to_pending};
-use crate::state::{JobLeases, StateError, StateStore};
+use crate::state::{JobLeases, SlotLedger, StateError, StateStore};
 
 /// Job state in a PostgreSQL database (`[host] state = "postgres://..."`).
 ///
@@ -27,6 +28,8 @@ pub(crate) struct PostgresStateStore {
     client: Client,
     pending: PendingJobs,
     leases: Option<Arc<HostLeases>>,
+    /// The slot reservations of this host, with `leases`.
+    slots: Option<Arc<PgSlotLedger>>,
 }
 
 impl std::fmt::Debug for PostgresStateStore {
@@ -57,6 +60,9 @@ impl PostgresStateStore {
             connector,
             client,
             pending: PendingJobs::default(),
+            slots: leases
+                .as_ref()
+                .map(|l| Arc::new(PgSlotLedger::new(Arc::clone(l)))),
             leases,
         };
         let rows = store
@@ -203,5 +209,11 @@ impl StateStore for PostgresStateStore {
         self.leases
             .as_ref()
             .map(|l| Arc::clone(l) as Arc<dyn JobLeases>)
+    }
+
+    fn slot_ledger(&self) -> Option<Arc<dyn SlotLedger>> {
+        self.slots
+            .as_ref()
+            .map(|l| Arc::clone(l) as Arc<dyn SlotLedger>)
     }
 }

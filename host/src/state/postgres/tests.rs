@@ -14,7 +14,7 @@ use crate::state::{JobLeases, StateError, StateStore};
 const NEEDS: &str = "needs PostgreSQL: .ci/run starts one (FLOWSCALE_POSTGRES_URL)";
 
 /// A new, empty database named `name` on the server of `FLOWSCALE_POSTGRES_URL`; its URL.
-fn fresh_database(name: &str) -> String {
+pub(crate) fn fresh_database(name: &str) -> String {
     let base = std::env::var("FLOWSCALE_POSTGRES_URL").expect(NEEDS);
     let mut admin = Client::connect(&base, NoTls).expect("the test server accepts connections");
     admin
