@@ -6,19 +6,25 @@
 /// `a < b`, in the order of `str` (bytewise, a prefix first).
 #[inline]
 pub(crate) fn before(a: &[u8], b: &[u8]) -> bool {
+    order(a, b).is_lt()
+}
+
+/// The order of `a` and `b` as `str` orders them (bytewise, a prefix first), eight bytes at a
+/// time: for sorting checks and binary searches by name, without a call to `memcmp` per step.
+#[inline]
+pub(crate) fn order(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
     let (mut x, mut y) = (a, b);
     while let (Some((p, rest_x)), Some((q, rest_y))) =
         (x.split_first_chunk::<8>(), y.split_first_chunk::<8>())
     {
         if p != q {
-            // Big-endian: the first differing byte decides, as bytewise.
-            return u64::from_be_bytes(*p) < u64::from_be_bytes(*q);
+            return u64::from_be_bytes(*p).cmp(&u64::from_be_bytes(*q));
         }
         (x, y) = (rest_x, rest_y);
     }
     match x.iter().zip(y).find(|(p, q)| p != q) {
-        Some((p, q)) => p < q,
-        None => x.len() < y.len(),
+        Some((p, q)) => p.cmp(q),
+        None => x.len().cmp(&y.len()),
     }
 }
 
@@ -86,6 +92,11 @@ mod tests {
         for a in words {
             for b in words {
                 assert_eq!(before(a.as_bytes(), b.as_bytes()), a < b, "{a:?} < {b:?}");
+                assert_eq!(
+                    order(a.as_bytes(), b.as_bytes()),
+                    a.cmp(b),
+                    "{a:?} <=> {b:?}"
+                );
                 assert_eq!(same(a.as_bytes(), b.as_bytes()), a == b, "{a:?} == {b:?}");
             }
         }

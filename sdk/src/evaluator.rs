@@ -38,11 +38,38 @@ pub struct EvaluatedVertex {
 pub(crate) struct EvaluatedList {
     pub(crate) vertices: Vec<EvaluatedVertex>,
     pub(crate) serial: u64,
-    /// The vertices of an earlier cycle, last first: a host that keeps its context across
-    /// cycles ([`EvaluatorContext::next_cycle`]) refills their buffers in place for the next
-    /// vertices ([`EvaluatorContext::push_evaluated_from`]) instead of allocating new strings
-    /// for each vertex's id and metric names. Not part of the list.
-    spare: Vec<EvaluatedVertex>,
+    /// The number of the metric names of each vertex of the list (see `names.rs`), in the
+    /// same order; 0 (or missing, when the list was grown another way) when not known. Lets
+    /// [`EvaluatorContext::push_evaluated_current`] tell, once the vertices are spare, that a
+    /// vertex's buffers already hold the names it is about to copy. Not part of the list.
+    pub(crate) names: Vec<u64>,
+    /// The vertices of an earlier cycle, last first, with the number of their metric names:
+    /// a host that keeps its context across cycles ([`EvaluatorContext::next_cycle`]) refills
+    /// their buffers in place for the next vertices
+    /// ([`EvaluatorContext::push_evaluated_from`]) instead of allocating new strings for each
+    /// vertex's id and metric names. Not part of the list.
+    spare: Vec<(EvaluatedVertex, u64)>,
+}
+
+impl EvaluatedList {
+    /// Adds `vertex`, whose metric names have the number `names` (0: not known).
+    fn push(&mut self, vertex: EvaluatedVertex, names: u64) {
+        self.names.resize(self.vertices.len(), 0);
+        self.names.push(names);
+        self.vertices.push(vertex);
+    }
+
+    /// A spare vertex's buffers (empty ones when there is none), with the number of the names
+    /// they hold.
+    fn spare(&mut self) -> (EvaluatedVertex, u64) {
+        self.spare.pop().unwrap_or_else(|| {
+            let vertex = EvaluatedVertex {
+                vertex_id: String::new(),
+                metrics: Vec::new(),
+            };
+            (vertex, 0)
+        })
+    }
 }
 
 /// A new number for a list of evaluated vertices (never 0).
@@ -57,6 +84,7 @@ impl Clone for EvaluatedList {
         EvaluatedList {
             vertices: self.vertices.clone(),
             serial: next_list_serial(),
+            names: Vec::new(),
             spare: Vec::new(),
         }
     }
@@ -67,6 +95,16 @@ impl PartialEq for EvaluatedList {
     fn eq(&self, other: &EvaluatedList) -> bool {
         self.vertices == other.vertices
     }
+}
+
+/// Which job and vertex a context is for. On the plugin side, read from the lent context only
+/// when the evaluator first asks for one of them (SDK 0.1.5): most evaluators look at the
+/// metrics alone, and the vertex's id and name change on every call.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct Identity {
+    pub(crate) job: String,
+    pub(crate) vertex_id: String,
+    pub(crate) vertex_name: String,
 }
 
 /// What an evaluator sees for one vertex of one cycle. Immutable to the evaluator: the answer
@@ -80,9 +118,7 @@ impl PartialEq for EvaluatedList {
 pub struct EvaluatorContext {
     // Crate-visible so that the plugin side of the boundary can bring a kept context up to
     // date in place (`abi::lend`); everyone else goes through the accessors.
-    pub(crate) job: String,
-    pub(crate) vertex_id: String,
-    pub(crate) vertex_name: String,
+    pub(crate) identity: Lent<Identity>,
     pub(crate) metrics: MetricList,
     pub(crate) evaluated: Lent<EvaluatedList>,
     pub(crate) backlog: bool,
@@ -92,9 +128,7 @@ pub struct EvaluatorContext {
 /// Compared as what an evaluator sees.
 impl PartialEq for EvaluatorContext {
     fn eq(&self, other: &EvaluatorContext) -> bool {
-        self.job == other.job
-            && self.vertex_id == other.vertex_id
-            && self.vertex_name == other.vertex_name
+        *self.identity.get() == *other.identity.get()
             && *self.metrics == *other.metrics
             && self.evaluated == other.evaluated
             && self.backlog == other.backlog
@@ -113,13 +147,16 @@ impl EvaluatorContext {
         let mut metrics = MetricList::from(metrics);
         metrics.number();
         EvaluatorContext {
-            job: job.into(),
-            vertex_id: vertex_id.into(),
-            vertex_name: String::new(),
+            identity: Lent::ready_with(Identity {
+                job: job.into(),
+                vertex_id: vertex_id.into(),
+                vertex_name: String::new(),
+            }),
             metrics,
             evaluated: Lent::ready_with(EvaluatedList {
                 vertices: Vec::new(),
                 serial: next_list_serial(),
+                names: Vec::new(),
                 spare: Vec::new(),
             }),
             backlog: false,
@@ -129,7 +166,7 @@ impl EvaluatorContext {
 
     /// Sets the vertex's name.
     pub fn with_vertex_name(mut self, name: impl Into<String>) -> Self {
-        self.vertex_name = name.into();
+        self.identity.get_mut().vertex_name = name.into();
         self
     }
 
@@ -138,6 +175,7 @@ impl EvaluatorContext {
         self.evaluated = Lent::ready_with(EvaluatedList {
             vertices: evaluated,
             serial: next_list_serial(),
+            names: Vec::new(),
             spare: Vec::new(),
         });
         self
@@ -164,18 +202,75 @@ impl EvaluatorContext {
         metrics: impl IntoIterator<Item = (&'a str, EvaluatedMetric)>,
         backlog: bool,
     ) {
-        set_text(&mut self.vertex_id, vertex_id);
-        set_text(&mut self.vertex_name, vertex_name);
+        let identity = self.identity.get_mut();
+        set_text(&mut identity.vertex_id, vertex_id);
+        set_text(&mut identity.vertex_name, vertex_name);
         self.metrics.refill(metrics);
         self.metrics.number();
         self.backlog = backlog;
+    }
+
+    /// Makes this the context of the next vertex as [`next_vertex`] does, for a host that
+    /// knows the vertex's metrics have the names the context holds, in the same order (it
+    /// filled them from the same set of metrics): only `values` are written, in the places of
+    /// the kept names, and the names keep their number without being compared. False when
+    /// there are more or fewer values than names: the metrics then have to be set whole with
+    /// [`next_vertex`] (which this call leaves to the caller).
+    ///
+    /// [`next_vertex`]: EvaluatorContext::next_vertex
+    pub fn next_vertex_values(
+        &mut self,
+        vertex_id: &str,
+        vertex_name: &str,
+        values: impl IntoIterator<Item = EvaluatedMetric>,
+        backlog: bool,
+    ) -> bool {
+        let identity = self.identity.get_mut();
+        set_text(&mut identity.vertex_id, vertex_id);
+        set_text(&mut identity.vertex_name, vertex_name);
+        self.backlog = backlog;
+        self.metrics.refill_values(values)
+    }
+
+    /// Exchanges the context's metric list with `list` (for hosts whose vertices take turns
+    /// with a few sets of metric names: each set's list kept aside with its names, so that
+    /// [`next_vertex_values`](EvaluatorContext::next_vertex_values) applies after a turn).
+    pub fn swap_metric_list(&mut self, list: &mut MetricList) {
+        std::mem::swap(&mut self.metrics, list);
     }
 
     /// Adds `vertex` at the end of the vertices evaluated before (for hosts: the vertex just
     /// evaluated, as merged, before the context moves on to the next one). The list only grows,
     /// so a plugin copies only what was added since its last call.
     pub fn push_evaluated(&mut self, vertex: EvaluatedVertex) {
-        self.evaluated.get_mut().vertices.push(vertex);
+        self.evaluated.get_mut().push(vertex, 0);
+    }
+
+    /// Adds the vertex the context is at, with its id and its metrics as the context holds
+    /// them, at the end of the vertices evaluated before, as [`push_evaluated_from`] does: for
+    /// a host whose context's metrics are the vertex's as merged (the answer merged nothing,
+    /// or the host set them again since), so that the vertex's metrics are walked once. The
+    /// names are copied from the context's list, whose number says when the buffers of a
+    /// vertex of an earlier cycle already hold them: then only the values are.
+    ///
+    /// [`push_evaluated_from`]: EvaluatorContext::push_evaluated_from
+    pub fn push_evaluated_current(&mut self) {
+        let names = self.metrics.names_number();
+        let list = self.evaluated.get_mut();
+        let (mut vertex, kept) = list.spare();
+        set_text(&mut vertex.vertex_id, &self.identity.get().vertex_id);
+        let metrics = &*self.metrics;
+        if names != 0 && names == kept && vertex.metrics.len() == metrics.len() {
+            for ((_, to), (_, from)) in vertex.metrics.iter_mut().zip(metrics) {
+                *to = *from;
+            }
+        } else {
+            let _ = crate::context::refill_in_place(
+                &mut vertex.metrics,
+                metrics.iter().map(|(n, m)| (n.as_str(), *m)),
+            );
+        }
+        list.push(vertex, names);
     }
 
     /// Adds the vertex `vertex_id` with its evaluated `metrics` (name and value, sorted by
@@ -192,13 +287,10 @@ impl EvaluatorContext {
         metrics: impl IntoIterator<Item = (&'a str, EvaluatedMetric)>,
     ) {
         let list = self.evaluated.get_mut();
-        let mut vertex = list.spare.pop().unwrap_or_else(|| EvaluatedVertex {
-            vertex_id: String::new(),
-            metrics: Vec::new(),
-        });
+        let (mut vertex, _) = list.spare();
         set_text(&mut vertex.vertex_id, vertex_id);
         let _ = crate::context::refill_in_place(&mut vertex.metrics, metrics);
-        list.vertices.push(vertex);
+        list.push(vertex, 0);
     }
 
     /// Makes this the context of a new cycle, of the same job or another one, in place (for
@@ -213,30 +305,38 @@ impl EvaluatorContext {
         topology: std::sync::Arc<crate::context::JobTopology>,
         params: ModeParams,
     ) {
-        set_text(&mut self.job, job);
+        set_text(&mut self.identity.get_mut().job, job);
         self.shared.topology = Lent::ready_with(crate::shared::LentGraph {
             graph: topology,
             generation: 0,
         });
         self.shared.params = params;
         let list = self.evaluated.get_mut();
-        list.spare.extend(list.vertices.drain(..).rev());
+        let names = std::mem::take(&mut list.names);
+        let numbered = list
+            .vertices
+            .drain(..)
+            .enumerate()
+            .map(|(i, v)| (v, names.get(i).copied().unwrap_or(0)));
+        list.spare.extend(numbered.rev());
+        list.names = names;
+        list.names.clear();
         list.serial = next_list_serial();
     }
 
     /// The job's name.
     pub fn job_name(&self) -> &str {
-        &self.job
+        &self.identity.get().job
     }
 
     /// The vertex's id.
     pub fn vertex_id(&self) -> &str {
-        &self.vertex_id
+        &self.identity.get().vertex_id
     }
 
     /// The vertex's name (empty when the engine gives none).
     pub fn vertex_name(&self) -> &str {
-        &self.vertex_name
+        &self.identity.get().vertex_name
     }
 
     /// The vertex's evaluated metrics, sorted by name.
@@ -247,7 +347,7 @@ impl EvaluatorContext {
     /// One evaluated metric of the vertex by name.
     pub fn metric(&self, name: &str) -> Option<EvaluatedMetric> {
         self.metrics
-            .binary_search_by(|(n, _)| n.as_str().cmp(name))
+            .binary_search_by(|(n, _)| crate::bytes::order(n.as_bytes(), name.as_bytes()))
             .ok()
             .map(|i| self.metrics[i].1)
     }
@@ -365,5 +465,66 @@ mod tests {
         );
         // A clone is the list, without the spare buffers.
         assert_eq!(ctx.clone().evaluated(), ctx.evaluated());
+    }
+
+    #[test]
+    fn values_alone_move_the_context_on_and_the_current_vertex_is_listed_as_held() {
+        let m = |v| EvaluatedMetric {
+            current: v,
+            average: v,
+        };
+        let params = ModeParams::under(
+            crate::EVALUATOR_KEY,
+            "one",
+            std::collections::BTreeMap::new(),
+        );
+        let graph = std::sync::Arc::new(crate::context::JobTopology::default());
+        let mut ctx = EvaluatorContext::new("a", "", Vec::new());
+        for cycle in 0..2 {
+            // Other values each cycle, so that a vertex copied into an earlier one's buffers
+            // shows its own.
+            let c = f64::from(cycle) * 10.0;
+            ctx.next_cycle("a", graph.clone(), params.clone());
+            ctx.next_vertex("a1", "one", [("A", m(1.0 + c)), ("B", m(2.0 + c))], false);
+            let names = ctx.metrics.names_number();
+            ctx.push_evaluated_current();
+            // The same names: only the values are written, the number stays.
+            assert!(ctx.next_vertex_values("a2", "two", [m(3.0 + c), m(4.0 + c)], true));
+            assert_eq!(ctx.metrics.names_number(), names);
+            assert_eq!(
+                ctx.metrics(),
+                [("A".into(), m(3.0 + c)), ("B".into(), m(4.0 + c))]
+            );
+            assert_eq!((ctx.vertex_id(), ctx.vertex_name()), ("a2", "two"));
+            assert!(ctx.is_processing_backlog());
+            ctx.push_evaluated_current();
+            // Another count of values is refused: the caller sets the metrics whole.
+            assert!(!ctx.next_vertex_values("a3", "three", [m(5.0)], false));
+            ctx.next_vertex("a3", "three", [("C", m(5.0 + c))], false);
+            ctx.push_evaluated_current();
+            let vertex = |id: &str, metrics: &[(&str, f64)]| EvaluatedVertex {
+                vertex_id: id.into(),
+                metrics: metrics
+                    .iter()
+                    .map(|(n, v)| (n.to_string(), m(*v)))
+                    .collect(),
+            };
+            assert_eq!(
+                ctx.evaluated(),
+                [
+                    vertex("a1", &[("A", 1.0 + c), ("B", 2.0 + c)]),
+                    vertex("a2", &[("A", 3.0 + c), ("B", 4.0 + c)]),
+                    vertex("a3", &[("C", 5.0 + c)]),
+                ],
+                "cycle {cycle}"
+            );
+        }
+
+        // A list swapped in is the context's metrics; the one it held comes out.
+        let mut other = MetricList::new();
+        other.refill([("Z", m(9.0))]);
+        ctx.swap_metric_list(&mut other);
+        assert_eq!(ctx.metrics(), [("Z".into(), m(9.0))]);
+        assert_eq!(&*other, [("C".to_string(), m(15.0))]);
     }
 }

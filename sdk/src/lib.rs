@@ -158,6 +158,19 @@
 //!   side only: nothing crosses the boundary differently). Plugins built against
 //!   0.1.3 never call the new accessors and load unchanged; plugins built against 0.1.4 in a
 //!   0.1.3 host find the tables too short, get no numbers and compare or copy as before.
+//! * **0.1.5**: nothing an evaluator or an executor sees changes; less is read per call. The
+//!   table both kinds share gains `params_number` (a number for the instance's parameters:
+//!   each set built gets one, its clones share it, equal numbers are equal parameters), so the
+//!   plugin side reads parameters again only when the number changes; the evaluator's table
+//!   gains `metric_values` (the values of the vertex's metrics in one call, for names the
+//!   plugin side holds). The plugin side reads the job and vertex names only when the evaluator
+//!   asks for them, and keeps a few lists of metric names by number (a job's vertices take
+//!   turns with a few). Host side only: [`EvaluatorContext::next_vertex_values`] (values
+//!   alone, for names the context holds), [`EvaluatorContext::push_evaluated_current`] (the
+//!   vertex the context is at, as the next entry of the vertices evaluated before) and
+//!   [`EvaluatorContext::swap_metric_list`]. Plugins built against 0.1.4 or older never call
+//!   the new accessors and load unchanged; plugins built against 0.1.5 in an older host find
+//!   the tables too short and compare or read one by one as before.
 //!
 //! The manifest ([`abi::PluginManifest`]) has its own format number behind a fixed magic, so a
 //! host can always tell "not a plugin" from "a plugin of another format".

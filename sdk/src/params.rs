@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 /// The canonical prefix of every mode parameter.
@@ -20,13 +21,48 @@ pub const EXECUTOR_KEY: &str = "scaling.custom-executor";
 ///
 /// Immutable once built, and shared: the host hands the same parameters to every vertex of a
 /// job, so a clone costs two reference counts, not a copy of every string.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone)]
 pub struct ModeParams {
     /// The key family the parameters were read under: [`MODE_KEY`], [`EVALUATOR_KEY`] or
     /// [`EXECUTOR_KEY`]; only used to name the full key in messages.
     family: &'static str,
     mode_name: Arc<str>,
     entries: Arc<BTreeMap<String, String>>,
+    /// A number for these parameters, as the job graph has one (SDK 0.1.5): each built set
+    /// gets one of its own from a process-wide counter (never 0) and its clones share it, so
+    /// equal numbers are equal parameters. The plugin side of an evaluator's or executor's
+    /// context then skips comparing parameters it already holds. Not part of the value.
+    number: u64,
+}
+
+/// A new number for a set of parameters (never 0).
+fn next_params_number() -> u64 {
+    static LAST: AtomicU64 = AtomicU64::new(0);
+    LAST.fetch_add(1, Ordering::Relaxed) + 1
+}
+
+/// Compared as the family, name and entries: the number is the boundary's business, except
+/// that equal numbers are the same parameters (clones of one set), equal without a look.
+impl PartialEq for ModeParams {
+    fn eq(&self, other: &ModeParams) -> bool {
+        self.number == other.number
+            || self.family == other.family
+                && self.mode_name == other.mode_name
+                && self.entries == other.entries
+    }
+}
+
+impl Eq for ModeParams {}
+
+/// As the family, name and entries (the number is not part of the value).
+impl fmt::Debug for ModeParams {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ModeParams")
+            .field("family", &self.family)
+            .field("mode_name", &self.mode_name)
+            .field("entries", &self.entries)
+            .finish()
+    }
 }
 
 /// A parameter that is missing or does not parse; the message names the full key.
@@ -65,6 +101,7 @@ impl Default for ModeParams {
                 family: MODE_KEY,
                 mode_name: Arc::from(""),
                 entries: Arc::default(),
+                number: next_params_number(),
             })
             .clone()
     }
@@ -88,7 +125,13 @@ impl ModeParams {
             family,
             mode_name: Arc::from(name.into()),
             entries: Arc::new(entries),
+            number: next_params_number(),
         }
+    }
+
+    /// The number of these parameters: equal numbers, equal parameters (see the field).
+    pub(crate) fn number(&self) -> u64 {
+        self.number
     }
 
     /// The mode (or evaluator or executor instance) name these parameters were selected under.

@@ -24,10 +24,21 @@ impl PartialEq for LentGraph {
 }
 
 /// The job graph and the parameters of an evaluator's or an executor's context.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default)]
 pub(crate) struct KindShared {
     pub(crate) topology: Lent<LentGraph>,
     pub(crate) params: ModeParams,
+    /// On the plugin side: the host's number of the parameters `params` were last made equal
+    /// to (0: not known), so that lent parameters with the same number are not compared again
+    /// (SDK 0.1.5, see `abi::lend`).
+    pub(crate) params_lent: u64,
+}
+
+/// Compared as the graph and the parameters: the host's number is the boundary's business.
+impl PartialEq for KindShared {
+    fn eq(&self, other: &KindShared) -> bool {
+        self.topology == other.topology && self.params == other.params
+    }
 }
 
 impl KindShared {

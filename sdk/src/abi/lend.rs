@@ -19,7 +19,7 @@ use super::context::{
 };
 use super::generation::GraphGeneration;
 use crate::context::JobTopology;
-use crate::evaluator::{EvaluatedList, EvaluatedVertex, EvaluatorContext};
+use crate::evaluator::{EvaluatedList, EvaluatedVertex, EvaluatorContext, Identity};
 use crate::executor::{ExecutorContext, ScalingSummary};
 use crate::lent::LentSource;
 use crate::params::{EVALUATOR_KEY, EXECUTOR_KEY, ModeParams};
@@ -44,6 +44,10 @@ pub struct SharedVTable {
     /// SDK 0.1.4: the generation of the job graph (see `generation.rs`): equal generations are
     /// equal graphs; 0 when unknown.
     topology_generation: unsafe extern "C" fn(Data) -> u64,
+    // ---- SDK 0.1.4 ends here.
+    /// SDK 0.1.5: the number of the parameters (see `ModeParams`): equal numbers are equal
+    /// parameters; 0 when unknown.
+    params_number: unsafe extern "C" fn(Data) -> u64,
     // Fields added in later SDK releases go here, each read behind `has`.
 }
 
@@ -77,7 +81,21 @@ pub struct EvaluatorVTable {
     /// SDK 0.1.4: the number of the list of vertices evaluated before (see `EvaluatedList`):
     /// a list keeps its number only while it grows at its end; 0 when unknown.
     evaluated_serial: unsafe extern "C" fn(Data) -> u64,
+    // ---- SDK 0.1.4 ends here.
+    /// SDK 0.1.5: writes the values of the vertex's first `len` metrics (in the order of
+    /// `metric`) to the `len` places at `out`, at most as many as there are, and returns how
+    /// many metrics the vertex has: one call instead of one per metric when the plugin side
+    /// already holds the names (their number is the kept one).
+    metric_values: unsafe extern "C" fn(Data, *mut FfiValues, usize) -> usize,
     // Fields added in later SDK releases go here, each read behind `has`.
+}
+
+/// The values of one evaluated metric, without its name (SDK 0.1.5). Frozen.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct FfiValues {
+    current: f64,
+    average: f64,
 }
 
 /// An evaluator's context as it crosses the boundary. Frozen.
@@ -184,6 +202,9 @@ unsafe extern "C" fn param(d: Data, i: usize) -> FfiParam {
 unsafe extern "C" fn topology_generation(d: Data) -> u64 {
     GraphGeneration::of(shared(d).topology)
 }
+unsafe extern "C" fn params_number(d: Data) -> u64 {
+    shared(d).params.number()
+}
 
 static HOST_SHARED: SharedVTable = SharedVTable {
     size: size_of::<SharedVTable>(),
@@ -195,6 +216,7 @@ static HOST_SHARED: SharedVTable = SharedVTable {
     param_count,
     param,
     topology_generation,
+    params_number,
 };
 
 /// An evaluator's context lent for one call.
@@ -266,6 +288,20 @@ unsafe extern "C" fn e_metric_names(d: Data) -> u64 {
 unsafe extern "C" fn e_evaluated_serial(d: Data) -> u64 {
     eval(d).evaluated.get().serial
 }
+unsafe extern "C" fn e_metric_values(d: Data, out: *mut FfiValues, len: usize) -> usize {
+    let metrics = eval(d).metrics();
+    if !out.is_null() {
+        for (i, (_, m)) in metrics.iter().take(len).enumerate() {
+            let values = FfiValues {
+                current: m.current,
+                average: m.average,
+            };
+            // SAFETY: the caller gives `len` places at `out`, and `i < len`.
+            unsafe { out.add(i).write(values) };
+        }
+    }
+    metrics.len()
+}
 
 static HOST_EVALUATOR: EvaluatorVTable = EvaluatorVTable {
     size: size_of::<EvaluatorVTable>(),
@@ -281,6 +317,7 @@ static HOST_EVALUATOR: EvaluatorVTable = EvaluatorVTable {
     backlog: e_backlog,
     metric_names: e_metric_names,
     evaluated_serial: e_evaluated_serial,
+    metric_values: e_metric_values,
 };
 
 /// An executor's context lent for one call.
@@ -399,16 +436,26 @@ unsafe fn refresh_shared(kept: &mut KindShared, r: SharedRef, family: &'static s
         let d = r.data;
         if !has(vt.size, offset_of!(SharedVTable, param)) {
             kept.params = ModeParams::under(family, "", BTreeMap::new());
+            kept.params_lent = 0;
             kept.topology = Default::default();
             return;
         }
-        refresh_params(
-            &mut kept.params,
-            family,
-            (vt.instance_name)(d),
-            (vt.param_count)(d),
-            |i| (vt.param)(d, i),
-        );
+        // SDK 0.1.5: a host that numbers its parameters says when they are those kept.
+        let number = if has(vt.size, offset_of!(SharedVTable, params_number)) {
+            (vt.params_number)(d)
+        } else {
+            0
+        };
+        if number == 0 || number != kept.params_lent {
+            refresh_params(
+                &mut kept.params,
+                family,
+                (vt.instance_name)(d),
+                (vt.param_count)(d),
+                |i| (vt.param)(d, i),
+            );
+            kept.params_lent = number;
+        }
         kept.topology.lend(LentSource {
             lent: d,
             table: r.vtable.cast(),
@@ -550,32 +597,129 @@ unsafe fn refresh_evaluator(ctx: &mut EvaluatorContext, r: EvaluatorRef) {
         let vt = &*r.vtable;
         let d = r.data;
         if !has(vt.size, offset_of!(EvaluatorVTable, backlog)) {
-            ctx.job.clear();
-            ctx.vertex_id.clear();
-            ctx.vertex_name.clear();
+            ctx.identity = Default::default();
             ctx.metrics.refill([]);
             ctx.evaluated = Default::default();
             ctx.backlog = false;
             return;
         }
-        let _ = assign(&mut ctx.job, (vt.job_name)(d));
-        let _ = assign(&mut ctx.vertex_id, (vt.vertex_id)(d));
-        let _ = assign(&mut ctx.vertex_name, (vt.vertex_name)(d));
+        ctx.identity.lend(LentSource {
+            lent: d,
+            table: r.vtable.cast(),
+            fill: fill_identity,
+        });
         let names = if has(vt.size, offset_of!(EvaluatorVTable, metric_names)) {
             (vt.metric_names)(d)
         } else {
             0
         };
+        let count = (vt.metric_count)(d);
         let (metrics, number) = ctx.metrics.parts_mut();
-        refill_metrics(metrics, number, (vt.metric_count)(d), names, |i| {
-            (vt.metric)(d, i)
-        });
+        if names != 0 && names != *number {
+            take_kept_names(metrics, number, names);
+        }
+        // The names kept: their values in one call when the host's table has it (SDK 0.1.5).
+        let values_only = names != 0
+            && names == *number
+            && count == metrics.len()
+            && has(vt.size, offset_of!(EvaluatorVTable, metric_values))
+            && copy_values(metrics, |out, len| (vt.metric_values)(d, out, len));
+        if !values_only {
+            refill_metrics(metrics, number, count, names, |i| (vt.metric)(d, i));
+        }
         ctx.backlog = (vt.backlog)(d) != 0;
         ctx.evaluated.lend(LentSource {
             lent: d,
             table: r.vtable.cast(),
             fill: fill_evaluated,
         });
+    }
+}
+
+/// How many lists of metric names the plugin side keeps besides its context's: the vertices of
+/// a job take turns with a few lists (a source has metrics the operators after it have not).
+const KEPT_NAMES: usize = 4;
+
+/// A metric list as the plugin side keeps it.
+type Metrics = Vec<(String, crate::EvaluatedMetric)>;
+
+thread_local! {
+    /// The metric lists this thread's evaluator context held before, with the host's number
+    /// of their names (never 0), the most recent last.
+    static SPARE_NAMES: RefCell<Vec<(Metrics, u64)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Makes `metrics` (whose names have the number `number`) a list whose names have the lent
+/// number `names` when this thread kept one, so that only the values are read; otherwise the
+/// buffers of the oldest kept list, to refill. The list it held is kept in turn.
+fn take_kept_names(metrics: &mut Metrics, number: &mut u64, names: u64) {
+    let _ = SPARE_NAMES.try_with(|spare| {
+        let Ok(mut spare) = spare.try_borrow_mut() else {
+            return;
+        };
+        let at = match spare.iter().rposition(|(_, n)| *n == names) {
+            Some(at) => at,
+            None if spare.len() < KEPT_NAMES => {
+                if *number != 0 {
+                    spare.push((std::mem::take(metrics), *number));
+                    *number = 0;
+                }
+                return;
+            }
+            None => 0,
+        };
+        let (kept, kept_number) = &mut spare[at];
+        std::mem::swap(metrics, kept);
+        std::mem::swap(number, kept_number);
+        let taken = spare.remove(at);
+        if taken.1 != 0 {
+            spare.push(taken);
+        }
+    });
+}
+
+/// How many values [`copy_values`] takes in one call; a vertex with more metrics has them
+/// read one by one.
+const VALUES_AT_ONCE: usize = 32;
+
+/// Writes the values `read` gives (into the places it is given, returning how many metrics
+/// there are) into the places of the kept `metrics`, in order; false, with nothing written,
+/// when the count is not theirs or there are more than [`VALUES_AT_ONCE`].
+fn copy_values(
+    metrics: &mut [(String, crate::EvaluatedMetric)],
+    read: impl FnOnce(*mut FfiValues, usize) -> usize,
+) -> bool {
+    let len = metrics.len();
+    if len > VALUES_AT_ONCE {
+        return false;
+    }
+    let mut values = [std::mem::MaybeUninit::<FfiValues>::uninit(); VALUES_AT_ONCE];
+    if read(values.as_mut_ptr().cast(), len) != len {
+        return false;
+    }
+    for ((_, kept), value) in metrics.iter_mut().zip(&values) {
+        // SAFETY: `read` wrote the first `len` places (as many as it says there are metrics).
+        let value = unsafe { value.assume_init() };
+        *kept = crate::EvaluatedMetric {
+            current: value.current,
+            average: value.average,
+        };
+    }
+    true
+}
+
+/// Makes `identity` the lent job and vertex (`d` with its [`EvaluatorVTable`] `table`), each
+/// compared rather than copied when it is the one kept.
+///
+/// # Safety
+/// `d` and `table` are those of an [`EvaluatorRef`] lent for a call that is still running.
+unsafe fn fill_identity(identity: &mut Identity, d: Data, table: Data) {
+    // SAFETY: per the contract.
+    unsafe {
+        let vt = &*table.cast::<EvaluatorVTable>();
+        let _ = assign(&mut identity.job, (vt.job_name)(d));
+        let _ = assign(&mut identity.vertex_id, (vt.vertex_id)(d));
+        let _ = assign(&mut identity.vertex_name, (vt.vertex_name)(d));
     }
 }
 
@@ -597,6 +741,7 @@ unsafe fn fill_evaluated(list: &mut EvaluatedList, d: Data, table: Data) {
         let count = (vt.evaluated_count)(d);
         if serial == 0 || serial != list.serial || list.vertices.len() > count {
             list.vertices.clear();
+            list.names.clear();
         }
         // Named by no number until the copy is complete.
         list.serial = 0;
@@ -808,6 +953,66 @@ mod tests {
                 metrics: Vec::new(),
             }]);
             assert_eq!(seen(&replaced, old, false).as_ref(), Some(&replaced));
+        }
+    }
+
+    thread_local! {
+        /// How many times this thread's plugin side asked for the number of parameters, i.e.
+        /// compared or copied the lent parameters.
+        static PARAM_READS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    }
+
+    unsafe extern "C" fn counted_param_count(d: Data) -> usize {
+        PARAM_READS.with(|n| n.set(n.get() + 1));
+        // SAFETY: as the accessor it stands for.
+        unsafe { param_count(d) }
+    }
+
+    /// The shared table of this host, counting the reads of the parameters.
+    static SHARED_COUNTED: SharedVTable = SharedVTable {
+        param_count: counted_param_count,
+        ..HOST_SHARED
+    };
+    /// The same as a host of SDK 0.1.4 lent it: without the parameters' number.
+    static SHARED_COUNTED_0_1_4: SharedVTable = SharedVTable {
+        size: offset_of!(SharedVTable, params_number),
+        param_count: counted_param_count,
+        ..HOST_SHARED
+    };
+
+    #[test]
+    fn numbered_parameters_are_read_once_and_an_older_host_has_them_compared_each_call() {
+        for (table, numbered) in [(&SHARED_COUNTED, true), (&SHARED_COUNTED_0_1_4, false)] {
+            // The parameters the plugin side sees through `table`, and how many times it
+            // read the lent ones to get them.
+            let seen = |ctx: &EvaluatorContext| {
+                let lent = LentEvaluator::new(ctx);
+                let mut r = lent.lend();
+                r.shared.vtable = table;
+                PARAM_READS.with(|n| n.set(0));
+                // SAFETY: lent for the call.
+                let params = unsafe { with_lent_evaluator(r, |c| c.params().clone()) };
+                (PARAM_READS.with(std::cell::Cell::get), params)
+            };
+            let mut ctx = cycle("a", 3);
+            next(&mut ctx, "a", 0);
+            assert_eq!(seen(&ctx), (1, ctx.params().clone()), "first call");
+            // The next vertex, the same parameters: numbered, they are not read again.
+            next(&mut ctx, "a", 1);
+            let again = usize::from(!numbered);
+            assert_eq!(
+                seen(&ctx),
+                (again, ctx.params().clone()),
+                "numbered: {numbered}"
+            );
+            // Other parameters (another number) are read.
+            let other = ModeParams::under(
+                EVALUATOR_KEY,
+                "slo",
+                BTreeMap::from([("drain-within".to_string(), "1 h".to_string())]),
+            );
+            let ctx = ctx.with_params(other.clone());
+            assert_eq!(seen(&ctx), (1, other), "numbered: {numbered}");
         }
     }
 

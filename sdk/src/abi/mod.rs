@@ -40,7 +40,8 @@ pub use kinds::{
     KindsCalls, KindsInfo, KindsTable,
 };
 pub use lend::{
-    EvaluatorRef, EvaluatorVTable, ExecutorRef, ExecutorVTable, FfiSteps, SharedRef, SharedVTable,
+    EvaluatorRef, EvaluatorVTable, ExecutorRef, ExecutorVTable, FfiSteps, FfiValues, SharedRef,
+    SharedVTable,
 };
 pub use manifest::{
     MANIFEST_FORMAT, MANIFEST_MAGIC, MANIFEST_SYMBOL, ManifestError, ManifestInfo, ManifestMode,

@@ -110,7 +110,7 @@ fn the_example_plugins_are_listed_with_their_modes() {
     assert_eq!(bucket["reason"], Value::Null);
     assert_eq!(bucket["plugin"], "bucket-align");
     assert_eq!(bucket["version"], "0.1.0");
-    assert_eq!(bucket["sdk_version"], "0.1.4");
+    assert_eq!(bucket["sdk_version"], "0.1.5");
     assert_eq!(bucket["modes"][0]["id"], "bucket-align");
     assert!(
         bucket["modes"][0]["description"]

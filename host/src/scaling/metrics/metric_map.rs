@@ -90,6 +90,12 @@ impl<V: Copy, const N: usize> MetricMap<V, N> {
         old
     }
 
+    /// The present metrics, one bit per metric at its discriminant.
+    #[inline]
+    pub(crate) fn present(&self) -> u32 {
+        self.present
+    }
+
     /// Removes `metric`; returns the value it had.
     pub(crate) fn remove(&mut self, metric: &ScalingMetric) -> Option<V> {
         let old = self.get(metric).copied();

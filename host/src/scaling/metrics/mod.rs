@@ -1,6 +1,7 @@
 //! Scaling metrics: their names, the sample collected per cycle, the window of samples kept
 //! between cycles and the statistics over it.
 
+mod by_name;
 mod collection;
 mod metric_map;
 mod names;
@@ -8,6 +9,7 @@ mod samples;
 mod statistics;
 mod window;
 
+pub(crate) use by_name::{metrics_by_name, names_mask};
 pub(crate) use collection::{Collection, collect};
 pub(crate) use metric_map::evaluated_or_nan;
 pub(crate) use metric_map::{EVALUATED_COUNT, VertexEvaluation};

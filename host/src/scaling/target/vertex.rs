@@ -22,6 +22,7 @@ use crate::scaling::custom::resolve::JobCustom;
 use crate::scaling::evaluation::capacity;
 use crate::scaling::metrics::{
     EvaluatedScalingMetric, ScalingMetric, VertexEvaluation, evaluated_or_nan,
+    metrics_by_name as by_name_iter, names_mask,
 };
 use crate::scaling::options::{AutoscalerOptions, millis};
 use crate::scaling::outcome::VertexDecision;
@@ -566,40 +567,11 @@ fn alignment_request(
 }
 
 /// The vertex's metrics by name, the order a context keeps them in (so building one sorts
-/// nothing), in the buffers of the previous context where it can. Only the present metrics
-/// are visited (a vertex has about half of them): each marks its place in name order in a
-/// mask, whose bits then list them by name.
+/// nothing), in the buffers of the previous context where it can. The mask of the present
+/// metrics in name order determines the names: the list's key.
 fn metrics_by_name(metrics: &VertexEvaluation) -> flowscale_sdk::MetricList {
-    /// Every metric in name order, and each metric's place in that order.
-    static BY_NAME: LazyLock<(Vec<ScalingMetric>, Vec<u32>)> = LazyLock::new(|| {
-        let mut all = ScalingMetric::ALL.to_vec();
-        all.sort_by_key(ScalingMetric::as_str);
-        let mut place = vec![0; all.len()];
-        for (at, metric) in (0u32..).zip(&all) {
-            place[*metric as usize] = at;
-        }
-        (all, place)
-    });
-    let (by_name, place) = &*BY_NAME;
-    // Every metric has a bit of a `u32` (the metric maps rely on it too). The mask determines
-    // the names: the list's key.
-    let named = metrics.iter().fold(0u32, |named, (metric, _)| {
-        named | 1 << place[*metric as usize]
-    });
-    metric_list(named, || {
-        let mut left = named;
-        std::iter::from_fn(move || {
-            while left != 0 {
-                let at = left.trailing_zeros() as usize;
-                left &= left - 1;
-                let metric = &by_name[at];
-                if let Some(value) = metrics.get(metric) {
-                    return Some((metric.as_str(), value.to_sdk()));
-                }
-            }
-            None
-        })
-    })
+    let named = names_mask(metrics);
+    metric_list(named, || by_name_iter(metrics, named))
 }
 
 #[cfg(test)]
