@@ -67,7 +67,7 @@ impl SentJobs {
     ) -> Result<Vec<u8>, FrameError> {
         let mut out = Writer::frame();
         header(&mut out, TAG_CONTEXT_CALL, id, mode, call);
-        self.entry(&mut out, ctx);
+        self.entry(&mut out, ctx, None);
         self.finish(out)
     }
 
@@ -85,8 +85,10 @@ impl SentJobs {
         let mut out = Writer::frame();
         header(&mut out, TAG_BATCH_CALL, id, mode, call);
         out.len(ctxs.len());
+        let mut before: Option<&AlignmentContext> = None;
         for ctx in ctxs {
-            self.entry(&mut out, ctx);
+            self.entry(&mut out, ctx, before);
+            before = Some(ctx);
         }
         self.finish(out)
     }
@@ -119,7 +121,17 @@ impl SentJobs {
     /// Writes one call's job slot, what it brings for the slot and its vertex, and records what
     /// the worker will hold once it has read the frame. A frame that is written but not read
     /// whole means a dead or killed worker, and a new worker comes with a new, empty table.
-    fn entry(&mut self, out: &mut Writer, ctx: &AlignmentContext) {
+    ///
+    /// `before` is the entry written just before in the same frame, if any: when it is of the
+    /// same job and lends the very same graph (one object, both alive now, so necessarily
+    /// equal), the graph the worker holds is that one and is not compared again. A job's
+    /// vertices share one graph, so a batch compares it once instead of once per vertex.
+    fn entry(
+        &mut self,
+        out: &mut Writer,
+        ctx: &AlignmentContext,
+        before: Option<&AlignmentContext>,
+    ) {
         let job = ctx.job_name();
         if !self.jobs.contains_key(job) && self.free.is_empty() && self.next_slot >= MAX_SLOTS {
             self.clear();
@@ -135,7 +147,10 @@ impl SentJobs {
             Some(sent) => {
                 // Compared by value: the context does not show whether its graph is the very
                 // one of the last call, and comparing costs far less than sending it.
-                if sent.topology != *ctx.topology() {
+                let same_graph = before.is_some_and(|b| {
+                    std::ptr::eq(b.topology(), ctx.topology()) && b.job_name() == job
+                });
+                if !same_graph && sent.topology != *ctx.topology() {
                     flags |= GRAPH;
                 }
                 if sent.params != *ctx.params() {
@@ -235,8 +250,11 @@ fn read_header(input: &mut Reader<'_>, tag: u8) -> Result<(u64, String, ContextC
 
 /// What the worker keeps of one job.
 struct Held {
-    job: String,
+    /// Shared by every context of the job, instead of a copy per vertex.
+    job: Arc<str>,
     topology: Arc<JobTopology>,
+    /// Each vertex's id and name, in the graph's order, shared by the vertex's contexts.
+    vertex_texts: Vec<(Arc<str>, Arc<str>)>,
     params: ModeParams,
     metric_names: Vec<String>,
 }
@@ -294,9 +312,7 @@ impl HeldJobs {
     pub fn decode_batch(&mut self, body: &[u8]) -> Result<BatchRequest, DecodeError> {
         let mut input = Reader::new(body);
         let (id, mode, call) = read_header(&mut input, TAG_BATCH_CALL)?;
-        let ctxs = (0..input.count(MIN_ENTRY)?)
-            .map(|_| self.entry(&mut input))
-            .collect::<Result<Vec<_>, _>>()?;
+        let ctxs = input.list(MIN_ENTRY, |input| self.entry(input))?;
         input.end()?;
         Ok(BatchRequest {
             id,
@@ -316,11 +332,11 @@ impl HeldJobs {
         let held = self.update(slot as usize, flags, input)?;
         let part = read_vertex(input)?;
         let (vertex_id, vertex_name) = match part.vertex {
-            Ok(i) => match held.topology.vertices.get(i) {
-                Some(v) => (v.id.clone(), v.name.clone()),
+            Ok(i) => match held.vertex_texts.get(i) {
+                Some((id, name)) => (Arc::clone(id), Arc::clone(name)),
                 None => return Err(DecodeError(format!("vertex {i} is not in the graph"))),
             },
-            Err(strings) => strings,
+            Err((id, name)) => (Arc::from(id), Arc::from(name)),
         };
         if part.metrics.len() != held.metric_names.len() {
             return Err(DecodeError(format!(
@@ -344,7 +360,7 @@ impl HeldJobs {
             upper,
         ] = part.numbers;
         Ok(AlignmentContext::builder(current, target, max_parallelism)
-            .identity(held.job.clone(), vertex_id, vertex_name)
+            .shared_identity(Arc::clone(&held.job), vertex_id, vertex_name)
             .source_partitions(source_partitions)
             .limits(lower, upper)
             .input_ship_strategies(part.inputs)
@@ -368,8 +384,9 @@ impl HeldJobs {
                 self.slots.resize_with(slot + 1, || None);
             }
             self.slots[slot] = Some(Held {
-                job,
+                job: Arc::from(job),
                 topology: Arc::default(),
+                vertex_texts: Vec::new(),
                 params: ModeParams::default(),
                 metric_names: Vec::new(),
             });
@@ -379,6 +396,12 @@ impl HeldJobs {
         };
         if flags & GRAPH != 0 {
             held.topology = Arc::new(input.topology()?);
+            held.vertex_texts = held
+                .topology
+                .vertices
+                .iter()
+                .map(|v| (Arc::from(v.id.as_str()), Arc::from(v.name.as_str())))
+                .collect();
         }
         if flags & PARAMS != 0 {
             let mode_name = input.string()?;
@@ -751,6 +774,52 @@ mod tests {
         assert_eq!(
             deliver(&mut sent, &mut held, &next),
             deliver(&mut sent1, &mut held1, &next)
+        );
+    }
+
+    #[test]
+    fn a_batch_compares_a_shared_graph_once_and_its_contexts_share_their_texts() {
+        let shared = Arc::new(graph(4));
+        let on = |vertex: &str, graph: Arc<JobTopology>| {
+            let c = ctx("a", vertex, 8, JobTopology::default(), "DIVISOR");
+            AlignmentContext::builder(4, 8, 128)
+                .identity("a", vertex, format!("operator {}", &vertex[1..]))
+                .metrics(c.metrics().to_vec())
+                .shared_topology(graph)
+                .params(c.params().clone())
+                .build()
+        };
+        // v0 and v1 (twice) lend the one graph; v2 lends another graph object, of other
+        // parallelism: only the same object is taken as the graph already sent.
+        let calls = [
+            on("v0", Arc::clone(&shared)),
+            on("v1", Arc::clone(&shared)),
+            on("v1", Arc::clone(&shared)),
+            on("v2", Arc::new(graph(8))),
+        ];
+        let refs: Vec<&AlignmentContext> = calls.iter().collect();
+        let (mut sent, mut held) = (SentJobs::default(), HeldJobs::default());
+        let frame = sent
+            .encode_batch(1, "m", ContextCall::AlignIfApplicable, &refs)
+            .unwrap();
+        let batch = held.decode_batch(&frame[4..]).unwrap();
+        let graphs: Vec<u32> = batch
+            .ctxs
+            .iter()
+            .map(|c| c.topology().vertices[0].parallelism)
+            .collect();
+        assert_eq!(graphs, [4, 4, 4, 8]);
+        // The worker lends every context of the job the one job name, and each vertex's
+        // contexts its one id and name, instead of a copy each.
+        let [first, second, third, _] = &batch.ctxs[..] else {
+            panic!("four contexts");
+        };
+        assert!(std::ptr::eq(first.job_name(), second.job_name()));
+        assert!(std::ptr::eq(second.vertex_id(), third.vertex_id()));
+        assert!(std::ptr::eq(second.vertex_name(), third.vertex_name()));
+        assert_eq!(
+            (third.vertex_id(), third.vertex_name()),
+            ("v1", "operator 1")
         );
     }
 
