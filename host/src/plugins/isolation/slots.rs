@@ -18,7 +18,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use flowscale_sdk::{AlignmentContext, EvaluatedMetric, JobTopology, ModeParams};
+use flowscale_sdk::{AlignmentContext, JobTopology, MetricList, ModeParams};
 
 use super::compact::{
     ContextCall, DecodeError, Reader, TAG_BATCH_CALL, TAG_CONTEXT_CALL, Writer, read_vertex,
@@ -263,7 +263,13 @@ struct Held {
 #[derive(Default)]
 pub struct HeldJobs {
     slots: Vec<Option<Held>>,
+    /// The metric lists of contexts answered, refilled for the next ones: their names are
+    /// nearly always the same, so a context's list then costs no allocation.
+    spare: Vec<MetricList>,
 }
+
+/// The most metric lists kept for reuse: a batch is one job's vertices.
+const SPARE_LISTS: usize = 64;
 
 /// A compact request, read.
 pub struct ContextRequest {
@@ -324,6 +330,7 @@ impl HeldJobs {
 
     /// Reads one call's slot, what it brings for the slot and its vertex: its whole context.
     fn entry(&mut self, input: &mut Reader<'_>) -> Result<AlignmentContext, DecodeError> {
+        let mut list = self.spare.pop().unwrap_or_default();
         let slot = input.u32()?;
         if slot >= MAX_SLOTS {
             return Err(DecodeError(format!("slot {slot} above the limit")));
@@ -345,12 +352,12 @@ impl HeldJobs {
                 held.metric_names.len()
             )));
         }
-        let metrics: Vec<(String, EvaluatedMetric)> = held
-            .metric_names
-            .iter()
-            .cloned()
-            .zip(part.metrics)
-            .collect();
+        list.refill(
+            held.metric_names
+                .iter()
+                .map(String::as_str)
+                .zip(part.metrics),
+        );
         let [
             current,
             target,
@@ -364,11 +371,19 @@ impl HeldJobs {
             .source_partitions(source_partitions)
             .limits(lower, upper)
             .input_ship_strategies(part.inputs)
-            .metrics(metrics)
+            .metric_list(list)
             .shared_topology(Arc::clone(&held.topology))
             .params(held.params.clone())
             .subtask_loads(part.loads)
             .build())
+    }
+
+    /// Takes back the metric list of a context that was answered, for the next context.
+    pub fn give_back(&mut self, ctx: AlignmentContext) {
+        let list = ctx.into_metric_list();
+        if !list.is_empty() && self.spare.len() < SPARE_LISTS {
+            self.spare.push(list);
+        }
     }
 
     /// Applies what the request brings for `slot` and returns the slot.
@@ -421,7 +436,7 @@ impl HeldJobs {
 
 #[cfg(test)]
 mod tests {
-    use flowscale_sdk::{ShipStrategy, SubtaskLoad, TopologyEdge, TopologyVertex};
+    use flowscale_sdk::{EvaluatedMetric, ShipStrategy, SubtaskLoad, TopologyEdge, TopologyVertex};
 
     use super::*;
     use crate::plugins::isolation::compact::{decode_worker_message, encode_replies, encode_reply};
@@ -821,6 +836,27 @@ mod tests {
             (third.vertex_id(), third.vertex_name()),
             ("v1", "operator 1")
         );
+    }
+
+    #[test]
+    fn a_context_given_back_lends_its_metric_list_to_the_next_one() {
+        let first = ctx("a", "v0", 8, graph(4), "DIVISOR");
+        let second = ctx("a", "v1", 6, graph(4), "DIVISOR");
+        let (mut sent, mut held) = (SentJobs::default(), HeldJobs::default());
+        let mut decode = |c: &AlignmentContext, held: &mut HeldJobs| {
+            let frame = sent
+                .encode_batch(1, "m", ContextCall::AlignIfApplicable, &[c])
+                .unwrap();
+            held.decode_batch(&frame[4..]).unwrap().ctxs.remove(0)
+        };
+        let answered = decode(&first, &mut held);
+        let name = answered.metrics()[0].0.as_ptr();
+        held.give_back(answered);
+        // The next context of the job gets the list whole, the same names in the same
+        // strings, with its own values.
+        let next = decode(&second, &mut held);
+        assert_eq!(next.metrics()[0].0.as_ptr(), name);
+        assert_eq!(seen(&next), seen(&second));
     }
 
     #[test]
