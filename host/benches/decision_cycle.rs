@@ -32,6 +32,10 @@
 //! `DECISION_CYCLE_PROFILE=<builtin|plugin|plugin-kinds|plugin-process|plugin-process3|plugin-process2>:<jobs>:<window samples>:<rounds>` runs a fixed
 //! workload instead, for instruction counts that do not depend on machine noise:
 //! `valgrind --tool=callgrind --toggle-collect='*timed_cycle*' <bench binary>`.
+//!
+//! `SERVING_PROFILE=<rounds>` runs the serving fleet's fixed workload (rounds recorded into the
+//! server's view, each followed by one encoding of `/metrics`) for the same kind of counts (see
+//! `serving::profile`).
 
 #![warn(missing_docs, unreachable_pub)]
 
@@ -730,6 +734,10 @@ fn main() {
     }
     if let Ok(spec) = std::env::var("DECISION_CYCLE_INTERLEAVED") {
         interleaved(&spec);
+        return;
+    }
+    if let Ok(spec) = std::env::var("SERVING_PROFILE") {
+        serving::profile(&spec);
         return;
     }
     let filter = filter();

@@ -328,19 +328,25 @@ fn latency(
     );
 }
 
+/// The fleet with its window filled, and a server's view that knows its jobs.
+fn filled_fleet(opts: &AutoscalerOptions, aligner: &dyn Aligner) -> (Fleet, FleetView) {
+    let mut fleet = Fleet::new(JOBS);
+    fleet.fill(opts, aligner, SAMPLES);
+    let view = FleetView::new();
+    for job in &fleet.jobs {
+        view.add_job(&job.name, "sim", "BALANCED");
+    }
+    (fleet, view)
+}
+
 /// The measurement; `quick` (`--test`) runs one block of one round at one interval.
 pub(crate) fn run(quick: bool) {
     let registry = ModeRegistry::default();
     let (_, aligner) = aligners_builtin(&registry);
     let aligner: &dyn Aligner = &aligner;
     let opts = options(SAMPLES);
-    let mut fleet = Fleet::new(JOBS);
-    fleet.fill(&opts, aligner, SAMPLES);
-
-    let view = Arc::new(FleetView::new());
-    for job in &fleet.jobs {
-        view.add_job(&job.name, "sim", "BALANCED");
-    }
+    let (mut fleet, view) = filled_fleet(&opts, aligner);
+    let view = Arc::new(view);
     let config = ServeConfig {
         listen: SocketAddr::from(([127, 0, 0, 1], 0)),
         api_token: None,
@@ -376,4 +382,61 @@ pub(crate) fn run(quick: bool) {
         addr,
         if quick { 1 } else { 9 },
     );
+}
+
+/// A fixed workload for instruction counting, free of the machine's noise:
+/// `SERVING_PROFILE=<rounds>` runs, after the warm-up, `rounds` times one round of the fleet
+/// recorded into the view and one encoding of the `/metrics` text (every job changed, as a
+/// scrape after a round finds it). Under `valgrind --tool=callgrind`, the inclusive counts of
+/// [`timed_cycle`], [`recorded`] and [`rendered`] are a round's cycles, its recording and a
+/// scrape's rendering (the HTTP write of the text is a system call, not counted).
+pub(crate) fn profile(spec: &str) {
+    let rounds: usize = spec.trim().parse().expect("SERVING_PROFILE is <rounds>");
+    let registry = ModeRegistry::default();
+    let (_, aligner) = aligners_builtin(&registry);
+    let aligner: &dyn Aligner = &aligner;
+    let opts = options(SAMPLES);
+    let (mut fleet, view) = filled_fleet(&opts, aligner);
+    let mut tally = Tally::default();
+    fleet.profiled_round(&opts, aligner, &view, &mut tally);
+    let mut bytes = rendered(&view);
+    for _ in 0..rounds {
+        fleet.profiled_round(&opts, aligner, &view, &mut tally);
+        bytes = rendered(&view);
+    }
+    eprintln!("serving profile: {JOBS} jobs, {rounds} rounds, text of {bytes} bytes; {tally:?}");
+}
+
+impl Fleet {
+    /// One round of every job, each cycle's report recorded through [`recorded`].
+    fn profiled_round(
+        &mut self,
+        opts: &AutoscalerOptions,
+        aligner: &dyn Aligner,
+        view: &FleetView,
+        tally: &mut Tally,
+    ) {
+        for job in &mut self.jobs {
+            job.advance(self.cycle);
+            let out = timed_cycle(job, opts, self.now, aligner, &self.custom);
+            let report = report_of(&job.name, self.now, &out);
+            recorded(view, &report);
+            tally.add(&out);
+        }
+        self.cycle += 1;
+        self.now += INTERVAL_MS;
+    }
+}
+
+/// What the loop pays to publish one cycle (kept out of line for the profiler).
+#[inline(never)]
+fn recorded(view: &FleetView, report: &CycleReport) {
+    view.record(report);
+}
+
+/// What a scrape after a change costs the server: the whole text encoded (kept out of line for
+/// the profiler); its length.
+#[inline(never)]
+fn rendered(view: &FleetView) -> usize {
+    black_box(view.metrics().encoded(false)).len()
 }

@@ -260,6 +260,22 @@ impl<'a> Reader<'a> {
         Ok(n)
     }
 
+    /// A count (see [`Reader::count`]) and that many items read by `item`, in a list allocated
+    /// once: collecting fallible reads would grow the list step by step, several times per
+    /// vertex on the worker's every call. The count was checked against what the frame holds.
+    pub(crate) fn list<T>(
+        &mut self,
+        min_size: usize,
+        mut item: impl FnMut(&mut Self) -> Result<T, DecodeError>,
+    ) -> Result<Vec<T>, DecodeError> {
+        let n = self.count(min_size)?;
+        let mut list = Vec::with_capacity(n);
+        for _ in 0..n {
+            list.push(item(self)?);
+        }
+        Ok(list)
+    }
+
     /// A string, borrowed from the frame.
     pub(crate) fn str(&mut self) -> Result<&'a str, DecodeError> {
         let n = self.u32()? as usize;
@@ -398,25 +414,19 @@ pub fn read_vertex(input: &mut Reader<'_>) -> Result<VertexPart, DecodeError> {
     for n in &mut numbers {
         *n = input.u32()?;
     }
-    let inputs = (0..input.count(1)?)
-        .map(|_| input.ship())
-        .collect::<Result<Vec<_>, _>>()?;
-    let metrics = (0..input.count(16)?)
-        .map(|_| {
-            Ok(EvaluatedMetric {
-                current: input.f64()?,
-                average: input.f64()?,
-            })
+    let inputs = input.list(1, Reader::ship)?;
+    let metrics = input.list(16, |input| {
+        Ok(EvaluatedMetric {
+            current: input.f64()?,
+            average: input.f64()?,
         })
-        .collect::<Result<Vec<_>, DecodeError>>()?;
-    let loads = (0..input.count(2)?)
-        .map(|_| {
-            Ok(SubtaskLoad {
-                busy_ratio: input.opt_f64()?,
-                records_in_per_second: input.opt_f64()?,
-            })
+    })?;
+    let loads = input.list(2, |input| {
+        Ok(SubtaskLoad {
+            busy_ratio: input.opt_f64()?,
+            records_in_per_second: input.opt_f64()?,
         })
-        .collect::<Result<Vec<_>, DecodeError>>()?;
+    })?;
     Ok(VertexPart {
         vertex,
         numbers,

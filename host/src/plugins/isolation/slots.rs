@@ -18,7 +18,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use flowscale_sdk::{AlignmentContext, EvaluatedMetric, JobTopology, ModeParams};
+use flowscale_sdk::{AlignmentContext, JobTopology, MetricList, ModeParams};
 
 use super::compact::{
     ContextCall, DecodeError, Reader, TAG_BATCH_CALL, TAG_CONTEXT_CALL, Writer, read_vertex,
@@ -67,7 +67,7 @@ impl SentJobs {
     ) -> Result<Vec<u8>, FrameError> {
         let mut out = Writer::frame();
         header(&mut out, TAG_CONTEXT_CALL, id, mode, call);
-        self.entry(&mut out, ctx);
+        self.entry(&mut out, ctx, None);
         self.finish(out)
     }
 
@@ -85,8 +85,10 @@ impl SentJobs {
         let mut out = Writer::frame();
         header(&mut out, TAG_BATCH_CALL, id, mode, call);
         out.len(ctxs.len());
+        let mut before: Option<&AlignmentContext> = None;
         for ctx in ctxs {
-            self.entry(&mut out, ctx);
+            self.entry(&mut out, ctx, before);
+            before = Some(ctx);
         }
         self.finish(out)
     }
@@ -119,7 +121,17 @@ impl SentJobs {
     /// Writes one call's job slot, what it brings for the slot and its vertex, and records what
     /// the worker will hold once it has read the frame. A frame that is written but not read
     /// whole means a dead or killed worker, and a new worker comes with a new, empty table.
-    fn entry(&mut self, out: &mut Writer, ctx: &AlignmentContext) {
+    ///
+    /// `before` is the entry written just before in the same frame, if any: when it is of the
+    /// same job and lends the very same graph (one object, both alive now, so necessarily
+    /// equal), the graph the worker holds is that one and is not compared again. A job's
+    /// vertices share one graph, so a batch compares it once instead of once per vertex.
+    fn entry(
+        &mut self,
+        out: &mut Writer,
+        ctx: &AlignmentContext,
+        before: Option<&AlignmentContext>,
+    ) {
         let job = ctx.job_name();
         if !self.jobs.contains_key(job) && self.free.is_empty() && self.next_slot >= MAX_SLOTS {
             self.clear();
@@ -135,7 +147,10 @@ impl SentJobs {
             Some(sent) => {
                 // Compared by value: the context does not show whether its graph is the very
                 // one of the last call, and comparing costs far less than sending it.
-                if sent.topology != *ctx.topology() {
+                let same_graph = before.is_some_and(|b| {
+                    std::ptr::eq(b.topology(), ctx.topology()) && b.job_name() == job
+                });
+                if !same_graph && sent.topology != *ctx.topology() {
                     flags |= GRAPH;
                 }
                 if sent.params != *ctx.params() {
@@ -235,8 +250,11 @@ fn read_header(input: &mut Reader<'_>, tag: u8) -> Result<(u64, String, ContextC
 
 /// What the worker keeps of one job.
 struct Held {
-    job: String,
+    /// Shared by every context of the job, instead of a copy per vertex.
+    job: Arc<str>,
     topology: Arc<JobTopology>,
+    /// Each vertex's id and name, in the graph's order, shared by the vertex's contexts.
+    vertex_texts: Vec<(Arc<str>, Arc<str>)>,
     params: ModeParams,
     metric_names: Vec<String>,
 }
@@ -245,7 +263,13 @@ struct Held {
 #[derive(Default)]
 pub struct HeldJobs {
     slots: Vec<Option<Held>>,
+    /// The metric lists of contexts answered, refilled for the next ones: their names are
+    /// nearly always the same, so a context's list then costs no allocation.
+    spare: Vec<MetricList>,
 }
+
+/// The most metric lists kept for reuse: a batch is one job's vertices.
+const SPARE_LISTS: usize = 64;
 
 /// A compact request, read.
 pub struct ContextRequest {
@@ -294,9 +318,7 @@ impl HeldJobs {
     pub fn decode_batch(&mut self, body: &[u8]) -> Result<BatchRequest, DecodeError> {
         let mut input = Reader::new(body);
         let (id, mode, call) = read_header(&mut input, TAG_BATCH_CALL)?;
-        let ctxs = (0..input.count(MIN_ENTRY)?)
-            .map(|_| self.entry(&mut input))
-            .collect::<Result<Vec<_>, _>>()?;
+        let ctxs = input.list(MIN_ENTRY, |input| self.entry(input))?;
         input.end()?;
         Ok(BatchRequest {
             id,
@@ -308,6 +330,7 @@ impl HeldJobs {
 
     /// Reads one call's slot, what it brings for the slot and its vertex: its whole context.
     fn entry(&mut self, input: &mut Reader<'_>) -> Result<AlignmentContext, DecodeError> {
+        let mut list = self.spare.pop().unwrap_or_default();
         let slot = input.u32()?;
         if slot >= MAX_SLOTS {
             return Err(DecodeError(format!("slot {slot} above the limit")));
@@ -316,11 +339,11 @@ impl HeldJobs {
         let held = self.update(slot as usize, flags, input)?;
         let part = read_vertex(input)?;
         let (vertex_id, vertex_name) = match part.vertex {
-            Ok(i) => match held.topology.vertices.get(i) {
-                Some(v) => (v.id.clone(), v.name.clone()),
+            Ok(i) => match held.vertex_texts.get(i) {
+                Some((id, name)) => (Arc::clone(id), Arc::clone(name)),
                 None => return Err(DecodeError(format!("vertex {i} is not in the graph"))),
             },
-            Err(strings) => strings,
+            Err((id, name)) => (Arc::from(id), Arc::from(name)),
         };
         if part.metrics.len() != held.metric_names.len() {
             return Err(DecodeError(format!(
@@ -329,12 +352,12 @@ impl HeldJobs {
                 held.metric_names.len()
             )));
         }
-        let metrics: Vec<(String, EvaluatedMetric)> = held
-            .metric_names
-            .iter()
-            .cloned()
-            .zip(part.metrics)
-            .collect();
+        list.refill(
+            held.metric_names
+                .iter()
+                .map(String::as_str)
+                .zip(part.metrics),
+        );
         let [
             current,
             target,
@@ -344,15 +367,23 @@ impl HeldJobs {
             upper,
         ] = part.numbers;
         Ok(AlignmentContext::builder(current, target, max_parallelism)
-            .identity(held.job.clone(), vertex_id, vertex_name)
+            .shared_identity(Arc::clone(&held.job), vertex_id, vertex_name)
             .source_partitions(source_partitions)
             .limits(lower, upper)
             .input_ship_strategies(part.inputs)
-            .metrics(metrics)
+            .metric_list(list)
             .shared_topology(Arc::clone(&held.topology))
             .params(held.params.clone())
             .subtask_loads(part.loads)
             .build())
+    }
+
+    /// Takes back the metric list of a context that was answered, for the next context.
+    pub fn give_back(&mut self, ctx: AlignmentContext) {
+        let list = ctx.into_metric_list();
+        if !list.is_empty() && self.spare.len() < SPARE_LISTS {
+            self.spare.push(list);
+        }
     }
 
     /// Applies what the request brings for `slot` and returns the slot.
@@ -368,8 +399,9 @@ impl HeldJobs {
                 self.slots.resize_with(slot + 1, || None);
             }
             self.slots[slot] = Some(Held {
-                job,
+                job: Arc::from(job),
                 topology: Arc::default(),
+                vertex_texts: Vec::new(),
                 params: ModeParams::default(),
                 metric_names: Vec::new(),
             });
@@ -379,6 +411,12 @@ impl HeldJobs {
         };
         if flags & GRAPH != 0 {
             held.topology = Arc::new(input.topology()?);
+            held.vertex_texts = held
+                .topology
+                .vertices
+                .iter()
+                .map(|v| (Arc::from(v.id.as_str()), Arc::from(v.name.as_str())))
+                .collect();
         }
         if flags & PARAMS != 0 {
             let mode_name = input.string()?;
@@ -398,7 +436,7 @@ impl HeldJobs {
 
 #[cfg(test)]
 mod tests {
-    use flowscale_sdk::{ShipStrategy, SubtaskLoad, TopologyEdge, TopologyVertex};
+    use flowscale_sdk::{EvaluatedMetric, ShipStrategy, SubtaskLoad, TopologyEdge, TopologyVertex};
 
     use super::*;
     use crate::plugins::isolation::compact::{decode_worker_message, encode_replies, encode_reply};
@@ -752,6 +790,73 @@ mod tests {
             deliver(&mut sent, &mut held, &next),
             deliver(&mut sent1, &mut held1, &next)
         );
+    }
+
+    #[test]
+    fn a_batch_compares_a_shared_graph_once_and_its_contexts_share_their_texts() {
+        let shared = Arc::new(graph(4));
+        let on = |vertex: &str, graph: Arc<JobTopology>| {
+            let c = ctx("a", vertex, 8, JobTopology::default(), "DIVISOR");
+            AlignmentContext::builder(4, 8, 128)
+                .identity("a", vertex, format!("operator {}", &vertex[1..]))
+                .metrics(c.metrics().to_vec())
+                .shared_topology(graph)
+                .params(c.params().clone())
+                .build()
+        };
+        // v0 and v1 (twice) lend the one graph; v2 lends another graph object, of other
+        // parallelism: only the same object is taken as the graph already sent.
+        let calls = [
+            on("v0", Arc::clone(&shared)),
+            on("v1", Arc::clone(&shared)),
+            on("v1", Arc::clone(&shared)),
+            on("v2", Arc::new(graph(8))),
+        ];
+        let refs: Vec<&AlignmentContext> = calls.iter().collect();
+        let (mut sent, mut held) = (SentJobs::default(), HeldJobs::default());
+        let frame = sent
+            .encode_batch(1, "m", ContextCall::AlignIfApplicable, &refs)
+            .unwrap();
+        let batch = held.decode_batch(&frame[4..]).unwrap();
+        let graphs: Vec<u32> = batch
+            .ctxs
+            .iter()
+            .map(|c| c.topology().vertices[0].parallelism)
+            .collect();
+        assert_eq!(graphs, [4, 4, 4, 8]);
+        // The worker lends every context of the job the one job name, and each vertex's
+        // contexts its one id and name, instead of a copy each.
+        let [first, second, third, _] = &batch.ctxs[..] else {
+            panic!("four contexts");
+        };
+        assert!(std::ptr::eq(first.job_name(), second.job_name()));
+        assert!(std::ptr::eq(second.vertex_id(), third.vertex_id()));
+        assert!(std::ptr::eq(second.vertex_name(), third.vertex_name()));
+        assert_eq!(
+            (third.vertex_id(), third.vertex_name()),
+            ("v1", "operator 1")
+        );
+    }
+
+    #[test]
+    fn a_context_given_back_lends_its_metric_list_to_the_next_one() {
+        let first = ctx("a", "v0", 8, graph(4), "DIVISOR");
+        let second = ctx("a", "v1", 6, graph(4), "DIVISOR");
+        let (mut sent, mut held) = (SentJobs::default(), HeldJobs::default());
+        let mut decode = |c: &AlignmentContext, held: &mut HeldJobs| {
+            let frame = sent
+                .encode_batch(1, "m", ContextCall::AlignIfApplicable, &[c])
+                .unwrap();
+            held.decode_batch(&frame[4..]).unwrap().ctxs.remove(0)
+        };
+        let answered = decode(&first, &mut held);
+        let name = answered.metrics()[0].0.as_ptr();
+        held.give_back(answered);
+        // The next context of the job gets the list whole, the same names in the same
+        // strings, with its own values.
+        let next = decode(&second, &mut held);
+        assert_eq!(next.metrics()[0].0.as_ptr(), name);
+        assert_eq!(seen(&next), seen(&second));
     }
 
     #[test]

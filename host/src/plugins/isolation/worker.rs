@@ -278,6 +278,15 @@ impl Served {
         found.unwrap_or_else(|missing| missing)
     }
 
+    /// Runs the context call `call` on the mode `id`; the context is left to the caller, who
+    /// gives its metric list back for the next one.
+    fn context_call(&self, id: &str, call: ContextCall, ctx: &AlignmentContext) -> Outcome {
+        match find(&self.modes, "mode", id) {
+            Ok(mode) => answer_context(mode, call, ctx),
+            Err(missing) => missing,
+        }
+    }
+
     /// Runs `asked` on the mode `id`.
     fn mode_call(&self, id: &str, asked: Asked) -> Outcome {
         match find(&self.modes, "mode", id) {
@@ -317,18 +326,18 @@ fn answer_requests(served: &Served) -> Result<(), WorkerError> {
             // A batch is answered whole, in one frame: one round trip for all its entries. One
             // that cannot be read ends the worker, as a single request below does.
             let batch = held.decode_batch(&body).map_err(FrameError::from)?;
-            let outcomes: Vec<Outcome> = batch
-                .ctxs
-                .into_iter()
-                .map(|ctx| served.mode_call(&batch.mode, Asked::Context(batch.call, ctx)))
-                .collect();
+            let mut outcomes = Vec::with_capacity(batch.ctxs.len());
+            for ctx in batch.ctxs {
+                outcomes.push(served.context_call(&batch.mode, batch.call, &ctx));
+                held.give_back(ctx);
+            }
             send_frame(&encode_replies(batch.id, &outcomes)?)?;
         } else {
             // A request that cannot be read leaves the slots in doubt: the worker ends, and
             // the host starts a new one with nothing held.
             let request = held.decode(&body).map_err(FrameError::from)?;
-            let outcome =
-                served.mode_call(&request.mode, Asked::Context(request.call, request.ctx));
+            let outcome = served.context_call(&request.mode, request.call, &request.ctx);
+            held.give_back(request.ctx);
             send_frame(&encode_reply(request.id, &outcome)?)?;
         }
     }
@@ -337,19 +346,27 @@ fn answer_requests(served: &Served) -> Result<(), WorkerError> {
 /// Runs one call on the loaded mode (which already contains the plugin's panics).
 fn answer(mode: &dyn HostMode, asked: Asked) -> Outcome {
     match asked {
-        Asked::Context(ContextCall::IsApplicable, ctx) => match mode.is_applicable(&ctx) {
+        Asked::Context(call, ctx) => answer_context(mode, call, &ctx),
+        Asked::Validate(params) => checked(mode.validate(&params)),
+    }
+}
+
+/// Runs one context call on the loaded mode.
+fn answer_context(mode: &dyn HostMode, call: ContextCall, ctx: &AlignmentContext) -> Outcome {
+    match call {
+        ContextCall::IsApplicable => match mode.is_applicable(ctx) {
             Ok(applicable) => Outcome::Applicable(applicable),
             Err(err) => Outcome::Error(err.message().to_string()),
         },
-        Asked::Context(ContextCall::Align, ctx) => match mode.align(&ctx) {
+        ContextCall::Align => match mode.align(ctx) {
             Ok(p) => Outcome::Aligned(p),
             Err(err) => Outcome::Error(err.message().to_string()),
         },
-        Asked::Context(ContextCall::AlignIfApplicable, ctx) => {
+        ContextCall::AlignIfApplicable => {
             let answered = gate_then_align::<Infallible>(
-                &ctx,
-                || Ok(mode.is_applicable(&ctx)),
-                || Ok(mode.align(&ctx)),
+                ctx,
+                || Ok(mode.is_applicable(ctx)),
+                || Ok(mode.align(ctx)),
             );
             match answered {
                 Ok(Ok(GatedAnswer::NotApplicable)) => Outcome::Applicable(false),
@@ -358,7 +375,6 @@ fn answer(mode: &dyn HostMode, asked: Asked) -> Outcome {
                 Ok(Err(err)) => Outcome::Error(err.message().to_string()),
             }
         }
-        Asked::Validate(params) => checked(mode.validate(&params)),
     }
 }
 
