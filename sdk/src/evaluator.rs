@@ -7,7 +7,7 @@
 //! downstream vertices see the merged target and catch-up rates. The band's thresholds are not
 //! recomputed after the merge.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use crate::context::{EvaluatedMetric, MetricList};
 use crate::lent::Lent;
@@ -123,6 +123,45 @@ pub struct EvaluatorContext {
     pub(crate) evaluated: Lent<EvaluatedList>,
     pub(crate) backlog: bool,
     pub(crate) shared: KindShared,
+    /// Where [`metric`](EvaluatorContext::metric) found (or would insert) names of each length
+    /// class last: a hint, checked against the list before it is used.
+    found: FoundHints,
+}
+
+/// How many length classes [`FoundHints`] keeps a place for.
+const HINTS: usize = 4;
+
+/// The places of the last names looked up by length class. An evaluator asks for the same one
+/// or two names on every vertex, and consecutive vertices mostly have the same names: checking
+/// the place found last (one or two comparisons) is cheaper than a binary search. A hint is
+/// only ever a guess: [`EvaluatorContext::metric`] checks it against the names around it, so a
+/// stale one (another vertex's names, another name of the same class) costs a search, never a
+/// wrong answer. Atomic (relaxed) because the context is shared by reference; a race merely
+/// loses a hint.
+#[derive(Default)]
+struct FoundHints([AtomicU32; HINTS]);
+
+impl FoundHints {
+    fn get(&self, name: &str) -> usize {
+        self.0[name.len() % HINTS].load(Ordering::Relaxed) as usize
+    }
+
+    fn set(&self, name: &str, at: usize) {
+        let at = u32::try_from(at).unwrap_or(u32::MAX);
+        self.0[name.len() % HINTS].store(at, Ordering::Relaxed);
+    }
+}
+
+impl Clone for FoundHints {
+    fn clone(&self) -> Self {
+        FoundHints::default()
+    }
+}
+
+impl std::fmt::Debug for FoundHints {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("FoundHints")
+    }
 }
 
 /// Compared as what an evaluator sees.
@@ -161,6 +200,7 @@ impl EvaluatorContext {
             }),
             backlog: false,
             shared: KindShared::default(),
+            found: FoundHints::default(),
         }
     }
 
@@ -346,10 +386,32 @@ impl EvaluatorContext {
 
     /// One evaluated metric of the vertex by name.
     pub fn metric(&self, name: &str) -> Option<EvaluatedMetric> {
-        self.metrics
-            .binary_search_by(|(n, _)| crate::bytes::order(n.as_bytes(), name.as_bytes()))
-            .ok()
-            .map(|i| self.metrics[i].1)
+        let metrics: &[(String, EvaluatedMetric)] = &self.metrics;
+        let key = name.as_bytes();
+        // The place found last for a name of this class, if the names around it prove it
+        // (the list is sorted by name, each name once): the name there, or a place between a
+        // smaller and a larger name (the name is absent).
+        let at = self.found.get(name);
+        if at <= metrics.len() {
+            let here = metrics.get(at);
+            if here.is_some_and(|(n, _)| crate::bytes::same(n.as_bytes(), key)) {
+                return here.map(|(_, m)| *m);
+            }
+            let after_smaller = at == 0 || crate::bytes::before(metrics[at - 1].0.as_bytes(), key);
+            if after_smaller && here.is_none_or(|(n, _)| crate::bytes::before(key, n.as_bytes())) {
+                return None;
+            }
+        }
+        match metrics.binary_search_by(|(n, _)| crate::bytes::order(n.as_bytes(), key)) {
+            Ok(i) => {
+                self.found.set(name, i);
+                Some(metrics[i].1)
+            }
+            Err(i) => {
+                self.found.set(name, i);
+                None
+            }
+        }
     }
 
     /// The vertices evaluated before this one, in topological order, with their merged metrics.
@@ -364,12 +426,11 @@ impl EvaluatorContext {
     }
 }
 
-/// Sets `text` to `to` unless it already holds it, reusing its buffer.
+/// Sets `text` to `to`, reusing its buffer (copying is as cheap as comparing first: the ids
+/// and names it is given change on every vertex).
 pub(crate) fn set_text(text: &mut String, to: &str) {
-    if text != to {
-        text.clear();
-        text.push_str(to);
-    }
+    text.clear();
+    text.push_str(to);
 }
 
 /// A custom metric evaluator.
@@ -408,6 +469,53 @@ mod tests {
         assert_eq!(ctx.metrics()[0].0, "CATCH_UP_DATA_RATE");
         assert_eq!(ctx.metric("LAG"), Some(m(3.0)));
         assert_eq!(ctx.metric("TARGET_DATA_RATE"), None);
+    }
+
+    /// The place a name was found at last is only a hint: lists that change from vertex to
+    /// vertex (a name added before it, the name gone, names of the same length) still answer
+    /// what a search answers.
+    #[test]
+    fn metric_answers_as_a_search_when_the_names_change_between_vertices() {
+        let m = |v| EvaluatedMetric {
+            current: v,
+            average: v,
+        };
+        let lists: [&[(&str, f64)]; 6] = [
+            &[("CATCH_UP_DATA_RATE", 1.0), ("LAG", 2.0)],
+            &[("AAA", 9.0), ("CATCH_UP_DATA_RATE", 3.0), ("LAG", 4.0)],
+            &[("CATCH_UP_DATA_RATE", 5.0)],
+            &[("LAG", 6.0), ("ZZZ", 7.0)],
+            &[("LAF", 8.0), ("LAH", 10.0)],
+            &[],
+        ];
+        let mut ctx = EvaluatorContext::new("job", "v0", Vec::new());
+        for round in 0..2 {
+            for (i, list) in lists.iter().enumerate() {
+                ctx.next_vertex("v", "", list.iter().map(|&(n, v)| (n, m(v))), false);
+                for name in [
+                    "LAG",
+                    "CATCH_UP_DATA_RATE",
+                    "AAA",
+                    "LAF",
+                    "LAH",
+                    "ZZZ",
+                    "LAB",
+                ] {
+                    let expected = list.iter().find(|(n, _)| *n == name).map(|&(_, v)| m(v));
+                    assert_eq!(
+                        ctx.metric(name),
+                        expected,
+                        "round {round}, list {i}, {name}"
+                    );
+                    // Asked again, from the hint just left.
+                    assert_eq!(
+                        ctx.metric(name),
+                        expected,
+                        "round {round}, list {i}, {name} again"
+                    );
+                }
+            }
+        }
     }
 
     #[test]

@@ -26,7 +26,8 @@
 //! Parameters (`metrics.custom-evaluator.<name>.*`): `drain-within` (required), in Flink's
 //! duration syntax (`30 s`, `5 min`, `1 h`, `2 d`; a plain number is milliseconds), from 1 s to
 //! 365 d; and `class`, the implementation id. Anything else is refused so that a misspelt key is
-//! reported.
+//! reported (when the configuration is loaded; at evaluation, `drain-within` is read only for a
+//! vertex with lag to drain).
 
 #![warn(missing_docs, unreachable_pub)]
 
@@ -110,11 +111,14 @@ pub struct SloTarget;
 
 impl MetricEvaluator for SloTarget {
     fn evaluate(&self, ctx: &EvaluatorContext) -> Result<VertexMetrics, ModeError> {
-        let within = parsed_drain_within(ctx.params())?;
+        // Only sources report a lag: the other vertices (most of a job) answer nothing
+        // without reading the parameters, which the host checks when it loads them
+        // (`validate`); a vertex with lag to drain still gets the error of a bad value.
         let lag = match ctx.metric(LAG) {
             Some(m) if m.current.is_finite() && m.current > 0.0 => m.current,
             _ => return Ok(Vec::new()),
         };
+        let within = parsed_drain_within(ctx.params())?;
         let needed = needed_rate(lag, within);
         let evaluated = ctx.metric(CATCH_UP_DATA_RATE).map(|m| m.current);
         // A NaN (or missing) evaluated rate compares false: the SLO's rate applies.

@@ -137,6 +137,17 @@ fn bad_parameters_at_evaluation_are_an_error() {
     assert!(SloTarget.evaluate(&ctx).is_err());
 }
 
+/// The parameters are read only when there is lag to drain: a vertex without lag answers
+/// nothing whatever they are (they are checked when the configuration is loaded).
+#[test]
+fn a_vertex_without_lag_answers_nothing_without_reading_the_parameters() {
+    for metrics in [vec![], vec![("LAG".to_string(), of(0.0))]] {
+        let ctx = EvaluatorContext::new("job", "operator", metrics)
+            .with_params(params(&[("drain-within", "soon")]));
+        assert_eq!(SloTarget.evaluate(&ctx).unwrap(), Vec::new());
+    }
+}
+
 #[test]
 fn changed_parameters_are_parsed_again() {
     // One thread, parameters that alternate: each answer follows the parameters it was given,
