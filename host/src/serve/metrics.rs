@@ -27,6 +27,7 @@ use prometheus_client::registry::{Registry, Unit};
 use super::label::LabelValue;
 use super::series::{self, JobSeries, Step};
 use super::vertex_gauges;
+use super::view::AfterOperation;
 use crate::events::EventReason;
 use crate::runner::CycleReport;
 use crate::serve::job_gauges::JobGauge;
@@ -324,6 +325,23 @@ fn record_leases(handles: &JobHandles, report: &CycleReport) {
 /// Stores a step's parallelism into the job's gauges: the running parallelism (after the
 /// step's operation), the target and the aligned target of every vertex.
 fn record_parallelism(handles: &mut JobHandles, report: &CycleReport) {
+    let in_place = report.vertices.len() == handles.series.vertex_count()
+        && report
+            .vertices
+            .iter()
+            .enumerate()
+            .all(|(i, v)| handles.series.is_at(i, &v.vertex, &v.name));
+    if in_place {
+        // The job's vertices are those of its series, in the same order: stored by position.
+        for (i, v) in report.vertices.iter().enumerate() {
+            let running = v.operation_after(report.operation.as_ref());
+            handles.series.set(
+                i,
+                [Some(running), v.target, v.aligned].map(|p| p.map(i64::from)),
+            );
+        }
+        return;
+    }
     let known = |series: &JobSeries| {
         report.vertices.iter().enumerate().all(|(i, v)| {
             series
@@ -336,12 +354,7 @@ fn record_parallelism(handles: &mut JobHandles, report: &CycleReport) {
         handles.series = Arc::new(handles.series.with_vertices(vertices));
     }
     for (i, v) in report.vertices.iter().enumerate() {
-        let running = report
-            .operation
-            .as_ref()
-            .and_then(|op| op.get(&*v.vertex))
-            .copied()
-            .unwrap_or(v.current);
+        let running = v.operation_after(report.operation.as_ref());
         if let Some(index) = handles.series.position(i, &v.name) {
             handles.series.set(
                 index,
@@ -362,8 +375,8 @@ fn record_evaluated(handles: &JobHandles, report: &CycleReport) {
     let series = &handles.series;
     for index in 0..series.vertex_count() {
         let evaluated = series
-            .vertex_id(index)
-            .and_then(|id| report.evaluated.get(id));
+            .vertex_id_arc(index)
+            .and_then(|id| report.evaluated.get_hinted(index, id));
         match evaluated {
             Some(m) => series.set_evaluated(
                 index,
@@ -567,6 +580,41 @@ pub(super) mod tests {
         let openmetrics = metrics.encode();
         assert!(openmetrics.contains(&format!("{} 7\n", family("current", "c"))));
         assert!(openmetrics.ends_with("# EOF\n"), "{openmetrics}");
+    }
+
+    #[test]
+    fn a_step_with_the_vertices_of_the_last_one_updates_them_in_place() {
+        let metrics = Metrics::new();
+        metrics.add_job("j", "BALANCED");
+        metrics.record(&step(&[("a", 2, Some(3)), ("b", 4, Some(5))]), "BALANCED");
+        // The same vertices again (in the same order): stored by position.
+        metrics.record(&step(&[("a", 6, Some(7)), ("b", 8, Some(9))]), "BALANCED");
+        let has = |expected: [(&str, &str, u32); 4]| {
+            let text = metrics.encode_text();
+            for (vertex, kind, value) in expected {
+                let line = format!(
+                    "flowscale_vertex_parallelism{{job=\"j\",vertex=\"{vertex}\",kind=\"{kind}\"}} {value}"
+                );
+                assert!(text.lines().any(|l| l == line), "no `{line}` in:\n{text}");
+            }
+        };
+        has([
+            ("a", "current", 6),
+            ("a", "target", 7),
+            ("b", "current", 8),
+            ("b", "target", 9),
+        ]);
+        // Then in the other order: found by name, not by position.
+        metrics.record(
+            &step(&[("b", 10, Some(11)), ("a", 12, Some(13))]),
+            "BALANCED",
+        );
+        has([
+            ("a", "current", 12),
+            ("a", "target", 13),
+            ("b", "current", 10),
+            ("b", "target", 11),
+        ]);
     }
 
     /// A name that closes its label value and adds a label of its own when written raw.

@@ -278,6 +278,19 @@ impl JobSeries {
         self.vertices.iter().position(|v| v.name == name)
     }
 
+    /// True when the vertex at `index` is the one named `name` with id `id` (the usual case:
+    /// the job's vertices are those of its previous step, their ids shared with the graph).
+    pub(super) fn is_at(&self, index: usize, id: &Arc<str>, name: &str) -> bool {
+        self.vertices
+            .get(index)
+            .is_some_and(|v| (Arc::ptr_eq(&v.id, id) || *v.id == **id) && v.name == name)
+    }
+
+    /// The id of the vertex at `index`, shared with the job's graph.
+    pub(super) fn vertex_id_arc(&self, index: usize) -> Option<&Arc<str>> {
+        self.vertices.get(index).map(|v| &v.id)
+    }
+
     /// The id of the vertex at `index`.
     pub(super) fn vertex_id(&self, index: usize) -> Option<&str> {
         self.vertices.get(index).map(|v| &*v.id)

@@ -292,6 +292,9 @@ struct JobEntry {
     reached: bool,
     at_ms: Option<i64>,
     vertices: Vec<VertexView>,
+    /// The ids and names of `vertices` as the last report shared them with the job's graph:
+    /// compared by pointer first, so that a step with the same vertices compares no text.
+    shared: Vec<(Arc<str>, Arc<str>)>,
     cooldown_until_ms: Option<i64>,
     queued: bool,
     decisions: VecDeque<DecisionView>,
@@ -315,6 +318,7 @@ impl JobEntry {
             reached: false,
             at_ms: None,
             vertices: Vec::new(),
+            shared: Vec::new(),
             cooldown_until_ms: None,
             queued: false,
             decisions: VecDeque::new(),
@@ -342,6 +346,12 @@ impl JobEntry {
             lease: self.lease,
             owner: None,
         }
+    }
+
+    /// True when [`JobEntry::push_point`] keeps the next point: one that is not kept is not
+    /// built (its parallelism is a vector of the job's vertices).
+    fn keeps_next_point(&self) -> bool {
+        self.skipped + 1 >= self.stride
     }
 
     fn push_point(&mut self, point: Point) {
@@ -428,23 +438,37 @@ fn lease_of(event: &Event) -> Option<LeaseView> {
 
 /// Words for a stage.
 fn stage_text(stage: &CycleStage) -> String {
-    match stage {
-        CycleStage::NotRunning => "not running".into(),
-        CycleStage::NotReady(why) => format!("not ready: {why}"),
-        CycleStage::Failed(why) => format!("failed: {why}"),
-        CycleStage::CollectingMetrics { samples } => format!("collecting metrics ({samples})"),
-        CycleStage::WindowNotFull => "window not full".into(),
-        CycleStage::MemoryPressure => "memory pressure".into(),
-        CycleStage::WithinBounds => "within bounds".into(),
-        CycleStage::Blocked(why) => format!("blocked: {why}"),
-        CycleStage::ResourceQuotaReached => "blocked: resource quota reached".into(),
-        CycleStage::ScalingSkipped => "skipped: not worth the restart".into(),
-        CycleStage::Vetoed(veto) => format!(
+    let mut text = String::new();
+    write_stage_text(stage, &mut text);
+    text
+}
+
+/// Sets `text` to the words for a stage, reusing its buffer: a job's status is rewritten at
+/// every step, mostly with the words it already has.
+fn write_stage_text(stage: &CycleStage, text: &mut String) {
+    use std::fmt::Write as _;
+    text.clear();
+    // Writing into a String cannot fail.
+    let _ = match stage {
+        CycleStage::NotRunning => write!(text, "not running"),
+        CycleStage::NotReady(why) => write!(text, "not ready: {why}"),
+        CycleStage::Failed(why) => write!(text, "failed: {why}"),
+        CycleStage::CollectingMetrics { samples } => {
+            write!(text, "collecting metrics ({samples})")
+        }
+        CycleStage::WindowNotFull => write!(text, "window not full"),
+        CycleStage::MemoryPressure => write!(text, "memory pressure"),
+        CycleStage::WithinBounds => write!(text, "within bounds"),
+        CycleStage::Blocked(why) => write!(text, "blocked: {why}"),
+        CycleStage::ResourceQuotaReached => write!(text, "blocked: resource quota reached"),
+        CycleStage::ScalingSkipped => write!(text, "skipped: not worth the restart"),
+        CycleStage::Vetoed(veto) => write!(
+            text,
             "vetoed by executor `{}` ({}): {}",
             veto.instance, veto.class, veto.reason
         ),
-        CycleStage::Scaled => "scaled".into(),
-    }
+        CycleStage::Scaled => write!(text, "scaled"),
+    };
 }
 
 fn event_view(at_ms: i64, event: &Event) -> EventView {
@@ -662,7 +686,7 @@ impl FleetView {
             }
             if let Some(stage) = &report.stage {
                 entry.reached = true;
-                entry.status = stage_text(stage);
+                write_stage_text(stage, &mut entry.status);
                 if let CycleStage::Vetoed(veto) = stage {
                     entry.custom.last_veto = Some(VetoView {
                         instance: veto.instance.clone(),
@@ -677,7 +701,7 @@ impl FleetView {
                 entry.status = "gone".into();
             }
             if !report.vertices.is_empty() {
-                update_vertices(&mut entry.vertices, report);
+                update_vertices(&mut entry.vertices, &mut entry.shared, report);
                 if entry
                     .series
                     .back()
@@ -686,12 +710,16 @@ impl FleetView {
                     entry.series.clear();
                     entry.stride = 1;
                 }
-                let point = Point {
-                    at_ms: report.at_ms,
-                    load: report.load,
-                    parallelism: entry.vertices.iter().map(|v| v.current).collect(),
-                };
-                entry.push_point(point);
+                if entry.keeps_next_point() {
+                    let point = Point {
+                        at_ms: report.at_ms,
+                        load: report.load,
+                        parallelism: entry.vertices.iter().map(|v| v.current).collect(),
+                    };
+                    entry.push_point(point);
+                } else {
+                    entry.skipped += 1;
+                }
             }
             if let Some(decision) = decision_of(report) {
                 entry.decisions.push_front(decision);
@@ -798,12 +826,31 @@ impl FleetView {
 
 /// Sets `vertices` to the report's: in place when the job's vertices are the same as at the
 /// previous step (the usual case, and no string is copied), else anew.
-fn update_vertices(vertices: &mut Vec<VertexView>, report: &CycleReport) {
-    let same = vertices.len() == report.vertices.len()
-        && vertices
+fn update_vertices(
+    vertices: &mut Vec<VertexView>,
+    shared: &mut Vec<(Arc<str>, Arc<str>)>,
+    report: &CycleReport,
+) {
+    let shares = shared.len() == report.vertices.len()
+        && shared
             .iter()
             .zip(&report.vertices)
-            .all(|(old, new)| *old.vertex == *new.vertex && *old.name == *new.name);
+            .all(|((id, name), new)| Arc::ptr_eq(id, &new.vertex) && Arc::ptr_eq(name, &new.name));
+    let same = vertices.len() == report.vertices.len()
+        && (shares
+            || vertices
+                .iter()
+                .zip(&report.vertices)
+                .all(|(old, new)| *old.vertex == *new.vertex && *old.name == *new.name));
+    if !shares {
+        shared.clear();
+        shared.extend(
+            report
+                .vertices
+                .iter()
+                .map(|v| (Arc::clone(&v.vertex), Arc::clone(&v.name))),
+        );
+    }
     if same {
         for (old, new) in vertices.iter_mut().zip(&report.vertices) {
             old.current = new.operation_after(report.operation.as_ref());
@@ -826,7 +873,7 @@ fn update_vertices(vertices: &mut Vec<VertexView>, report: &CycleReport) {
 }
 
 /// The parallelism a vertex runs at after a step.
-trait AfterOperation {
+pub(super) trait AfterOperation {
     fn operation_after(&self, operation: Option<&BTreeMap<String, u32>>) -> u32;
 }
 

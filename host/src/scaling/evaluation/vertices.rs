@@ -63,6 +63,17 @@ impl EvaluatedVertices {
         self.values.get(*self.ids.as_ref()?.get(id)?)
     }
 
+    /// The metrics of vertex `id`, looked for first at place `hint` (its place in the
+    /// topology, which a reader that lists the vertices in the same order knows): no lookup by
+    /// id when the vertex is where the hint says.
+    pub(crate) fn get_hinted(&self, hint: usize, id: &Arc<str>) -> Option<&VertexEvaluation> {
+        let ids = self.ids.as_ref()?;
+        match ids.ids().get(hint) {
+            Some(at) if Arc::ptr_eq(at, id) || **at == **id => self.values.get(hint),
+            _ => self.values.get(*ids.get(id)?),
+        }
+    }
+
     /// The vertices with their metrics, in the order of their ids.
     pub fn iter(&self) -> impl DoubleEndedIterator<Item = (&str, &VertexEvaluation)> {
         let (ids, order): (&[Arc<str>], &[usize]) = match &self.ids {
