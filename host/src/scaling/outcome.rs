@@ -85,6 +85,15 @@ pub struct VertexDecision {
 }
 
 impl VertexDecision {
+    /// The parallelism the vertex runs at after a step whose scaling operation (vertex id to
+    /// parallelism) is `operation`: its own there, else its current one.
+    pub fn running_after(&self, operation: Option<&BTreeMap<String, u32>>) -> u32 {
+        operation
+            .and_then(|op| op.get(&*self.vertex))
+            .copied()
+            .unwrap_or(self.current)
+    }
+
     /// The record of `vertex` before its decision: nothing decided yet, excluded or not.
     pub(crate) fn blank(vertex: &VertexInfo, excluded: bool) -> VertexDecision {
         VertexDecision {

@@ -27,7 +27,6 @@ use prometheus_client::registry::{Registry, Unit};
 use super::label::LabelValue;
 use super::series::{self, JobSeries, Step};
 use super::vertex_gauges;
-use super::view::AfterOperation;
 use crate::events::EventReason;
 use crate::runner::CycleReport;
 use crate::serve::job_gauges::JobGauge;
@@ -334,7 +333,7 @@ fn record_parallelism(handles: &mut JobHandles, report: &CycleReport) {
     if in_place {
         // The job's vertices are those of its series, in the same order: stored by position.
         for (i, v) in report.vertices.iter().enumerate() {
-            let running = v.operation_after(report.operation.as_ref());
+            let running = v.running_after(report.operation.as_ref());
             handles.series.set(
                 i,
                 [Some(running), v.target, v.aligned].map(|p| p.map(i64::from)),
@@ -354,7 +353,7 @@ fn record_parallelism(handles: &mut JobHandles, report: &CycleReport) {
         handles.series = Arc::new(handles.series.with_vertices(vertices));
     }
     for (i, v) in report.vertices.iter().enumerate() {
-        let running = v.operation_after(report.operation.as_ref());
+        let running = v.running_after(report.operation.as_ref());
         if let Some(index) = handles.series.position(i, &v.name) {
             handles.series.set(
                 index,

@@ -853,7 +853,7 @@ fn update_vertices(
     }
     if same {
         for (old, new) in vertices.iter_mut().zip(&report.vertices) {
-            old.current = new.operation_after(report.operation.as_ref());
+            old.current = new.running_after(report.operation.as_ref());
             old.target = new.target;
             old.aligned = new.aligned;
         }
@@ -865,23 +865,9 @@ fn update_vertices(
         .map(|v| VertexView {
             vertex: v.vertex.to_string(),
             name: v.name.to_string(),
-            current: v.operation_after(report.operation.as_ref()),
+            current: v.running_after(report.operation.as_ref()),
             target: v.target,
             aligned: v.aligned,
         })
         .collect();
-}
-
-/// The parallelism a vertex runs at after a step.
-pub(super) trait AfterOperation {
-    fn operation_after(&self, operation: Option<&BTreeMap<String, u32>>) -> u32;
-}
-
-impl AfterOperation for crate::scaling::VertexDecision {
-    fn operation_after(&self, operation: Option<&BTreeMap<String, u32>>) -> u32 {
-        operation
-            .and_then(|op| op.get(&*self.vertex))
-            .copied()
-            .unwrap_or(self.current)
-    }
 }
