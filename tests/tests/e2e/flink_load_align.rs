@@ -29,18 +29,18 @@ use flowscale_tests::flink::{self, Cluster, run_script, wait_for};
 use super::flink::{run_flowscale_with, settled_parallelism, vertex};
 
 /// Records per second the source emits.
-const RATE: &str = "1000";
+pub(super) const RATE: &str = "1000";
 /// Wall time `count` spends per record: the hot subtask (70 % of 1000 records/s) is about 70 %
 /// busy, the other about 30 %.
-const KEYED_COST_MS: &str = "1";
+pub(super) const KEYED_COST_MS: &str = "1";
 /// Key groups of every vertex.
-const KEY_GROUPS: u32 = 128;
+pub(super) const KEY_GROUPS: u32 = 128;
 /// The hot key groups: both in subtask 0's range `[0, 64)` at parallelism 2, and far enough
 /// apart to land in different subtasks at any parallelism from 4 up.
-const HOT_GROUPS: [u32; 2] = [10, 40];
+pub(super) const HOT_GROUPS: [u32; 2] = [10, 40];
 /// Share of the records on the hot key groups; the rest is spread over all key groups, so
 /// subtask 0 of 2 takes `0.4 + 0.6 / 2 = 0.7` of the load.
-const HOT_SHARE: f64 = 0.4;
+pub(super) const HOT_SHARE: f64 = 0.4;
 /// The parallelism the job starts with.
 const START: u32 = 2;
 /// `vertex.max-parallelism`: the alignment cap, within the cluster's 16 slots.
@@ -49,7 +49,7 @@ const VERTEX_MAX: u32 = 12;
 const SHARE_TOLERANCE: f64 = 0.03;
 
 /// Each key group's share of the records, as the job's keys make it.
-fn key_group_shares() -> Vec<f64> {
+pub(super) fn key_group_shares() -> Vec<f64> {
     let mut shares = vec![(1.0 - HOT_SHARE) / f64::from(KEY_GROUPS); KEY_GROUPS as usize];
     for g in HOT_GROUPS {
         shares[g as usize] += HOT_SHARE / HOT_GROUPS.len() as f64;
@@ -63,7 +63,7 @@ fn range_start(i: u32, p: u32) -> usize {
 }
 
 /// Sums `per_group` over each subtask's key-group range at parallelism `p`.
-fn per_subtask(per_group: &[f64], p: u32) -> Vec<f64> {
+pub(super) fn per_subtask(per_group: &[f64], p: u32) -> Vec<f64> {
     (0..p)
         .map(|i| {
             per_group[range_start(i, p)..range_start(i + 1, p)]
@@ -151,7 +151,11 @@ fn balanced(t: u32, cap: u32) -> u32 {
 
 /// The per-subtask metrics of `count` once every subtask reports both figures with some
 /// records in (the per-second rates start from zero after a (re)start).
-fn subtask_loads(collector: &mut FlinkCollector, count: &str, p: usize) -> Vec<SubtaskMetrics> {
+pub(super) fn subtask_loads(
+    collector: &mut FlinkCollector,
+    count: &str,
+    p: usize,
+) -> Vec<SubtaskMetrics> {
     wait_for("per-subtask load of count", Duration::from_secs(40), || {
         let observation = collector.observe(0).ok()?;
         if observation.status != JobStatus::Running {

@@ -38,6 +38,7 @@ mod discovery;
 mod fake_flink;
 mod flink;
 mod flink_load_align;
+mod flink_skew_aware;
 mod flink_slots;
 mod flink_tls;
 mod grafana;
