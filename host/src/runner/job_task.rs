@@ -827,7 +827,11 @@ impl<E: Engine> JobTask<'_, E> {
             gone = self.stepped_wall(report, now_ms, gone);
         } else {
             // Not this host's job now: only what the lease did is reported, and the events
-            // waiting for a step wait for the next one this host acts in.
+            // waiting for a step wait for the next one this host acts in. The cluster's rounds
+            // here do not wait for it.
+            if let Some(share) = &self.share {
+                share.stand_aside(&self.name);
+            }
             self.first_events = events;
             if !lease_events.is_empty() {
                 let mut report = CycleReport::new(self.runner.name(), now_ms);

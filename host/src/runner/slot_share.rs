@@ -98,6 +98,9 @@ struct Member {
     turn: Option<Option<SlotGrant>>,
     /// The slots it held at its first round: what a job of a higher priority leaves it.
     floor: Option<u32>,
+    /// On the wall clock, another host steps it now (this host lost or never won its lease):
+    /// the rounds here do not wait for it until it submits again.
+    away: bool,
 }
 
 #[derive(Debug, Default)]
@@ -203,7 +206,18 @@ impl SharedCluster {
                 submitted: None,
                 turn: None,
                 floor: None,
+                away: false,
             });
+    }
+
+    /// On the wall clock: this host does not step `job` now (another host holds its lease).
+    /// It still runs on the cluster, holding its slots, so nothing is released; the rounds
+    /// here stop waiting for it, and one that waited only for it is arbitrated at the next
+    /// poll. Its next [`SharedCluster::submit_wall`] makes it a member again.
+    pub(crate) fn stand_aside(&self, job: &str) {
+        if let Some(member) = self.lock().members.get_mut(job) {
+            member.away = true;
+        }
     }
 
     /// `job` left (its run ended, or it could not start): its slots are free, and a round
@@ -325,10 +339,11 @@ impl SharedCluster {
         let request = self.with_held(job, request);
         let mut rounds = self.lock();
         let mut request = request;
-        if let Some(member) = rounds.members.get_mut(job)
-            && let Some(request) = request.as_mut()
-        {
-            request.floor = *member.floor.get_or_insert(request.held);
+        if let Some(member) = rounds.members.get_mut(job) {
+            member.away = false;
+            if let Some(request) = request.as_mut() {
+                request.floor = *member.floor.get_or_insert(request.held);
+            }
         }
         let gather = &mut rounds.gather;
         if gather.turns.is_some() || gather.resolving {
@@ -397,8 +412,9 @@ impl SharedCluster {
             let mut rounds = self.lock();
             let all_in = rounds
                 .members
-                .keys()
-                .all(|job| rounds.gather.submitted.contains_key(job));
+                .iter()
+                .filter(|(_, member)| !member.away)
+                .all(|(job, _)| rounds.gather.submitted.contains_key(job));
             let gather = &mut rounds.gather;
             let due = gather.deadline.is_some_and(|deadline| now >= deadline);
             if gather.turns.is_some()

@@ -208,6 +208,30 @@ mod wall {
     }
 
     #[test]
+    fn a_wall_round_does_not_wait_for_a_job_another_host_steps() {
+        let share = cluster(3);
+        share.expect("here");
+        share.expect("elsewhere");
+        let now = Instant::now();
+        let later = now + Duration::from_secs(60);
+        // Another host holds `elsewhere`'s lease: the round goes on without it.
+        share.stand_aside("elsewhere");
+        share.submit_wall("here", Some(request("here", 1, 3, 0)), later);
+        assert_eq!(granted(share.turn_wall("here", now)), Some(3));
+        share.done_wall("here");
+        // It came back to this host and takes part in a round...
+        share.submit_wall("elsewhere", Some(request("elsewhere", 1, 2, 0)), later);
+        share.submit_wall("here", None, later);
+        assert!(granted(share.turn_wall("elsewhere", now)).is_some());
+        assert_eq!(share.turn_wall("here", now), Turn::Go(None));
+        share.done_wall("elsewhere");
+        share.done_wall("here");
+        // ...so the next round waits for it again.
+        share.submit_wall("here", Some(request("here", 3, 4, 0)), later);
+        assert_eq!(share.turn_wall("here", now), Turn::Wait);
+    }
+
+    #[test]
     fn the_jobs_of_a_flink_cluster_share_its_free_slots_by_priority() {
         use crate::engine::flink::fake_server::FakeFlink;
         use crate::engine::flink::{FlinkClient, FlinkOptions};
