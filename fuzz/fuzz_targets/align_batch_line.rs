@@ -2,7 +2,9 @@
 //! loop answers it (no job configuration, no plugins).
 //!
 //! Never panics; an accepted request's answer is in range: the target is within
-//! `[lower, min(max_parallelism, upper)]` and nothing exceeds Flink's `i32::MAX` parallelism.
+//! `[min(lower, bound), bound]` with `bound = min(max_parallelism, upper)` (the upper bound wins
+//! when `lower` is above it, as in the pipeline's clamp), and nothing exceeds Flink's `i32::MAX`
+//! parallelism.
 
 #![warn(missing_docs, unreachable_pub)]
 #![no_main]
@@ -34,9 +36,11 @@ fuzz_target!(|data: &[u8]| {
     let parallelism = field(&answer, "parallelism", 0);
     assert_eq!(field(&answer, "current", 0), current);
     assert!(current >= 1, "accepted current {current}");
+    // The pipeline's clamp: the upper bound wins when `lower` is above it.
+    let bound = max_parallelism.min(upper);
     assert!(
-        lower <= target && target <= max_parallelism.min(upper),
-        "accepted target {target} outside [lower {lower}, min(max_parallelism {max_parallelism}, upper {upper})]"
+        lower.min(bound) <= target && target <= bound,
+        "accepted target {target} outside [min(lower {lower}, bound), bound = min(max_parallelism {max_parallelism}, upper {upper})]"
     );
     assert!(
         target <= i32::MAX as u64 && parallelism <= i32::MAX as u64,
