@@ -29,24 +29,63 @@ use flowscale_tests::flink::{self, Cluster, run_script, wait_for};
 use super::flink::{run_flowscale_with, settled_parallelism, vertex};
 
 /// Records per second the source emits.
-pub(super) const RATE: &str = "1000";
+const RATE: &str = "1000";
 /// Wall time `count` spends per record: the hot subtask (70 % of 1000 records/s) is about 70 %
 /// busy, the other about 30 %.
-pub(super) const KEYED_COST_MS: &str = "1";
+const KEYED_COST_MS: &str = "1";
 /// Key groups of every vertex.
-pub(super) const KEY_GROUPS: u32 = 128;
+const KEY_GROUPS: u32 = 128;
 /// The hot key groups: both in subtask 0's range `[0, 64)` at parallelism 2, and far enough
 /// apart to land in different subtasks at any parallelism from 4 up.
-pub(super) const HOT_GROUPS: [u32; 2] = [10, 40];
+const HOT_GROUPS: [u32; 2] = [10, 40];
 /// Share of the records on the hot key groups; the rest is spread over all key groups, so
 /// subtask 0 of 2 takes `0.4 + 0.6 / 2 = 0.7` of the load.
-pub(super) const HOT_SHARE: f64 = 0.4;
+const HOT_SHARE: f64 = 0.4;
 /// The parallelism the job starts with.
-const START: u32 = 2;
+pub(super) const START: u32 = 2;
 /// `vertex.max-parallelism`: the alignment cap, within the cluster's 16 slots.
 const VERTEX_MAX: u32 = 12;
 /// How far a measured records-in share may be from the exact one (absolute).
 const SHARE_TOLERANCE: f64 = 0.03;
+
+/// Submits the load job with skewed keys at parallelism [`START`] and waits until Flink runs it:
+/// the job's id and the id of its keyed vertex `count`.
+pub(super) fn submit_skewed_job(cluster: &Cluster) -> (String, String) {
+    let hot = HOT_GROUPS.map(|g| g.to_string()).join(",");
+    let job_id = run_script(
+        "job.sh",
+        &[
+            "submit",
+            &cluster.url,
+            "--rate",
+            RATE,
+            "--cost-ms",
+            "0",
+            "--keyed-cost-ms",
+            KEYED_COST_MS,
+            "--parallelism",
+            &START.to_string(),
+            "--max-parallelism",
+            &KEY_GROUPS.to_string(),
+            "--hot-key-groups",
+            &hot,
+            "--hot-share",
+            &HOT_SHARE.to_string(),
+        ],
+        &[],
+    );
+    assert_eq!(job_id.len(), 32, "job id {job_id:?}");
+    let details = wait_for("the job to run", Duration::from_secs(60), || {
+        cluster
+            .get(&format!("/jobs/{job_id}"))
+            .filter(|d| settled_parallelism(d) == Some(START))
+    });
+    let count = vertex(&details, "count").expect("a count vertex")["id"]
+        .as_str()
+        .expect("vertex id")
+        .to_string();
+    (job_id, count)
+}
 
 /// Each key group's share of the records, as the job's keys make it.
 pub(super) fn key_group_shares() -> Vec<f64> {
@@ -269,39 +308,7 @@ fn load_align_rescales_a_skewed_real_flink_job_from_its_per_subtask_load() {
 
     let cluster = Cluster::start(16);
     let started = Instant::now();
-    let hot = HOT_GROUPS.map(|g| g.to_string()).join(",");
-    let job_id = run_script(
-        "job.sh",
-        &[
-            "submit",
-            &cluster.url,
-            "--rate",
-            RATE,
-            "--cost-ms",
-            "0",
-            "--keyed-cost-ms",
-            KEYED_COST_MS,
-            "--parallelism",
-            &START.to_string(),
-            "--max-parallelism",
-            &KEY_GROUPS.to_string(),
-            "--hot-key-groups",
-            &hot,
-            "--hot-share",
-            &HOT_SHARE.to_string(),
-        ],
-        &[],
-    );
-    assert_eq!(job_id.len(), 32, "job id {job_id:?}");
-    let details = wait_for("the job to run", Duration::from_secs(60), || {
-        cluster
-            .get(&format!("/jobs/{job_id}"))
-            .filter(|d| settled_parallelism(d) == Some(START))
-    });
-    let count = vertex(&details, "count").expect("a count vertex")["id"]
-        .as_str()
-        .expect("vertex id")
-        .to_string();
+    let (job_id, count) = submit_skewed_job(&cluster);
 
     // 1. The collector's per-subtask load at parallelism 2 is what the keys make it.
     let shares = key_group_shares();

@@ -16,14 +16,12 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use flowscale::engine::flink::{FlinkClient, FlinkCollector, FlinkOptions};
-use flowscale_tests::flink::{self, Cluster, run_script, wait_for};
+use flowscale_tests::flink::{self, Cluster, run_script};
 
-use super::flink::{run_flowscale_with, settled_parallelism, vertex};
-use super::flink_load_align::{HOT_GROUPS, HOT_SHARE, KEY_GROUPS, KEYED_COST_MS, RATE};
-use super::flink_load_align::{key_group_shares, per_subtask, subtask_loads};
+use super::flink::{run_flowscale_with, settled_parallelism};
+use super::flink_load_align::START;
+use super::flink_load_align::{key_group_shares, per_subtask, submit_skewed_job, subtask_loads};
 
-/// The parallelism the job starts with.
-const START: u32 = 2;
 /// The busy-time share every subtask must stay under.
 const UTILIZATION_TARGET: f64 = 0.5;
 /// `metrics.window`: the run goes on for two of them once Flink runs the rescale.
@@ -77,39 +75,7 @@ fn one_skew_aware_rescale_puts_every_subtask_of_a_skewed_real_flink_job_under_th
     run_script("job.sh", &["build"], &[]);
 
     let cluster = Cluster::start(16);
-    let hot = HOT_GROUPS.map(|g| g.to_string()).join(",");
-    let job_id = run_script(
-        "job.sh",
-        &[
-            "submit",
-            &cluster.url,
-            "--rate",
-            RATE,
-            "--cost-ms",
-            "0",
-            "--keyed-cost-ms",
-            KEYED_COST_MS,
-            "--parallelism",
-            &START.to_string(),
-            "--max-parallelism",
-            &KEY_GROUPS.to_string(),
-            "--hot-key-groups",
-            &hot,
-            "--hot-share",
-            &HOT_SHARE.to_string(),
-        ],
-        &[],
-    );
-    assert_eq!(job_id.len(), 32, "job id {job_id:?}");
-    let details = wait_for("the job to run", Duration::from_secs(60), || {
-        cluster
-            .get(&format!("/jobs/{job_id}"))
-            .filter(|d| settled_parallelism(d) == Some(START))
-    });
-    let count = vertex(&details, "count").expect("a count vertex")["id"]
-        .as_str()
-        .expect("vertex id")
-        .to_string();
+    let (job_id, count) = submit_skewed_job(&cluster);
     // The skew the rule must see: subtask 0 of 2 takes 0.4 + 0.6 / 2 of the records.
     let at_start = per_subtask(&key_group_shares(), START);
     assert!((at_start[0] - 0.7).abs() < 1e-9, "{at_start:?}");
